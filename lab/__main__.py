@@ -1,0 +1,70 @@
+"""Command-line entry point: ``python -m lab COMMAND --help``.
+
+Each command lives in the module that owns its concept. A command module defines
+``add_arguments(parser)`` and ``main(args) -> int``; its docstring's first line is the help text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from lab import LabError
+
+# command name -> module. Modules that are not importable on this machine are skipped in --help.
+COMMANDS = {
+    "reference": "lab.reference",
+    "datasets": "lab.data",
+    "env": "lab.env",
+    "hardware": "lab.hardware",
+    "bench": "lab.bench",
+    "vllm-sweep": "lab.vllm.sweep",
+    "fit": "lab.fit",
+    "capture": "lab.capture",
+    "census": "lab.census",
+}
+
+
+def _load(module_name: str):
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            return None  # the command's module does not exist (yet)
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in COMMANDS.items():
+        module = _load(module_name)
+        if module is None or not hasattr(module, "add_arguments"):
+            continue
+        summary = (module.__doc__ or name).strip().splitlines()[0]
+        command = sub.add_parser(name, help=summary, description=(module.__doc__ or summary).strip(),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(command)
+        command.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._module.main(args) or 0)
+    except LabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: results already written are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""What this machine can do: GPU, vLLM, Triton. Chapters use it to choose live runs or cached data.
+
+Run ``python -m lab env`` to print the answer for the machine you are on.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    gpu: str | None          # device name, e.g. "NVIDIA H200"; None without a CUDA GPU
+    driver: str | None       # NVIDIA driver version from nvidia-smi
+    cuda: str | None         # CUDA version torch was built with
+    torch: str | None
+    triton: str | None
+    vllm: str | None
+    triton_mode: str | None  # "gpu", "interpreter" (CPU, TRITON_INTERPRET=1) or None when not installed
+    python: str
+    machine: str
+
+    @property
+    def has_gpu(self) -> bool:
+        return self.gpu is not None
+
+    @property
+    def can_serve_vllm(self) -> bool:
+        return self.has_gpu and self.vllm is not None
+
+    def summary(self) -> str:
+        """One sentence a chapter can print to say what it ran on."""
+        if self.has_gpu:
+            return f"Running live on {self.gpu} (torch {self.torch}, triton {self.triton}, vLLM {self.vllm or 'not installed'})."
+        return (f"No GPU on this machine ({self.machine}, Python {self.python}): "
+                "figures below come from the cached datasets in data/.")
+
+
+def _version(module: str) -> str | None:
+    if importlib.util.find_spec(module) is None:
+        return None
+    try:
+        from importlib.metadata import version
+        return version(module)
+    except Exception:  # a package importable from PYTHONPATH without metadata
+        mod = __import__(module)
+        return getattr(mod, "__version__", "unknown")
+
+
+def _nvidia_driver() -> str | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+@functools.lru_cache(maxsize=1)
+def detect() -> Capabilities:
+    """Probe the machine once per process (cheap: no kernel launches)."""
+    torch_version = _version("torch")
+    gpu = cuda = None
+    if torch_version is not None:
+        import torch
+        cuda = torch.version.cuda
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_name(0)
+    triton_version = _version("triton")
+    triton_mode = None
+    if triton_version is not None:
+        triton_mode = "gpu" if gpu and os.environ.get("TRITON_INTERPRET") != "1" else "interpreter"
+    return Capabilities(
+        gpu=gpu, driver=_nvidia_driver() if gpu else None, cuda=cuda, torch=torch_version,
+        triton=triton_version, vllm=_version("vllm"), triton_mode=triton_mode,
+        python=platform.python_version(), machine=platform.machine(),
+    )
+
+
+def use_triton_interpreter_without_gpu() -> bool:
+    """Set TRITON_INTERPRET=1 when there is no GPU, so Triton kernels run on the CPU.
+
+    Must be called before ``triton`` is imported: Triton reads the variable when kernels are defined.
+    Returns True when the interpreter is in use.
+    """
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return True
+    if detect().gpu is None:
+        os.environ["TRITON_INTERPRET"] = "1"
+        return True
+    return False
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the capabilities as JSON")
+
+
+def main(args) -> int:
+    caps = detect()
+    if args.json:
+        print(json.dumps(asdict(caps), indent=1))
+    else:
+        for key, value in asdict(caps).items():
+            print(f"{key:12s} {value if value is not None else '-'}")
+        print(caps.summary())
+    return 0
