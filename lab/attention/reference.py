@@ -1,0 +1,101 @@
+"""Naive attention: materialise the whole score matrix, softmax it, multiply by V.
+
+This is the ground truth every faster version is checked against. It works on NumPy arrays (any
+float dtype; pass float64 for exactness) and on torch tensors (computed in float32 or float64 on
+the tensors' device, in query chunks so that long sequences fit in memory).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lab import LabError
+
+
+def check_shapes(q_shape, k_shape, v_shape, causal: bool) -> tuple[int, int, int, int, int, int]:
+    """Validate (batch, heads, n, d) shapes; return (batch, q_heads, kv_heads, n_q, n_k, d)."""
+    if len(q_shape) != 4 or len(k_shape) != 4 or len(v_shape) != 4:
+        raise LabError(f"q, k, v must be 4-D (batch, heads, n, d); got shapes {tuple(q_shape)}, {tuple(k_shape)}, {tuple(v_shape)}")
+    batch, q_heads, n_q, d = q_shape
+    if tuple(k_shape) != tuple(v_shape):
+        raise LabError(f"k and v must have the same shape; got {tuple(k_shape)} and {tuple(v_shape)}")
+    kb, kv_heads, n_k, kd = k_shape
+    if kb != batch or kd != d:
+        raise LabError(f"k's batch and head dim must match q's; got q {tuple(q_shape)} and k {tuple(k_shape)}")
+    if kv_heads == 0 or q_heads % kv_heads:
+        raise LabError(f"query heads ({q_heads}) must be a multiple of KV heads ({kv_heads})")
+    if causal and n_q > n_k:
+        raise LabError(f"causal attention with more queries ({n_q}) than keys ({n_k}) leaves rows with no key to see")
+    return batch, q_heads, kv_heads, n_q, n_k, d
+
+
+def causal_mask(n_q: int, n_k: int) -> np.ndarray:
+    """Boolean (n_q, n_k) mask, True where query i may see key j (queries aligned to the end of the keys)."""
+    rows = np.arange(n_q)[:, None] + (n_k - n_q)
+    return np.arange(n_k)[None, :] <= rows
+
+
+def attention_numpy(q, k, v, causal: bool = False, scale: float | None = None) -> np.ndarray:
+    """softmax(q k^T * scale) v with the full score matrix in memory, in q's dtype (float64 for exactness)."""
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    _, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    group = q_heads // kv_heads
+    k = np.repeat(k, group, axis=1)  # every query head gets its own copy of its KV head
+    v = np.repeat(v, group, axis=1)
+    scores = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
+    if causal:
+        scores = np.where(causal_mask(n_q, n_k), scores, -np.inf)
+    scores = scores - scores.max(axis=-1, keepdims=True)  # subtract the row max so exp never overflows
+    weights = np.exp(scores)
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return np.einsum("bhqk,bhkd->bhqd", weights, v).astype(q.dtype, copy=False)
+
+
+def attention_torch(q, k, v, causal: bool = False, scale: float | None = None, *,
+                    compute_dtype=None, chunk_bytes: int = 2 << 30):
+    """The same on torch tensors: upcast (float32 by default), chunk the queries, return q's dtype.
+
+    Each chunk still materialises its rows of the score matrix (chunk x n_k per head); chunking only
+    bounds the memory, so a 32k-token reference fits on one GPU.
+    """
+    import torch
+
+    batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
+    compute_dtype = compute_dtype or torch.float32
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    group = q_heads // kv_heads
+    kc = k.to(compute_dtype).repeat_interleave(group, dim=1)
+    vc = v.to(compute_dtype).repeat_interleave(group, dim=1)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    bytes_per_row = batch * q_heads * n_k * torch.finfo(compute_dtype).bits // 8 * 2
+    chunk = max(1, min(n_q, chunk_bytes // max(1, bytes_per_row)))
+    key_pos = torch.arange(n_k, device=q.device)
+    for start in range(0, n_q, chunk):
+        stop = min(n_q, start + chunk)
+        scores = torch.matmul(q[:, :, start:stop].to(compute_dtype), kc.transpose(-1, -2)) * scale
+        if causal:
+            visible = key_pos[None, :] <= torch.arange(start, stop, device=q.device)[:, None] + (n_k - n_q)
+            scores.masked_fill_(~visible, float("-inf"))
+        out[:, :, start:stop] = torch.matmul(torch.softmax(scores, dim=-1), vc).to(q.dtype)
+        del scores
+    return out
+
+
+def attention(q, k, v, causal: bool = False, scale: float | None = None):
+    """Naive attention on NumPy arrays or torch tensors (dispatches on the type of ``q``)."""
+    if isinstance(q, np.ndarray):
+        return attention_numpy(q, k, v, causal, scale)
+    return attention_torch(q, k, v, causal, scale)
+
+
+def attention_flops(batch: int, q_heads: int, n_q: int, n_k: int, d: int, causal: bool) -> float:
+    """Matrix-multiply FLOPs of the forward pass: 2 products of 2*n_q*n_k*d each, per head.
+
+    With a causal mask (n_q == n_k) only half of the score matrix is needed, so half is counted:
+    the convention FlashAttention's papers and benchmarks use.
+    """
+    full = 4.0 * batch * q_heads * n_q * n_k * d
+    return full / 2 if causal else full

@@ -1,0 +1,118 @@
+"""Attention over tiles with an online softmax, in NumPy: FlashAttention's algorithm without a GPU.
+
+For each tile of queries, walk the key/value tiles once, keeping per query row a running maximum
+``m``, a running sum of exponentials ``l`` and an unnormalised output ``acc``. When a new tile raises
+the maximum, everything accumulated so far is rescaled by ``exp(m_old - m_new)``; at the end,
+``acc / l`` is exactly softmax(QK^T)V. The n_q x n_k score matrix never exists: only one
+block_q x block_k tile of it at a time.
+
+:func:`tiled_attention_traffic` runs the same loop and also counts the bytes each tile reads from
+and writes to "HBM" (the input and output arrays), to check against :mod:`lab.iomodel`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lab import LabError
+from lab.attention.reference import check_shapes
+from lab.iomodel import visited_key_tiles
+
+
+@dataclass
+class TileTraffic:
+    """Bytes moved between the arrays (HBM) and the working tiles (on-chip), per tile step."""
+
+    steps: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    # each step: (batch, head, q_tile, k_tile or -1 for the query tile's own Q read / O write, bytes read, bytes written)
+
+    def add(self, b: int, h: int, q_tile: int, k_tile: int, read: int, written: int) -> None:
+        self.steps.append((b, h, q_tile, k_tile, read, written))
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(s[4] for s in self.steps)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(s[5] for s in self.steps)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+def _check_blocks(block_q: int, block_k: int) -> None:
+    for name, value in (("block_q", block_q), ("block_k", block_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise LabError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _attend_one_query_tile(q_tile, k, v, q_start, n_q, n_k, scale, causal, block_k, on_key_tile=None):
+    """Online softmax of one query tile (rows q_start..) over the key tiles it must visit; returns O tile."""
+    rows = q_tile.shape[0]
+    m = np.full(rows, -np.inf, dtype=q_tile.dtype)         # running max of each row's scores
+    l = np.zeros(rows, dtype=q_tile.dtype)                 # running sum of exp(score - m)
+    acc = np.zeros_like(q_tile)                            # running sum of exp(score - m) * v
+    row_pos = np.arange(q_start, q_start + rows)[:, None] + (n_k - n_q)
+    for t in visited_key_tiles(q_start, q_start + rows, n_q, n_k, block_k, causal):
+        k_start, k_stop = t * block_k, min(n_k, (t + 1) * block_k)
+        k_tile, v_tile = k[k_start:k_stop], v[k_start:k_stop]
+        if on_key_tile is not None:
+            on_key_tile(t, k_tile.nbytes + v_tile.nbytes)
+        s = (q_tile @ k_tile.T) * scale                    # one block_q x block_k tile of the scores
+        if causal:
+            s = np.where(np.arange(k_start, k_stop)[None, :] <= row_pos, s, -np.inf)
+        m_new = np.maximum(m, s.max(axis=1))               # finite: key tile 0 is visible to every row
+        rescale = np.exp(m - m_new)                        # shrink what was summed under the old max
+        p = np.exp(s - m_new[:, None])
+        l = l * rescale + p.sum(axis=1)
+        acc = acc * rescale[:, None] + p @ v_tile
+        m = m_new
+    return acc / l[:, None]
+
+
+def _tiled(q, k, v, causal, block_q, block_k, scale, traffic: TileTraffic | None):
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
+    _check_blocks(block_q, block_k)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    group = q_heads // kv_heads
+    out = np.empty_like(q)
+    for b in range(batch):
+        for h in range(q_heads):
+            kh, vh = k[b, h // group], v[b, h // group]
+            for i, q_start in enumerate(range(0, n_q, block_q)):
+                q_tile = q[b, h, q_start:q_start + block_q]
+                hook = None
+                if traffic is not None:
+                    def hook(t, nbytes, b=b, h=h, i=i):
+                        traffic.add(b, h, i, t, nbytes, 0)
+                o_tile = _attend_one_query_tile(q_tile, kh, vh, q_start, n_q, n_k, scale, causal, block_k, hook)
+                out[b, h, q_start:q_start + block_q] = o_tile
+                if traffic is not None:
+                    traffic.add(b, h, i, -1, q_tile.nbytes, o_tile.nbytes)
+    return out
+
+
+def tiled_attention(q, k, v, causal: bool = False, block_q: int = 64, block_k: int = 64,
+                    scale: float | None = None) -> np.ndarray:
+    """Attention computed tile by tile with an online softmax; same result as the naive reference."""
+    return _tiled(q, k, v, causal, block_q, block_k, scale, None)
+
+
+def tiled_attention_traffic(q, k, v, causal: bool = False, block_q: int = 64, block_k: int = 64,
+                            scale: float | None = None) -> tuple[np.ndarray, TileTraffic]:
+    """Like :func:`tiled_attention`, and also return the bytes each tile step read and wrote.
+
+    Counted as in :func:`lab.iomodel.tiled_attention_hbm_bytes`: a Q tile read and an O tile written
+    once per query tile, a K and a V tile read once per key tile the query tile visits. The running
+    statistics live on chip and are not counted.
+    """
+    traffic = TileTraffic()
+    out = _tiled(q, k, v, causal, block_q, block_k, scale, traffic)
+    return out, traffic
+
