@@ -1,0 +1,99 @@
+"""lab.hardware: every figure has a source, ridge points from datasheet numbers, a live CPU measurement."""
+
+import json
+import math
+
+import pytest
+
+from lab import LabError, hardware
+from lab.hardware import DEVICES, SPEC_FIELDS, TFLOPS, device
+
+
+def test_required_devices_present():
+    for key in ("A10G", "A100-80GB-SXM", "H100-SXM", "H200-SXM", "L4", "RTX-4090"):
+        assert key in DEVICES
+
+
+@pytest.mark.parametrize("key", list(DEVICES))
+def test_every_spec_has_a_source(key):
+    dev = DEVICES[key]
+    for name in SPEC_FIELDS:
+        value = getattr(dev, name)
+        assert value > 0, f"{key}.{name}"
+        source = dev.sources.get(name)
+        assert source is not None, f"{key}.{name} has no source"
+        assert source.title and source.url.startswith("https://"), f"{key}.{name}"
+
+
+def test_h100_ridge_from_datasheet_figures():
+    # 989.4e12 FLOP/s / 3.35e12 B/s = 295.3 FLOP/byte
+    assert device("H100-SXM").ridge() == pytest.approx(989.4 / 3.35, rel=1e-12)
+    assert round(device("H100-SXM").ridge()) == 295
+
+
+def test_h200_same_compute_more_bandwidth():
+    h100, h200 = device("H100-SXM"), device("H200-SXM")
+    assert h200.bf16_flops == h100.bf16_flops
+    assert h200.bandwidth == 4.8e12 and h200.memory_bytes == 141e9
+    assert h200.ridge() == pytest.approx(989.4 / 4.8)  # 206.1
+
+
+def test_dense_not_sparse():
+    # datasheets print sparse figures twice the dense ones; the table must hold the dense ones.
+    assert device("H100-SXM").bf16_flops == 989.4 * TFLOPS
+    assert device("A100-80GB-SXM").bf16_flops == 312 * TFLOPS
+    assert device("L4").bf16_flops == 121 * TFLOPS
+
+
+def test_a10g_notes_the_disagreement():
+    note = device("A10G").note
+    assert "125" in note and "A10" in note
+
+
+def test_fp32_ridge_uses_cuda_core_peak():
+    a100 = device("A100-80GB-SXM")
+    assert a100.ridge("fp32") == pytest.approx(19.5e12 / 2039e9)
+    with pytest.raises(LabError):
+        a100.peak_flops("int3")
+
+
+def test_unknown_device_is_a_lab_error():
+    with pytest.raises(LabError):
+        device("TPU-v9")
+
+
+def test_match_device_names():
+    assert hardware.match_device("NVIDIA H200").key == "H200-SXM"
+    assert hardware.match_device("NVIDIA A10G").key == "A10G"
+    assert hardware.match_device("NVIDIA L40S") is None
+    assert hardware.match_device(None) is None
+
+
+def test_spec_table_has_ridge_column():
+    table = hardware.spec_table()
+    row = table.set_index("device").loc["H100-SXM"]
+    assert row.ridge_flop_per_byte == pytest.approx(295.34, abs=0.01)
+
+
+def test_cpu_measurement_is_positive_and_finite():
+    ceilings = hardware.measure(use_gpu=False, matmul_sizes=(64, 128), copy_sizes=(1 << 20,), reps=2)
+    for value in (ceilings.peak_flops, ceilings.bandwidth, ceilings.ridge()):
+        assert math.isfinite(value) and value > 0
+    assert {r["kind"] for r in ceilings.rows} == {"matmul", "copy"}
+
+
+def test_measurement_round_trips_through_a_dataset(tmp_path):
+    ceilings = hardware.measure(use_gpu=False, matmul_sizes=(64,), copy_sizes=(1 << 20,), reps=2)
+    hardware.write_measurement(ceilings, tmp_path, command="pytest")
+    back = hardware.load_measurement(tmp_path)
+    assert back.peak_flops == pytest.approx(ceilings.peak_flops)
+    assert json.loads((tmp_path / "provenance.json").read_text())["kind"] == "hardware"
+    assert (tmp_path / "measurements.csv").read_text().startswith("kind,size,dtype")
+    assert hardware.load_measurement(tmp_path / "missing") is None
+
+
+def test_cli_prints_table(capsys):
+    from lab.__main__ import main
+    assert main(["hardware", "--sources"]) == 0
+    out = capsys.readouterr().out
+    assert "H100-SXM" in out and "nvidia.com" in out
