@@ -234,6 +234,32 @@ def _median_seconds_cuda(torch, fn, reps: int, warmup: int) -> float:
     return statistics.median(s.elapsed_time(e) for s, e in pairs) / 1e3
 
 
+def _matmul_op(torch, n: int, dev: str, tdtype, gen):
+    """A call that multiplies two random n×n matrices into a preallocated output."""
+    if torch is None:
+        import numpy as np
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+        out = np.empty((n, n), dtype=np.float32)
+        return lambda: np.matmul(a, b, out=out)
+    a = torch.randn(n, n, device=dev, dtype=tdtype, generator=gen)
+    b = torch.randn(n, n, device=dev, dtype=tdtype, generator=gen)
+    out = torch.empty(n, n, device=dev, dtype=tdtype)
+    return lambda: torch.matmul(a, b, out=out)
+
+
+def _copy_op(torch, elements: int, dev: str, gen):
+    """A call that copies a random fp32 buffer into another one."""
+    if torch is None:
+        import numpy as np
+        src = np.random.default_rng(1).random(elements, dtype=np.float32)
+        dst = np.empty_like(src)
+        return lambda: np.copyto(dst, src)
+    src = torch.rand(elements, device=dev, dtype=torch.float32, generator=gen)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
 #: (matmul sizes n for an n×n×n product, copy sizes in bytes) per target.
 GPU_SIZES = ((4096, 8192, 12288), (256 * MIB, 1024 * MIB, 2048 * MIB))
 CPU_SIZES = ((256, 512, 1024), (16 * MIB, 64 * MIB))
@@ -277,34 +303,15 @@ def measure(use_gpu: bool | None = None, matmul_sizes=None, copy_sizes=None, rep
     gen = torch.Generator(device=dev).manual_seed(0) if torch is not None else None
     for kind, size in bar:
         if kind == "matmul":
-            flops = 2.0 * size**3
-            if torch is not None:
-                a = torch.randn(size, size, device=dev, dtype=tdtype, generator=gen)
-                b = torch.randn(size, size, device=dev, dtype=tdtype, generator=gen)
-                out = torch.empty(size, size, device=dev, dtype=tdtype)
-                op = lambda: torch.matmul(a, b, out=out)  # noqa: E731
-            else:
-                import numpy as np
-                rng = np.random.default_rng(0)
-                a, b = rng.standard_normal((size, size), dtype=np.float32), rng.standard_normal((size, size), dtype=np.float32)
-                op = lambda: a @ b  # noqa: E731
-            seconds = _median_seconds_cuda(torch, op, reps, 3) if use_gpu else _median_seconds(op, reps, 1)
-            rows.append(dict(kind="matmul", size=size, dtype=dtype, median_s=seconds, reps=reps,
-                             value=flops / seconds, unit="FLOP/s"))
+            op = _matmul_op(torch, size, dev, tdtype, gen)
+            work, unit, row_dtype, row_size = 2.0 * size**3, "FLOP/s", dtype, size
         else:
             elements = size // 4  # fp32 words: the element type does not change a copy's bytes
-            if torch is not None:
-                src = torch.rand(elements, device=dev, dtype=torch.float32, generator=gen)
-                dst = torch.empty_like(src)
-                op = lambda: dst.copy_(src)  # noqa: E731
-            else:
-                import numpy as np
-                src = np.random.default_rng(1).random(elements, dtype=np.float32)
-                dst = np.empty_like(src)
-                op = lambda: np.copyto(dst, src)  # noqa: E731
-            seconds = _median_seconds_cuda(torch, op, reps, 3) if use_gpu else _median_seconds(op, reps, 1)
-            rows.append(dict(kind="copy", size=elements * 4, dtype="fp32", median_s=seconds, reps=reps,
-                             value=2.0 * elements * 4 / seconds, unit="B/s"))
+            op = _copy_op(torch, elements, dev, gen)
+            work, unit, row_dtype, row_size = 2.0 * elements * 4, "B/s", "fp32", elements * 4  # read + write
+        seconds = _median_seconds_cuda(torch, op, reps, 3) if use_gpu else _median_seconds(op, reps, 1)
+        rows.append(dict(kind=kind, size=row_size, dtype=row_dtype, median_s=seconds, reps=reps,
+                         value=work / seconds, unit=unit))
         del op
     if use_gpu:
         torch.cuda.empty_cache()
