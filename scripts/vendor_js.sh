@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Re-fetch the vendored JavaScript from the npm registry (versions as in book/_static/vendor/README.md).
+# Only needed to upgrade them: the committed copies are what the site uses.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+(cd "$tmp" && npm init -y >/dev/null && npm install --silent requirejs@2.3.8 @jupyter-widgets/html-manager@1.0.15 mathjax@3.2.2)
+n=$tmp/node_modules; v=$root/book/_static/vendor
+mkdir -p "$v/html-manager" "$v/mathjax/output/chtml/fonts"
+cp "$n/requirejs/require.js" "$v/require.js"
+cp "$n/@jupyter-widgets/html-manager/dist/embed-amd.js" "$n"/@jupyter-widgets/html-manager/dist/*.woff2 "$v/html-manager/"
+cp "$n/mathjax/es5/tex-chtml-full.js" "$n/mathjax/LICENSE" "$v/mathjax/"
+rm -rf "$v/mathjax/output/chtml/fonts/woff-v2" && cp -r "$n/mathjax/es5/output/chtml/fonts/woff-v2" "$v/mathjax/output/chtml/fonts/"
+echo "vendored into $v"
