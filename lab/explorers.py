@@ -1,0 +1,168 @@
+"""The book's explorers over cached data (each a :class:`lab.widgets.Explorer`).
+
+``a10g_prefill_explorer()`` is the first one: prompt length x backend x GPU/study -> TTFT,
+prefill cost per token, decode ITL and the share of prefill time the quadratic term explains.
+It reads every ``sweep.csv`` through :func:`lab.data.load_sweeps`, so H200 runs and a reader's
+own runs under ``data/local/`` appear as extra GPU/study choices without code changes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from lab import LabError
+from lab.data import DATA_DIR, load, load_sweeps
+from lab.widgets import Chart, Control, Explorer, Marker, Readout, Series, View
+
+#: Backend shown first when a study has it.
+PREFERRED_ARMS = ("FLASH_ATTN", "FLASH_ATTN/FA3")
+PREFERRED_LENGTH = 8192
+FIT_POINTS = 48
+
+
+def study_of(dataset: str, root: Path = DATA_DIR) -> str:
+    """The study a dataset belongs to: the first two folders of its path under ``root`` (data/).
+
+    ``h200/vllm0.26-qwen2.5-7b/FLASH_ATTN_FA3`` -> ``h200/vllm0.26-qwen2.5-7b``: one arm per folder,
+    one study per GPU and engine version, so every arm of that GPU is drawn together.
+    """
+    path = Path(dataset)
+    if path.is_absolute():
+        path = path.relative_to(root)
+    return "/".join(path.parts[:2])
+
+
+class PublishedFit:
+    """The fit a reference study printed (fits.csv), in seconds and tokens, with the same interface as lab.fit's."""
+
+    def __init__(self, a_s: float, b_us_per_token: float, c_ps_per_token2: float):
+        self.a, self.b, self.c = a_s, b_us_per_token * 1e-6, c_ps_per_token2 * 1e-12
+
+    def quad_share(self, n: float) -> float:
+        """Fraction of the length-dependent prefill time c n^2 / (b n + c n^2), as the study defines it."""
+        return self.c * n / (self.b + self.c * n)
+
+
+def _fit(study_rows, lengths, seconds):
+    """A quadratic prefill fit t(n) = a + b n + c n^2 with the book's one fitting routine (lab.fit).
+
+    Until lab.fit exists, fall back to the fit a reference dataset published in its fits.csv.
+    """
+    try:
+        from lab.fit import fit_quadratic
+    except ModuleNotFoundError:
+        fit_quadratic = None
+    if fit_quadratic is not None:
+        return fit_quadratic(lengths, seconds)
+    arm = study_rows["arm"].iloc[0]
+    dataset = load(study_rows["dataset"].iloc[0])
+    if not dataset.has("fits.csv"):
+        return None
+    published = dataset.csv("fits.csv", ("arm", "a_s", "b_us_per_token", "c_ps_per_token2"))
+    published = published[published["arm"] == arm]
+    if published.empty:
+        return None
+    row = published.iloc[0]
+    return PublishedFit(row["a_s"], row["b_us_per_token"], row["c_ps_per_token2"])
+
+
+def _predict(fit, n: float) -> float:
+    return fit.a + fit.b * n + fit.c * n * n
+
+
+def sweep_table(root=DATA_DIR):
+    """All sweeps with a ``study`` column; a re-run of the same arm and length replaces the earlier row."""
+    table = load_sweeps(root)
+    table.insert(0, "study", table["dataset"].map(lambda name: study_of(name, Path(root))))
+    return table.drop_duplicates(["study", "arm", "target_len"], keep="last").reset_index(drop=True)
+
+
+def _provenance(table, study: str) -> dict:
+    """Provenance of the study's first dataset (GPU, engine version, model are shared by its arms)."""
+    return load(table.loc[table["study"] == study, "dataset"].iloc[0]).provenance
+
+
+def _study_label(provenance: dict) -> str:
+    engine = f"vLLM {provenance['vllm']}" if provenance.get("vllm") else "vLLM"
+    return f"{provenance['gpu']}, {engine}"
+
+
+def _number(value):
+    """A finite float, or None for a missing or failed measurement."""
+    return None if value is None or not math.isfinite(float(value)) else float(value)
+
+
+def a10g_prefill_explorer(root=DATA_DIR) -> Explorer:
+    """Prompt length x backend x GPU/study -> TTFT, prefill ms/token, decode ITL, quadratic share."""
+    table = sweep_table(root)
+    studies = sorted(table["study"].unique(), key=lambda s: (not s.startswith("reference/"), s))
+    lengths = sorted(int(n) for n in table["target_len"].unique())
+    arms = sorted(table["arm"].unique(), key=lambda a: (a not in PREFERRED_ARMS, a))
+    provenance = {s: _provenance(table, s) for s in studies}
+    labels = {s: _study_label(provenance[s]) for s in studies}
+    repeated = {label for label in labels.values() if list(labels.values()).count(label) > 1}
+    labels = {s: f"{label} ({s})" if label in repeated else label  # same GPU and engine twice: name the folders
+              for s, label in labels.items()}
+
+    x_ticks = [256 * 4 ** k for k in range(12) if 256 * 4 ** k <= max(lengths)]
+    fits = {}
+    for (study, arm), rows in table.groupby(["study", "arm"]):
+        rows = rows.dropna(subset=["ttft_s", "actual_len"])
+        if len(rows) >= 3:
+            fit = _fit(rows, rows["actual_len"].to_numpy(float), rows["ttft_s"].to_numpy(float))
+            if fit is not None:
+                fits[study, arm] = fit
+
+    def view(length, backend, study):
+        rows = table[table["study"] == study]
+        gpu = labels[study]
+        series = []
+        for arm in sorted(rows["arm"].unique(), key=lambda a: (a not in PREFERRED_ARMS, a)):
+            arm_rows = rows[rows["arm"] == arm].sort_values("actual_len")
+            series.append(Series(arm, arm_rows["actual_len"].tolist(), arm_rows["ttft_s"].tolist(), kind="line+points"))
+        fit = fits.get((study, backend))
+        if fit is not None:
+            arm_rows = rows[rows["arm"] == backend]
+            lo, hi = float(arm_rows["actual_len"].min()), float(arm_rows["actual_len"].max())
+            xs = [lo * (hi / lo) ** (i / (FIT_POINTS - 1)) for i in range(FIT_POINTS)]
+            series.append(Series(f"{backend} quadratic fit", xs, [_predict(fit, x) for x in xs],
+                                 kind="line", dashed=True, color=series[[s.name for s in series].index(backend)].color))
+        point = rows[(rows["arm"] == backend) & (rows["target_len"] == length)]
+        row = point.iloc[0] if len(point) else {}
+        ttft, actual = _number(row.get("ttft_s")), _number(row.get("actual_len"))
+        share = fit.quad_share(actual) * 100 if fit is not None and actual is not None else None
+        readouts = [
+            Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f"),
+            Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f"),
+            Readout("itl", "Decode inter-token latency", row.get("itl_ms"), unit="ms", fmt=".2f"),
+            Readout("quad_share", "Share of prefill time in the quadratic term (fit)", share, unit="%", fmt=".1f"),
+        ]
+        if not len(point):
+            note = f"No {backend} measurement at {length} tokens on {gpu}."
+        elif ttft is None or actual is None:
+            note = f"The {backend} run at {length} tokens on {gpu} did not finish."
+        else:
+            note = f"{backend}, {actual:.0f} prompt tokens on {gpu}."
+        marker = Marker(actual, ttft, label=f"{backend} @ {actual:.0f}") if ttft is not None and actual is not None else None
+        model = provenance[study].get("model") or "model not recorded"
+        chart = Chart(x_label="prompt length (tokens)", y_label="time to first token (s)", log_x=True,
+                      series=series, marker=marker, x_ticks=x_ticks,
+                      source=f"{gpu}, {model}, data/{study}")
+        return View(readouts=readouts, chart=chart, note=note)
+
+    if not lengths or not arms:
+        raise LabError(f"{root}: the sweeps hold no rows; run `python -m lab reference` first")
+    default_length = PREFERRED_LENGTH if PREFERRED_LENGTH in lengths else lengths[len(lengths) // 2]
+    return Explorer(
+        key="prefill-explorer",
+        title="Prompt length and attention backend: what the first token costs",
+        controls=[
+            Control("length", "Prompt length (tokens)", values=lengths, default=default_length),
+            Control("backend", "Attention backend", values=arms),
+            Control("study", "GPU and study", values=studies, labels=[labels[s] for s in studies]),
+        ],
+        view=view,
+        caption="Points are measured prompt lengths; the dashed curve is the quadratic fit t = a + b·n + c·n² "
+                "for the chosen backend.",
+    )

@@ -1,0 +1,105 @@
+"""lab.explorers: the prefill explorer shows the numbers in the reference data, for every choice."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from lab.data import load
+from lab.explorers import a10g_prefill_explorer, study_of
+
+A10G = "reference/a10g-vllm0.11-qwen2.5-7b"
+
+
+@pytest.fixture(scope="module")
+def explorer():
+    return a10g_prefill_explorer()
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return load(A10G).csv("sweep.csv")
+
+
+def test_controls_come_from_the_data(explorer, sweep):
+    controls = {c.name: c for c in explorer.controls}
+    assert controls["length"].values == sorted(sweep["target_len"].unique().tolist())
+    assert {"FLASH_ATTN", "FLEX_ATTENTION"} <= set(controls["backend"].values)
+    assert controls["backend"].default == "FLASH_ATTN"
+    assert controls["study"].values[0] == A10G
+    assert controls["study"].labels[0] == "NVIDIA A10G, vLLM 0.11.0"
+    assert controls["length"].default == 8192
+
+
+@pytest.mark.parametrize("arm", ["FLASH_ATTN", "FLEX_ATTENTION"])
+def test_readouts_equal_the_sweep_rows(explorer, sweep, arm):
+    for _, row in sweep[sweep["arm"] == arm].iterrows():
+        view = explorer.compute(length=int(row["target_len"]), backend=arm, study=A10G)
+        shown = {r.name: r.text for r in view.readouts}
+        assert shown["ttft"] == f"{row['ttft_s']:.3f} s"
+        assert shown["prefill"] == f"{row['prefill_ms_per_token']:.3f} ms"
+        assert shown["itl"] == f"{row['itl_ms']:.2f} ms"
+        marker = view.chart.marker
+        assert (marker.x, marker.y) == (row["actual_len"], row["ttft_s"])
+
+
+def test_hand_checked_point(explorer):
+    # s1.log, FLEX_ATTENTION arm: "30720   30720    16.410        0.534      91.83"
+    view = explorer.compute(length=30720, backend="FLEX_ATTENTION", study=A10G)
+    assert [r.text for r in view.readouts][:3] == ["16.410 s", "0.534 ms", "91.83 ms"]
+
+
+@pytest.mark.parametrize("arm, n, published_pct", [("FLASH_ATTN", 2048, 3.4), ("FLASH_ATTN", 8192, 12.2),
+                                                    ("FLEX_ATTENTION", 2048, 8.5), ("FLEX_ATTENTION", 8192, 27.0)])
+def test_quadratic_share_matches_the_published_fit(explorer, arm, n, published_pct):
+    # The study printed its share at n = 2048 and 8192; the measured point is one or two tokens longer.
+    view = explorer.compute(length=n, backend=arm, study=A10G)
+    share = float({r.name: r for r in view.readouts}["quad_share"].value)
+    assert share == pytest.approx(published_pct, abs=0.3)
+
+
+def test_chart_has_every_arm_and_the_fit(explorer):
+    view = explorer.compute(length=2048, backend="FLEX_ATTENTION", study=A10G)
+    names = [s.name for s in view.chart.series]
+    assert names == ["FLASH_ATTN", "FLEX_ATTENTION", "FLEX_ATTENTION quadratic fit"]
+    fit = view.chart.series[-1]
+    assert fit.dashed and fit.color == view.chart.series[1].color
+    # The published FLEX fit at the longest prompt: 0.0469 + 223.5e-6*30720 + 10099.6e-12*30720^2 = 16.443 s
+    assert fit.ys[-1] == pytest.approx(16.44, abs=0.15)
+    assert "NVIDIA A10G" in view.chart.source
+
+
+def test_study_of():
+    assert study_of("h200/vllm0.26-qwen2.5-7b/FLASH_ATTN_FA3") == "h200/vllm0.26-qwen2.5-7b"
+    assert study_of("reference/a10g-vllm0.11-qwen2.5-7b") == "reference/a10g-vllm0.11-qwen2.5-7b"
+
+
+def test_a_local_run_appears_as_a_new_choice(tmp_path):
+    # A reader's own run (one arm, a failed point, a length the A10G study did not measure).
+    root = tmp_path / "data"
+    shutil.copytree(load(A10G).path, root / "reference" / "a10g-vllm0.11-qwen2.5-7b")
+    run = root / "local" / "my-run" / "TRITON_ATTN"
+    run.mkdir(parents=True)
+    prov = dict(load(A10G).provenance, kind="vllm-sweep", gpu="NVIDIA L4", vllm="0.26.0", date="2026-11-30")
+    prov.pop("source")
+    import json
+
+    (run / "provenance.json").write_text(json.dumps(prov))
+    pd.DataFrame({"arm": ["TRITON_ATTN"] * 4, "backend": ["TRITON_ATTN"] * 4, "target_len": [256, 1024, 2048, 65536],
+                  "actual_len": [257, 1025, 2050, None], "ttft_s": [0.2, 0.5, 1.0, None],
+                  "prefill_ms_per_token": [0.8, 0.5, 0.5, None], "itl_ms": [40.0, 41.0, 42.0, None]}
+                 ).to_csv(run / "sweep.csv", index=False)
+    explorer = a10g_prefill_explorer(root)
+    studies = {c.name: c for c in explorer.controls}["study"]
+    assert studies.values == [A10G, "local/my-run"]
+    assert studies.labels[1] == "NVIDIA L4, vLLM 0.26.0"
+    failed = explorer.compute(length=65536, backend="TRITON_ATTN", study="local/my-run")
+    assert [r.text for r in failed.readouts] == ["n/a"] * 4
+    assert "did not finish" in failed.note and failed.chart.marker is None
+    missing = explorer.compute(length=256, backend="FLASH_ATTN", study="local/my-run")
+    assert "No FLASH_ATTN measurement at 256 tokens on NVIDIA L4" in missing.note
+    ok = explorer.compute(length=1024, backend="TRITON_ATTN", study="local/my-run")
+    assert ok.readouts[0].text == "0.500 s"
+    explorer.static_html()  # every combination renders
