@@ -133,3 +133,114 @@ def test_tiled_traffic_hand_count():
     _, traffic = tiled_attention_traffic(*_qkv(rng, 1, 1, 1, 4, 4, 2), causal=True, block_q=2, block_k=2)
     assert (traffic.bytes_read, traffic.bytes_written) == (256, 64)
     assert [s[3] for s in traffic.steps] == [0, -1, 0, 1, -1]
+
+
+# --- Triton kernels (interpreter on CPU, compiled on a GPU) -------------------------------------------
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+import os  # noqa: E402
+
+from lab.attention import triton_decode, triton_fwd  # noqa: E402
+from lab.attention.reference import attention_torch  # noqa: E402
+
+ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+DEVICE = "cuda" if ON_GPU else "cpu"
+# the interpreter's tl.dot is wrong for bf16, so bf16 is tested on a GPU only
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if ON_GPU else [])
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 2e-2}
+gpu_only = pytest.mark.skipif(not ON_GPU, reason="needs a GPU (long shapes are too slow for the interpreter)")
+
+
+def _torch_qkv(batch, q_heads, kv_heads, n_q, n_k, d, dtype, seed):
+    gen = torch.Generator(device=DEVICE).manual_seed(seed)  # fresh random inputs, never zeros
+    make = lambda h, n: torch.randn(batch, h, n, d, generator=gen, device=DEVICE, dtype=torch.float32).to(dtype)  # noqa: E731
+    return make(q_heads, n_q), make(kv_heads, n_k), make(kv_heads, n_k)
+
+
+def _max_error(out, q, k, v, causal):
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert torch.isfinite(out).all()
+    expected = attention_torch(q, k, v, causal, compute_dtype=torch.float64)
+    return (out.double() - expected.double()).abs().max().item()
+
+
+FWD_SHAPES = [(1, 4, 2, 37, 37, 64), (2, 2, 1, 48, 48, 128), (1, 4, 4, 20, 45, 64)]
+if ON_GPU:
+    FWD_SHAPES += [(2, 28, 4, 1000, 1000, 128), (1, 28, 4, 2048, 2048, 64), (1, 8, 2, 300, 777, 128)]
+
+
+@pytest.mark.parametrize("shape", FWD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("kernel", ["teaching", "tuned"])
+def test_triton_forward_matches_reference(kernel, causal, dtype, shape):
+    q, k, v = _torch_qkv(*shape, dtype, seed=sum(shape))
+    forward = triton_fwd.teaching_forward if kernel == "teaching" else triton_fwd.tuned_forward
+    assert _max_error(forward(q, k, v, causal), q, k, v, causal) <= TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("config", [{"BLOCK_M": 32, "BLOCK_N": 16}, {"BLOCK_M": 16, "BLOCK_N": 16}])
+def test_triton_tuned_forward_tile_sizes(config):
+    # lengths that are not multiples of any tile: partial tiles on both sides of the diagonal
+    q, k, v = _torch_qkv(1, 2, 1, 50, 50, 64, torch.float16, seed=11)
+    for causal in (False, True):
+        assert _max_error(triton_fwd.tuned_forward(q, k, v, causal, config=config), q, k, v, causal) <= 4e-3
+
+
+@gpu_only
+@pytest.mark.parametrize("index", range(len(triton_fwd.TUNED_CONFIGS)))
+def test_triton_tuned_forward_every_autotune_config(index):
+    config = triton_fwd.TUNED_CONFIGS[index]
+    as_dict = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+    q, k, v = _torch_qkv(1, 28, 4, 333, 333, 128, torch.bfloat16, seed=index)
+    for causal in (False, True):
+        assert _max_error(triton_fwd.tuned_forward(q, k, v, causal, config=as_dict), q, k, v, causal) <= 2e-2
+
+
+def test_triton_forward_rejects_bad_input():
+    q, k, v = _torch_qkv(1, 2, 1, 8, 8, 16, torch.float32, seed=0)
+    with pytest.raises(LabError):
+        triton_fwd.tuned_forward(q[..., :12], k[..., :12], v[..., :12])     # head dim 12: not a power of two
+    with pytest.raises(LabError):
+        triton_fwd.teaching_forward(q, k.half(), v)                        # mixed dtypes
+    with pytest.raises(LabError):
+        triton_fwd.tuned_forward(q, k, v, config={"BLOCK_M": 16, "BLOCK_N": 32})
+
+
+DECODE_SHAPES = [(2, 4, 2, 100, 64), (1, 7, 1, 37, 128), (3, 4, 4, 16, 64)]
+if ON_GPU:
+    DECODE_SHAPES += [(16, 28, 4, 4097, 128), (1, 28, 4, 32768, 128), (4, 32, 8, 1000, 64)]
+
+
+@pytest.mark.parametrize("shape", DECODE_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kernel", ["teaching", "tuned"])
+def test_triton_decode_matches_reference(kernel, dtype, shape):
+    batch, q_heads, kv_heads, n_k, d = shape
+    q, k, v = _torch_qkv(batch, q_heads, kv_heads, 1, n_k, d, dtype, seed=n_k)
+    decode = triton_decode.teaching_decode if kernel == "teaching" else triton_decode.tuned_decode
+    assert _max_error(decode(q, k, v), q, k, v, False) <= TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("splits", [1, 2, 5])
+def test_triton_decode_any_split_count_is_exact(splits):
+    # the combine step must give the same answer however the cache is cut
+    q, k, v = _torch_qkv(1, 4, 2, 1, 90, 64, torch.float32, seed=splits)
+    assert _max_error(triton_decode.teaching_decode(q, k, v, num_splits=splits), q, k, v, False) <= 1e-5
+    assert _max_error(triton_decode.tuned_decode(q, k, v, config={"num_splits": splits}), q, k, v, False) <= 1e-5
+
+
+def test_split_plan_covers_the_cache_without_empty_splits():
+    # 32768 keys, 4 KV heads, 528 programs wanted -> 132 splits of 248.2 keys, rounded up to 256 (4 tiles of 64)
+    assert triton_decode.split_plan(32768, 4, 64, 528) == (128, 256)
+    for n_k in (1, 63, 64, 65, 1000, 4097):
+        splits, per = triton_decode.split_plan(n_k, 3, 16, 50)
+        assert per % 16 == 0 and (splits - 1) * per < n_k <= splits * per
+
+
+def test_triton_decode_rejects_more_than_one_query():
+    q, k, v = _torch_qkv(1, 2, 1, 2, 8, 16, torch.float32, seed=0)
+    with pytest.raises(LabError):
+        triton_decode.tuned_decode(q, k, v)

@@ -1,0 +1,236 @@
+"""FlashAttention forward in Triton: a teaching kernel, then a tuned one.
+
+Both compute softmax(Q K^T * scale) V one tile of queries per program, walking the key/value tiles
+with an online softmax (the NumPy loop of :mod:`lab.attention.tiled`, moved onto the GPU). Causal
+and not, grouped-query heads, head dims 16..256 (powers of two), any sequence lengths, fp16/bf16
+(fp32 too, with exact fp32 products). Without a GPU they run in Triton's interpreter on the CPU.
+
+* :func:`teaching_forward` -- the kernel to read: one loop, every tile masked, natural exp.
+* :func:`tuned_forward` -- what it takes to be fast: log2(e) folded into the scale so the
+  exponentials are ``exp2``; the causal loop split into off-diagonal tiles (no mask at all) and
+  the diagonal tiles (masked); heaviest query tiles launched first and the query heads that share
+  a KV head launched side by side (they read the same K/V while it is in L2); block sizes, warps
+  and pipeline stages picked by ``triton.autotune`` from a small space.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lab import LabError, env
+
+env.use_triton_interpreter_without_gpu()
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+if env.use_triton_interpreter_without_gpu():
+    from lab.attention import _interpreter_fix
+
+    _interpreter_fix.apply()
+
+LOG2E = 1.4426950408889634
+
+
+# --- teaching kernel -----------------------------------------------------------------------------
+
+@triton.jit
+def _teaching_kernel(Q, K, V, O, scale, n_q, n_k, q_heads, group,
+                     sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    # Which tile of which head: program (m, b*q_heads + h) owns query rows m*BLOCK_M .. +BLOCK_M.
+    start_m, bh = tl.program_id(0), tl.program_id(1)
+    b, h = bh // q_heads, bh % q_heads
+    kv_h = h // group                                   # grouped-query attention: shared KV head
+    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols0 = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=rows[:, None] < n_q, other=0.0)
+    k_base, v_base = K + b * skb + kv_h * skh, V + b * svb + kv_h * svh
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)   # running row max
+    l_i = tl.zeros([BLOCK_M], tl.float32)                 # running sum of exp(score - max)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)       # running sum of exp(score - max) * V
+    hi = n_k
+    if CAUSAL:  # no key tile after the last one this query tile can see
+        hi = tl.minimum(n_k, (start_m + 1) * BLOCK_M + n_k - n_q)
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + cols0
+        k = tl.load(k_base + cols[None, :] * skn + dims[:, None], mask=cols[None, :] < n_k, other=0.0)
+        s = tl.dot(q, k, input_precision=PRECISION) * scale            # BLOCK_M x BLOCK_N scores
+        visible = cols[None, :] < n_k
+        if CAUSAL:
+            visible = visible & (cols[None, :] <= rows[:, None] + (n_k - n_q))
+        s = tl.where(visible, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.exp(m_i - m_new)                     # rescale what was summed under the old max
+        p = tl.exp(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_base + cols[:, None] * svn + dims[None, :], mask=cols[:, None] < n_k, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(O + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(O.dtype.element_ty),
+             mask=rows[:, None] < n_q)
+
+
+# --- tuned kernel --------------------------------------------------------------------------------
+
+@triton.jit
+def _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, start, stop, rows, cols0, dims,
+                 n_k, diag, qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                 BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+    """Online softmax over key tiles [start, stop). MASKED=False tiles are whole and fully visible."""
+    for start_n in tl.range(start, stop, BLOCK_N):
+        cols = start_n + cols0
+        if MASKED:
+            k = tl.load(k_base + cols[None, :] * skn + dims[:, None], mask=cols[None, :] < n_k, other=0.0)
+        else:
+            k = tl.load(k_base + cols[None, :] * skn + dims[:, None])
+        s = tl.dot(q, k, input_precision=PRECISION)
+        if MASKED:
+            visible = cols[None, :] < n_k
+            if CAUSAL:
+                visible = visible & (cols[None, :] <= rows[:, None] + diag)
+            s = tl.where(visible, s * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            s = s - m_new[:, None]
+        else:  # scale folded into the subtraction: one fused multiply-add per score
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            s = s * qk_scale - m_new[:, None]
+        p = tl.math.exp2(s)                             # scores are in log2 units: exp2 is one instruction
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        if MASKED:
+            v = tl.load(v_base + cols[:, None] * svn + dims[None, :], mask=cols[:, None] < n_k, other=0.0)
+        else:
+            v = tl.load(v_base + cols[:, None] * svn + dims[None, :])
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _tuned_kernel(Q, K, V, O, qk_scale, n_q, n_k, q_heads, group, batch,
+                  sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    # One flat grid: heads vary fastest (the heads of a KV group run side by side and share K/V in L2),
+    # and query tiles are taken last-first (under a causal mask the last tiles have the most work).
+    pid = tl.program_id(0)
+    n_heads = batch * q_heads
+    start_m = tl.cdiv(n_q, BLOCK_M) - 1 - pid // n_heads
+    bh = pid % n_heads
+    b, h = bh // q_heads, bh % q_heads
+    kv_h = h // group
+    rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols0 = tl.arange(0, BLOCK_N)
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=rows[:, None] < n_q, other=0.0)
+    k_base, v_base = K + b * skb + kv_h * skh, V + b * svb + kv_h * svh
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    diag = n_k - n_q
+    if CAUSAL:
+        # keys every row of the tile sees, rounded down to whole tiles; then the tiles across the diagonal
+        full_end = tl.minimum(start_m * BLOCK_M + diag + 1, n_k) // BLOCK_N * BLOCK_N
+        hi = tl.minimum((start_m + 1) * BLOCK_M + diag, n_k)
+    else:
+        full_end = n_k // BLOCK_N * BLOCK_N
+        hi = n_k
+    acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, 0, full_end, rows, cols0, dims,
+                                 n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, PRECISION)
+    acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, full_end, hi, rows, cols0, dims,
+                                 n_k, diag, qk_scale, True, CAUSAL, BLOCK_N, PRECISION)
+    out = acc / l_i[:, None]
+    tl.store(O + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(O.dtype.element_ty),
+             mask=rows[:, None] < n_q)
+
+
+#: The autotuning space: small on purpose (each config is compiled and timed once per shape key).
+TUNED_CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+    for bm, bn, w, s in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2),
+                         (128, 64, 8, 4), (64, 64, 4, 3)]
+]
+_tuned_autotuned = triton.autotune(configs=TUNED_CONFIGS, key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION"])(_tuned_kernel)
+
+
+# --- launchers -----------------------------------------------------------------------------------
+
+def _interpreting() -> bool:
+    import os
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _prepare(q, k, v, causal: bool):
+    import torch
+
+    from lab.attention.reference import check_shapes
+
+    batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
+    if q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise LabError(f"q, k, v must share one dtype among float16, bfloat16, float32; got {q.dtype}, {k.dtype}, {v.dtype}")
+    if d < 16 or d > 256 or d & (d - 1):
+        raise LabError(f"head dim must be a power of two from 16 to 256, got {d}")
+    if not _interpreting() and not q.is_cuda:
+        raise LabError("tensors must be on the GPU (or run without a GPU, where Triton's interpreter is used)")
+    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    precision = "ieee" if q.dtype == torch.float32 else "tf32"  # fp32 inputs: exact fp32 products
+    return q, k, v, torch.empty_like(q), (batch, q_heads, kv_heads, n_q, n_k, d), precision
+
+
+def _strides(q, k, v, o):
+    return (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3])
+
+
+def teaching_forward(q, k, v, causal: bool = False, scale: float | None = None,
+                     block_m: int | None = None, block_n: int | None = None):
+    """Attention with the teaching kernel. Default tiles: 128 x 64 on a GPU, 16 x 16 in the interpreter."""
+    q, k, v, o, (batch, q_heads, kv_heads, n_q, n_k, d), precision = _prepare(q, k, v, causal)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    small = _interpreting() or q.dtype.itemsize == 4
+    block_m = block_m or (16 if _interpreting() else 64 if small else 128)
+    block_n = block_n or (16 if _interpreting() else 32 if small else 64)
+    grid = (triton.cdiv(n_q, block_m), batch * q_heads)
+    _teaching_kernel[grid](q, k, v, o, scale, n_q, n_k, q_heads, q_heads // kv_heads, *_strides(q, k, v, o),
+                           HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, PRECISION=precision,
+                           num_warps=4 if small else 8, num_stages=1 if _interpreting() else 3)
+    return o
+
+
+def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, config: dict | None = None):
+    """Attention with the tuned kernel.
+
+    ``config`` (keys BLOCK_M, BLOCK_N, and optionally num_warps, num_stages) fixes the launch; without
+    it a GPU autotunes over :data:`TUNED_CONFIGS` once per (n_q, n_k, head dim, causal), and the
+    interpreter uses 16 x 16 tiles.
+    """
+    q, k, v, o, (batch, q_heads, kv_heads, n_q, n_k, d), precision = _prepare(q, k, v, causal)
+    if config is not None and (config.get("BLOCK_M", 0) % config.get("BLOCK_N", 1) or config.get("BLOCK_N", 0) < 16):
+        raise LabError(f"config needs BLOCK_N >= 16 dividing BLOCK_M; got {config}")
+    qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
+    args = (q, k, v, o, qk_scale, n_q, n_k, q_heads, q_heads // kv_heads, batch, *_strides(q, k, v, o))
+    if config is None and _interpreting():
+        config = {"BLOCK_M": 16, "BLOCK_N": 16}
+    if config is None:
+        grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]) * batch * q_heads,)  # noqa: E731
+        _tuned_autotuned[grid](*args, HEAD_DIM=d, CAUSAL=causal, PRECISION=precision)
+    else:
+        grid = (triton.cdiv(n_q, config["BLOCK_M"]) * batch * q_heads,)
+        _tuned_kernel[grid](*args, HEAD_DIM=d, CAUSAL=causal, PRECISION=precision,
+                            BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                            num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 1 if _interpreting() else 3))
+    return o
+
+
+def best_config(n_q: int, n_k: int, head_dim: int, causal: bool, dtype_is_fp32: bool = False) -> dict | None:
+    """The config autotuning picked for this shape key (None before the first tuned call)."""
+    key_prefix = (n_q, n_k, head_dim, causal, "ieee" if dtype_is_fp32 else "tf32")
+    for key, config in getattr(_tuned_autotuned, "cache", {}).items():
+        if tuple(key[:5]) == key_prefix:
+            return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+    return None
