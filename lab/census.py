@@ -654,8 +654,8 @@ def format_compare(a: dict, b: dict) -> str:
         sb = 1.0 if fam == "total" else b["families"][fam]["share"]
         ratio = f"{mb/ma:7.2f}" if ma else "    n/a"
         lines.append(f"{fam:10s} {ma:{w}.3f} {sa*100:7.1f}% {mb:{w}.3f} {sb*100:7.1f}% {mb-ma:12.3f} {ratio}")
-    lines.append(f"attention A: {a['attention_signature']['label']}")
-    lines.append(f"attention B: {b['attention_signature']['label']}")
+    lines.append(f"attention kernels A: {a['attention_signature']['label']}")
+    lines.append(f"attention kernels B: {b['attention_signature']['label']}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,291 @@
+"""lab.census on small synthetic traces shaped like torch.profiler output, with real kernel names."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from lab import LabError, census
+from lab.__main__ import main as lab_main
+
+# Real kernel names (as they appear in vLLM / torch.profiler traces on A10G and H200).
+FA2_SPLITKV = ("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+               "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, true, "
+               "false, false, true, true, false, false>(flash::Flash_fwd_params)")
+FA2_COMBINE = ("void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+               "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, 4, 3, "
+               "true>(flash::Flash_fwd_params)")
+FA3 = ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<"
+       "flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>, cute::C<1>, cute::C<1> >, "
+       "cute::tuple<cute::C<128>, cute::C<128>, cute::C<128> >, 128, cutlass::bfloat16_t, float, "
+       "cutlass::arch::Sm90, true, false, false, true, true, false, false, true, true, false, false, false>, "
+       "flash::CollectiveEpilogueFwd<cute::tuple<cute::C<128>, cute::C<128>, cute::C<128> >>, "
+       "flash::VarlenDynamicPersistentTileScheduler<128, 256, 128, false, true, true> > > >(...)")
+FA3_COMBINE = "void flash::FlashAttnFwdCombine<cute::tuple<cute::C<8>, cute::C<128> >, 7, 256, 1, false, true>(...)"
+FLEX = "triton_tem_fused_flex_attention_0"
+FLEX_A10G = "triton_tem_fused_0"
+NVJET = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+XMMA = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off"
+CUTLASS = "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8"
+AMPERE = "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn"
+RMSNORM = "triton_poi_fused_add_mul_rms_norm_0"
+RED_MM = "triton_red_fused__to_copy_add_mean_mm_pow_rsqrt_1"
+CACHE = "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>(...)"
+
+
+def make_trace(kernels, steps=(), *, with_flows=False, correlation_args=True, gpu_steps=()):
+    """Events for kernels given as (name, launcher op or None, duration us[, runtime call]).
+
+    Kernels run back to back; each launch sits inside its launcher op on CPU thread 1.
+    ``steps`` are (first kernel index, last kernel index, ctx reqs, ctx tokens, gen reqs, gen tokens).
+    """
+    events = []
+    cpu_t, gpu_t = 1000.0, 5000.0
+    launch_ts = []
+    gpu_ts = []
+    for corr, spec in enumerate(kernels, start=1):
+        name, op, dur = spec[:3]
+        runtime = spec[3] if len(spec) > 3 else "cudaLaunchKernel"
+        if op:
+            events.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": cpu_t, "dur": 8.0,
+                           "args": {"External id": corr}})
+        events.append({"ph": "X", "cat": "python_function", "name": "model.py(10): forward", "pid": 1,
+                       "tid": 1, "ts": cpu_t, "dur": 9.0})
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": runtime, "pid": 1, "tid": 1, "ts": cpu_t + 2,
+                       "dur": 3.0, "args": {"correlation": corr, "External id": corr}})
+        kargs = {"device": 0, "stream": 7}
+        if correlation_args:
+            kargs["correlation"] = corr
+        events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": gpu_t, "dur": dur,
+                       "args": kargs})
+        if with_flows:
+            events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 1, "tid": 1, "ts": cpu_t + 2})
+            events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": 7, "ts": gpu_t,
+                           "bp": "e"})
+        launch_ts.append(cpu_t + 2)
+        gpu_ts.append((gpu_t, dur))
+        cpu_t += 10.0
+        gpu_t += dur + 1.0
+    for first, last, *counts in steps:
+        start, end = launch_ts[first] - 2, launch_ts[last] + 6
+        events.append({"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": start, "dur": end - start,
+                       "name": "execute_context_{}({})_generation_{}({})".format(*counts)})
+    for first, last, *counts in gpu_steps:
+        start, end = gpu_ts[first][0], gpu_ts[last][0] + gpu_ts[last][1]
+        events.append({"ph": "X", "cat": "gpu_user_annotation", "pid": 0, "tid": 7, "ts": start,
+                       "dur": end - start, "name": "execute_context_{}({})_generation_{}({})".format(*counts)})
+    return {"schemaVersion": 1, "deviceProperties": [{"name": "NVIDIA H200"}], "traceEvents": events}
+
+
+def write(tmp_path, trace, name="t.json"):
+    path = tmp_path / name
+    data = json.dumps(trace, indent=1)
+    if name.endswith(".gz"):
+        with gzip.open(path, "wt") as fh:
+            fh.write(data)
+    else:
+        path.write_text(data)
+    return path
+
+
+def families_of(c):
+    return {name: (round(f["ms"], 6), f["count"]) for name, f in c["families"].items()}
+
+
+@pytest.mark.parametrize("name, op, family", [
+    (FA2_SPLITKV, "vllm::unified_attention_with_output", "attention"),
+    (FA2_COMBINE, "vllm::unified_attention_with_output", "attention"),
+    (FA3, "vllm::unified_attention_with_output", "attention"),
+    (FA3_COMBINE, None, "attention"),
+    (FLEX, "vllm::unified_attention_with_output", "attention"),
+    (NVJET, "aten::mm", "matmul"),
+    (XMMA, "aten::addmm", "matmul"),
+    (CUTLASS, None, "matmul"),
+    (AMPERE, "aten::linear", "matmul"),
+    (RMSNORM, None, "other"),
+    (CACHE, "vllm::unified_attention_with_output", "attention"),
+])
+def test_real_kernel_names_are_classified_confidently(tmp_path, name, op, family):
+    c = census.census(write(tmp_path, make_trace([(name, op, 10.0)])))
+    assert c["families"][family]["count"] == 1
+    assert c["unconfident"] == []
+
+
+def test_hopper_matmul_without_gemm_in_its_name_is_matmul_not_other():
+    # The reference study's substring rules (gemm, cutlass, matmul, ...) put this in "other".
+    assert census.classify_name(NVJET).family == "matmul"
+    assert not any(s in NVJET for s in ("gemm", "cutlass", "matmul", "_mm", "wgmma", "s16816"))
+
+
+def test_fused_triton_kernel_with_mm_in_its_name_follows_its_launcher(tmp_path):
+    # A substring rule on "_mm"/"mm" would call RED_MM a matmul; its launcher decides instead.
+    trace = make_trace([(RED_MM, "aten::mm", 4.0), (RED_MM, None, 6.0), (RMSNORM, None, 2.0)])
+    c = census.census(write(tmp_path, trace))
+    assert families_of(c) == {"attention": (0.0, 0), "matmul": (0.004, 1), "other": (0.008, 2)}
+    [u] = c["unconfident"]
+    assert u["name"] == RED_MM and u["count"] == 1 and "no launching op" in u["why"]
+
+
+def test_bare_triton_template_needs_its_launcher(tmp_path):
+    trace = make_trace([(FLEX_A10G, "vllm::unified_attention_with_output", 30.0), (FLEX_A10G, None, 20.0)])
+    c = census.census(write(tmp_path, trace))
+    assert c["families"]["attention"]["count"] == 1
+    assert [u["family"] for u in c["unconfident"]] == ["other"]
+    assert c["unconfident"][0]["ms"] == pytest.approx(0.020)
+
+
+def test_name_and_launcher_disagreeing_is_listed(tmp_path):
+    trace = make_trace([(NVJET, "vllm::unified_attention_with_output", 5.0)])
+    c = census.census(write(tmp_path, trace))
+    [u] = c["unconfident"]
+    assert u["family"] == "matmul" and "launcher says attention" in u["why"]
+
+
+def test_graph_replay_is_named_as_the_reason(tmp_path):
+    trace = make_trace([(FLEX_A10G, None, 5.0, "cudaGraphLaunch")])
+    c = census.census(write(tmp_path, trace))
+    assert "CUDA graph" in c["unconfident"][0]["why"]
+    assert c["stats"]["graph_replayed"] == 1
+
+
+def test_family_totals_and_shares_by_hand(tmp_path):
+    # attention 30+10 us, matmul 40+15 us, other 5 us -> total 100 us = 0.1 ms
+    trace = make_trace([(NVJET, "aten::mm", 40.0), (FA3, "vllm::unified_attention_with_output", 30.0),
+                        (FA3_COMBINE, "vllm::unified_attention_with_output", 10.0), (RMSNORM, None, 5.0),
+                        (XMMA, "aten::mm", 15.0)])
+    c = census.census(write(tmp_path, trace))
+    assert c["kernel_ms"] == pytest.approx(0.1)
+    assert families_of(c) == {"attention": (0.04, 2), "matmul": (0.055, 2), "other": (0.005, 1)}
+    assert c["families"]["matmul"]["share"] == pytest.approx(0.55)
+    # Kernels run back to back with 1 us gaps: span = 100 us + 4 gaps.
+    assert c["span_ms"] == pytest.approx(0.104)
+    assert c["top"][0]["name"] == NVJET
+    assert "FlashAttention-3 with split-KV" in c["attention_signature"]["label"]
+
+
+@pytest.mark.parametrize("names, label", [
+    ([FA2_SPLITKV, FA2_COMBINE], "flash_fwd_splitkv_kernel + flash_fwd_splitkv_combine_kernel"),
+    ([FA3], "FlashAttention-3, one kernel per layer"),
+    ([FLEX], "one compiled Triton kernel per layer"),
+])
+def test_attention_signature(tmp_path, names, label):
+    trace = make_trace([(n, "vllm::unified_attention_with_output", 3.0) for n in names])
+    assert label in census.census(write(tmp_path, trace))["attention_signature"]["label"]
+
+
+def decode_window():
+    # one prefill step (kernels 0-1) then three single-token decode steps (2 kernels each)
+    kernels = [(NVJET, "aten::mm", 100.0), (FA3, "vllm::unified_attention_with_output", 200.0)]
+    kernels += [(NVJET, "aten::mm", 10.0), (FA3, "vllm::unified_attention_with_output", 4.0)] * 3
+    steps = [(0, 1, 1, 28673, 0, 0), (2, 3, 0, 0, 1, 1), (4, 5, 0, 0, 1, 1), (6, 7, 0, 0, 1, 1)]
+    return kernels, steps
+
+
+def test_decode_phase_keeps_only_single_token_steps(tmp_path):
+    kernels, steps = decode_window()
+    path = write(tmp_path, make_trace(kernels, steps))
+    everything = census.census(path)
+    assert everything["steps"]["prefill"] == 1 and everything["steps"]["decode"] == 3
+    assert everything["kernel_ms"] == pytest.approx(0.342)
+    decode = census.census(path, phase="decode")
+    assert decode["kernel_ms"] == pytest.approx(0.042)
+    assert families_of(decode) == {"attention": (0.012, 3), "matmul": (0.03, 3), "other": (0.0, 0)}
+    assert decode["steps"]["kept"] == 3
+    prefill = census.census(path, phase="prefill")
+    assert prefill["kernel_ms"] == pytest.approx(0.3)
+
+
+def test_gpu_side_step_annotations_also_split_the_window(tmp_path):
+    kernels, steps = decode_window()
+    path = write(tmp_path, make_trace(kernels, gpu_steps=steps))
+    decode = census.census(path, phase="decode")
+    assert decode["steps"]["source"] == "gpu annotations"
+    assert decode["kernel_ms"] == pytest.approx(0.042)
+
+
+def test_phase_without_step_annotations_is_a_clear_error(tmp_path):
+    path = write(tmp_path, make_trace([(NVJET, "aten::mm", 1.0)]))
+    with pytest.raises(LabError, match="step annotations"):
+        census.census(path, phase="decode")
+
+
+def test_flow_events_link_kernels_without_a_correlation_arg(tmp_path):
+    trace = make_trace([(FLEX_A10G, "vllm::unified_attention_with_output", 7.0)], with_flows=True,
+                       correlation_args=False)
+    c = census.census(write(tmp_path, trace))
+    assert c["families"]["attention"]["count"] == 1 and c["unconfident"] == []
+
+
+def test_gzip_and_bare_array_traces(tmp_path):
+    trace = make_trace([(NVJET, "aten::mm", 3.0)])
+    assert census.census(write(tmp_path, trace, "t.json.gz"))["families"]["matmul"]["count"] == 1
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(trace["traceEvents"]))
+    assert census.census(bare)["families"]["matmul"]["count"] == 1
+
+
+def test_synthetic_writer_matches_its_census(tmp_path):
+    info = census.write_synthetic(tmp_path / "s.json.gz", 0.2)
+    c = census.census(tmp_path / "s.json.gz")
+    assert c["stats"]["kernels"] == info["kernels"]
+    assert c["steps"]["prefill"] == 1 and c["steps"]["decode"] == info["steps"] - 1
+
+
+# --- bad input: one line naming the file and the problem, exit status 2, no traceback -----------------
+
+def _bad_inputs(tmp_path):
+    good = json.dumps(make_trace([(NVJET, "aten::mm", 3.0)])).encode()
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(gzip.compress(good)[:-40])
+    cut_json = tmp_path / "cut.json"
+    cut_json.write_bytes(good[: len(good) // 2])
+    not_json = tmp_path / "notes.json"
+    not_json.write_text("step,ms\n1,2\n")
+    no_kernels = tmp_path / "frontend.json"
+    no_kernels.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add",
+                                                       "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}))
+    other_tool = tmp_path / "nsys.json"
+    other_tool.write_text(json.dumps({"Type": 48, "CudaEvent": {"startNs": 1, "endNs": 2}}))
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    return {truncated: "truncated", cut_json: "truncated", not_json: "not JSON", no_kernels: "no GPU kernel",
+            other_tool: "not a Chrome trace", empty: "empty", tmp_path / "missing.json": "not found"}
+
+
+def test_bad_inputs_raise_lab_errors_naming_the_file(tmp_path):
+    for path, problem in _bad_inputs(tmp_path).items():
+        with pytest.raises(LabError) as info:
+            census.census(path)
+        assert str(path) in str(info.value) and problem in str(info.value), str(info.value)
+
+
+def test_cli_bad_input_is_one_line_and_status_2(tmp_path, capsys):
+    for path in _bad_inputs(tmp_path):
+        assert lab_main(["census", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+
+
+def test_cli_table_json_and_compare(tmp_path, capsys):
+    a = write(tmp_path, make_trace([(NVJET, "aten::mm", 50.0), (FA3, "vllm::unified_attention_with_output", 20.0)]),
+              "a.json")
+    b = write(tmp_path, make_trace([(NVJET, "aten::mm", 50.0), (FLEX, "vllm::unified_attention_with_output", 60.0)]),
+              "b.json.gz")
+    out = tmp_path / "census.json"
+    assert lab_main(["census", str(a), "--json", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "matmul" in table and "unconfident: none" in table
+    assert json.loads(out.read_text())["families"]["attention"]["ms"] == pytest.approx(0.02)
+    assert lab_main(["census", "--compare", str(a), str(b)]) == 0
+    lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:7]}
+    # attention: A 0.020 ms, B 0.060 ms -> B-A 0.040 ms, B/A 3.00; matmul identical -> 0.000, 1.00
+    assert lines["attention"][-2:] == ["0.040", "3.00"]
+    assert lines["matmul"][-2:] == ["0.000", "1.00"]
+    assert lines["total"][-2:] == ["0.040", "1.57"]
+
+
+def test_rules_have_reasons():
+    for rule in census.NAME_RULES + census.LAUNCHER_RULES:
+        assert rule.reason and rule.family in (None, *census.FAMILIES)
