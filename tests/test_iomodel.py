@@ -45,3 +45,97 @@ def test_tiled_rejects_bad_sizes(bad):
 def test_tiled_causal_needs_enough_keys():
     with pytest.raises(LabError):
         tiled_attention_hbm_bytes(32, 16, 16, 16, 16, 2, causal=True)
+
+
+# --- standard attention, FlashAttention tiles, model level --------------------------------------
+
+import math  # noqa: E402
+
+from lab import iomodel  # noqa: E402
+from lab.modelshape import QWEN25_7B  # noqa: E402
+
+
+def test_naive_bytes_1024_d128():
+    # Q,K read (2·1024·128) + S written (1024²) | S read + P written (2·1024²) | P read (1024²) + V read + O written (2·1024·128)
+    # = 4·1024·128 + 4·1024² = 524_288 + 4_194_304 elements, 2 bytes each.
+    assert iomodel.naive_attention_hbm_bytes(1024, 1024, 128, 2) == 9_437_184
+
+
+def test_naive_passes_name_every_pass():
+    passes = iomodel.naive_attention_passes(1024, 1024, 128, 2, separate_mask=True)
+    assert [p["stage"] for p in passes] == ["QK^T", "mask", "softmax", "PV"]
+    assert passes[1]["read"] == passes[1]["written"] == 2 * 1024 * 1024
+    assert sum(p["read"] + p["written"] for p in passes) == 9_437_184 + 4 * 1024 * 1024
+
+
+def test_flash_block_from_sram():
+    assert iomodel.flash_block_size(128, 228 * 1024, 2) == 128  # H100/H200: 228 KiB -> 228 rows -> 128
+    assert iomodel.flash_block_size(128, 100 * 1024, 2) == 64   # A10G, L4, 4090: 100 KiB -> 100 -> 64
+    assert iomodel.flash_block_size(64, 228 * 1024, 2) == 256
+
+
+def test_flash_bytes_scale_as_n2_d2_over_m():
+    # non-causal, n a multiple of B: bytes = b·(2nd + 2nd·n/B); B = 128 for 228 KiB, d = 128.
+    n, d = 4096, 128
+    assert iomodel.flash_attention_hbm_bytes(n, n, d, 228 * 1024, 2, causal=False) == 2 * (2 * n * d + 2 * n * d * n // 128)
+    # halving SRAM halves B and roughly doubles the bytes: the 1/M of Θ(n²d²/M)
+    big = iomodel.flash_attention_hbm_bytes(n, n, d, 256 * 1024, 2, causal=False)
+    small = iomodel.flash_attention_hbm_bytes(n, n, d, 128 * 1024, 2, causal=False)
+    assert 1.9 < small / big < 2.0
+
+
+def test_monotone_in_length():
+    lengths = [256, 1024, 4096, 16384]
+    for method in iomodel.METHODS:
+        for phase in iomodel.PHASES:
+            values = [iomodel.attention_hbm_bytes(QWEN25_7B, n, phase, method, 228 * 1024) for n in lengths]
+            assert values == sorted(values) and len(set(values)) == len(values), (method, phase)
+
+
+def test_flash_beats_naive_in_prefill_and_gap_grows():
+    ratios = [iomodel.attention_hbm_bytes(QWEN25_7B, n, "prefill", "naive", 228 * 1024)
+              / iomodel.attention_hbm_bytes(QWEN25_7B, n, "prefill", "flash", 228 * 1024) for n in (512, 4096, 32768)]
+    assert all(r > 1 for r in ratios) and ratios == sorted(ratios)
+
+
+def test_decode_bytes_are_the_kv_cache():
+    # flash decode, per layer: K and V of 1000 tokens × 4 KV heads × 128 (2·1000·512 elements) + q and o (2·3584)
+    per_layer = iomodel.attention_hbm_bytes(QWEN25_7B, 1000, "decode", "flash", 228 * 1024, per="layer")
+    assert per_layer == 2 * (2 * 1000 * 512 + 2 * 3584)
+    model = iomodel.attention_hbm_bytes(QWEN25_7B, 1000, "decode", "flash", 228 * 1024, batch=3)
+    assert model == 3 * 28 * per_layer
+    naive = iomodel.attention_hbm_bytes(QWEN25_7B, 1000, "decode", "naive", 228 * 1024, per="layer")
+    assert naive - per_layer == 2 * 4 * 1000 * 28  # S and P written and read, per query head
+
+
+def test_max_naive_length_h200():
+    # 141 GB minus bf16 weights (7_615_283_200 params × 2 B); S and P for 28 heads, 2 B each: 112 bytes per n².
+    free = 141e9 - 2 * QWEN25_7B.parameters
+    assert iomodel.max_naive_length(QWEN25_7B, 141e9) == math.isqrt(int(free // 112))
+    assert iomodel.max_naive_length(QWEN25_7B, 10e9) == 0  # weights alone do not fit
+
+
+def test_prefill_flops_and_crossover():
+    one = iomodel.prefill_flops(QWEN25_7B, 1)
+    assert one["linear"] == 2 * 28 * 233_046_016 and one["attention"] == 4 * 128 * 28 * 28
+    # attention = 2·d·H·L·n(n+1), matmuls = 2·L·W·n: equal when n + 1 = W/(d·H) = 233_046_016 / 3584 = 65_024
+    assert iomodel.crossover_length(QWEN25_7B) == 65_023
+    shares = [iomodel.attention_flop_share(QWEN25_7B, n) for n in (2048, 8192, 32768)]
+    assert shares == sorted(shares) and 0.03 < shares[0] < 0.035
+
+
+def test_quad_share_reproduces_published_figures():
+    from lab import data
+    ref = data.load("reference/a10g-vllm0.11-qwen2.5-7b")
+    fits = ref.csv("fits.csv", ["arm", "b_us_per_token", "c_ps_per_token2"]).set_index("arm")
+    for row in ref.csv("quad_share.csv", ["arm", "n", "share_pct"]).itertuples():
+        fit = fits.loc[row.arm]
+        share = iomodel.quad_share(fit.b_us_per_token * 1e-6, fit.c_ps_per_token2 * 1e-12, row.n)
+        assert abs(100 * share - row.share_pct) < 0.1, row
+
+
+def test_bad_phase_and_method():
+    with pytest.raises(LabError):
+        iomodel.attention_hbm_bytes(QWEN25_7B, 10, "training", "flash", 1024)
+    with pytest.raises(LabError):
+        iomodel.attention_hbm_bytes(QWEN25_7B, 10, "prefill", "magic", 1024)

@@ -1,0 +1,98 @@
+"""The shape of a decoder-only transformer (Qwen2.5-7B by default): sizes, weight counts, FLOPs per token.
+
+Read from a Hugging Face ``config.json`` when the repository has one (``data/models/<name>/config.json``),
+otherwise from the published Qwen2.5-7B figures below. Only the shape matters here, never the weights.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab import REPO_ROOT, LabError
+
+MODELS_DIR = REPO_ROOT / "data" / "models"
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    name: str
+    hidden: int
+    layers: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tie_embeddings: bool = False
+
+    @property
+    def q_dim(self) -> int:
+        return self.q_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    @property
+    def linear_weights_per_layer(self) -> int:
+        """Weights of the matmuls in one layer: Q, K, V, O projections and the gated MLP (gate, up, down)."""
+        attention = self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim + self.q_dim * self.hidden
+        mlp = 3 * self.hidden * self.intermediate
+        return attention + mlp
+
+    @property
+    def lm_head_weights(self) -> int:
+        return self.hidden * self.vocab
+
+    @property
+    def parameters(self) -> int:
+        """All matrix weights (embedding, layers, LM head); biases and norms are under 0.01% and left out."""
+        embeddings = self.vocab * self.hidden
+        head = 0 if self.tie_embeddings else self.lm_head_weights
+        return embeddings + self.layers * self.linear_weights_per_layer + head
+
+    def linear_flops_per_token(self) -> int:
+        """FLOPs of every layer's matmuls for one token (2 per weight: a multiply and an add)."""
+        return 2 * self.layers * self.linear_weights_per_layer
+
+    def kv_bytes_per_token(self, bytes_per_element: int = 2) -> int:
+        """KV-cache bytes one token adds across all layers."""
+        return 2 * self.layers * self.kv_dim * bytes_per_element
+
+
+#: Qwen2.5-7B (Qwen/Qwen2.5-7B-Instruct config.json).
+QWEN25_7B = ModelShape(name="Qwen2.5-7B", hidden=3584, layers=28, q_heads=28, kv_heads=4, head_dim=128,
+                       intermediate=18944, vocab=152064, tie_embeddings=False)
+
+
+def from_hf_config(path: str | Path, name: str | None = None) -> ModelShape:
+    """A ModelShape from a Hugging Face config.json (the fields every Llama/Qwen-style config has)."""
+    path = Path(path)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LabError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise LabError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    try:
+        heads = int(config["num_attention_heads"])
+        return ModelShape(
+            name=name or config.get("_name_or_path") or path.parent.name,
+            hidden=int(config["hidden_size"]), layers=int(config["num_hidden_layers"]), q_heads=heads,
+            kv_heads=int(config.get("num_key_value_heads", heads)),
+            head_dim=int(config.get("head_dim") or config["hidden_size"] // heads),
+            intermediate=int(config["intermediate_size"]), vocab=int(config["vocab_size"]),
+            tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+        )
+    except KeyError as exc:
+        raise LabError(f"{path}: field {exc.args[0]!r} is missing; expected a Hugging Face decoder config") from None
+
+
+def qwen25_7b() -> ModelShape:
+    """Qwen2.5-7B's shape: from data/models/qwen2.5-7b/config.json when present, else the built-in figures."""
+    path = MODELS_DIR / "qwen2.5-7b" / "config.json"
+    if path.exists():
+        return from_hf_config(path, name="Qwen2.5-7B")
+    return QWEN25_7B
