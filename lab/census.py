@@ -545,6 +545,14 @@ def census(path, phase: str = "all", top: int = 10, progress: bool = False) -> d
     counts = {p: 0 for p in ("prefill", "decode", "mixed", "generation", "empty")}
     for s in steps:
         counts[s.phase] += 1
+    # GPU time per step phase over the whole window: how much of a "decode" window is prefill.
+    phase_names = [s.phase for s in steps] + ["outside steps"]
+    phase_ms: dict[str, float] = {}
+    if steps:
+        per_step = np.bincount(np.where(step_idx < 0, len(steps), step_idx), weights=k_dur,
+                               minlength=len(steps) + 1) / 1000.0
+        for p, m in zip(phase_names, per_step.tolist(), strict=True):
+            phase_ms[p] = phase_ms.get(p, 0.0) + m
     keep = np.ones(len(k_ts), dtype=bool)
     kept_steps = len(steps)
     if phase != "all":
@@ -606,7 +614,7 @@ def census(path, phase: str = "all", top: int = 10, progress: bool = False) -> d
         "attention_kernels": [{"name": k, **v} for k, v in sorted(attn.items(), key=lambda kv: -kv[1]["ms"])],
         "unconfident": sorted(unconfident.values(), key=lambda u: -u["ms"]),
         "steps": {"source": "cpu annotations" if trace.steps else "gpu annotations" if trace.gpu_steps else "none",
-                  "count": len(steps), **counts, "kept": kept_steps,
+                  "count": len(steps), **counts, "kept": kept_steps, "kernel_ms_by_phase": phase_ms,
                   "kernels_outside_steps": int((step_idx < 0).sum()) if steps else None},
         "stats": {"events": trace.n_events, "kernels": len(k_ts), "bytes": path.stat().st_size,
                   "seconds": time.perf_counter() - t0, "linked_to_launch": int((tid >= 0).sum()),
@@ -624,6 +632,8 @@ def format_census(c: dict) -> str:
     else:
         parts = ", ".join(f"{st[k]} {k}" for k in ("prefill", "decode", "mixed", "generation", "empty") if st[k])
         lines.append(f"steps ({st['source']}): {st['count']} = {parts}; kept {st['kept']}")
+        by_phase = ", ".join(f"{p} {ms:.3f} ms" for p, ms in st["kernel_ms_by_phase"].items() if ms)
+        lines.append(f"GPU time of the whole window by step phase: {by_phase}")
     lines.append(f"GPU kernel time {c['kernel_ms']:.3f} ms over a {c['span_ms']:.3f} ms span "
                  f"({c['stats']['kernels']:,} kernels, {c['stats']['linked_to_launch']:,} linked to a launch)")
     lines.append(f"{'family':10s} {'ms':>12s} {'share':>7s} {'count':>8s}")

@@ -289,3 +289,11 @@ def test_cli_table_json_and_compare(tmp_path, capsys):
 def test_rules_have_reasons():
     for rule in census.NAME_RULES + census.LAUNCHER_RULES:
         assert rule.reason and rule.family in (None, *census.FAMILIES)
+
+
+def test_window_time_is_split_by_step_phase(tmp_path):
+    # The pitfall: a reference-style decode window is mostly its prefill step.
+    kernels, steps = decode_window()
+    c = census.census(write(tmp_path, make_trace(kernels, steps)))
+    assert c["steps"]["kernel_ms_by_phase"]["prefill"] == pytest.approx(0.3)
+    assert c["steps"]["kernel_ms_by_phase"]["decode"] == pytest.approx(0.042)
