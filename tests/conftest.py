@@ -1,19 +1,22 @@
 """Shared test setup."""
 
-# Kernels tests (issue 5): Triton reads TRITON_INTERPRET when it is imported, so without a GPU the
-# interpreter must be switched on before any test module imports triton.
-from lab import env as _env
-
-_env.use_triton_interpreter_without_gpu()
-
+import contextlib
+import functools
+import http.server
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from lab import REPO_ROOT
+from lab import env as _env
+
+# Kernels tests (issue 5): Triton reads TRITON_INTERPRET when it is imported, so without a GPU the
+# interpreter must be switched on before any test module imports triton.
+_env.use_triton_interpreter_without_gpu()
 
 
 def _jupyter_book() -> list[str]:
@@ -31,6 +34,9 @@ def built_site() -> Path:
     html = REPO_ROOT / "_build" / "html"
     if os.environ.get("LAB_REUSE_SITE") == "1" and (html / "index.html").exists():
         return html  # developer shortcut: reuse a site built a moment ago
+    prebuilt = Path(os.environ.get("LAB_SITE_HTML", "/nonexistent"))
+    if (prebuilt / "index.html").exists():
+        return prebuilt  # developer shortcut: a site built elsewhere (jupyter-book build --path-output)
     env = {**os.environ, "LAB_STATIC": "1", "PYTHONWARNINGS": "default"}
     proc = subprocess.run([*_jupyter_book(), "build", str(REPO_ROOT), "--warningiserror", "--keep-going", "--quiet"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
@@ -38,3 +44,35 @@ def built_site() -> Path:
     if proc.returncode != 0:
         pytest.fail(f"book build failed (exit {proc.returncode}):\n{log}", pytrace=False)
     return html
+
+
+@contextlib.contextmanager
+def serve_folder(folder: Path):
+    """Serve ``folder`` over HTTP on 127.0.0.1 (a free port, threaded); yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the base class names it so
+        pass
+
+
+@pytest.fixture(scope="session")
+def serve():
+    """``with serve(folder) as url:`` serves any folder on 127.0.0.1 (for pages made inside a test)."""
+    return serve_folder
+
+
+@pytest.fixture(scope="session")
+def served_site(built_site: Path):
+    """The built site served on 127.0.0.1: ``(base_url, html_folder)``."""
+    with serve_folder(built_site) as url:
+        yield url, built_site

@@ -67,19 +67,23 @@ def attention_torch(q, k, v, causal: bool = False, scale: float | None = None, *
     compute_dtype = compute_dtype or torch.float32
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     group = q_heads // kv_heads
-    kc = k.to(compute_dtype).repeat_interleave(group, dim=1)
-    vc = v.to(compute_dtype).repeat_interleave(group, dim=1)
+    # (batch, kv_heads, group, n, d): the query heads of a group broadcast against their one KV head,
+    # so K and V are never copied per query head
+    kc = k.to(compute_dtype)[:, :, None]
+    vc = v.to(compute_dtype)[:, :, None]
+    qg = q.reshape(batch, kv_heads, group, n_q, d)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    bytes_per_row = batch * q_heads * n_k * torch.finfo(compute_dtype).bits // 8 * 2
+    og = out.view(batch, kv_heads, group, n_q, d)
+    bytes_per_row = batch * q_heads * n_k * torch.finfo(compute_dtype).bits // 8 * 2  # scores + probabilities
     chunk = max(1, min(n_q, chunk_bytes // max(1, bytes_per_row)))
     key_pos = torch.arange(n_k, device=q.device)
     for start in range(0, n_q, chunk):
         stop = min(n_q, start + chunk)
-        scores = torch.matmul(q[:, :, start:stop].to(compute_dtype), kc.transpose(-1, -2)) * scale
+        scores = torch.matmul(qg[:, :, :, start:stop].to(compute_dtype), kc.transpose(-1, -2)) * scale
         if causal:
             visible = key_pos[None, :] <= torch.arange(start, stop, device=q.device)[:, None] + (n_k - n_q)
             scores.masked_fill_(~visible, float("-inf"))
-        out[:, :, start:stop] = torch.matmul(torch.softmax(scores, dim=-1), vc).to(q.dtype)
+        og[:, :, :, start:stop] = torch.matmul(torch.softmax(scores, dim=-1), vc).to(q.dtype)
         del scores
     return out
 

@@ -55,7 +55,7 @@ def _attend_one_query_tile(q_tile, k, v, q_start, n_q, n_k, scale, causal, block
     """Online softmax of one query tile (rows q_start..) over the key tiles it must visit; returns O tile."""
     rows = q_tile.shape[0]
     m = np.full(rows, -np.inf, dtype=q_tile.dtype)         # running max of each row's scores
-    l = np.zeros(rows, dtype=q_tile.dtype)                 # running sum of exp(score - m)
+    row_sum = np.zeros(rows, dtype=q_tile.dtype)           # running sum of exp(score - m)
     acc = np.zeros_like(q_tile)                            # running sum of exp(score - m) * v
     row_pos = np.arange(q_start, q_start + rows)[:, None] + (n_k - n_q)
     for t in visited_key_tiles(q_start, q_start + rows, n_q, n_k, block_k, causal):
@@ -69,10 +69,10 @@ def _attend_one_query_tile(q_tile, k, v, q_start, n_q, n_k, scale, causal, block
         m_new = np.maximum(m, s.max(axis=1))               # finite: key tile 0 is visible to every row
         rescale = np.exp(m - m_new)                        # shrink what was summed under the old max
         p = np.exp(s - m_new[:, None])
-        l = l * rescale + p.sum(axis=1)
+        row_sum = row_sum * rescale + p.sum(axis=1)
         acc = acc * rescale[:, None] + p @ v_tile
         m = m_new
-    return acc / l[:, None]
+    return acc / row_sum[:, None]
 
 
 def _tiled(q, k, v, causal, block_q, block_k, scale, traffic: TileTraffic | None):

@@ -73,7 +73,7 @@ def _teaching_split_kernel(Q, K, V, O_part, LSE_part, scale, n_k, keys_per_split
 
 
 @triton.jit
-def _combine_kernel(O_part, LSE_part, O, num_splits, q_heads, sob, soh,
+def _combine_kernel(O_part, LSE_part, Out, num_splits, q_heads, sob, soh,
                     HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr):
     # exact merge: weight each split's output by exp(lse_s - max) / sum of those weights
     bh = tl.program_id(0)
@@ -85,7 +85,7 @@ def _combine_kernel(O_part, LSE_part, O, num_splits, q_heads, sob, soh,
     w = w / tl.sum(w, 0)
     o = tl.load(O_part + (bh * num_splits + splits[:, None]) * HEAD_DIM + dims[None, :],
                 mask=splits[:, None] < num_splits, other=0.0)
-    tl.store(O + b * sob + h * soh + dims, tl.sum(w[:, None] * o, 0).to(O.dtype.element_ty))
+    tl.store(Out + b * sob + h * soh + dims, tl.sum(w[:, None] * o, 0).to(Out.dtype.element_ty))
 
 
 @triton.jit
@@ -152,9 +152,9 @@ def _prepare(q, k, v):
 def split_plan(n_k: int, programs_per_split: int, block_n: int, target_programs: int) -> tuple[int, int]:
     """(num_splits, keys_per_split): enough splits for ``target_programs`` programs, each a whole
     number of ``block_n`` tiles, and no split empty."""
-    wanted = max(1, min(-(-target_programs // programs_per_split), -(-n_k // block_n)))
-    keys_per_split = -(-(-(-n_k // wanted)) // block_n) * block_n
-    return -(-n_k // keys_per_split), keys_per_split
+    wanted = max(1, min(triton.cdiv(target_programs, programs_per_split), triton.cdiv(n_k, block_n)))
+    keys_per_split = triton.cdiv(triton.cdiv(n_k, wanted), block_n) * block_n
+    return triton.cdiv(n_k, keys_per_split), keys_per_split
 
 
 def _multiprocessors(device) -> int:

@@ -35,7 +35,7 @@ LOG2E = 1.4426950408889634
 # --- teaching kernel -----------------------------------------------------------------------------
 
 @triton.jit
-def _teaching_kernel(Q, K, V, O, scale, n_q, n_k, q_heads, group,
+def _teaching_kernel(Q, K, V, Out, scale, n_q, n_k, q_heads, group,
                      sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
                      HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
@@ -71,7 +71,7 @@ def _teaching_kernel(Q, K, V, O, scale, n_q, n_k, q_heads, group,
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
     out = acc / l_i[:, None]
-    tl.store(O + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(O.dtype.element_ty),
+    tl.store(Out + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(Out.dtype.element_ty),
              mask=rows[:, None] < n_q)
 
 
@@ -113,15 +113,19 @@ def _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, start, stop, rows, 
 
 
 @triton.jit
-def _tuned_kernel(Q, K, V, O, qk_scale, n_q, n_k, q_heads, group, batch,
+def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
                   sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+                  CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
+                  SPLIT_DIAGONAL: tl.constexpr = True, HEAVY_FIRST: tl.constexpr = True):
     # One flat grid: heads vary fastest (the heads of a KV group run side by side and share K/V in L2),
     # and query tiles are taken last-first (under a causal mask the last tiles have the most work).
     pid = tl.program_id(0)
     n_heads = batch * q_heads
-    start_m = tl.cdiv(n_q, BLOCK_M) - 1 - pid // n_heads
+    if HEAVY_FIRST:
+        start_m = tl.cdiv(n_q, BLOCK_M) - 1 - pid // n_heads
+    else:
+        start_m = pid // n_heads
     bh = pid % n_heads
     b, h = bh // q_heads, bh % q_heads
     kv_h = h // group
@@ -141,12 +145,14 @@ def _tuned_kernel(Q, K, V, O, qk_scale, n_q, n_k, q_heads, group, batch,
     else:
         full_end = n_k // BLOCK_N * BLOCK_N
         hi = n_k
+    if not SPLIT_DIAGONAL:  # (for measuring what the split buys) every tile masked
+        full_end = 0
     acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, 0, full_end, rows, cols0, dims,
                                  n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, PRECISION)
     acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, full_end, hi, rows, cols0, dims,
                                  n_k, diag, qk_scale, True, CAUSAL, BLOCK_N, PRECISION)
     out = acc / l_i[:, None]
-    tl.store(O + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(O.dtype.element_ty),
+    tl.store(Out + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(Out.dtype.element_ty),
              mask=rows[:, None] < n_q)
 
 
@@ -202,12 +208,14 @@ def teaching_forward(q, k, v, causal: bool = False, scale: float | None = None,
     return o
 
 
-def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, config: dict | None = None):
+def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, config: dict | None = None,
+                  split_diagonal: bool = True, heavy_first: bool = True):
     """Attention with the tuned kernel.
 
     ``config`` (keys BLOCK_M, BLOCK_N, and optionally num_warps, num_stages) fixes the launch; without
     it a GPU autotunes over :data:`TUNED_CONFIGS` once per (n_q, n_k, head dim, causal), and the
-    interpreter uses 16 x 16 tiles.
+    interpreter uses 16 x 16 tiles. ``split_diagonal=False`` masks every tile and ``heavy_first=False``
+    launches query tiles first-to-last: both exist to measure what each optimisation buys.
     """
     q, k, v, o, (batch, q_heads, kv_heads, n_q, n_k, d), precision = _prepare(q, k, v, causal)
     if config is not None and (config.get("BLOCK_M", 0) % config.get("BLOCK_N", 1) or config.get("BLOCK_N", 0) < 16):
@@ -218,10 +226,12 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
         config = {"BLOCK_M": 16, "BLOCK_N": 16}
     if config is None:
         grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]) * batch * q_heads,)  # noqa: E731
-        _tuned_autotuned[grid](*args, HEAD_DIM=d, CAUSAL=causal, PRECISION=precision)
+        _tuned_autotuned[grid](*args, HEAD_DIM=d, CAUSAL=causal, PRECISION=precision,
+                               SPLIT_DIAGONAL=split_diagonal, HEAVY_FIRST=heavy_first)
     else:
         grid = (triton.cdiv(n_q, config["BLOCK_M"]) * batch * q_heads,)
         _tuned_kernel[grid](*args, HEAD_DIM=d, CAUSAL=causal, PRECISION=precision,
+                            SPLIT_DIAGONAL=split_diagonal, HEAVY_FIRST=heavy_first,
                             BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                             num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 1 if _interpreting() else 3))
     return o
