@@ -164,6 +164,24 @@ def attention_hbm_bytes(shape, n: int, phase: str, method: str, sram_bytes: int,
     return value * _positive_int("batch", batch)
 
 
+def attention_compulsory_bytes(shape, n: int, phase: str, bytes_per_element: int = 2, batch: int = 1,
+                               per: str = "model") -> int:
+    """The least any attention kernel must move: Q read, K and V read once per KV head, O written.
+
+    A fused kernel re-reads K and V tiles once per query tile (:func:`attention_hbm_bytes` with "flash"
+    counts every re-read); on a GPU most re-reads are served by L2, because the thread blocks working on
+    neighbouring query tiles of one head stream the same K/V tiles at about the same time. Real HBM
+    traffic of a fused kernel lies between this floor and the tile count.
+    """
+    if phase not in PHASES:
+        raise LabError(f"unknown phase {phase!r}; expected one of {', '.join(PHASES)}")
+    queries = n if phase == "prefill" else 1
+    layer = bytes_per_element * (2 * queries * shape.q_dim + 2 * n * shape.kv_dim)
+    if per not in ("layer", "model"):
+        raise LabError(f"per must be layer or model, got {per!r}")
+    return _positive_int("batch", batch) * layer * (shape.layers if per == "model" else 1)
+
+
 def naive_intermediate_bytes(shape, n: int, bytes_per_element: int = 2, copies: int = 2, batch: int = 1) -> int:
     """Memory that standard attention holds for one layer: S and P (``copies``) for every query head, n×n each."""
     return copies * batch * shape.q_heads * n * n * bytes_per_element

@@ -139,3 +139,14 @@ def test_bad_phase_and_method():
         iomodel.attention_hbm_bytes(QWEN25_7B, 10, "training", "flash", 1024)
     with pytest.raises(LabError):
         iomodel.attention_hbm_bytes(QWEN25_7B, 10, "prefill", "magic", 1024)
+
+
+def test_compulsory_bytes_floor():
+    # prefill 1024 tokens, one layer: Q and O (2·1024·3584) + K and V once per KV head (2·1024·512), 2 bytes
+    assert iomodel.attention_compulsory_bytes(QWEN25_7B, 1024, "prefill", per="layer") == 2 * (2 * 1024 * 3584 + 2 * 1024 * 512)
+    for n in (1024, 8192):
+        floor = iomodel.attention_compulsory_bytes(QWEN25_7B, n, "prefill")
+        assert floor < iomodel.attention_hbm_bytes(QWEN25_7B, n, "prefill", "flash", 228 * 1024)
+    # decode: the floor is the flash decode count (KV cache once, q and o)
+    assert iomodel.attention_compulsory_bytes(QWEN25_7B, 4096, "decode") == \
+        iomodel.attention_hbm_bytes(QWEN25_7B, 4096, "decode", "flash", 228 * 1024)
