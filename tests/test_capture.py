@@ -1,0 +1,178 @@
+"""lab.capture: window orchestration against a fake vLLM server, trimming, in-process capture."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from lab import LabError, capture, census
+from lab.vllm.server import post
+
+
+class FakeVllm:
+    """Answers /v1/completions (plain and streamed), /start_profile and /stop_profile like vLLM does.
+
+    /stop_profile writes an engine trace (kernels, synthetic) and a small front-end CPU-only trace.
+    Records the order of events so a test can check when profiling started and stopped.
+    """
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.log: list[str] = []
+        self.tokens_sent = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path == "/v1/completions":
+                    fake.log.append(f"request {len(body['prompt'])} {body['max_tokens']}"
+                                    f"{' stream' if body.get('stream') else ''}")
+                    if body.get("stream"):
+                        self.send_response(200)
+                        self.send_header("Content-Type", "text/event-stream")
+                        self.end_headers()
+                        for _ in range(body["max_tokens"]):
+                            fake.tokens_sent += 1
+                            chunk = {"choices": [{"token_ids": [7], "text": ""}]}
+                            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                            self.wfile.flush()
+                            time.sleep(0.002)
+                        self.wfile.write(b"data: [DONE]\n\n")
+                        return
+                    answer = json.dumps({"choices": [{"token_ids": [7] * body["max_tokens"]}]}).encode()
+                elif self.path == "/start_profile":
+                    fake.log.append(f"start at token {fake.tokens_sent}")
+                    answer = b"{}"
+                elif self.path == "/stop_profile":
+                    fake.log.append(f"stop at token {fake.tokens_sent}")
+                    stamp = time.time_ns()
+                    census.write_synthetic(fake.folder / f"rank0.{stamp}.pt.trace.json.gz", 0.3)
+                    (fake.folder / f"async_llm.{stamp}.pt.trace.json").write_text(
+                        json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1,
+                                                     "dur": 1, "pid": 1, "tid": 1}]}))
+                    answer = b"{}"
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.model_name = "fake"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def post(self, path, payload=None, timeout=600.0):
+        return post(self.base_url, path, payload, timeout)
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+@pytest.fixture
+def fake(tmp_path):
+    server = FakeVllm(tmp_path / "raw")
+    (tmp_path / "raw").mkdir()
+    yield server
+    server.close()
+
+
+def test_parse_windows_and_errors():
+    assert capture.parse_windows("prefill:2048, decode:28672") == [capture.Window("prefill", 2048),
+                                                                   capture.Window("decode", 28672)]
+    assert [w.name for w in capture.parse_windows(capture.DEFAULT_WINDOWS)][-1] == "decode-naive-28672"
+    for bad in ("prefill", "prefill:2k", "warmup:10", "decode:0", ""):
+        with pytest.raises(LabError):
+            capture.parse_windows(bad)
+
+
+def test_prompts_are_deterministic_and_salted():
+    assert capture.prompt_ids(5) == capture.prompt_ids(5)
+    assert capture.prompt_ids(5, salt=1) != capture.prompt_ids(5, salt=2)
+    assert all(100 <= t < 30100 for t in capture.prompt_ids(1000, salt=3))
+
+
+def test_prefill_window_is_one_max_tokens_1_request_after_a_warm_one(fake, tmp_path):
+    folder = capture._TraceFolder(tmp_path / "raw")
+    raw = capture.capture_window(fake, folder, capture.Window("prefill", 64))
+    assert raw.name.startswith("rank0.")           # the engine trace, not the front-end one
+    assert fake.log == ["request 64 1", "start at token 0", "request 64 1", "stop at token 0"]
+
+
+def test_decode_window_starts_after_the_first_token_and_spans_the_asked_tokens(fake, tmp_path):
+    folder = capture._TraceFolder(tmp_path / "raw")
+    capture.capture_window(fake, folder, capture.Window("decode", 32), decode_tokens=10)
+    assert fake.log[0] == "request 32 4" and fake.log[1] == "request 32 74 stream"
+    start = int(fake.log[2].split()[-1])
+    stop = int(fake.log[3].split()[-1])
+    assert fake.log[2].startswith("start") and start >= 1
+    assert fake.log[3].startswith("stop") and stop - start >= 10
+
+
+def test_keep_trace_trims_over_the_limit_and_the_census_reproduces(fake, tmp_path):
+    folder = capture._TraceFolder(tmp_path / "raw")
+    raw = capture.capture_window(fake, folder, capture.Window("decode-naive", 64))
+    full = census.census(raw)
+    kept = capture.keep_trace(raw, tmp_path / "arm" / "decode-naive-64.trace.json.gz", max_mb=0.01)
+    stored = kept["trace"]
+    assert stored is not None and stored.stat().st_size < raw.stat().st_size
+    saved = json.loads((tmp_path / "arm" / "decode-naive-64.census.json").read_text())
+    assert saved["capture"]["trimmed"]["dropped"] > 0
+    again = census.census(stored)
+    for fam in census.FAMILIES:
+        assert again["families"][fam]["ms"] == pytest.approx(full["families"][fam]["ms"])
+        assert saved["families"][fam]["ms"] == pytest.approx(full["families"][fam]["ms"])
+    assert again["steps"]["decode"] == full["steps"]["decode"]
+
+
+def test_keep_trace_drops_a_trace_that_stays_too_big(tmp_path):
+    raw = tmp_path / "raw.json"
+    census.write_synthetic(raw, 0.5)
+    kept = capture.keep_trace(raw, tmp_path / "out" / "prefill-1.trace.json.gz", max_mb=0.001)
+    assert kept["trace"] is None and not (tmp_path / "out" / "prefill-1.trace.json.gz").exists()
+    assert (tmp_path / "out" / "prefill-1.census.json").exists()
+
+
+def test_census_rows_are_long_format():
+    raw = {"kernel_ms": 10.0, "families": {"attention": {"ms": 4.0, "share": 0.4}, "matmul": {"ms": 5.0, "share": 0.5},
+                                            "other": {"ms": 1.0, "share": 0.1}},
+           "steps": {"kernel_ms_by_phase": {"prefill": 9.0, "decode": 1.0}}}
+    rows = {r["metric"]: r["value"] for r in capture.census_rows(raw, "decode-naive", 28672, "FLEX_ATTENTION")}
+    assert rows == {"window_ms": 10.0, "attention_ms": 4.0, "attention_share_pct": 40.0, "matmul_ms": 5.0,
+                    "matmul_share_pct": 50.0, "other_ms": 1.0, "other_share_pct": 10.0,
+                    "steps_prefill_ms": 9.0, "steps_decode_ms": 1.0}
+
+
+def test_capture_callable_writes_a_gzipped_chrome_trace(tmp_path):
+    torch = pytest.importorskip("torch")
+    a = torch.ones(64, 64)
+    out = capture.capture_callable(lambda: a @ a, tmp_path / "mm.json.gz")
+    with gzip.open(out, "rt") as fh:
+        trace = json.load(fh)
+    names = {e.get("name") for e in trace["traceEvents"]}
+    assert "aten::mm" in names
+    if not torch.cuda.is_available():   # a CPU run has no GPU kernels: the census says so in one line
+        with pytest.raises(LabError, match="no GPU kernel events"):
+            census.census(out)
+    with pytest.raises(LabError, match="json.gz"):
+        capture.capture_callable(lambda: None, tmp_path / "x.json")
+
+
+def test_unknown_arm_is_a_clear_error(tmp_path):
+    with pytest.raises(LabError, match="unknown arm"):
+        capture.capture_vllm("FLASH", tmp_path, [capture.Window("prefill", 8)], model="m", max_model_len=4096,
+                             max_num_batched_tokens=None)
