@@ -79,29 +79,31 @@ def arm_slug(arm: str) -> str:
 
 
 def prompt_ids(n: int, salt: int = 0) -> list[int]:
-    """A deterministic prompt of ``n`` token ids; ``salt`` makes a different prompt of the same length.
+    """A reproducible prompt of ``n`` token ids (the probe's generator); ``salt`` picks another one."""
+    from lab.vllm.probe import make_prompt
 
-    Ids stay in the ordinary vocabulary range (100..30099) and vary, so no kernel sees a degenerate input.
-    """
-    return [100 + (i * 7919 + salt * 104729) % 30000 for i in range(n)]
+    return make_prompt(n, seed=1_000_003 * (salt + 1) + n)
 
 
 # --- talking to the server ------------------------------------------------------------------------
 
-def complete(base_url: str, model: str, ids: list[int], max_tokens: int, timeout: float = 600.0) -> dict:
-    """One non-streaming completion (greedy, exactly ``max_tokens`` tokens); returns the response."""
-    from lab.vllm.server import request
+def complete(base_url: str, model: str, ids: list[int], max_tokens: int, timeout: float = 600.0):
+    """One whole request (greedy, exactly ``max_tokens`` tokens) through the probe's request primitive."""
+    from lab.vllm.probe import StreamError, stream_completion
 
-    payload = {"model": model, "prompt": ids, "max_tokens": max_tokens, "min_tokens": max_tokens,
-               "temperature": 0.0, "ignore_eos": True, "return_token_ids": True}
-    status, body = request(base_url, "/v1/completions", payload, timeout=timeout)
-    if status != 200:
-        raise LabError(f"{base_url}/v1/completions answered {status}: {body[:200]}")
-    return json.loads(body)
+    try:
+        return stream_completion(base_url, model, ids, max_tokens, timeout=timeout)
+    except StreamError as exc:
+        raise LabError(f"{base_url}/v1/completions ({len(ids)} prompt tokens): {exc}") from None
 
 
 def stream_chunks(base_url: str, model: str, ids: list[int], max_tokens: int, timeout: float = 600.0):
-    """Yield each streamed completion chunk (a dict) as it arrives (server-sent events)."""
+    """Yield each streamed completion chunk (a dict) as it arrives (server-sent events).
+
+    The decode window must act *while* the stream runs (start profiling after the first token, stop
+    after N more); ``lab.vllm.probe.stream_completion`` returns only when the request is done, so
+    this generator is the one place that reads a stream chunk by chunk.
+    """
     payload = {"model": model, "prompt": ids, "max_tokens": max_tokens, "min_tokens": max_tokens,
                "temperature": 0.0, "ignore_eos": True, "stream": True, "return_token_ids": True}
     req = urllib.request.Request(base_url.rstrip("/") + "/v1/completions", data=json.dumps(payload).encode(),
