@@ -1,0 +1,157 @@
+"""Quizzes: well-formed questions, answers that match the data they cite, HTML that works with and
+without Sphinx; and every {glue} number of the interview and course-kit chapters resolves."""
+
+import csv
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from lab import LabError, REPO_ROOT, quiz, quizzes
+from lab.quiz import Computed, Measured, Question, Quiz, measured
+
+A10G = quizzes.A10G
+ALL = [(chapter, i, q) for chapter, make in quizzes.CHAPTERS.items() for i, q in enumerate(make())]
+
+
+def _raw_cell(m: Measured):
+    """The cited cell read with the csv module (not through lab), to check lab's lookup independently."""
+    with open(REPO_ROOT / "data" / m.dataset / m.table, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if all(r[k] == str(v) for k, v in m.where)]
+    assert len(rows) == 1, f"{m.source()}: {len(rows)} rows"
+    cell = rows[0][m.column]
+    try:
+        return float(cell)
+    except ValueError:
+        return cell
+
+
+def _measured_leaves(number):
+    if isinstance(number, Measured):
+        yield number
+    elif isinstance(number, Computed):
+        for n in number.inputs:
+            yield from _measured_leaves(n)
+
+
+@pytest.mark.parametrize("chapter,index,question", ALL, ids=[f"{c}-{i}" for c, i, _ in ALL])
+def test_question_is_valid_and_its_answer_matches_the_data(chapter, index, question):
+    rendered = question.validate()  # one correct index, distinct options, no typed numerals, claim holds
+    assert 0 <= question.correct < len(question.options)
+    assert len(set(rendered.options)) == len(rendered.options)
+    values = question.values()
+    if question.holds is not None:
+        assert question.holds(values), f"{chapter} #{index}: the data contradicts the marked answer"
+    shown = rendered.prompt + rendered.answer + rendered.explanation
+    for name, number in question.cites.items():
+        for leaf in _measured_leaves(number):
+            raw = _raw_cell(leaf)
+            assert leaf.value() == raw, f"{leaf.source()}: lab read {leaf.value()!r}, the file holds {raw!r}"
+        assert number.text() in shown, f"{chapter} #{index}: cited {name}={number.text()} is not shown"
+    # every numeral in the right answer is one of the cited numbers, never typed
+    cited = {n.text() for n in question.cites.values()}
+    for numeral in quiz._NUMERAL.findall(rendered.answer):
+        assert numeral in cited, f"{chapter} #{index}: {numeral!r} in the answer is not a cited number"
+
+
+def test_every_chapter_has_a_few_questions():
+    for chapter, make in quizzes.CHAPTERS.items():
+        assert len(make()) >= 3, chapter
+
+
+def test_numbers_in_answers_come_from_the_data_when_it_changes(tmp_path, monkeypatch):
+    # Point a Measured at a copy of the table with a changed value: the rendered text follows the file.
+    src = REPO_ROOT / "data" / A10G
+    dst = tmp_path / "copy"
+    shutil.copytree(src, dst)
+    table = (dst / "fits.csv").read_text().replace("3688.6", "4000.0")
+    (dst / "fits.csv").write_text(table)
+    m = measured(str(dst), "fits.csv", "c_ps_per_token2", ".1f", arm="FLASH_ATTN")
+    assert m.text() == "4000.0"
+
+
+def _q(**kw):
+    base = dict(prompt="p?", options=["right", "wrong"], correct=0, explanation="because")
+    base.update(kw)
+    return Question(**base)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(options=["only one"]), "at least two options"),
+    (dict(correct=2), "not the index of an option"),
+    (dict(correct=-1), "not the index of an option"),
+    (dict(options=["About 37.3 ms", "About 91.8 ms"]), "types the number"),
+    (dict(options=["Same", " same "]), "read the same"),
+    (dict(options=["{x} ms", "no"]), "no entry in cites"),
+    (dict(cites={"x": Computed("seven", lambda: 7.0)}), "never shows it"),
+    (dict(options=["{x} ms", "{y} ms"], cites={"x": Computed("a", lambda: 1.04), "y": Computed("b", lambda: 0.96)}),
+     "read the same"),  # two different values that print the same are ambiguous
+    (dict(options=["{x}", "no"], cites={"x": Computed("a", lambda: 1.0)}, holds=lambda v: v["x"] > 2), "no longer supports"),
+])
+def test_malformed_questions_are_rejected(kwargs, message):
+    with pytest.raises(LabError, match=message):
+        _q(**kwargs).validate()
+
+
+def test_a_cite_that_matches_several_rows_is_an_error():
+    with pytest.raises(LabError, match="2 rows match"):
+        Measured(A10G, "fits.csv", "a_s", ()).value()
+
+
+def test_numerals_inside_names_are_not_typed_numbers():
+    _q(options=["FA3 on the H200", "FA2 on the A10G"]).validate()
+
+
+def test_html_has_the_hooks_and_hides_answers(monkeypatch):
+    monkeypatch.setenv("LAB_STATIC", "1")
+    q = quiz.chapter_quiz("06-vllm-sweeps")
+    page = q._repr_html_()
+    assert 'data-quiz="06-vllm-sweeps"' in page
+    assert "<script" not in page and "<style" not in page  # the static site loads quiz.js/quiz.css itself
+    blocks = page.split('class="lab-quiz-question"')[1:]
+    assert len(blocks) == len(q.questions)
+    for question, block in zip(q.questions, blocks):
+        options = re.findall(r'data-option="(\d+)"', block)
+        assert options == [str(i) for i in range(len(question.options))]
+        assert re.search(r"data-feedback hidden", block)
+        answer = int(re.search(r'data-answer="(\d+)"', block).group(1))
+        shown = re.findall(r'data-option="\d+"><span class="lab-quiz-letter">\w</span> (.*?)</button>', block)
+        assert shown[answer] == quiz._inline(question.render().answer)
+
+
+def test_live_kernel_output_carries_the_script_and_style(monkeypatch):
+    monkeypatch.delenv("LAB_STATIC", raising=False)
+    page = quiz.chapter_quiz("01-roofline")._repr_html_()
+    assert page.count("<script>") == 1 and "labQuizInstalled" in page
+    assert page.count("<style>") == 1 and ".lab-quiz-right" in page
+
+
+def test_option_order_is_shuffled_but_stable():
+    rendered = [q.render() for _, _, q in ALL]
+    positions = {r.shuffled().correct for r in rendered}
+    assert len(positions) > 1, "the right answer sits at the same letter in every question"
+    for r in rendered:
+        s = r.shuffled()
+        assert s.answer == r.answer and sorted(s.options) == sorted(r.options)
+        assert s == r.shuffled()
+
+
+def test_unknown_chapter_and_bad_key():
+    with pytest.raises(LabError, match="no quiz for chapter"):
+        quiz.chapter_quiz("99-nothing")
+    with pytest.raises(LabError, match="lowercase"):
+        Quiz("Bad Key", [_q()])
+
+
+def test_static_assets_are_configured():
+    config = (REPO_ROOT / "_config.yml").read_text()
+    assert re.search(r"html_js_files: \[[^\]]*quiz\.js", config)
+    assert re.search(r"html_css_files: \[[^\]]*quiz\.css", config)
+    assert quiz.QUIZ_JS.exists() and quiz.QUIZ_CSS.exists()
+    assert "http" not in quiz.QUIZ_JS.read_text() and "url(" not in quiz.QUIZ_CSS.read_text()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_quiz_js_parses():
+    subprocess.run(["node", "--check", str(quiz.QUIZ_JS)], check=True)
