@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from lab import LabError, REPO_ROOT, quiz, quizzes
+from lab import REPO_ROOT, LabError, quiz, quizzes
 from lab.quiz import Computed, Measured, Question, Quiz, measured
 
 A10G = quizzes.A10G
@@ -111,7 +111,7 @@ def test_html_has_the_hooks_and_hides_answers(monkeypatch):
     assert "<script" not in page and "<style" not in page  # the static site loads quiz.js/quiz.css itself
     blocks = page.split('class="lab-quiz-question"')[1:]
     assert len(blocks) == len(q.questions)
-    for question, block in zip(q.questions, blocks):
+    for question, block in zip(q.questions, blocks, strict=True):
         options = re.findall(r'data-option="(\d+)"', block)
         assert options == [str(i) for i in range(len(question.options))]
         assert re.search(r"data-feedback hidden", block)
