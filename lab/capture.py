@@ -302,6 +302,19 @@ def census_rows(result: dict, phase: str, tokens: int, arm: str) -> list[dict]:
     return rows
 
 
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    """Write census rows as CSV through a temporary file (plain csv: the GPU box may lack pandas)."""
+    import csv
+
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["phase", "tokens", "arm", "metric", "value", "unit"])
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+    return path
+
+
 # --- vLLM: one arm, several windows ---------------------------------------------------------------
 
 _ARMS = {"FLASH_ATTN/FA3": ("FLASH_ATTN", 3), "FLASH_ATTN/FA2": ("FLASH_ATTN", 2),
@@ -313,9 +326,7 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
                  max_mb: float = MAX_TRACE_MB, ready_timeout: float | None = None,
                  profiler_options: dict | None = None) -> Path:
     """Start a server for ``arm``, capture every window, write traces + census under ``out/<arm>/``."""
-    import pandas as pd
-
-    from lab.data import new_provenance, write_csv, write_provenance
+    from lab.data import new_provenance, write_provenance
     from lab.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
 
     if arm not in _ARMS:
@@ -352,7 +363,7 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
                         f"[{time.monotonic() - t0:.0f} s{', trimmed' if result['capture']['trimmed'] else ''}]")
                 print(line, flush=True)
                 summary.append(line)
-                write_csv(folder, "census.csv", pd.DataFrame(rows))   # after every window: nothing lost
+                write_rows(folder / "census.csv", rows)   # after every window: nothing lost on a crash
             record = server.record()
     finally:
         shutil.rmtree(raw_dir, ignore_errors=True)

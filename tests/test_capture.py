@@ -176,3 +176,13 @@ def test_unknown_arm_is_a_clear_error(tmp_path):
     with pytest.raises(LabError, match="unknown arm"):
         capture.capture_vllm("FLASH", tmp_path, [capture.Window("prefill", 8)], model="m", max_model_len=4096,
                              max_num_batched_tokens=None)
+
+
+def test_rows_round_trip_through_csv(tmp_path):
+    import csv
+
+    rows = [{"phase": "prefill", "tokens": 2048, "arm": "FLEX_ATTENTION", "metric": "attention_ms",
+             "value": 12.5, "unit": "ms"}]
+    path = capture.write_rows(tmp_path / "census.csv", rows)
+    with open(path) as fh:
+        assert list(csv.DictReader(fh)) == [{k: str(v) for k, v in rows[0].items()}]
