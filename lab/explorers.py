@@ -125,8 +125,9 @@ def a10g_prefill_explorer(root=DATA_DIR) -> Explorer:
         if fit is not None:
             arm_rows = rows[rows["arm"] == backend]
             lo, hi = float(arm_rows["actual_len"].min()), float(arm_rows["actual_len"].max())
-            xs = [lo * (hi / lo) ** (i / (FIT_POINTS - 1)) for i in range(FIT_POINTS)]
-            series.append(Series(f"{backend} quadratic fit", xs, [_predict(fit, x) for x in xs],
+            # Whole tokens and 5 significant digits: the curve is for the eye, and the page stays small.
+            xs = sorted({round(lo * (hi / lo) ** (i / (FIT_POINTS - 1))) for i in range(FIT_POINTS)})
+            series.append(Series(f"{backend} quadratic fit", xs, [float(f"{_predict(fit, x):.5g}") for x in xs],
                                  kind="line", dashed=True, color=series[[s.name for s in series].index(backend)].color))
         point = rows[(rows["arm"] == backend) & (rows["target_len"] == length)]
         row = point.iloc[0] if len(point) else {}

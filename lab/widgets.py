@@ -112,6 +112,7 @@ class Readout:
     fmt: str = ".3g"
 
     def __post_init__(self):
+        self.value = _native(self.value)
         if not _FMT.match(self.fmt):
             raise LabError(f"readout '{self.name}': format {self.fmt!r} is not one of .Nf, .Ne, .Ng, ,.Nf, d")
 
@@ -311,6 +312,8 @@ class Explorer:
             views.append(entry)
         return {
             "key": self.key,
+            # Where the view was defined, so a test can rebuild the explorer and recompute every value.
+            "origin": f"{getattr(self.view, '__module__', '?')}:{getattr(self.view, '__qualname__', '?')}",
             "controls": [{"name": c.name, "label": c.label, "labels": c.labels, "values": c.values,
                           "numeric": c.numeric, "default": c.values.index(c.default)} for c in self.controls],
             "readouts": readout_heads or [],

@@ -1,0 +1,283 @@
+"""The site in a real browser (Debian's chromium through Playwright; nothing is downloaded).
+
+Every page must load with no console error, no failed request and no request to another host.
+Every explorer must answer each control with exactly the readouts and chart that the Python
+``view`` computes for those values. Screenshots land in ``test-artifacts/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from lab import REPO_ROOT
+from lab.widgets import Explorer
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOTS = REPO_ROOT / "test-artifacts" / "screenshots"
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+pytestmark = pytest.mark.browser
+
+
+def _require_browser():
+    """Skip on a developer machine without chromium or Playwright; under CI that is a failure."""
+    missing = None
+    if not Path(CHROMIUM).exists():
+        missing = f"chromium not found at {CHROMIUM} (apt-get install chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            missing = "the playwright Python package is not installed"
+    if missing:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"browser tests cannot run under CI: {missing}", pytrace=False)
+        pytest.skip(missing)
+
+
+class Watcher:
+    """Records everything that must not happen on a page: console errors, page errors, failed or remote requests."""
+
+    def __init__(self):
+        self.problems: list[str] = []
+
+    def attach(self, context):
+        context.route("**/*", self._route)
+
+    def watch(self, page):
+        page.on("console", lambda msg: msg.type == "error" and self.problems.append(f"console error: {msg.text}"))
+        page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
+        page.on("requestfailed", lambda req: self.problems.append(f"request failed: {req.url} ({req.failure})"))
+        page.on("response", lambda res: res.status >= 400 and self.problems.append(f"HTTP {res.status}: {res.url}"))
+
+    def _route(self, route):
+        url = urlparse(route.request.url)
+        if url.scheme in ("data", "blob") or url.hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            self.problems.append(f"request to a non-local host: {route.request.url}")
+            route.abort()
+
+    def take(self) -> list[str]:
+        found, self.problems = self.problems, []
+        return found
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory):
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    watcher = Watcher()
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+            headless=True, viewport={"width": 1280, "height": 900}, service_workers="block")
+        watcher.attach(context)
+        try:
+            yield context, watcher
+        finally:
+            context.close()
+
+
+def open_page(browser_context, url: str):
+    context, watcher = browser_context
+    page = context.new_page()
+    watcher.watch(page)
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    return page
+
+
+# --- rebuilding an explorer in Python from what the page says ---------------------------------------
+
+def rebuild(origin: str) -> Explorer:
+    """The Python explorer behind a page's explorer, from its ``origin`` ("module:factory.<locals>.view")."""
+    module_name, _, qualname = origin.partition(":")
+    factory_name = qualname.split(".<locals>.")[0]
+    if not module_name.startswith("lab.") or ".<locals>." not in qualname:
+        pytest.fail(f"explorer view {origin} was not defined inside a lab factory function; build explorers in "
+                    "lab (a function returning the Explorer) so this test can recompute them", pytrace=False)
+    explorer = getattr(importlib.import_module(module_name), factory_name)()
+    assert isinstance(explorer, Explorer), f"{origin}: {factory_name}() returned {type(explorer).__name__}"
+    return explorer
+
+
+def settings_to_check(explorer: Explorer) -> list[dict]:
+    """Each control through every value (others at their defaults), then every control at its last value."""
+    settings = []
+    for control in explorer.controls:
+        for value in control.values:
+            settings.append({**explorer.defaults, control.name: value})
+    settings.append({c.name: c.values[-1] for c in explorer.controls})
+    return settings
+
+
+def set_controls(root, explorer: Explorer, values: dict) -> None:
+    for control in explorer.controls:
+        element = root.locator(f'[data-control="{control.name}"]')
+        index = str(control.values.index(values[control.name]))
+        if control.numeric:
+            element.fill(index)  # a range input over value indices
+        else:
+            element.select_option(index)
+
+
+def shown_state(root) -> dict:
+    """What the page shows now: readout strings, value labels, marker and series of the chart."""
+    return root.evaluate("""root => {
+        const svg = root.querySelector('svg[data-chart]');
+        return {
+          readouts: [...root.querySelectorAll('[data-readout]')].map(e => e.textContent),
+          labels: Object.fromEntries([...root.querySelectorAll('[data-value-for]')]
+                                     .map(e => [e.dataset.valueFor, e.textContent])),
+          note: (root.querySelector('[data-note]') || {}).textContent || '',
+          marker: svg && svg.hasAttribute('data-marker-x')
+                  ? [svg.getAttribute('data-marker-x'), svg.getAttribute('data-marker-y')] : null,
+          series: svg ? [...svg.querySelectorAll('g[data-series]')]
+                        .map(g => [g.dataset.series, Number(g.dataset.count)]) : [],
+        };
+    }""")
+
+
+def expected_state(explorer: Explorer, values: dict) -> dict:
+    view = explorer.compute(**values)
+    marker = view.chart.marker if view.chart is not None else None
+    return {
+        "readouts": [r.text for r in view.readouts],
+        "labels": {c.name: c.labels[c.values.index(values[c.name])] for c in explorer.controls if c.numeric},
+        "note": view.note,
+        "marker": [marker.x, marker.y] if marker is not None and marker.visible else None,
+        "series": [[s.name, len(s.xs)] for s in view.chart.series] if view.chart is not None else [],
+    }
+
+
+def check_explorer(page, root, explorer: Explorer, shot_name: str) -> int:
+    """Move every control; compare the page with Python after each move. Returns the number of checks."""
+    checks = 0
+    root.scroll_into_view_if_needed()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    root.screenshot(path=str(SCREENSHOTS / f"{shot_name}-default.png"))
+    for values in settings_to_check(explorer):
+        set_controls(root, explorer, values)
+        shown, expected = shown_state(root), expected_state(explorer, values)
+        marker = shown.pop("marker")
+        expected_marker = expected.pop("marker")
+        assert shown == expected, f"{shot_name} at {values}: page shows {shown}, Python computes {expected}"
+        if expected_marker is None:
+            assert marker is None, f"{shot_name} at {values}: the page draws a marker Python does not"
+        else:
+            assert marker is not None, f"{shot_name} at {values}: no marker on the chart"
+            assert [float(v) for v in marker] == expected_marker, f"{shot_name} at {values}: marker {marker}"
+        checks += 1
+    root.screenshot(path=str(SCREENSHOTS / f"{shot_name}-moved.png"))
+    return checks
+
+
+def explorers_on(page) -> list[tuple[str, object, dict]]:
+    found = []
+    for root in page.locator("[data-explorer]").all():
+        data = json.loads(root.locator("script[data-explorer-data]").text_content())
+        found.append((root.get_attribute("data-explorer"), root, data))
+    return found
+
+
+# --- the built site ---------------------------------------------------------------------------------
+
+def site_pages(html: Path) -> list[str]:
+    pages = sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html"))
+    return [p for p in pages if not p.startswith(("_static/", "_sources/", "_images/"))]
+
+
+@pytest.mark.slow
+def test_every_page_loads_with_no_error_and_no_remote_request(served_site, browser_context):
+    base, html = served_site
+    pages = site_pages(html)
+    assert "index.html" in pages
+    problems = []
+    for name in pages:
+        page = open_page(browser_context, base + name)
+        problems += [f"{name}: {p}" for p in browser_context[1].take()]
+        page.close()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_every_explorer_on_the_site_matches_python(served_site, browser_context):
+    base, html = served_site
+    seen = {}
+    for name in site_pages(html):
+        if "data-explorer=" not in (html / name).read_text(encoding="utf-8"):
+            continue
+        page = open_page(browser_context, base + name)
+        for key, root, data in explorers_on(page):
+            assert root.get_attribute("data-explorer-ready") == "1", f"{name}: explorer {key} was not wired by explorer.js"
+            explorer = rebuild(data["origin"])
+            assert explorer.key == key
+            shot = re.sub(r"[^a-z0-9-]+", "-", f"{Path(name).stem}-{key}".lower())
+            seen[f"{name}#{key}"] = check_explorer(page, root, explorer, shot)
+        problems = browser_context[1].take()
+        page.close()
+        assert not problems, f"{name}: " + "\n".join(problems)
+    assert any(k.endswith("#prefill-explorer") for k in seen), f"the prefill explorer is on no page (found {sorted(seen)})"
+
+
+@pytest.mark.slow
+def test_prefill_explorer_shows_the_measured_ttft(served_site, browser_context):
+    """The issue's acceptance check, by hand: FLEX_ATTENTION at 30720 tokens on the A10G took 16.410 s (s1.log)."""
+    base, html = served_site
+    pages = [n for n in site_pages(html) if 'data-explorer="prefill-explorer"' in (html / n).read_text(encoding="utf-8")]
+    assert pages, "no page holds the prefill explorer"
+    page = open_page(browser_context, base + pages[0])
+    root = page.locator('[data-explorer="prefill-explorer"]').first
+    explorer = rebuild(json.loads(root.locator("script[data-explorer-data]").text_content())["origin"])
+    set_controls(root, explorer, {**explorer.defaults, "length": 30720, "backend": "FLEX_ATTENTION",
+                                  "study": "reference/a10g-vllm0.11-qwen2.5-7b"})
+    assert root.locator('[data-readout="ttft"]').text_content() == "16.410 s"
+    assert root.locator("svg[data-chart]").get_attribute("data-marker-y") == "16.41"
+    set_controls(root, explorer, {**explorer.defaults, "length": 256, "backend": "FLASH_ATTN",
+                                  "study": "reference/a10g-vllm0.11-qwen2.5-7b"})
+    assert root.locator('[data-readout="ttft"]').text_content() == "0.116 s"
+    assert root.locator("svg[data-chart]").get_attribute("data-marker-x") == "257"
+    assert not browser_context[1].take()
+    page.close()
+
+
+# --- a standalone page (no book build needed: proves explorer.js on its own) -------------------------
+
+def test_watcher_catches_remote_requests_and_console_errors(tmp_path, browser_context, serve):
+    (tmp_path / "index.html").write_text(
+        '<!DOCTYPE html><html><head><script>console.error("boom")</script></head>'
+        '<body><img src="http://example.com/pixel.png"><img src="missing.png"></body></html>')
+    with serve(tmp_path) as base:
+        page = open_page(browser_context, base + "index.html")
+        problems = browser_context[1].take()
+        page.close()
+    assert any(p == "console error: boom" for p in problems), problems
+    assert any(p.startswith("request to a non-local host: http://example.com/pixel.png") for p in problems), problems
+    assert any(p.startswith("HTTP 404: ") and p.endswith("/missing.png") for p in problems), problems
+
+
+def test_standalone_explorer_page(tmp_path, browser_context, serve):
+    from lab.explorers import a10g_prefill_explorer
+
+    explorer = a10g_prefill_explorer()
+    (tmp_path / "index.html").write_text(explorer.standalone_html(), encoding="utf-8")
+    with serve(tmp_path) as base:
+        page = open_page(browser_context, base + "index.html")
+        root = page.locator("[data-explorer]").first
+        assert root.get_attribute("data-explorer-ready") == "1"
+        assert check_explorer(page, root, explorer, "standalone-prefill-explorer") == len(settings_to_check(explorer))
+        problems = browser_context[1].take()
+        page.close()
+    assert not problems, "\n".join(problems)

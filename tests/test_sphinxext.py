@@ -1,0 +1,26 @@
+"""lab.sphinxext: an inline script registered twice by Sphinx 7.4 is written once."""
+
+from sphinx.builders.html._assets import _JavaScript
+
+from lab.sphinxext import _dedupe_page_scripts, unique_scripts
+
+
+def test_inline_script_added_as_none_and_empty_filename_is_kept_once():
+    body = 'const THEBE_JS_URL = "x"'
+    scripts = [_JavaScript("_static/doctools.js", priority=200), _JavaScript(None, body=body),
+               _JavaScript("", body=body), _JavaScript("_static/explorer.js"), _JavaScript("_static/doctools.js", priority=200)]
+    kept = unique_scripts(scripts)
+    assert [s.filename for s in kept] == ["_static/doctools.js", None, "_static/explorer.js"]
+
+
+def test_different_bodies_and_attributes_are_all_kept():
+    scripts = [_JavaScript(None, body="var a = 1"), _JavaScript(None, body="var b = 2"),
+               _JavaScript("x.js", **{"async": "async"}), _JavaScript("x.js")]
+    assert unique_scripts(scripts) == scripts
+
+
+def test_page_context_list_is_changed_in_place():
+    scripts = [_JavaScript(None, body="const a = 1"), _JavaScript("", body="const a = 1")]
+    context = {"script_files": scripts}
+    _dedupe_page_scripts(None, "intro", "page.html", context, None)
+    assert context["script_files"] is scripts and len(scripts) == 1
