@@ -11,6 +11,11 @@ import matplotlib
 matplotlib.use("Agg") if not matplotlib.get_backend().lower().startswith(("module://", "nbagg", "ipympl", "widget")) else None
 import matplotlib.pyplot as plt  # noqa: E402
 
+# Resolve the backend now, outside any rc_context: in Jupyter, loading the inline backend switches
+# interactive mode on, and if that first happened inside figure()'s rc_context it would be undone on
+# exit and no later figure would display.
+plt.switch_backend(plt.rcParams["backend"])
+
 #: A fixed colour per attention backend or kernel, so the same thing looks the same in every chapter.
 COLORS = {
     "FLASH_ATTN": "#1f77b4",
