@@ -135,24 +135,29 @@ def copy_bandwidth_gbps(gib: float = 2.0) -> float:
     return 2 * n * 2 / (ms * 1e-3) / 1e9
 
 
-def _inputs(shape: Shape, seed: int):
+def _inputs(shape: Shape, seed: int, device: str = "cuda", dtype=None):
     import torch
 
-    gen = torch.Generator(device="cuda").manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
     def make(h, n):
-        return torch.randn(shape.batch, h, n, shape.head_dim, generator=gen, device="cuda", dtype=torch.bfloat16)
+        return torch.randn(shape.batch, h, n, shape.head_dim, generator=gen, device=device).to(dtype or torch.bfloat16)
     return make(shape.q_heads, shape.n_q), make(shape.kv_heads, shape.n), make(shape.kv_heads, shape.n)
 
 
-def measure_shape(shape: Shape, candidates, rep_ms: int, progress, copy_gbps: float | None) -> list[dict]:
-    """Check, then time, every candidate on one shape; one row per candidate."""
-    import torch
-    from triton.testing import do_bench
+def measure_shape(shape: Shape, candidates, rep_ms: int, progress, copy_gbps: float | None,
+                  device: str = "cuda", timer=None, dtype=None) -> list[dict]:
+    """Check, then time, every candidate on one shape; one row per candidate.
 
-    from lab.attention import triton_fwd
+    ``device``, ``timer`` and ``dtype`` exist for the CPU test of this function (interpreter, fp16).
+    """
+    import torch
+
+    from lab.attention import triton_decode, triton_fwd
     from lab.attention.reference import attention_torch
 
-    q, k, v = _inputs(shape, seed=shape.n + 7 * shape.batch)
+    if timer is None:
+        from triton.testing import do_bench as timer
+    q, k, v = _inputs(shape, seed=shape.n + 7 * shape.batch, device=device, dtype=dtype)
     reference = attention_torch(q, k, v, shape.causal)  # fp32 math, query chunks
     rows = []
     for name in candidates:
@@ -162,7 +167,7 @@ def measure_shape(shape: Shape, candidates, rep_ms: int, progress, copy_gbps: fl
                "max_abs_err": math.nan, "note": "", "config": ""}
         if shape.phase == "prefill":
             row["causal"] = True
-        free, _ = torch.cuda.mem_get_info()
+        free = torch.cuda.mem_get_info()[0] if device == "cuda" else 2**40
         if name == "naive" and naive_bytes_needed(shape) > 0.8 * free:
             row.update(status="skipped", note=f"the score matrix needs ~{naive_bytes_needed(shape) / 1e9:.0f} GB, "
                                                f"{free / 1e9:.0f} GB free")
@@ -172,18 +177,24 @@ def measure_shape(shape: Shape, candidates, rep_ms: int, progress, copy_gbps: fl
         fn = candidate_fn(name, shape.phase)
         try:
             out = fn(q, k, v, shape.causal)  # first call also compiles / autotunes
-            torch.cuda.synchronize()
+            if device == "cuda":
+                torch.cuda.synchronize()
             row["max_abs_err"] = (out.float() - reference.float()).abs().max().item()
             if not row["max_abs_err"] <= MAX_ABS_ERR:
                 row.update(status="wrong", note=f"max abs error {row['max_abs_err']:.3g} > {MAX_ABS_ERR}")
             else:
                 del out
-                row["ms"] = do_bench(lambda fn=fn: fn(q, k, v, shape.causal), warmup=10, rep=rep_ms, return_mode="median")
+                row["ms"] = timer(lambda fn=fn: fn(q, k, v, shape.causal), warmup=10, rep=rep_ms, return_mode="median")
         except Exception as exc:  # a backend that does not support this shape is a result, not a crash
             row.update(status="error", note=f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
-            torch.cuda.synchronize()
-        if name == "ours-tuned" and shape.phase == "prefill":
-            config = triton_fwd.best_config(shape.n, shape.n, shape.head_dim, True)
+            if device == "cuda":
+                torch.cuda.synchronize()
+        if name == "ours-tuned":
+            if shape.phase == "prefill":
+                config = triton_fwd.best_config(shape.n, shape.n, shape.head_dim, True)
+            else:
+                config = triton_decode.best_decode_config(shape.batch, shape.q_heads, shape.kv_heads, shape.n,
+                                                          shape.head_dim, q.dtype)
             row["config"] = " ".join(f"{key}={val}" for key, val in (config or {}).items())
         if row["status"] == "ok":
             row["tflops"] = shape.flops() / (row["ms"] * 1e-3) / 1e12
@@ -192,7 +203,7 @@ def measure_shape(shape: Shape, candidates, rep_ms: int, progress, copy_gbps: fl
                 row["gbps"] = row["bytes"] / (row["ms"] * 1e-3) / 1e9
                 row["copy_gbps"] = copy_gbps
                 row["bw_fraction"] = row["gbps"] / copy_gbps
-        if name == "naive":
+        if name == "naive" and device == "cuda":
             torch.cuda.empty_cache()
         rows.append(row)
         progress.update(1)
@@ -211,10 +222,15 @@ def measure_shape(shape: Shape, candidates, rep_ms: int, progress, copy_gbps: fl
 TEACHING_LAUNCH = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}
 ABLATION_STEPS = (
     ("teaching kernel", {"kernel": "teaching"}),
-    ("exp2, log2(e) folded into the scale", {"config": TEACHING_LAUNCH, "split_diagonal": False, "heavy_first": False}),
-    ("+ off-diagonal tiles without a mask", {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": False}),
-    ("+ heaviest query tiles launched first", {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": True}),
-    ("+ autotuned tiles, warps, stages", {"config": None, "split_diagonal": True, "heavy_first": True}),
+    ("exp2, log2(e) folded into the scale",
+     {"config": TEACHING_LAUNCH, "split_diagonal": False, "heavy_first": False, "tma": False}),
+    ("+ off-diagonal tiles without a mask",
+     {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": False, "tma": False}),
+    ("+ heaviest query tiles launched first",
+     {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": True, "tma": False}),
+    ("+ tiles fetched by the TMA copy engine",
+     {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": True, "tma": None}),
+    ("+ autotuned tiles, warps, stages", {"config": None, "split_diagonal": True, "heavy_first": True, "tma": None}),
 )
 
 
@@ -235,7 +251,7 @@ def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int) -> list[dict]:
                 return triton_fwd.teaching_forward(q, k, v, True)
         else:
             def fn(options=options):
-                return triton_fwd.tuned_forward(q, k, v, True, config=options["config"],
+                return triton_fwd.tuned_forward(q, k, v, True, config=options["config"], tma=options["tma"],
                                                 split_diagonal=options["split_diagonal"], heavy_first=options["heavy_first"])
         err = (fn().float() - reference.float()).abs().max().item()
         ms = do_bench(fn, warmup=10, rep=rep_ms, return_mode="median") if err <= MAX_ABS_ERR else math.nan

@@ -12,7 +12,8 @@ plus that split's log-sum-exp ``lse_s``. A second small kernel combines them exa
 * :func:`tuned_decode` -- one program per (sequence, KV head, split) serving all the query heads
   that share that KV head: each K/V tile is read from memory once for the whole group (7 query
   heads for 28 over 4), and the group's rows, padded to 16, make a small matrix for ``tl.dot``;
-  the split count is chosen to give every multiprocessor several programs.
+  the split count gives every multiprocessor several programs; tile size, warps, pipeline depth
+  and programs per multiprocessor are timed from a small space on the first call for each shape.
 
 Shapes: ``q`` is (batch, q_heads, 1, d); ``k``, ``v`` are (batch, kv_heads, n_k, d) (every sequence
 of the batch has n_k cached tokens); the result has q's shape and dtype.
@@ -190,20 +191,21 @@ def teaching_decode(q, k, v, scale: float | None = None, num_splits: int | None 
     return _combine(o_part, lse_part, torch.empty_like(q), num_splits, batch, q_heads, d)
 
 
-#: Launch settings of the tuned decode kernel on a GPU (picked with scripts/tune_kernels.py on the H200).
-TUNED_DECODE = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "programs_per_sm": 4}
+#: Launch settings the tuned decode kernel tries on a GPU, once per shape (the fastest is kept).
+#: programs_per_sm sets the split count: about that many programs per multiprocessor.
+DECODE_SPACE = [
+    {"BLOCK_N": bn, "num_warps": w, "num_stages": st, "programs_per_sm": per_sm}
+    for bn, w, st, per_sm in [(64, 4, 3, 4), (64, 4, 4, 2), (64, 4, 2, 8), (32, 4, 3, 4), (32, 4, 4, 8),
+                              (128, 8, 3, 2), (128, 4, 2, 4), (64, 8, 3, 4)]
+]
+_BEST: dict[tuple, dict] = {}
 
 
-def tuned_decode(q, k, v, scale: float | None = None, config: dict | None = None):
-    """Split-KV decode with one program per (sequence, KV head, split) serving its whole head group.
-
-    ``config`` overrides :data:`TUNED_DECODE` (keys BLOCK_N, num_warps, num_stages, programs_per_sm,
-    or num_splits to fix the split count).
-    """
+def _launch_tuned(q, k, v, scale, cfg):
     import torch
 
-    q, k, v, (batch, q_heads, kv_heads, n_k, d) = _prepare(q, k, v)
-    cfg = {**TUNED_DECODE, **({"BLOCK_N": 16, "num_stages": 1} if _interpreting() else {}), **(config or {})}
+    batch, q_heads, _, d = q.shape
+    kv_heads, n_k = k.shape[1], k.shape[2]
     group = q_heads // kv_heads
     if "num_splits" in cfg:
         num_splits, keys_per_split = split_plan(n_k, 1, cfg["BLOCK_N"], cfg["num_splits"])
@@ -213,9 +215,37 @@ def tuned_decode(q, k, v, scale: float | None = None, config: dict | None = None
     o_part = torch.empty((batch * q_heads, num_splits, d), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((batch * q_heads, num_splits), dtype=torch.float32, device=q.device)
     _tuned_split_kernel[(num_splits, batch * kv_heads)](
-        q, k, v, o_part, lse_part, (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E, n_k, keys_per_split,
+        q, k, v, o_part, lse_part, scale * LOG2E, n_k, keys_per_split,
         num_splits, kv_heads, group, q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3],
         HEAD_DIM=d, BLOCK_N=cfg["BLOCK_N"], GROUP_PAD=max(16, triton.next_power_of_2(group)),
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
     return _combine(o_part, lse_part, torch.empty_like(q), num_splits, batch, q_heads, d)
+
+
+def tuned_decode(q, k, v, scale: float | None = None, config: dict | None = None):
+    """Split-KV decode with one program per (sequence, KV head, split) serving its whole head group.
+
+    ``config`` fixes the launch (keys BLOCK_N, num_warps, num_stages, and programs_per_sm or
+    num_splits); without it a GPU times every setting of :data:`DECODE_SPACE` on the first call for a
+    shape and keeps the fastest (:func:`best_decode_config`), and the interpreter uses 16-key tiles.
+    """
+    q, k, v, (batch, q_heads, kv_heads, n_k, d) = _prepare(q, k, v)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    if config is None and _interpreting():
+        config = {"BLOCK_N": 16, "num_stages": 1, "programs_per_sm": 4}
+    if config is None:
+        key = (batch, q_heads, kv_heads, n_k, d, str(q.dtype))
+        if key not in _BEST:
+            from triton.testing import do_bench
+
+            times = [do_bench(lambda cfg=cfg: _launch_tuned(q, k, v, scale, cfg), warmup=5, rep=20,
+                              return_mode="median") for cfg in DECODE_SPACE]
+            _BEST[key] = DECODE_SPACE[min(range(len(times)), key=times.__getitem__)]
+        config = _BEST[key]
+    return _launch_tuned(q, k, v, scale, {"BLOCK_N": 64, "programs_per_sm": 4, **config})
+
+
+def best_decode_config(batch: int, q_heads: int, kv_heads: int, n_k: int, head_dim: int, dtype) -> dict | None:
+    """The setting the tuned decode kernel chose for this shape (None before its first call)."""
+    return _BEST.get((batch, q_heads, kv_heads, n_k, head_dim, str(dtype)))

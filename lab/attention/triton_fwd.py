@@ -78,13 +78,15 @@ def _teaching_kernel(Q, K, V, Out, scale, n_q, n_k, q_heads, group,
 # --- tuned kernel --------------------------------------------------------------------------------
 
 @triton.jit
-def _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, start, stop, rows, cols0, dims,
-                 n_k, diag, qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-                 BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+def _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, start, stop, rows, cols0, dims,
+                 n_k, diag, qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr,
+                 HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
     """Online softmax over key tiles [start, stop). MASKED=False tiles are whole and fully visible."""
     for start_n in tl.range(start, stop, BLOCK_N):
         cols = start_n + cols0
-        if MASKED:
+        if TMA:  # the copy engine fetches the tile (rows past the sequence come back as zeros)
+            k = K.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM).T
+        elif MASKED:
             k = tl.load(k_base + cols[None, :] * skn + dims[:, None], mask=cols[None, :] < n_k, other=0.0)
         else:
             k = tl.load(k_base + cols[None, :] * skn + dims[:, None])
@@ -103,7 +105,9 @@ def _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, start, stop, rows, 
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        if MASKED:
+        if TMA:
+            v = V.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        elif MASKED:
             v = tl.load(v_base + cols[:, None] * svn + dims[None, :], mask=cols[:, None] < n_k, other=0.0)
         else:
             v = tl.load(v_base + cols[:, None] * svn + dims[None, :])
@@ -117,9 +121,10 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
                   sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                  SPLIT_DIAGONAL: tl.constexpr = True, HEAVY_FIRST: tl.constexpr = True):
+                  SPLIT_DIAGONAL: tl.constexpr = True, HEAVY_FIRST: tl.constexpr = True, TMA: tl.constexpr = False):
     # One flat grid: heads vary fastest (the heads of a KV group run side by side and share K/V in L2),
     # and query tiles are taken last-first (under a causal mask the last tiles have the most work).
+    # With TMA, Q/K/V/Out are 4-D tensor descriptors (batch, heads, n, d) instead of pointers.
     pid = tl.program_id(0)
     n_heads = batch * q_heads
     if HEAVY_FIRST:
@@ -132,8 +137,12 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols0 = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=rows[:, None] < n_q, other=0.0)
-    k_base, v_base = K + b * skb + kv_h * skh, V + b * svb + kv_h * svh
+    if TMA:
+        q = Q.load([b, h, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
+        k_base, v_base = 0, 0
+    else:
+        q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=rows[:, None] < n_q, other=0.0)
+        k_base, v_base = K + b * skb + kv_h * skh, V + b * svb + kv_h * svh
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
@@ -147,22 +156,33 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
         hi = n_k
     if not SPLIT_DIAGONAL:  # (for measuring what the split buys) every tile masked
         full_end = 0
-    acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, 0, full_end, rows, cols0, dims,
-                                 n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, PRECISION)
-    acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, k_base, v_base, skn, svn, full_end, hi, rows, cols0, dims,
-                                 n_k, diag, qk_scale, True, CAUSAL, BLOCK_N, PRECISION)
+    acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, 0, full_end, rows, cols0,
+                                 dims, n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA)
+    acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, full_end, hi, rows, cols0,
+                                 dims, n_k, diag, qk_scale, True, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA)
     out = acc / l_i[:, None]
-    tl.store(Out + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(Out.dtype.element_ty),
-             mask=rows[:, None] < n_q)
+    if TMA:  # the copy engine clips rows past the sequence
+        Out.store([b, h, start_m * BLOCK_M, 0], out.to(q.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
+    else:
+        tl.store(Out + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(Out.dtype.element_ty),
+                 mask=rows[:, None] < n_q)
+
+
+def _set_tma_blocks(nargs):
+    """Autotuner pre-hook: give the tensor descriptors the tile shape of the config being tried."""
+    if nargs.get("TMA"):
+        for name, rows in (("Q", "BLOCK_M"), ("Out", "BLOCK_M"), ("K", "BLOCK_N"), ("V", "BLOCK_N")):
+            nargs[name].block_shape = [1, 1, nargs[rows], nargs["HEAD_DIM"]]
 
 
 #: The autotuning space: small on purpose (each config is compiled and timed once per shape key).
 TUNED_CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s, pre_hook=_set_tma_blocks)
     for bm, bn, w, s in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2),
                          (128, 64, 8, 4), (64, 64, 4, 3)]
 ]
-_tuned_autotuned = triton.autotune(configs=TUNED_CONFIGS, key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION"])(_tuned_kernel)
+_tuned_autotuned = triton.autotune(configs=TUNED_CONFIGS,
+                                   key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"])(_tuned_kernel)
 
 
 # --- launchers -----------------------------------------------------------------------------------
@@ -208,39 +228,60 @@ def teaching_forward(q, k, v, causal: bool = False, scale: float | None = None,
     return o
 
 
+def tma_available() -> bool:
+    """Hopper (compute capability 9) or newer: tiles can be fetched by the tensor memory accelerator."""
+    if _interpreting():
+        return False
+    import torch
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
+
+
 def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, config: dict | None = None,
-                  split_diagonal: bool = True, heavy_first: bool = True):
+                  split_diagonal: bool = True, heavy_first: bool = True, tma: bool | None = None):
     """Attention with the tuned kernel.
 
     ``config`` (keys BLOCK_M, BLOCK_N, and optionally num_warps, num_stages) fixes the launch; without
     it a GPU autotunes over :data:`TUNED_CONFIGS` once per (n_q, n_k, head dim, causal), and the
-    interpreter uses 16 x 16 tiles. ``split_diagonal=False`` masks every tile and ``heavy_first=False``
-    launches query tiles first-to-last: both exist to measure what each optimisation buys.
+    interpreter uses 16 x 16 tiles. ``tma`` (default: on Hopper and newer) fetches tiles with tensor
+    descriptors. ``split_diagonal=False`` masks every tile and ``heavy_first=False`` launches query
+    tiles first-to-last: both exist to measure what each optimisation buys.
     """
     q, k, v, o, (batch, q_heads, kv_heads, n_q, n_k, d), precision = _prepare(q, k, v, causal)
     if config is not None and (config.get("BLOCK_M", 0) % config.get("BLOCK_N", 1) or config.get("BLOCK_N", 0) < 16):
         raise LabError(f"config needs BLOCK_N >= 16 dividing BLOCK_M; got {config}")
+    tma = tma_available() if tma is None else tma
     qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
-    args = (q, k, v, o, qk_scale, n_q, n_k, q_heads, q_heads // kv_heads, batch, *_strides(q, k, v, o))
     if config is None and _interpreting():
         config = {"BLOCK_M": 16, "BLOCK_N": 16}
+    tensors = (q, k, v, o)
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        bm, bn = (config["BLOCK_M"], config["BLOCK_N"]) if config else (16, 16)  # the autotuner re-sets them
+        tensors = tuple(TensorDescriptor.from_tensor(t, [1, 1, rows, d]) for t, rows in zip(tensors, (bm, bn, bn, bm), strict=True))
+    args = (*tensors, qk_scale, n_q, n_k, q_heads, q_heads // kv_heads, batch, *_strides(q, k, v, o))
+    flags = dict(HEAD_DIM=d, CAUSAL=causal, PRECISION=precision, SPLIT_DIAGONAL=split_diagonal,
+                 HEAVY_FIRST=heavy_first, TMA=tma)
     if config is None:
         grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]) * batch * q_heads,)  # noqa: E731
-        _tuned_autotuned[grid](*args, HEAD_DIM=d, CAUSAL=causal, PRECISION=precision,
-                               SPLIT_DIAGONAL=split_diagonal, HEAVY_FIRST=heavy_first)
+        _tuned_autotuned[grid](*args, **flags)
     else:
         grid = (triton.cdiv(n_q, config["BLOCK_M"]) * batch * q_heads,)
-        _tuned_kernel[grid](*args, HEAD_DIM=d, CAUSAL=causal, PRECISION=precision,
-                            SPLIT_DIAGONAL=split_diagonal, HEAVY_FIRST=heavy_first,
-                            BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                            num_warps=config.get("num_warps", 4), num_stages=config.get("num_stages", 1 if _interpreting() else 3))
+        _tuned_kernel[grid](*args, **flags, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                            num_warps=config.get("num_warps", 4),
+                            num_stages=config.get("num_stages", 1 if _interpreting() else 3))
     return o
 
 
-def best_config(n_q: int, n_k: int, head_dim: int, causal: bool, dtype_is_fp32: bool = False) -> dict | None:
+def best_config(n_q: int, n_k: int, head_dim: int, causal: bool, dtype_is_fp32: bool = False,
+                tma: bool | None = None) -> dict | None:
     """The config autotuning picked for this shape key (None before the first tuned call)."""
     key_prefix = (n_q, n_k, head_dim, causal, "ieee" if dtype_is_fp32 else "tf32")
     for key, config in getattr(_tuned_autotuned, "cache", {}).items():
-        if tuple(key[:5]) == key_prefix:
-            return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+        if tuple(key[:5]) == key_prefix and (tma is None or key[5] == tma):
+            return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages, "tma": key[5]}
     return None
