@@ -48,9 +48,10 @@ def main() -> int:
     def rand(*shape):
         return torch.randn(*shape, generator=gen, device="cuda", dtype=torch.bfloat16)
 
-    forward_settings = [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2), (128, 64, 8, 4),
-                        (64, 64, 4, 3), (128, 32, 4, 3), (128, 128, 8, 4), (128, 64, 4, 4), (64, 32, 4, 4)]
-    for n in (16384, 32768):
+    # settings outside TUNED_CONFIGS (the benchmark's autotuner already times those), with and without TMA
+    forward_settings = [(128, 32, 4, 3), (128, 128, 8, 4), (128, 64, 4, 4), (64, 128, 4, 3), (128, 128, 4, 3),
+                        (256, 64, 8, 3)]
+    for n in (16384,):
         q, k, v = rand(1, 28, n, 128), rand(1, 4, n, 128), rand(1, 4, n, 128)
         shape = f"prefill {n // 1024}k"
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
