@@ -1,0 +1,202 @@
+"""Census results as data: the published A10G figures and our H200 windows in one table.
+
+``lab.census`` turns one trace into a census; this module gathers the stored results of many
+windows (every ``census.csv`` under ``data/``: the reference study's published figures and the
+``census`` datasets written by ``python -m lab capture vllm``), answers "attention / matmul /
+other for this GPU, phase, length and backend" with what is known and what is derived, and builds
+the chapter's explorer.
+
+Phases: ``prefill`` (one max_tokens=1 request), ``decode`` (decode steps only) and
+``decode-naive`` (the reference study's decode window: the whole request, prefill included).
+The published A10G "decode" windows are of the naive kind, so they are filed as ``decode-naive``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab import LabError
+from lab.census import FAMILIES
+from lab.data import DATA_DIR, datasets
+
+PHASES = ("prefill", "decode", "decode-naive")
+PHASE_LABELS = {"prefill": "prefill window", "decode": "decode steps only",
+                "decode-naive": "decode window as in the study (prefill included)"}
+#: Nominal window lengths; the study's exact counts (2050, 8193, 28673) round to these in units of 1024.
+LENGTHS = (2048, 8192, 28672)
+BACKENDS = ("FlashAttention", "FlexAttention")
+#: Tokens generated inside the reference study's decode window (its method, FACTS.md: "a 30-token generation").
+REFERENCE_DECODE_WINDOW_TOKENS = 30
+
+
+def backend_of(arm: str) -> str:
+    """``FLASH_ATTN``, ``FLASH_ATTN/FA3`` -> FlashAttention; ``FLEX_ATTENTION`` -> FlexAttention."""
+    if arm.startswith("FLASH_ATTN"):
+        return "FlashAttention"
+    if arm.startswith("FLEX"):
+        return "FlexAttention"
+    return arm
+
+
+def short_gpu(gpu: str) -> str:
+    """``NVIDIA H200`` -> ``H200``; ``NVIDIA A10G`` -> ``A10G``."""
+    return gpu.replace("NVIDIA ", "").split()[0] if gpu else gpu
+
+
+def nominal(tokens: float) -> int:
+    """The nominal window length a token count belongs to (2050 -> 2048, 28673 -> 28672)."""
+    return min(LENGTHS, key=lambda n: abs(n - float(tokens)))
+
+
+def census_table(root: Path = DATA_DIR):
+    """Every stored census row, long format, with columns dataset, gpu, source, backend, nominal.
+
+    ``source`` is "published" for reference datasets and "measured" for our captures; window
+    seconds are converted to ms so one unit serves every window.
+    """
+    import pandas as pd
+
+    tables = []
+    for ds in datasets(root=root):
+        if ds.kind not in ("reference", "census") or not ds.has("census.csv"):
+            continue
+        table = ds.csv("census.csv", ("phase", "tokens", "arm", "metric", "value", "unit"))
+        table = table.copy()
+        if ds.kind == "reference":
+            table["phase"] = table["phase"].replace({"decode": "decode-naive"})
+        seconds = table["metric"] == "window_s"
+        table.loc[seconds, "value"] = table.loc[seconds, "value"] * 1000.0
+        table.loc[seconds, "unit"] = "ms"
+        table.loc[seconds, "metric"] = "window_ms"
+        table.insert(0, "source", "published" if ds.kind == "reference" else "measured")
+        table.insert(0, "gpu", short_gpu(ds.gpu))
+        table.insert(0, "dataset", ds.name)
+        tables.append(table)
+    if not tables:
+        raise LabError(f"{root}: no census.csv in any dataset; run `python -m lab reference` first")
+    table = pd.concat(tables, ignore_index=True)
+    table["backend"] = table["arm"].map(backend_of)
+    table["nominal"] = table["tokens"].map(nominal)
+    # A re-capture of the same window replaces the earlier one.
+    return table.drop_duplicates(["gpu", "phase", "nominal", "backend", "metric"], keep="last").reset_index(drop=True)
+
+
+@dataclass
+class WindowCensus:
+    """Attention / matmul / other (ms) of one window; None where neither published nor derivable."""
+
+    gpu: str
+    phase: str
+    tokens: int
+    backend: str
+    source: str | None = None
+    window_ms: float | None = None
+    ms: dict = field(default_factory=lambda: dict.fromkeys(FAMILIES))
+    derived: list[str] = field(default_factory=list)   # which figures were computed, not read
+
+    @property
+    def known(self) -> bool:
+        return self.window_ms is not None or any(v is not None for v in self.ms.values())
+
+    def share(self, family: str) -> float | None:
+        value = self.ms.get(family)
+        if value is None or not self.window_ms:
+            return None
+        return 100.0 * value / self.window_ms
+
+
+def window(table, gpu: str, phase: str, tokens: int, backend: str) -> WindowCensus:
+    """What is known about one window, completing it by arithmetic where the rest is given.
+
+    other = window - attention - matmul when all three others are known; attention = share x window
+    when only the share and the window are published. Each derived figure is named in ``derived``.
+    """
+    rows = table[(table["gpu"] == gpu) & (table["phase"] == phase) & (table["nominal"] == nominal(tokens))
+                 & (table["backend"] == backend)]
+    result = WindowCensus(gpu, phase, nominal(tokens), backend)
+    if rows.empty:
+        return result
+    result.source = rows["source"].iloc[0]
+    values = dict(zip(rows["metric"], rows["value"].astype(float), strict=True))
+
+    def number(key):
+        value = values.get(key)
+        return None if value is None or not math.isfinite(value) else value
+
+    result.window_ms = number("window_ms")
+    for fam in FAMILIES:
+        result.ms[fam] = number(f"{fam}_ms")
+    for fam in FAMILIES:
+        share = number(f"{fam}_share_pct")
+        if result.ms[fam] is None and share is not None and result.window_ms is not None:
+            result.ms[fam] = share / 100.0 * result.window_ms
+            result.derived.append(f"{fam} = share x window")
+    missing = [f for f in FAMILIES if result.ms[f] is None]
+    if result.window_ms is not None and len(missing) == 1:
+        rest = sum(v for v in result.ms.values() if v is not None)
+        result.ms[missing[0]] = result.window_ms - rest
+        result.derived.append(f"{missing[0]} = window - the others")
+    if result.window_ms is None and not missing:
+        result.window_ms = sum(result.ms.values())
+    return result
+
+
+def gpus(table) -> list[str]:
+    """GPUs with census data, the published one first; H200 is always offered (it may say 'not yet')."""
+    found = sorted(table["gpu"].unique(), key=lambda g: (g != "A10G", g))
+    return found + ([] if "H200" in found else ["H200"])
+
+
+# --- the chapter's explorer -------------------------------------------------------------------------
+
+def census_explorer(root: Path = DATA_DIR):
+    """Phase x length x backend x GPU -> the window's attention / matmul / other time and shares."""
+    from lab.widgets import Chart, Control, Explorer, Marker, Readout, Series, View
+
+    table = census_table(root)
+    gpu_values = gpus(table)
+
+    def view(phase, length, backend, gpu):
+        w = window(table, gpu, phase, length, backend)
+        readouts = [Readout("window", "GPU kernel time in the window", w.window_ms, unit="ms", fmt=",.1f")]
+        for fam in FAMILIES:
+            readouts.append(Readout(fam, f"{fam} kernels", w.ms[fam], unit="ms", fmt=",.1f"))
+        readouts.append(Readout("attn_share", "attention share of the window", w.share("attention"), unit="%",
+                                fmt=".1f"))
+        series = []
+        for fam in FAMILIES:
+            xs, ys = [], []
+            for n in LENGTHS:
+                value = window(table, gpu, phase, n, backend).ms[fam]
+                if value is not None:
+                    xs.append(n)
+                    ys.append(value)
+            if xs:
+                series.append(Series(fam, xs, ys, kind="line+points"))
+        marker_y = w.ms["attention"]
+        source = (f"{gpu}, {'published figures of the reference study (vLLM 0.11)' if w.source == 'published' else 'our traces (vLLM 0.26)' if w.source else 'no data'}")
+        chart = Chart(x_label="tokens in the window", y_label="GPU time (ms)", series=series, log_x=True,
+                      x_ticks=list(LENGTHS), source=source,
+                      marker=Marker(length, marker_y, "attention here") if marker_y is not None else None)
+        if not w.known:
+            note = (f"{gpu} {PHASE_LABELS[phase]} at {length} tokens: not captured yet" if gpu != "A10G"
+                    else f"the reference study published no census for its {PHASE_LABELS[phase]} at {length} tokens"
+                    + (" (its traces were not released, and its decode windows include the prefill)"
+                       if phase == "decode" else ""))
+        else:
+            note = "; ".join(["derived: " + ", ".join(w.derived)] if w.derived else [])
+            missing = [f for f in FAMILIES if w.ms[f] is None]
+            if missing:
+                note = (note + "; " if note else "") + "not published: " + ", ".join(missing)
+        return View(readouts=readouts, chart=chart, note=note)
+
+    return Explorer(
+        key="census",
+        title="Where the GPU time of a window goes",
+        controls=[Control("phase", "Window", values=list(PHASES), default="prefill"),
+                  Control("length", "Tokens in the window", values=list(LENGTHS), default=28672),
+                  Control("backend", "Attention backend", values=list(BACKENDS)),
+                  Control("gpu", "GPU", values=gpu_values)],
+        view=view)

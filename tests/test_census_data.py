@@ -1,0 +1,80 @@
+"""lab.census_data: published + measured census tables, derived figures, the chapter's explorer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lab import census_data as cd
+from lab.capture import census_rows, write_rows
+
+
+def _provenance(kind, gpu):
+    record = {"kind": kind, "gpu": gpu, "driver": None, "cuda": None, "torch": None, "triton": None,
+              "vllm": "0.11.0" if kind == "reference" else "0.26.0", "model": "Qwen2.5-7B", "dtype": "bfloat16",
+              "flags": {}, "date": "2026-11-30", "command": "test"}
+    if kind == "reference":
+        record["source"] = {"title": "The Inference Wall, part 8"}
+    return record
+
+
+@pytest.fixture
+def root(tmp_path):
+    ref = tmp_path / "reference" / "a10g"
+    ref.mkdir(parents=True)
+    (ref / "provenance.json").write_text(json.dumps(_provenance("reference", "NVIDIA A10G")))
+    (ref / "census.csv").write_text(
+        "phase,tokens,arm,metric,value,unit\n"
+        "prefill,28673,FLASH_ATTN,matmul_ms,5756.0,ms\n"
+        "prefill,28673,FLASH_ATTN,attention_ms,3098.0,ms\n"
+        "prefill,28673,FLASH_ATTN,window_s,9.2,s\n"
+        "decode,28673,FLEX_ATTENTION,attention_share_pct,58.0,%\n"
+        "decode,28673,FLEX_ATTENTION,window_s,17.0,s\n")
+    ours = tmp_path / "h200" / "study" / "traces" / "FLASH_ATTN-FA3"
+    ours.mkdir(parents=True)
+    (ours / "provenance.json").write_text(json.dumps(_provenance("census", "NVIDIA H200")))
+    result = {"kernel_ms": 100.0, "families": {"attention": {"ms": 30.0, "share": 0.3},
+                                                "matmul": {"ms": 60.0, "share": 0.6},
+                                                "other": {"ms": 10.0, "share": 0.1}},
+              "steps": {"kernel_ms_by_phase": {"decode": 100.0}}}
+    write_rows(ours / "census.csv", census_rows(result, "decode", 2048, "FLASH_ATTN/FA3"))
+    return tmp_path
+
+
+def test_names_and_lengths():
+    assert cd.backend_of("FLASH_ATTN/FA3") == cd.backend_of("FLASH_ATTN") == "FlashAttention"
+    assert cd.backend_of("FLEX_ATTENTION") == "FlexAttention"
+    assert [cd.nominal(n) for n in (2050, 8193, 28673)] == [2048, 8192, 28672]
+    assert cd.short_gpu("NVIDIA H200") == "H200"
+
+
+def test_published_windows_are_completed_by_arithmetic(root):
+    table = cd.census_table(root)
+    prefill = cd.window(table, "A10G", "prefill", 28673, "FlashAttention")
+    # other = 9200 - 3098 - 5756 = 346 ms
+    assert prefill.ms == {"attention": 3098.0, "matmul": 5756.0, "other": pytest.approx(346.0)}
+    assert prefill.derived == ["other = window - the others"]
+    assert prefill.share("attention") == pytest.approx(100 * 3098 / 9200)
+    # The study's decode window is filed as decode-naive; attention = 58% of 17.0 s = 9860 ms.
+    naive = cd.window(table, "A10G", "decode-naive", 28672, "FlexAttention")
+    assert naive.ms["attention"] == pytest.approx(9860.0) and naive.ms["matmul"] is None
+    assert not cd.window(table, "A10G", "decode", 28672, "FlexAttention").known
+
+
+def test_measured_rows_read_back(root):
+    table = cd.census_table(root)
+    w = cd.window(table, "H200", "decode", 2048, "FlashAttention")
+    assert w.source == "measured" and w.window_ms == 100.0 and w.ms["matmul"] == 60.0 and w.derived == []
+    assert cd.gpus(table) == ["A10G", "H200"]
+
+
+def test_explorer_covers_every_combination(root):
+    explorer = cd.census_explorer(root)
+    assert len(explorer.combinations()) == 3 * 3 * 2 * 2
+    for combo in explorer.combinations():
+        explorer.compute(**combo)
+    missing = explorer.compute(phase="prefill", length=2048, backend="FlexAttention", gpu="H200")
+    assert "not captured yet" in missing.note
+    naive = explorer.compute(phase="decode-naive", length=28672, backend="FlexAttention", gpu="A10G")
+    assert [r.text for r in naive.readouts][-1] == "58.0%"
