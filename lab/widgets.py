@@ -17,7 +17,9 @@ Readout strings are formatted here, in Python, so both faces show the same chara
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import itertools
 import json
 import math
@@ -417,6 +419,11 @@ class LiveExplorer:
     def values(self) -> dict:
         return {name: widget.value for name, widget in self.controls.items()}
 
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+
     def _on_change(self, _change) -> None:
         self.refresh()
 
@@ -429,14 +436,16 @@ class LiveExplorer:
         self.view = self.explorer.compute(**self.values)
         self.readouts.value = readouts_html(self.view.readouts)
         self.note.value = f"<i>{html.escape(self.view.note)}</i>" if self.view.note else ""
-        self.output.clear_output(wait=True)
         self.figure = None
+        outputs = ()
         if self.view.chart is not None:
-            from IPython import get_ipython
-            from IPython.display import display
-
             self.figure = draw_view(self.view)
-            if get_ipython() is not None:  # outside a kernel there is nowhere to draw
-                with self.output:
-                    display(self.figure)
+            png = io.BytesIO()
+            self.figure.savefig(png, format="png")
             plt.close(self.figure)
+            # Set the Output widget's outputs directly (not `with output: display(...)`), so the figure is
+            # replaced in one step from any callback, in any front end, and a test can see it.
+            outputs = ({"output_type": "display_data", "metadata": {},
+                        "data": {"image/png": base64.b64encode(png.getvalue()).decode("ascii"),
+                                 "text/plain": "<explorer figure>"}},)
+        self.output.outputs = outputs

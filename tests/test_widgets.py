@@ -217,6 +217,8 @@ def test_live_face_recomputes_when_a_control_moves(monkeypatch):
     # The figure drawn for the live face shows the same marker.
     line = [ln for ln in face.figure.axes[0].lines if ln.get_markersize() > 10][0]
     assert list(line.get_xdata()) == [4] and list(line.get_ydata()) == [64]
+    (shown,) = face.output.outputs  # the Output widget holds exactly the latest figure
+    assert shown["data"]["image/png"].startswith("iVBORw0KGgo")  # base64 of the PNG signature
 
 
 def test_live_and_static_faces_show_identical_strings():
@@ -239,3 +241,23 @@ def test_matplotlib_renderer_draws_every_series():
     assert ax.get_yscale() == "log"
     assert [tick_label(v) for v in (256, 16384, 250000, 1.5e6, 0.25)] == ["256", "16384", "250k", "1.5M", "0.25"]
     assert math.isclose(ax.lines[0].get_ydata()[3], 16)
+
+
+def test_live_face_in_a_real_kernel(monkeypatch):
+    """Without LAB_STATIC a kernel shows the ipywidgets face, and moving a control there recomputes."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.delenv("LAB_STATIC", raising=False)
+    cells = [
+        "from lab.explorers import a10g_prefill_explorer\nexplorer = a10g_prefill_explorer()\nexplorer",
+        "face = explorer.live()\nface.controls['length'].value = 2048\nface.controls['backend'].value = 'FLEX_ATTENTION'\n"
+        "print(face.readouts.value)\nprint(type(face.controls['length']).__name__, len(face.output.outputs))",
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    shown = notebook.cells[0].outputs
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in shown), shown
+    assert not any("text/html" in o.get("data", {}) for o in shown), "the kernel got the static face"
+    printed = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
+    assert '<span data-readout="ttft">0.544 s</span>' in printed  # s1.log: FLEX_ATTENTION, 2048 -> 0.544 s
+    assert "SelectionSlider 1" in printed  # the Output widget holds one figure

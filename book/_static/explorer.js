@@ -10,7 +10,8 @@
   var NS = "http://www.w3.org/2000/svg";
   var W = 640, H = 360, M = { l: 62, r: 18, t: 14, b: 56 };
   var CSS =
-    ".lab-explorer{border:1px solid #ddd;border-radius:6px;padding:.6em .8em;margin:1em 0;font-size:.9em}" +
+    ".lab-explorer{border:1px solid #ddd;border-radius:6px;padding:.6em .8em;margin:1em 0;font-size:.9em;" +
+    "background:#fff;color:#222}" +
     ".lab-explorer-title{font-weight:600;margin-bottom:.4em}" +
     ".lab-controls{display:flex;flex-wrap:wrap;gap:.4em 1.4em;margin-bottom:.5em}" +
     ".lab-control{display:flex;align-items:center;gap:.4em}" +
