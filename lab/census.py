@@ -135,6 +135,23 @@ _CPU_CATS = frozenset({"cpu_op", "user_annotation", "cpu_instant_event", "Trace"
 _RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime"})
 
 
+#: The reference study's substring rules (attention words first, then matmul words, else other), kept
+#: only to show where they go wrong; the census itself never uses them.
+REFERENCE_WORDS = {
+    "attention": ("flash", "splitkv", "flex_attention", "fmha", "attention", "attn", "single_query", "paged"),
+    "matmul": ("gemm", "cutlass", "matmul", "_mm", "wgmma", "s16816", "linear", "moe", "grouped"),
+}
+
+
+def reference_family(name: str) -> str:
+    """The family the reference study's substring rules give a kernel name."""
+    lowered = name.lower()
+    for family, words in REFERENCE_WORDS.items():
+        if any(w in lowered for w in words):
+            return family
+    return "other"
+
+
 def classify_name(name: str) -> Rule | None:
     for rule in NAME_RULES:
         if rule.regex.search(name):

@@ -297,3 +297,14 @@ def test_window_time_is_split_by_step_phase(tmp_path):
     c = census.census(write(tmp_path, make_trace(kernels, steps)))
     assert c["steps"]["kernel_ms_by_phase"]["prefill"] == pytest.approx(0.3)
     assert c["steps"]["kernel_ms_by_phase"]["decode"] == pytest.approx(0.042)
+
+
+@pytest.mark.parametrize("name, substring_family, our_family", [
+    (NVJET, "other", "matmul"),             # Hopper cuBLAS: no "gemm" in the name
+    (RED_MM, "matmul", "other"),            # fused norm whose op list says "mm"
+    (FA3, "attention", "attention"),        # "flash" wins before "cutlass"
+    (FLEX_A10G, "other", None),             # bare template: only the launcher can tell
+])
+def test_reference_substring_rules_versus_ours(name, substring_family, our_family):
+    assert census.reference_family(name) == substring_family
+    assert census.classify_name(name).family == our_family
