@@ -200,3 +200,20 @@ def census_explorer(root: Path = DATA_DIR):
                   Control("backend", "Attention backend", values=list(BACKENDS)),
                   Control("gpu", "GPU", values=gpu_values)],
         view=view)
+
+
+def measured_windows(root: Path = DATA_DIR) -> list[dict]:
+    """Every stored census JSON of our captures: GPU, arm, window name, signature, top attention kernels."""
+    import json
+
+    found = []
+    for ds in datasets(kind="census", root=root):
+        for path in sorted(ds.path.glob("*.census.json")):
+            with open(path, encoding="utf-8") as fh:
+                result = json.load(fh)
+            found.append({"gpu": short_gpu(ds.gpu), "arm": ds.provenance.get("flags", {}).get("arm", ds.path.name),
+                          "window": path.name.replace(".census.json", ""), "dataset": ds.name,
+                          "signature": result["attention_signature"]["label"],
+                          "attention_kernels": [k["name"] for k in result.get("attention_kernels", [])][:3],
+                          "steps": result.get("steps", {}), "unconfident": len(result.get("unconfident", []))})
+    return found
