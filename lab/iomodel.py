@@ -258,3 +258,15 @@ def implied_throughputs(shape, b_s_per_token: float, c_s_per_token2: float) -> d
     attention_per_token2 = 2 * shape.head_dim * shape.q_heads * shape.layers  # causal: 4·d·H·L·n²/2
     return {"linear_flops": shape.linear_flops_per_token() / b_s_per_token,
             "attention_flops": attention_per_token2 / c_s_per_token2}
+
+
+def chunked_prefill_kv_reread_bytes(shape, n: int, chunk: int, bytes_per_element: int = 2) -> int:
+    """Extra KV-cache bytes a chunked prefill reads: each chunk re-reads the cache of every earlier chunk.
+
+    With chunks of c tokens, chunk i (0-based) reads i·c cached tokens' K and V in every layer. A
+    single-pass prefill reads none of them from the cache. Grows as n²/(2c): quadratic, but with a
+    small constant (one cache read per chunk, not per query tile).
+    """
+    n, chunk = _positive_int("n", n), _positive_int("chunk", chunk)
+    per_token = shape.kv_bytes_per_token(bytes_per_element)
+    return sum(start * per_token for start in range(0, n, chunk))

@@ -150,3 +150,10 @@ def test_compulsory_bytes_floor():
     # decode: the floor is the flash decode count (KV cache once, q and o)
     assert iomodel.attention_compulsory_bytes(QWEN25_7B, 4096, "decode") == \
         iomodel.attention_hbm_bytes(QWEN25_7B, 4096, "decode", "flash", 228 * 1024)
+
+
+def test_chunked_prefill_rereads():
+    # 4 chunks of 1024 over 4096 tokens re-read 0 + 1024 + 2048 + 3072 = 6144 tokens' KV (57_344 bytes each in bf16)
+    assert QWEN25_7B.kv_bytes_per_token() == 2 * 28 * 512 * 2 == 57_344
+    assert iomodel.chunked_prefill_kv_reread_bytes(QWEN25_7B, 4096, 1024) == 6144 * 57_344
+    assert iomodel.chunked_prefill_kv_reread_bytes(QWEN25_7B, 1000, 2048) == 0  # one chunk: nothing to re-read
