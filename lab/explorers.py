@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lab import LabError
 from lab.data import DATA_DIR, load, load_sweeps
+from lab.fit import fit_quadratic, ok_rows
 from lab.widgets import Chart, Control, Explorer, Marker, Readout, Series, View
 
 #: Backend shown first when a study has it.
@@ -33,42 +34,13 @@ def study_of(dataset: str, root: Path = DATA_DIR) -> str:
     return "/".join(path.parts[:2])
 
 
-class PublishedFit:
-    """The fit a reference study printed (fits.csv), in seconds and tokens, with the same interface as lab.fit's."""
-
-    def __init__(self, a_s: float, b_us_per_token: float, c_ps_per_token2: float):
-        self.a, self.b, self.c = a_s, b_us_per_token * 1e-6, c_ps_per_token2 * 1e-12
-
-    def quad_share(self, n: float) -> float:
-        """Fraction of the length-dependent prefill time c n^2 / (b n + c n^2), as the study defines it."""
-        return self.c * n / (self.b + self.c * n)
-
-
-def _fit(study_rows, lengths, seconds):
-    """A quadratic prefill fit t(n) = a + b n + c n^2 with the book's one fitting routine (lab.fit).
-
-    Until lab.fit exists, fall back to the fit a reference dataset published in its fits.csv.
-    """
-    try:
-        from lab.fit import fit_quadratic
-    except ModuleNotFoundError:
-        fit_quadratic = None
-    if fit_quadratic is not None:
-        return fit_quadratic(lengths, seconds)
-    arm = study_rows["arm"].iloc[0]
-    dataset = load(study_rows["dataset"].iloc[0])
-    if not dataset.has("fits.csv"):
-        return None
-    published = dataset.csv("fits.csv", ("arm", "a_s", "b_us_per_token", "c_ps_per_token2"))
-    published = published[published["arm"] == arm]
-    if published.empty:
-        return None
-    row = published.iloc[0]
-    return PublishedFit(row["a_s"], row["b_us_per_token"], row["c_ps_per_token2"])
-
-
-def _predict(fit, n: float) -> float:
-    return fit.a + fit.b * n + fit.c * n * n
+def fits_by_arm(table) -> dict:
+    """(study, arm) -> the quadratic prefill fit from lab.fit, for every arm with 3+ measured lengths."""
+    fits = {}
+    for (study, arm), rows in ok_rows(table).groupby(["study", "arm"]):
+        if rows["actual_len"].nunique() >= 3:  # a reader's partial run may have fewer: no curve, no share
+            fits[study, arm] = fit_quadratic(rows["actual_len"], rows["ttft_s"])
+    return fits
 
 
 def sweep_table(root=DATA_DIR):
@@ -106,13 +78,7 @@ def a10g_prefill_explorer(root=DATA_DIR) -> Explorer:
               for s, label in labels.items()}
 
     x_ticks = [256 * 4 ** k for k in range(12) if 256 * 4 ** k <= max(lengths)]
-    fits = {}
-    for (study, arm), rows in table.groupby(["study", "arm"]):
-        rows = rows.dropna(subset=["ttft_s", "actual_len"])
-        if len(rows) >= 3:
-            fit = _fit(rows, rows["actual_len"].to_numpy(float), rows["ttft_s"].to_numpy(float))
-            if fit is not None:
-                fits[study, arm] = fit
+    fits = fits_by_arm(table)
 
     def view(length, backend, study):
         rows = table[table["study"] == study]
@@ -127,7 +93,7 @@ def a10g_prefill_explorer(root=DATA_DIR) -> Explorer:
             lo, hi = float(arm_rows["actual_len"].min()), float(arm_rows["actual_len"].max())
             # Whole tokens and 5 significant digits: the curve is for the eye, and the page stays small.
             xs = sorted({round(lo * (hi / lo) ** (i / (FIT_POINTS - 1))) for i in range(FIT_POINTS)})
-            series.append(Series(f"{backend} quadratic fit", xs, [float(f"{_predict(fit, x):.5g}") for x in xs],
+            series.append(Series(f"{backend} quadratic fit", xs, [float(f"{fit.predict(x):.5g}") for x in xs],
                                  kind="line", dashed=True, color=series[[s.name for s in series].index(backend)].color))
         point = rows[(rows["arm"] == backend) & (rows["target_len"] == length)]
         row = point.iloc[0] if len(point) else {}

@@ -8,6 +8,7 @@ Every explorer must answer each control with exactly the readouts and chart that
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import re
@@ -101,16 +102,30 @@ def open_page(browser_context, url: str):
 
 # --- rebuilding an explorer in Python from what the page says ---------------------------------------
 
-def rebuild(origin: str) -> Explorer:
-    """The Python explorer behind a page's explorer, from its ``origin`` ("module:factory.<locals>.view")."""
+def rebuild(origin: str, key: str) -> Explorer:
+    """The Python explorer behind a page's explorer, from its ``origin`` ("module:qualname" of its view).
+
+    The explorer comes from a factory in that module: the function the view is nested in, or any
+    function named ``*explorer`` that takes no arguments; the one whose key matches is used.
+    """
     module_name, _, qualname = origin.partition(":")
-    factory_name = qualname.split(".<locals>.")[0]
-    if not module_name.startswith("lab.") or ".<locals>." not in qualname:
-        pytest.fail(f"explorer view {origin} was not defined inside a lab factory function; build explorers in "
-                    "lab (a function returning the Explorer) so this test can recompute them", pytrace=False)
-    explorer = getattr(importlib.import_module(module_name), factory_name)()
-    assert isinstance(explorer, Explorer), f"{origin}: {factory_name}() returned {type(explorer).__name__}"
-    return explorer
+    if not module_name.startswith("lab"):
+        pytest.fail(f"explorer '{key}': its view {origin} is not defined in lab; build explorers in a lab "
+                    "function that returns the Explorer, so this test can recompute them", pytrace=False)
+    module = importlib.import_module(module_name)
+    names = [qualname.split(".<locals>.")[0]] if ".<locals>." in qualname else []
+    names += [n for n, f in vars(module).items() if n.endswith("explorer") and callable(f) and n not in names]
+    for name in names:
+        factory = getattr(module, name)
+        required = [p for p in inspect.signature(factory).parameters.values()
+                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if required:
+            continue
+        explorer = factory()
+        if isinstance(explorer, Explorer) and explorer.key == key:
+            return explorer
+    pytest.fail(f"explorer '{key}': no function in {module_name} taking no arguments returns it "
+                f"(tried {', '.join(names) or 'none'})", pytrace=False)
 
 
 def settings_to_check(explorer: Explorer) -> list[dict]:
@@ -222,8 +237,7 @@ def test_every_explorer_on_the_site_matches_python(served_site, browser_context)
         page = open_page(browser_context, base + name)
         for key, root, data in explorers_on(page):
             assert root.get_attribute("data-explorer-ready") == "1", f"{name}: explorer {key} was not wired by explorer.js"
-            explorer = rebuild(data["origin"])
-            assert explorer.key == key
+            explorer = rebuild(data["origin"], key)
             shot = re.sub(r"[^a-z0-9-]+", "-", f"{Path(name).stem}-{key}".lower())
             seen[f"{name}#{key}"] = check_explorer(page, root, explorer, shot)
         problems = browser_context[1].take()
@@ -240,7 +254,7 @@ def test_prefill_explorer_shows_the_measured_ttft(served_site, browser_context):
     assert pages, "no page holds the prefill explorer"
     page = open_page(browser_context, base + pages[0])
     root = page.locator('[data-explorer="prefill-explorer"]').first
-    explorer = rebuild(json.loads(root.locator("script[data-explorer-data]").text_content())["origin"])
+    explorer = rebuild(json.loads(root.locator("script[data-explorer-data]").text_content())["origin"], "prefill-explorer")
     set_controls(root, explorer, {**explorer.defaults, "length": 30720, "backend": "FLEX_ATTENTION",
                                   "study": "reference/a10g-vllm0.11-qwen2.5-7b"})
     assert root.locator('[data-readout="ttft"]').text_content() == "16.410 s"
