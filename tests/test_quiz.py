@@ -155,3 +155,64 @@ def test_static_assets_are_configured():
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 def test_quiz_js_parses():
     subprocess.run(["node", "--check", str(quiz.QUIZ_JS)], check=True)
+
+
+# --- glue: every number the interview and course-kit chapters show is glued on the same page -------
+
+GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`]+)`")
+CODE_CELL = re.compile(r"^```\{code-cell\}[^\n]*\n(.*?)^```", re.S | re.M)
+
+
+def _glued_names(md_text: str) -> dict:
+    """Run the page's code cells with myst_nb.glue replaced by a recorder; return name -> value."""
+    import myst_nb
+
+    recorded = {}
+    original = myst_nb.glue
+    myst_nb.glue = lambda name, value, display=True: recorded.__setitem__(name, value)
+    try:
+        namespace = {}
+        for cell in CODE_CELL.findall(md_text):
+            source = "\n".join(line for line in cell.splitlines() if not line.startswith(":"))
+            exec(compile(source, "<cell>", "exec"), namespace)
+    finally:
+        myst_nb.glue = original
+    return recorded
+
+
+@pytest.mark.parametrize("chapter", ["08-interview-prep", "09-course-kit"])
+def test_every_glue_role_resolves(chapter):
+    path = REPO_ROOT / "book" / f"{chapter}.md"
+    if not path.exists():
+        pytest.skip(f"{path.name} not written yet")
+    text = path.read_text(encoding="utf-8")
+    roles = GLUE_ROLE.findall(text)
+    assert roles, f"{path.name} glues nothing"
+    glued = _glued_names(text)
+    from myst_nb.core.variables import format_plain_text
+
+    for role in roles:
+        name, _, spec = role.partition(":")
+        assert name in glued, f"{path.name}: {{glue}}`{role}` names nothing glued on the page"
+        format_plain_text(repr(glued[name]), spec)  # the format spec fits the value (raises otherwise)
+
+
+def test_interview_h200_sentences_say_when_not_measured():
+    from lab import interview
+
+    h200 = interview.h200_facts()
+    assert set(h200) == {"h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk"}
+    for sentence in h200.values():
+        assert sentence == interview.H200_MISSING or "H200" in sentence or "GB/s" in sentence or "chunks" in sentence
+
+
+def test_decode_reconciliation_numbers():
+    from lab import interview
+
+    f = interview.a10g_facts()
+    # split-KV pulls most of the bandwidth on the extra KV bytes; the un-split kernel a small fraction
+    assert f["kv_bw_flash_pct"] > 50 > 20 > f["kv_bw_flex_pct"]
+    # a bandwidth-bound step's growth is what the extra bytes predict (hand check: 57,344 B/token)
+    assert f["kv_kb_per_token"] == pytest.approx(2 * 28 * 4 * 128 * 2 / 1e3)
+    assert f["floor_long_ms"] - f["floor_short_ms"] == pytest.approx(
+        (30720 - 256) * 57344 / 600e9 * 1e3, rel=1e-9)

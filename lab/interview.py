@@ -1,0 +1,218 @@
+"""The numbers an interview answer cites, read from the cached data and derived by ``lab``.
+
+``facts()`` returns one flat dict (name -> value) that the interview and course-kit chapters glue,
+so their prose never types a measured figure. A10G figures come from the published study parsed into
+``data/reference/``; H200 figures come from this project's own runs under ``data/h200/`` and are
+whole sentences built here, or :data:`H200_MISSING` until the runs exist, so a chapter reads
+correctly either way.
+
+The decode part carries the book's reconciliation of two claims. At batch 1 a decode step reads the
+weights plus the KV cache; the KV part is linear in context, so there is no quadratic term for
+tiling to remove. Comparing each backend's measured ITL growth with the time the extra KV bytes need
+at full bandwidth tells whether its kernel pulls the bandwidth the GPU has (split-KV) or not.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lab import data, hardware, iomodel
+from lab.modelshape import qwen25_7b
+
+A10G = "reference/a10g-vllm0.11-qwen2.5-7b"
+FLASH, FLEX = "FLASH_ATTN", "FLEX_ATTENTION"
+FA3, FA2 = "FLASH_ATTN/FA3", "FLASH_ATTN/FA2"
+H200_MISSING = "(H200 not measured yet)"
+GB = 1e9
+
+
+def _row(table, **where):
+    rows = table
+    for key, value in where.items():
+        rows = rows[rows[key] == value]
+    if len(rows) != 1:
+        raise ValueError(f"{len(rows)} rows match {where}")
+    return rows.iloc[0]
+
+
+def streamed_weight_bytes() -> int:
+    """Bytes of Qwen2.5-7B weights a decode step reads in bf16: every matrix but the embedding table,
+    of which a step gathers one row per token."""
+    shape = qwen25_7b()
+    return (shape.parameters - shape.vocab * shape.hidden) * 2
+
+
+def decode_floor_ms(bandwidth: float, n: int, batch: int = 1) -> float:
+    """Lower bound on one decode step of Qwen2.5-7B: weights plus the KV of n tokens, read once at ``bandwidth``."""
+    return 1e3 * (streamed_weight_bytes() + batch * n * qwen25_7b().kv_bytes_per_token(2)) / bandwidth
+
+
+def kv_bandwidth_gb_s(itl_short_ms: float, itl_long_ms: float, n_short: int, n_long: int) -> float:
+    """Bandwidth the extra KV bytes imply: (KV bytes added) / (ITL added), in GB/s.
+
+    The weights cost the same at both lengths, so the ITL difference is the price of the longer KV read.
+    """
+    extra_bytes = (n_long - n_short) * qwen25_7b().kv_bytes_per_token(2)
+    return extra_bytes / ((itl_long_ms - itl_short_ms) / 1e3) / GB
+
+
+def a10g_facts() -> dict:
+    """Figures of the published A10G study and what lab derives from them (floats and ints)."""
+    ds = data.load(A10G)
+    sweep = ds.csv("sweep.csv", data.SWEEP_COLUMNS)
+    fits = ds.csv("fits.csv", ["arm", "a_s", "b_us_per_token", "c_ps_per_token2"])
+    share = ds.csv("quad_share.csv", ["arm", "n", "share_pct"])
+    census = ds.csv("census.csv", ["phase", "tokens", "arm", "metric", "value"])
+    kernels = ds.csv("decode_kernels.csv", ["arm", "phase", "kernel"])
+    shape = qwen25_7b()
+    a10g, h100, h200 = hardware.device("A10G"), hardware.device("H100-SXM"), hardware.device("H200-SXM")
+
+    lengths = sorted(set(sweep["target_len"]))
+    short, long = int(lengths[0]), int(lengths[-1])
+    two_k = int(min(lengths, key=lambda n: abs(n - 2048)))
+    at = lambda arm, n, col: float(_row(sweep, arm=arm, target_len=n)[col])
+    f = {}
+    f["a10g_short_len"], f["a10g_two_k_len"], f["a10g_long_len"] = short, two_k, long
+
+    # roofline
+    f["ridge_h100"], f["ridge_a10g"], f["ridge_h200"] = h100.ridge(), a10g.ridge(), h200.ridge()
+    f["h100_tflops"], f["h100_tb_s"] = h100.bf16_flops / 1e12, h100.bandwidth / 1e12
+    f["h200_tb_s"] = h200.bandwidth / 1e12
+    f["a10g_gb_s"] = a10g.bandwidth / GB
+    f["a10g_sms"] = a10g.sm_count
+    f["a10g_mem_gb"] = a10g.memory_bytes / GB
+
+    # the n×n matrix
+    f["sp_gb_layer_long"] = iomodel.naive_intermediate_bytes(shape, long) / GB
+    f["naive_max_len_a10g"] = iomodel.max_naive_length(shape, a10g.memory_bytes)
+    sram = h100.smem_per_sm
+    naive = iomodel.attention_hbm_bytes(shape, long, "prefill", "naive", sram, per="layer")
+    flash = iomodel.attention_hbm_bytes(shape, long, "prefill", "flash", sram, per="layer")
+    f["naive_gb_layer_long"], f["flash_gb_layer_long"] = naive / GB, flash / GB
+    f["naive_over_flash_bytes"] = naive / flash
+    f["crossover_len"] = iomodel.crossover_length(shape)
+    f["attn_flop_share_long_pct"] = 100 * iomodel.attention_flop_share(shape, long)
+
+    # prefill sweep and fit
+    for arm, key in ((FLASH, "flash"), (FLEX, "flex")):
+        row = _row(fits, arm=arm)
+        f[f"b_{key}"], f[f"c_{key}"] = float(row["b_us_per_token"]), float(row["c_ps_per_token2"])
+        f[f"ttft_{key}_short"], f[f"ttft_{key}_long"] = at(arm, short, "ttft_s"), at(arm, long, "ttft_s")
+        f[f"itl_{key}_short"], f[f"itl_{key}_long"] = at(arm, short, "itl_ms"), at(arm, long, "itl_ms")
+        f[f"itl_{key}_2k"] = at(arm, two_k, "itl_ms")
+        f[f"itl_{key}_growth_pct"] = 100 * (f[f"itl_{key}_long"] / f[f"itl_{key}_short"] - 1)
+        f[f"kv_bw_{key}_gb_s"] = kv_bandwidth_gb_s(f[f"itl_{key}_short"], f[f"itl_{key}_long"], short, long)
+        f[f"kv_bw_{key}_pct"] = 100 * f[f"kv_bw_{key}_gb_s"] * GB / a10g.bandwidth
+        f[f"kernel_{key}"] = str(_row(kernels, arm=arm, phase="decode")["kernel"])
+    f["c_ratio"] = f["c_flex"] / f["c_flash"]
+    f["ttft_ratio_short"] = f["ttft_flex_short"] / f["ttft_flash_short"]
+    f["ttft_ratio_long"] = f["ttft_flex_long"] / f["ttft_flash_long"]
+    f["itl_ratio_long"] = f["itl_flex_long"] / f["itl_flash_long"]
+    f["itl_gap_2k"] = f["itl_flex_2k"] - f["itl_flash_2k"]
+    f["itl_gap_long"] = f["itl_flex_long"] - f["itl_flash_long"]
+    share_lens = sorted(set(share["n"]))
+    f["share_len"] = int(share_lens[-1])
+    f["share_flash_pct"] = float(_row(share, arm=FLASH, n=share_lens[-1])["share_pct"])
+    f["share_flex_pct"] = float(_row(share, arm=FLEX, n=share_lens[-1])["share_pct"])
+    f["attn_flop_share_share_len_pct"] = 100 * iomodel.attention_flop_share(shape, f["share_len"])
+    f["chunk_a10g"] = int(ds.provenance["flags"]["max_num_batched_tokens"])
+    f["chunks_long"] = math.ceil(long / f["chunk_a10g"])
+
+    # decode bytes: weights vs KV, GQA
+    f["kv_kb_per_token"] = shape.kv_bytes_per_token(2) / 1e3
+    f["kv_gb_long"] = long * shape.kv_bytes_per_token(2) / GB
+    f["kv_mha_gb_long"] = f["kv_gb_long"] * shape.q_heads / shape.kv_heads
+    f["gqa_group"] = shape.q_heads // shape.kv_heads
+    f["q_heads"], f["kv_heads"] = shape.q_heads, shape.kv_heads
+    f["weights_gb"] = shape.parameters * 2 / GB
+    f["weights_streamed_gb"] = streamed_weight_bytes() / GB
+    f["kv_equals_weights_tokens"] = streamed_weight_bytes() / shape.kv_bytes_per_token(2)
+    f["floor_short_ms"] = decode_floor_ms(a10g.bandwidth, short)
+    f["floor_long_ms"] = decode_floor_ms(a10g.bandwidth, long)
+    f["floor_growth_pct"] = 100 * (f["floor_long_ms"] / f["floor_short_ms"] - 1)
+    f["decode_intensity"] = shape.linear_flops_per_token() / (shape.layers * shape.linear_weights_per_layer * 2)
+
+    # census
+    long_window = int(census.query("phase == 'prefill'")["tokens"].max())
+    c = lambda phase, arm, metric: float(_row(census, phase=phase, tokens=long_window, arm=arm, metric=metric)["value"])
+    f["census_len"] = long_window
+    f["mm_flash"], f["mm_flex"] = c("prefill", FLASH, "matmul_ms"), c("prefill", FLEX, "matmul_ms")
+    f["attn_flash"], f["attn_flex"] = c("prefill", FLASH, "attention_ms"), c("prefill", FLEX, "attention_ms")
+    f["mm_diff_pct"] = 100 * abs(f["mm_flex"] / f["mm_flash"] - 1)
+    f["attn_ratio"] = f["attn_flex"] / f["attn_flash"]
+    f["decode_window_flash_s"] = c("decode", FLASH, "window_s")
+    f["decode_window_flex_s"] = c("decode", FLEX, "window_s")
+    f["prefill_kernels_flash_s"] = (f["mm_flash"] + f["attn_flash"]) / 1e3
+    return f
+
+
+# --- H200: sentences built from this project's runs, or a clear "not yet" ------------------------
+
+def _h200_sweeps():
+    """Committed H200 vLLM sweep rows with a measured TTFT (readers' data/local runs left out)."""
+    try:
+        table = data.load_sweeps()
+    except Exception:  # no sweep at all: the reference dataset is missing too, which a10g_facts reports
+        return None
+    table = table[table["dataset"].str.startswith("h200/") & table["gpu"].str.contains("H200")]
+    if "status" in table.columns:
+        table = table[table["status"].isna() | (table["status"].astype(str) == "ok")]
+    table = table[table["ttft_s"].apply(lambda v: isinstance(v, (int, float)) and math.isfinite(v))]
+    return table if len(table) else None
+
+
+def _longest_common(table, arms) -> int | None:
+    common = None
+    for arm in arms:
+        lengths = set(table[table["arm"] == arm]["target_len"])
+        common = lengths if common is None else common & lengths
+    return int(max(common)) if common else None
+
+
+def _pair_sentence(table, a: str, b: str) -> str:
+    n = _longest_common(table, (a, b))
+    if n is None:
+        return H200_MISSING
+    ra, rb = (_row(table, arm=arm, target_len=n) for arm in (a, b))
+    return (f"on the H200 (vLLM {table.attrs.get('vllm', '0.26')}) at {n:,} tokens, TTFT was {ra['ttft_s']:.2f} s with {a} "
+            f"and {rb['ttft_s']:.2f} s with {b} ({rb['ttft_s'] / ra['ttft_s']:.1f}×), and ITL {ra['itl_ms']:.1f} vs "
+            f"{rb['itl_ms']:.1f} ms")
+
+
+def _decode_sentence(table, arm: str, bandwidth: float) -> str:
+    rows = table[(table["arm"] == arm) & table["itl_ms"].notna()].sort_values("target_len")
+    if len(rows) < 2:
+        return H200_MISSING
+    s, l_ = rows.iloc[0], rows.iloc[-1]
+    bw = kv_bandwidth_gb_s(float(s["itl_ms"]), float(l_["itl_ms"]), int(s["target_len"]), int(l_["target_len"]))
+    return (f"{arm} went from {s['itl_ms']:.1f} ms at {int(s['target_len']):,} tokens to {l_['itl_ms']:.1f} ms at "
+            f"{int(l_['target_len']):,} (+{100 * (l_['itl_ms'] / s['itl_ms'] - 1):.0f}%), so its extra KV bytes moved "
+            f"at about {bw:,.0f} GB/s, {100 * bw * GB / bandwidth:.0f}% of the datasheet's {bandwidth / GB:,.0f} GB/s")
+
+
+def h200_facts() -> dict:
+    """Sentences (lowercase start, no final period) from the H200 runs, or H200_MISSING for each."""
+    names = ("h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk")
+    table = _h200_sweeps()
+    if table is None:
+        return dict.fromkeys(names, H200_MISSING)
+    bandwidth = hardware.device("H200-SXM").bandwidth
+    chunks = set()
+    for ds in data.datasets(kind="vllm-sweep"):
+        if ds.name.startswith("h200/") and ds.provenance["flags"].get("max_num_batched_tokens"):
+            chunks.add(int(ds.provenance["flags"]["max_num_batched_tokens"]))
+    versions = {ds.provenance["vllm"] for ds in data.datasets(kind="vllm-sweep") if ds.name.startswith("h200/")}
+    table.attrs["vllm"] = ", ".join(sorted(v for v in versions if v)) or "?"
+    return {
+        "h200_fa3_vs_flex": _pair_sentence(table, FA3, FLEX),
+        "h200_fa3_vs_fa2": _pair_sentence(table, FA3, FA2),
+        "h200_decode_fa3": _decode_sentence(table, FA3, bandwidth),
+        "h200_decode_flex": _decode_sentence(table, FLEX, bandwidth),
+        "h200_chunk": (f"the H200 runs prefilled in chunks of {', '.join(f'{c:,}' for c in sorted(chunks))} tokens"
+                       if chunks else H200_MISSING),
+    }
+
+
+def facts() -> dict:
+    """Everything the interview and course-kit chapters glue."""
+    return {**a10g_facts(), **h200_facts()}
