@@ -144,10 +144,15 @@ class Series:
         self.ys = [_finite_or_none(v) for v in self.ys]
         if len(self.xs) != len(self.ys):
             raise LabError(f"series '{self.name}': {len(self.xs)} x values but {len(self.ys)} y values")
-        if self.color is None:
-            from lab.plots import color
+        from matplotlib.colors import to_hex
 
-            self.color = color(self.name)
+        from lab.plots import color
+
+        # Any matplotlib colour (name, RGB tuple, hex) becomes '#rrggbb', which SVG and matplotlib both read.
+        try:
+            self.color = to_hex(color(self.name) if self.color is None else self.color)
+        except ValueError:
+            raise LabError(f"series '{self.name}': {self.color!r} is not a colour") from None
 
 
 @dataclass

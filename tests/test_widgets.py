@@ -261,3 +261,11 @@ def test_live_face_in_a_real_kernel(monkeypatch):
     printed = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
     assert '<span data-readout="ttft">0.544 s</span>' in printed  # s1.log: FLEX_ATTENTION, 2048 -> 0.544 s
     assert "SelectionSlider 1" in printed  # the Output widget holds one figure
+
+
+def test_series_colours_become_hex_for_both_faces():
+    assert Series("a", [1], [1], color=(1.0, 0.5, 0.0)).color == "#ff8000"
+    assert Series("a", [1], [1], color="red").color == "#ff0000"
+    assert Series("FLASH_ATTN", [1], [1]).color == "#1f77b4"  # the book's colour for that backend
+    with pytest.raises(LabError, match="not a colour"):
+        Series("a", [1], [1], color="not-a-colour")

@@ -160,9 +160,11 @@
     var legend = svg("g", { "class": "lab-legend", "font-size": 11, "font-family": "sans-serif" }, el);
     series.forEach(function (s, k) {
       var y = M.t + 10 + 15 * k, x = M.l + 10;
-      var sample = svg("line", { x1: x, x2: x + 20, y1: y, y2: y, stroke: s.color, "stroke-width": 2 }, legend);
-      if (s.dashed) sample.setAttribute("stroke-dasharray", "5 3");
-      if (s.kind === "points") sample.setAttribute("stroke-dasharray", "2 4");
+      if (s.kind !== "points") {
+        var sample = svg("line", { x1: x, x2: x + 20, y1: y, y2: y, stroke: s.color, "stroke-width": 2 }, legend);
+        if (s.dashed) sample.setAttribute("stroke-dasharray", "5 3");
+      }
+      if (s.kind !== "line") svg("circle", { cx: x + 10, cy: y, r: 3.5, fill: s.color }, legend);
       text(legend, x + 26, y + 4, s.name);
     });
     if (chart.src) text(labels, W - M.r, H - 4, chart.src, { "text-anchor": "end", "font-size": 9, fill: "#777" });
