@@ -52,6 +52,8 @@ class FakeVLLM:
                 pass
 
             def do_GET(self):
+                if self.path == "/v1/models":
+                    return self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
                 if self.path != "/health":
                     return self._json(404, {"error": {"message": "not found"}})
                 if fake.never_ready or fake.dead:

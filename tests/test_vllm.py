@@ -133,8 +133,11 @@ def test_log_facts_of_automatic_choice_and_thousands_separators():
 
 
 def test_log_facts_ignore_lookalikes():
-    facts = serverlog.read_facts("INFO Using FlashInfer for top-p & top-k sampling.\nINFO nothing here\n")
+    text = ("INFO Using FlashInfer for top-p & top-k sampling.\nINFO Using NCCL backend.\n"
+            "INFO Using Triton kernels for MoE.\n")
+    facts = serverlog.read_facts(text)
     assert facts.backend is None and facts.backends_seen == []
+    assert serverlog.read_facts("INFO Using TRITON_ATTN backend.").backend == "TRITON_ATTN"
 
 
 def test_error_summary_prefers_the_root_cause():
@@ -387,7 +390,7 @@ def test_sweep_writes_a_dataset_that_load_sweeps_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "Server", functools.partial(Server, launcher=LAUNCHER))
     args = _args(tmp_path)
     out = tmp_path / "arm"
-    assert sweep.run_arm(args, MODEL_128K, [8, 16], 256, out, None, "0.26.0") == 0
+    assert sweep.run_arm(args, MODEL_128K, [8, 16], 256, out, "0.26.0") == 0
     ds = data.load(out)
     flags = ds.provenance["flags"]
     assert ds.kind == "vllm-sweep" and ds.provenance["arm"] == "FLASH_ATTN/FA3"
@@ -398,7 +401,7 @@ def test_sweep_writes_a_dataset_that_load_sweeps_reads(tmp_path, monkeypatch):
     sweeps = data.load_sweeps(root=tmp_path)
     assert len(sweeps) == 2 and set(sweeps["dataset"]) == {str(out)} or len(sweeps) == 2
     # resuming with one more length measures only that length and keeps the earlier log
-    assert sweep.run_arm(args, MODEL_128K, [8, 16, 24], 256, out, None, "0.26.0") == 0
+    assert sweep.run_arm(args, MODEL_128K, [8, 16, 24], 256, out, "0.26.0") == 0
     assert len(probe.read_records(out / "measurements.jsonl")) == 9 and (out / "server.prev.log").exists()
 
 
@@ -409,7 +412,7 @@ def test_sweep_keeps_data_and_provenance_when_the_server_dies(tmp_path, monkeypa
     monkeypatch.setattr(sweep, "Server", functools.partial(Server, launcher=LAUNCHER))
     out = tmp_path / "arm"
     with pytest.raises(LabError, match="exited with status 1 during a request of 8 tokens"):
-        sweep.run_arm(_args(tmp_path), MODEL_128K, [8, 16], 256, out, None, "0.26.0")
+        sweep.run_arm(_args(tmp_path), MODEL_128K, [8, 16], 256, out, "0.26.0")
     table = data.load(out).csv("sweep.csv")
     assert table["status"].tolist() == ["partial"] and table["reps"].tolist() == [1]
 

@@ -343,10 +343,13 @@ def _server_gone(endpoint: Endpoint, error_kind: str, grace_s: float = 5.0) -> b
 
 def _progress_bar(total_tokens: int, enabled: bool):
     """Progress in prompt tokens sent: long prompts take longer, so the ETA weighs them."""
+    import sys
+
     from tqdm.auto import tqdm
 
-    return tqdm(total=total_tokens, unit="tok", unit_scale=True, disable=not enabled,
-                desc="prompts", dynamic_ncols=True, mininterval=1.0)
+    # in a log file (not a terminal) a line every 30 s is enough
+    return tqdm(total=total_tokens, unit="tok", unit_scale=True, disable=not enabled, desc="prompts",
+                dynamic_ncols=True, mininterval=1.0 if sys.stderr.isatty() else 30.0)
 
 
 # --- one row per length ------------------------------------------------------------------------------

@@ -254,6 +254,7 @@ class Server:
         try:
             self._wait_ready(started)
             self.ready_s = time.monotonic() - started
+            self.model_name = self._served_model_name()
             self.facts = read_facts(read_text(self.log_path))
             self._check_facts()
         except BaseException:
@@ -355,6 +356,16 @@ class Server:
                 print(f"  waiting for vLLM ({self.arm_label()}): {now - started:.0f} s", file=sys.stderr, flush=True)
                 next_note += 30
             time.sleep(0.5)
+
+    def _served_model_name(self) -> str:
+        """The name requests must use, as the server lists it (the model argument unless renamed)."""
+        try:
+            status, body = request(self.base_url, "/v1/models", timeout=10)
+            if status == 200:
+                return json.loads(body)["data"][0]["id"]
+        except (LabError, ValueError, KeyError, IndexError, TypeError):
+            pass
+        return self.model_name
 
     def _check_facts(self) -> None:
         facts, spec = self.facts, self.spec

@@ -26,8 +26,10 @@ _OLD_NAMES = {
     "XFormers": "XFORMERS",
 }
 _BACKEND_PATTERNS = (
-    # 0.13+: explicit choice ("Using AttentionBackendEnum.FLASH_ATTN backend." or "Using FLASH_ATTN backend.")
-    re.compile(r"Using (?:AttentionBackendEnum\.|_Backend\.)?([A-Z][A-Z0-9_]*) backend\.?\s*$"),
+    # 0.13+: explicit choice ("Using AttentionBackendEnum.FLASH_ATTN backend."); a bare upper-case name
+    # only if it looks like an attention backend, so that e.g. "Using NCCL backend." is not taken for one
+    re.compile(r"Using (?:AttentionBackendEnum|_Backend)\.([A-Z][A-Z0-9_]*) backend\.?\s*$"),
+    re.compile(r"Using ([A-Z0-9_]*(?:ATTN|ATTENTION|FLASH|MLA|SDPA)[A-Z0-9_]*) backend\.?\s*$"),
     # 0.13+: automatic choice
     re.compile(r"Using ([A-Z][A-Z0-9_]*) attention backend out of potential backends"),
     # 0.9-0.12 V1 engine

@@ -11,10 +11,8 @@ it completes), ``sweep.csv`` (one row per length), ``server.log`` and ``provenan
 command, and what the server log confirmed: backend, FlashAttention version, chunk size). A rerun
 into the same folder resumes: lengths already measured are skipped.
 
-Trace capture hook: with ``--capture`` the server is started with the torch profiler configured
-(traces under ``<out>/profiles``) and, once the timing probe is done and while the server is still
-up, ``lab.capture.capture_in_session(server, out_dir)`` is called (``server`` is a running
-:class:`lab.vllm.server.Server`; ``out_dir`` the arm folder).
+Profiler traces are taken by ``python -m lab capture vllm`` in sessions of their own (the timing
+runs here never have the profiler configured); both use :class:`lab.vllm.server.Server`.
 """
 
 from __future__ import annotations
@@ -100,9 +98,6 @@ def add_arguments(parser) -> None:
                         help=f"seconds to wait for the server (default {DEFAULT_READY_TIMEOUT_S:.0f}; FA2 on Hopper needs ~300)")
     parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds one request may take (default 600)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompts (default 0)")
-    parser.add_argument("--capture", action="store_true",
-                        help="start the server with the torch profiler and call lab.capture.capture_in_session after the probe")
-    parser.add_argument("--profile-dir", type=Path, help="profiler trace folder with --capture (default <out>/profiles)")
     parser.add_argument("--vllm-version", help="build the command for this vLLM release (default: the installed one)")
     parser.add_argument("--dry-run", action="store_true", help="print the server command and the plan, start nothing")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -132,15 +127,6 @@ def _check_args(args, lengths: list[int], model: str) -> int:
     return max_model_len
 
 
-def _check_capture_hook() -> None:
-    try:
-        import lab.capture as capture
-    except ModuleNotFoundError:
-        raise LabError("--capture needs lab/capture.py, which this checkout does not have") from None
-    if not hasattr(capture, "capture_in_session"):
-        raise LabError("--capture needs lab.capture.capture_in_session(server, out_dir), which lab.capture lacks")
-
-
 def main(args) -> int:
     lengths = parse_lengths(args.lengths)
     model = resolve_model(args.model)
@@ -148,13 +134,12 @@ def main(args) -> int:
     from lab.data import LOCAL_DIR
 
     out = (args.out or LOCAL_DIR / "vllm" / arm_slug(args.backend, args.fa_version)).resolve()
-    profile_dir = (args.profile_dir or out / "profiles").resolve() if args.capture else None
 
     if args.dry_run:
         spec = ServeSpec(model=model, backend=args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
                          max_num_batched_tokens=args.max_num_batched_tokens,
                          gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
-                         port=8000, profiler_dir=None if profile_dir is None else str(profile_dir))
+                         port=8000)
         version = args.vllm_version or _installed_version_or("0.26.0")
         argv, env = build_command(spec, version)
         print(f"vLLM {version}: " + " ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "") + " ".join(argv))
@@ -173,9 +158,7 @@ def main(args) -> int:
     if caps.vllm is None and not args.vllm_version:
         raise LabError("vLLM is not installed for this Python: run `pip install -r requirements-gpu.txt` "
                        "(or put a vLLM site tree on PYTHONPATH), then rerun")
-    if args.capture:
-        _check_capture_hook()
-    return run_arm(args, model, lengths, max_model_len, out, profile_dir, caps.vllm or args.vllm_version)
+    return run_arm(args, model, lengths, max_model_len, out, caps.vllm or args.vllm_version)
 
 
 def _installed_version_or(default: str) -> str:
@@ -186,8 +169,7 @@ def _installed_version_or(default: str) -> str:
         return default
 
 
-def run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path, profile_dir: Path | None,
-            vllm_version: str) -> int:
+def run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path, vllm_version: str) -> int:
     """Serve, probe, write the dataset folder; the server is stopped whatever happens."""
     from lab.vllm.probe import read_records, run_probe
 
@@ -204,7 +186,7 @@ def run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path,
     server = Server(model, args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
                     max_num_batched_tokens=args.max_num_batched_tokens,
                     gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
-                    profiler_dir=profile_dir, log_path=log_path, vllm_version=vllm_version,
+                    log_path=log_path, vllm_version=vllm_version,
                     ready_timeout=args.ready_timeout)
     print(f"[vllm-sweep] starting {args.backend}{f' FA{args.fa_version}' if args.fa_version else ''}: "
           f"{server.command_line()}", file=sys.stderr, flush=True)
@@ -220,9 +202,6 @@ def run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path,
             run_probe(server, plan, jsonl, progress=not args.quiet)
         finally:
             write_dataset(out, read_records(jsonl), server, args, model, lengths, started)
-        if args.capture:
-            import lab.capture as capture
-            capture.capture_in_session(server, out)
     print(f"[vllm-sweep] {server.arm_label()} done in {time.time() - started:.0f} s -> {out}", file=sys.stderr)
     print_table(out / "sweep.csv")
     return 0
