@@ -52,6 +52,9 @@ ADA_WHITEPAPER = Source("NVIDIA Ada GPU Architecture (whitepaper)",
 CUDA_GUIDE = Source("CUDA C++ Programming Guide, technical specifications per compute capability",
                     "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#features-and-technical-specifications")
 
+#: The NVIDIA A10's dense bf16/fp16 tensor figure (A10_DATASHEET), quoted beside the A10G's because sources disagree.
+A10_BF16_FLOPS = 125 * TFLOPS
+
 #: Figures every device must carry, each with a source.
 SPEC_FIELDS = ("bf16_flops", "fp32_flops", "bandwidth", "smem_per_sm", "l1_smem_per_sm",
                "sm_count", "l2_bytes", "memory_bytes")
