@@ -67,6 +67,8 @@ NAME_RULES: tuple[Rule, ...] = (
          "FlashAttention-3 Hopper kernel; split-KV is a launch parameter, not a separate name"),
     Rule("fa2", r"flash_fwd_kernel|flash_fwd_|flash::flash_", "attention", True,
          "FlashAttention-2 forward kernel"),
+    Rule("flash-helper", r"flash::|flash_attn", "attention", True,
+         "FlashAttention helper kernel (e.g. FA3's prepare_varlen_num_blocks scheduler metadata)"),
     Rule("flex", r"flex_attention|flex_decoding", "attention", True,
          "FlexAttention kernel compiled by Inductor from the flex_attention template"),
     Rule("fmha", r"fmha|cutlassF|efficient_attention|mem_eff", "attention", True,
@@ -86,6 +88,8 @@ NAME_RULES: tuple[Rule, ...] = (
          "cuBLAS / CUTLASS tensor-core GEMM (e.g. ampere_bf16_s16816gemm, cutlass_80_tensorop_..._gemm)"),
     Rule("gemv", r"gemv|gemvx|gemvNSP|gemv2", "matmul", True, "cuBLAS matrix-vector product (batch-1 decode)"),
     Rule("splitk-reduce", r"splitKreduce", "matmul", True, "cuBLAS split-K reduction that finishes a GEMM"),
+    Rule("cublas-helper", r"cublasLt::|cublas::|dot_kernel|reduce_1Block_kernel", "matmul", True,
+         "cuBLAS / cuBLASLt helper kernels (epilogues, dot products) that belong to a matmul call"),
     Rule("cutlass-scaled-mm", r"cutlass_scaled_mm|scaled_mm|cutlass.*(mm|matmul)", "matmul", True,
          "CUTLASS (scaled) matmul"),
     Rule("inductor-mm-template", r"^triton_tem_fused_.*(mm|addmm|bmm)", "matmul", True,
@@ -105,6 +109,8 @@ NAME_RULES: tuple[Rule, ...] = (
     Rule("torch-elementwise", r"elementwise_kernel|vectorized_|unrolled_elementwise|reduce_kernel|"
          r"index_elementwise|CatArrayBatchedCopy|fill_kernel|copy_kernel|scatter|gather|indexSelect",
          "other", True, "PyTorch elementwise / reduction / copy kernels"),
+    Rule("sampling", r"cub::|RadixSort|DeviceSelect|DeviceScan|multinomial|top_k|top_p|penalt|exponential_",
+         "other", True, "sampling: sorting, scans and random draws over the vocabulary"),
     Rule("memory", r"^Memcpy|^Memset|memcpy|memset", "other", True, "memory copy / set"),
     Rule("nccl", r"^nccl|ncclDevKernel|cross_device_reduce|all_reduce", "other", True, "collective communication"),
 )

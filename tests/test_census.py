@@ -106,6 +106,10 @@ def families_of(c):
     (AMPERE, "aten::linear", "matmul"),
     (RMSNORM, None, "other"),
     (CACHE, "vllm::unified_attention_with_output", "attention"),
+    ("void flash::prepare_varlen_num_blocks_kernel<true>(int, int, int, int const*, int*)", None, "attention"),
+    ("void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, true>(...)", None, "matmul"),
+    ("void at_cuda_detail::cub::DeviceRadixSortOnesweepKernel<...>(...)", None, "other"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, ...>(...)", None, "other"),
 ])
 def test_real_kernel_names_are_classified_confidently(tmp_path, name, op, family):
     c = census.census(write(tmp_path, make_trace([(name, op, 10.0)])))
