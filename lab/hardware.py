@@ -222,9 +222,16 @@ def _median_seconds(fn, reps: int, warmup: int, sync=None) -> float:
 
 
 def _median_seconds_cuda(torch, fn, reps: int, warmup: int) -> float:
-    """Median GPU time of fn() in seconds, each call timed between its own pair of CUDA events."""
-    for _ in range(warmup):
+    """Median GPU time of fn() in seconds, each call timed between its own pair of CUDA events.
+
+    Warm-up runs at least ``warmup`` calls and at least 0.2 s, so clocks have ramped up before timing.
+    """
+    start_wall, calls = time.perf_counter(), 0
+    while calls < warmup or time.perf_counter() - start_wall < 0.2:
         fn()
+        calls += 1
+        if calls % 8 == 0:
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
     pairs = []
     for _ in range(reps):
