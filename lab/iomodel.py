@@ -244,11 +244,6 @@ def crossover_length(shape) -> int:
     return lo
 
 
-def quad_share(b_per_token: float, c_per_token2: float, n: float) -> float:
-    """Share of the quadratic term in a fitted t = a + b·n + c·n² at length n, intercept left out."""
-    return c_per_token2 * n * n / (b_per_token * n + c_per_token2 * n * n)
-
-
 def implied_throughputs(shape, b_s_per_token: float, c_s_per_token2: float) -> dict:
     """FLOP/s a fitted TTFT curve implies: matmuls from the linear term, attention from the quadratic one.
 

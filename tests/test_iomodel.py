@@ -124,16 +124,6 @@ def test_prefill_flops_and_crossover():
     assert shares == sorted(shares) and 0.03 < shares[0] < 0.035
 
 
-def test_quad_share_reproduces_published_figures():
-    from lab import data
-    ref = data.load("reference/a10g-vllm0.11-qwen2.5-7b")
-    fits = ref.csv("fits.csv", ["arm", "b_us_per_token", "c_ps_per_token2"]).set_index("arm")
-    for row in ref.csv("quad_share.csv", ["arm", "n", "share_pct"]).itertuples():
-        fit = fits.loc[row.arm]
-        share = iomodel.quad_share(fit.b_us_per_token * 1e-6, fit.c_ps_per_token2 * 1e-12, row.n)
-        assert abs(100 * share - row.share_pct) < 0.1, row
-
-
 def test_bad_phase_and_method():
     with pytest.raises(LabError):
         iomodel.attention_hbm_bytes(QWEN25_7B, 10, "training", "flash", 1024)
