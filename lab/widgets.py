@@ -223,6 +223,12 @@ def _check_view(result: Any, where: str) -> View:
     return result
 
 
+def _inline_renderer() -> str:
+    """explorer.js as an inline <script> ("</" escaped so the script cannot end early)."""
+    source = EXPLORER_JS.read_text(encoding="utf-8").replace("</", "<\\/")
+    return f"<script>{source}</script>"
+
+
 def _static_requested() -> bool:
     """Static face when the book build asks for it, or when no kernel with ipywidgets can show a widget."""
     if os.environ.get("LAB_STATIC", "") not in ("", "0"):
@@ -369,9 +375,8 @@ class Explorer:
 
     def standalone_html(self) -> str:
         """A complete page with the renderer inlined: for trying one explorer without building the book."""
-        script = EXPLORER_JS.read_text(encoding="utf-8").replace("</", "<\\/")
         return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                f"<title>{html.escape(self.title)}</title><script>{script}</script></head>"
+                f"<title>{html.escape(self.title)}</title>{_inline_renderer()}</head>"
                 f"<body>{self.static_html()}</body></html>\n")
 
     # -- live face
@@ -380,7 +385,12 @@ class Explorer:
 
     # -- display hooks (IPython calls _ipython_display_ first; other front ends use the mime bundle)
     def _repr_mimebundle_(self, include=None, exclude=None):
-        return {"text/html": self.static_html(), "text/plain": f"Explorer({self.key!r}: {self.title})"}
+        # The book lists explorer.js once per page (LAB_STATIC=1); elsewhere (nbconvert, a notebook
+        # viewer) the fragment carries the renderer itself. Several copies on one page are harmless.
+        fragment = self.static_html()
+        if os.environ.get("LAB_STATIC", "") in ("", "0"):
+            fragment = _inline_renderer() + fragment
+        return {"text/html": fragment, "text/plain": f"Explorer({self.key!r}: {self.title})"}
 
     def _ipython_display_(self):
         from IPython.display import display

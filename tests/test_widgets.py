@@ -181,7 +181,15 @@ def test_static_face_when_lab_static_set(monkeypatch):
 
     assert widgets._static_requested()
     bundle = toy()._repr_mimebundle_()
+    # The book loads explorer.js once per page (html_js_files), so the fragment does not repeat it.
     assert bundle["text/html"].startswith('<div class="lab-explorer" data-explorer="toy">')
+
+
+def test_static_face_outside_the_book_carries_its_renderer(monkeypatch):
+    monkeypatch.delenv("LAB_STATIC", raising=False)
+    fragment = toy()._repr_mimebundle_()["text/html"]
+    assert fragment.startswith("<script>") and "wireAll" in fragment
+    assert fragment.count("</script>") == 2  # the renderer's and the JSON's
 
 
 def test_standalone_page_inlines_the_renderer():
