@@ -215,7 +215,7 @@ def site_pages(html: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_every_page_loads_with_no_error_and_no_remote_request(served_site, browser_context):
+def test_every_page_loads_with_no_error_and_no_remote_request(browser_context, served_site):
     base, html = served_site
     pages = site_pages(html)
     assert "index.html" in pages
@@ -228,7 +228,7 @@ def test_every_page_loads_with_no_error_and_no_remote_request(served_site, brows
 
 
 @pytest.mark.slow
-def test_every_explorer_on_the_site_matches_python(served_site, browser_context):
+def test_every_explorer_on_the_site_matches_python(browser_context, served_site):
     base, html = served_site
     seen = {}
     for name in site_pages(html):
@@ -247,7 +247,7 @@ def test_every_explorer_on_the_site_matches_python(served_site, browser_context)
 
 
 @pytest.mark.slow
-def test_prefill_explorer_shows_the_measured_ttft(served_site, browser_context):
+def test_prefill_explorer_shows_the_measured_ttft(browser_context, served_site):
     """The issue's acceptance check, by hand: FLEX_ATTENTION at 30720 tokens on the A10G took 16.410 s (s1.log)."""
     base, html = served_site
     pages = [n for n in site_pages(html) if 'data-explorer="prefill-explorer"' in (html / n).read_text(encoding="utf-8")]
