@@ -207,17 +207,28 @@ class Ceilings:
         return self.peak_flops / self.bandwidth
 
 
-def _median_seconds(fn, reps: int, warmup: int, sync=None) -> float:
-    """Median wall time of fn() over reps calls after warmup calls (CPU)."""
+def _median_seconds(fn, reps: int, warmup: int, min_sample_s: float = 0.02) -> float:
+    """Median wall time of one fn() call on the CPU, over ``reps`` samples after ``warmup`` calls.
+
+    Each sample times a batch of calls lasting at least ``min_sample_s``, so a coarse clock (some
+    virtual machines tick every few milliseconds) does not swamp a short call.
+    """
     for _ in range(warmup):
         fn()
+    batch = 1
+    while batch < 1 << 16:
+        start = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        if time.perf_counter() - start >= min_sample_s:
+            break
+        batch *= 2
     times = []
     for _ in range(reps):
         start = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        times.append(time.perf_counter() - start)
+        for _ in range(batch):
+            fn()
+        times.append((time.perf_counter() - start) / batch)
     return statistics.median(times)
 
 
