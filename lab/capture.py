@@ -74,8 +74,8 @@ def parse_windows(text: str) -> list[Window]:
 
 
 def arm_slug(arm: str) -> str:
-    """Folder name for an arm label: ``FLASH_ATTN/FA3`` -> ``FLASH_ATTN-FA3``."""
-    return arm.replace("/", "-")
+    """Folder name for an arm label, as the sweeps name theirs: ``FLASH_ATTN/FA3`` -> ``flash_attn-fa3``."""
+    return arm.replace("/", "-").lower()
 
 
 def prompt_ids(n: int, salt: int = 0) -> list[int]:

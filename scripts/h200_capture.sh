@@ -1,50 +1,70 @@
 #!/usr/bin/env bash
-# Profiler windows and kernel census on the H200 (issue 7), one vLLM server per arm:
+# Profiler windows and kernel census on the H200 (issue 7), one vLLM server per arm, in a call of
+# its own (the timing sweeps of scripts/h200_vllm.sh never run with the profiler configured):
 #   FLASH_ATTN/FA3 and FLEX_ATTENTION; prefill 2k, 8k, 28k; decode 2k, 28k (decode steps only);
 #   decode-naive 28k (the reference study's window, which re-prefills the prompt: the pitfall).
 #
 # Run from the repository root on the GPU box, with vLLM importable (the offline bundle in
 # $VLLM_SITE, default /tmp/site, is put on PYTHONPATH when it exists):
 #     OUT=/some/folder bash scripts/h200_capture.sh
-# Optional: ARMS="FLEX_ATTENTION" (one arm per call), MAX_NUM_BATCHED_TOKENS=8192 (default: vLLM's
-# own; the server log records it), WINDOWS=prefill:2048,decode:2048, PYTHON=python3.
+# Same server settings as the sweeps: random weights in the Qwen2.5-7B shape, prefix caching off,
+# --max-num-batched-tokens 8192 (CHUNK=...), --gpu-memory-utilization 0.85. Optional: ARMS="FLEX_ATTENTION",
+# WINDOWS=prefill:2048,decode:2048, PYTHON=python3, DEADLINE_S (default 560: no arm starts or runs past it).
+# Budget: ~75 s of start-up per arm + ~1-2 min of windows (each /stop_profile writes a trace).
 #
-# What comes back (<= 8 files, each < 16 MiB, nothing deeper than $OUT/file):
-#   $OUT/<arm>-prefill.tar, $OUT/<arm>-decode.tar   each holds <arm>/<window>.trace.json.gz (<= 5 MB,
-#       trimmed to the census's events when larger), <arm>/<window>.census.json, and in the prefill
-#       tar also <arm>/census.csv, provenance.json, server.log
-#   $OUT/capture-summary.txt   one line per window (window ms, attention share, kernel signature)
-# Commit: tar -xf <tar> -C data/h200/vllm0.26-qwen2.5-7b/traces/   (both tars of an arm)
+# What comes back (<= 5 files, each < 16 MiB, none deeper than $OUT/file):
+#   $OUT/h200-capture-<arm>-prefill.tar, $OUT/h200-capture-<arm>-decode.tar
+#       <study>/traces/<arm>/<window>.trace.json.gz (<= 5 MB; trimmed to the events the census reads
+#       when larger) and <window>.census.json; the prefill tar also census.csv, provenance.json, server.log
+#   $OUT/h200-capture.txt   the console: one line per window (GPU time, attention share, kernel signature)
+# Commit: for t in h200-capture-*.tar; do tar -xf $t -C data/h200/; done
+#   -> data/h200/vllm0.26-qwen2.5-7b/traces/{flash_attn-fa3,flex_attention}/
 set -uo pipefail
-OUT=${OUT:?set OUT to the output folder}
+OUT=${OUT:-/tmp/h200-capture-out}
+WORK=${WORK:-/tmp/h200-capture}
 PYTHON=${PYTHON:-python3}
+CHUNK=${CHUNK:-8192}
+DEADLINE_S=${DEADLINE_S:-560}
+MODEL=${MODEL:-data/models/qwen2.5-7b}
 ARMS=${ARMS:-"FLASH_ATTN/FA3 FLEX_ATTENTION"}
 WINDOWS=${WINDOWS:-prefill:2048,prefill:8192,prefill:28672,decode:2048,decode:28672,decode-naive:28672}
 VLLM_SITE=${VLLM_SITE:-/tmp/site}
 if [ -d "$VLLM_SITE" ]; then export PYTHONPATH="$VLLM_SITE${PYTHONPATH:+:$PYTHONPATH}"; fi
-export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 VLLM_RPC_TIMEOUT=1800000
-work=$(mktemp -d /tmp/h200-capture.XXXXXX)
-mkdir -p "$OUT"
-summary="$OUT/capture-summary.txt"
-: > "$summary"
-chunk=()
-[ -n "${MAX_NUM_BATCHED_TOKENS:-}" ] && chunk=(--max-num-batched-tokens "$MAX_NUM_BATCHED_TOKENS")
+export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+# /stop_profile waits while the engine writes the trace: give the front-end's RPC room for it
+export VLLM_RPC_TIMEOUT=${VLLM_RPC_TIMEOUT:-600000}
+mkdir -p "$OUT" "$WORK"
+log="$OUT/h200-capture.txt"
+: > "$log"
+say() { echo "[h200_capture $(date -u +%T) +${SECONDS}s] $*" | tee -a "$log"; }
 
+version=$("$PYTHON" -c "from importlib.metadata import version; print(version('vllm'))" 2>/dev/null) \
+  || { say "vLLM is not importable with $PYTHON (PYTHONPATH=${PYTHONPATH:-}); unpack the bundle into $VLLM_SITE first"; exit 2; }
+study="vllm$(echo "$version" | cut -d. -f1,2)-qwen2.5-7b"
+say "vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null)"
+
+n_arms=$(echo $ARMS | wc -w)
+i=0
 for arm in $ARMS; do
-  slug=${arm//\//-}
-  echo "== $arm $(date -u +%FT%TZ)" | tee -a "$summary"
-  # 280 s per arm: ~80 s to start (torch.compile, CUDA graphs) + 6 windows; a hung arm cannot eat the call.
-  timeout -k 20 280 "$PYTHON" -m lab capture vllm --arm "$arm" --out "$work" --windows "$WINDOWS" \
-      --ready-timeout 200 "${chunk[@]}" 2>&1 | tee "$work/$slug.console.txt" | grep -v '^  waiting' | tee -a "$summary"
+  i=$((i + 1))
+  slug=$(echo "${arm//\//-}" | tr 'A-Z' 'a-z')
+  left=$((DEADLINE_S - SECONDS))
+  cap=$((left / (n_arms - i + 1)))          # share what is left among the arms still to run
+  if [ "$cap" -lt 150 ]; then say "SKIP $arm: only ${left}s left before the deadline"; continue; fi
+  say "START $arm (at most ${cap}s)"
+  timeout -k 30 "$cap" "$PYTHON" -m lab capture vllm --arm "$arm" --out "$WORK/$study/traces" \
+      --windows "$WINDOWS" --model "$MODEL" --max-num-batched-tokens "$CHUNK" --ready-timeout 240 2>&1 \
+      | grep --line-buffered -v '^  waiting for vLLM' | tee -a "$log"
   status=${PIPESTATUS[0]}
-  [ "$status" -ne 0 ] && { echo "!! $arm exited with status $status; last lines:" | tee -a "$summary";
-                           tail -5 "$work/$slug.console.txt" >> "$summary"; tail -5 "$work/$slug/server.log" 2>/dev/null >> "$summary"; }
-  if [ -f "$work/$slug/census.csv" ]; then
-    ( cd "$work" && tar -cf "$OUT/$slug-prefill.tar" "$slug"/prefill-* "$slug"/census.csv \
-        $(ls "$slug"/provenance.json "$slug"/server.log 2>/dev/null) 2>/dev/null
-      ls "$slug"/decode* >/dev/null 2>&1 && tar -cf "$OUT/$slug-decode.tar" "$slug"/decode* )
-    ls -l "$work/$slug" >> "$summary"
+  say "END $arm: status $status$([ "$status" = 124 ] && echo ' (cut at its time cap: the windows done so far are kept)')"
+  dir="$study/traces/$slug"
+  [ "$status" -ne 0 ] && tail -n 5 "$WORK/$dir/server.log" 2>/dev/null | tee -a "$log"
+  if [ -f "$WORK/$dir/census.csv" ]; then
+    ( cd "$WORK" && tar -cf "$OUT/h200-capture-$slug-prefill.tar" --exclude='*.tmp' $(ls -d "$dir"/prefill-* "$dir"/census.csv "$dir"/provenance.json "$dir"/server.log 2>/dev/null)
+      decode=$(ls -d "$dir"/decode* 2>/dev/null)
+      [ -n "$decode" ] && tar -cf "$OUT/h200-capture-$slug-decode.tar" --exclude='*.tmp' $decode )
+    ls -l "$WORK/$dir" | tee -a "$log"
   fi
 done
-rm -rf "$work"
-echo "done $(date -u +%FT%TZ)" | tee -a "$summary"
+ls -l "$OUT"/*.tar 2>/dev/null | tee -a "$log"
+say "done in ${SECONDS}s"

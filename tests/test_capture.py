@@ -100,6 +100,11 @@ def test_parse_windows_and_errors():
             capture.parse_windows(bad)
 
 
+def test_arm_folders_match_the_sweeps():
+    assert capture.arm_slug("FLASH_ATTN/FA3") == "flash_attn-fa3"
+    assert capture.arm_slug("FLEX_ATTENTION") == "flex_attention"
+
+
 def test_prompts_are_deterministic_and_salted():
     assert capture.prompt_ids(5) == capture.prompt_ids(5)
     assert capture.prompt_ids(5, salt=1) != capture.prompt_ids(5, salt=2)
