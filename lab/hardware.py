@@ -301,7 +301,7 @@ def measure(use_gpu: bool | None = None, matmul_sizes=None, copy_sizes=None, rep
     if use_gpu is None:
         use_gpu = torch is not None and torch.cuda.is_available()
     if use_gpu and (torch is None or not torch.cuda.is_available()):
-        raise LabError("no CUDA GPU visible to torch; run without --gpu to measure the CPU")
+        raise LabError("no CUDA GPU visible to torch; call measure(use_gpu=False) to measure the CPU")
     default_mm, default_copy = GPU_SIZES if use_gpu else CPU_SIZES
     matmul_sizes = tuple(matmul_sizes or default_mm)
     copy_sizes = tuple(copy_sizes or default_copy)
