@@ -809,6 +809,35 @@ def bench(megabytes: float, keep: Path | None = None) -> dict:
             "families_ms": {k: v["ms"] for k, v in result["families"].items()}}
 
 
+def verify_folder(folder: Path) -> list[tuple[str, str]]:
+    """Recompute the census of every stored ``*.trace.json.gz`` and compare it with its ``*.census.json``.
+
+    Returns (window, verdict) pairs; a verdict starting with "ok" means the stored figures reproduce.
+    """
+    folder = Path(folder)
+    stored = sorted(folder.glob("*.census.json"))
+    if not stored:
+        raise LabError(f"{folder}: no *.census.json files to verify")
+    verdicts = []
+    for path in stored:
+        window = path.name[: -len(".census.json")]
+        with open(path, encoding="utf-8") as fh:
+            saved = json.load(fh)
+        trace = folder / f"{window}.trace.json.gz"
+        if not trace.exists():
+            verdicts.append((window, "census only: the trace was over the size limit and not kept"))
+            continue
+        again = census(trace, phase=saved.get("phase", "all"))
+        problems = []
+        for fam in FAMILIES:
+            a, b = saved["families"][fam], again["families"][fam]
+            if a["count"] != b["count"] or abs(a["ms"] - b["ms"]) > 1e-6 * max(1.0, abs(a["ms"])):
+                problems.append(f"{fam} {a['ms']:.3f} ms x{a['count']} stored, {b['ms']:.3f} ms x{b['count']} now")
+        verdicts.append((window, "MISMATCH: " + "; ".join(problems) if problems else
+                         f"ok ({again['kernel_ms']:.1f} ms, {again['stats']['kernels']:,} kernels)"))
+    return verdicts
+
+
 # --- CLI -------------------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
@@ -820,6 +849,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two windows side by side, B minus A per family")
     parser.add_argument("--top", type=int, default=10, help="how many kernels to list (default 10)")
     parser.add_argument("--rules", action="store_true", help="print the name and launcher rules and exit")
+    parser.add_argument("--verify", metavar="FOLDER", help="recompute every stored trace's census in FOLDER and "
+                        "compare it with the stored *.census.json (exit status 1 on a mismatch)")
     parser.add_argument("--bench-synthetic", type=float, metavar="MB",
                         help="benchmark: write a synthetic trace of MB megabytes, report MB/s and peak memory")
 
@@ -839,6 +870,11 @@ def main(args) -> int:
     if args.rules:
         print_rules()
         return 0
+    if args.verify:
+        verdicts = verify_folder(Path(args.verify))
+        for window, verdict in verdicts:
+            print(f"{window:24s} {verdict}")
+        return 1 if any(v.startswith("MISMATCH") for _, v in verdicts) else 0
     if args.bench_synthetic:
         if args.bench_synthetic <= 0:
             raise LabError(f"--bench-synthetic {args.bench_synthetic}: expected a size in MB above 0")

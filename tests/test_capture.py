@@ -191,3 +191,21 @@ def test_rows_round_trip_through_csv(tmp_path):
     path = capture.write_rows(tmp_path / "census.csv", rows)
     with open(path) as fh:
         assert list(csv.DictReader(fh)) == [{k: str(v) for k, v in rows[0].items()}]
+
+
+def test_stored_census_verifies_and_a_tampered_one_does_not(tmp_path, capsys):
+    from lab.__main__ import main as lab_main
+
+    raw = tmp_path / "raw.json"
+    census.write_synthetic(raw, 0.1)
+    folder = tmp_path / "arm"
+    capture.keep_trace(raw, folder / "prefill-2048.trace.json.gz")
+    assert lab_main(["census", "--verify", str(folder)]) == 0
+    assert "ok" in capsys.readouterr().out
+    stored = folder / "prefill-2048.census.json"
+    saved = json.loads(stored.read_text())
+    saved["families"]["matmul"]["ms"] += 1.0
+    stored.write_text(json.dumps(saved))
+    assert lab_main(["census", "--verify", str(folder)]) == 1
+    assert "MISMATCH: matmul" in capsys.readouterr().out
+    assert lab_main(["census", "--verify", str(tmp_path / "empty")]) == 2
