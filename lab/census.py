@@ -244,7 +244,7 @@ def iter_events(path: Path):
                     yield event
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise LabError(f"{path}: truncated or corrupt gzip ({exc or 'unexpected end of file'})") from None
-        except ijson.common.IncompleteJSONError as exc:
+        except ijson.common.JSONError as exc:       # incomplete or malformed JSON
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else "unexpected end of data"
             raise LabError(f"{path}: not valid JSON or truncated ({msg[:120]})") from None
         except OSError as exc:
@@ -253,8 +253,6 @@ def iter_events(path: Path):
 
 def _top_level_keys(path: Path, limit: int = 8) -> list[str]:
     """The first few top-level keys of a JSON object (to describe a file from another tool)."""
-    import ijson
-
     keys = []
     with _open(path) as fh:
         try:
@@ -265,7 +263,6 @@ def _top_level_keys(path: Path, limit: int = 8) -> list[str]:
                         break
         except Exception:  # noqa: BLE001 - only used to word an error message
             pass
-    del ijson
     return keys
 
 
@@ -775,6 +772,29 @@ def _items_only(path: Path) -> int:
     return n
 
 
+def _compare_backends(megabytes: float = 10.0) -> dict[str, float]:
+    """Parse-only MB per CPU second of each available ijson backend on a small synthetic trace."""
+    import tempfile
+
+    import ijson
+
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="census-backends-") as tmp:
+        path = Path(tmp) / "synthetic.json"
+        size = write_synthetic(path, megabytes)["bytes"] / 1e6
+        for name in ("yajl2_c", "python"):
+            try:
+                backend = ijson.get_backend(name)
+            except Exception:  # noqa: BLE001 - a backend that does not load is simply not compared
+                continue
+            cpu = time.process_time()
+            with open(path, "rb") as fh:
+                for _ in backend.items(fh, "traceEvents.item", use_float=True):
+                    pass
+            results[name] = size / (time.process_time() - cpu)
+    return results
+
+
 def bench(megabytes: float, keep: Path | None = None) -> dict:
     """Census throughput (MB/s of uncompressed JSON, per CPU second and per wall second) and peak RSS.
 
@@ -802,7 +822,9 @@ def bench(megabytes: float, keep: Path | None = None) -> dict:
         if keep is None:
             path.unlink(missing_ok=True)
             folder.rmdir()
+    backends = _compare_backends()
     return {"mb": mb, "kernels": info["kernels"], "cpu_seconds": cpu, "wall_seconds": wall,
+            "parse_only_mb_per_cpu_s_by_backend": backends,
             "mb_per_cpu_s": mb / cpu, "mb_per_wall_s": mb / wall, "parse_only_mb_per_cpu_s": mb / floor_cpu,
             "ratio_to_parse_only": floor_cpu / cpu, "peak_rss_mib": rss,
             "backend": _backend().__name__.rsplit(".", 1)[-1], "ijson": ijson.__version__,
@@ -886,6 +908,8 @@ def main(args) -> int:
         print(f"  parse only  {r['parse_only_mb_per_cpu_s']:7.1f} MB per CPU second (fastest peer: same parser, "
               f"nothing kept); census runs at {r['ratio_to_parse_only']:.2f}x of it")
         print(f"  peak RSS    {r['peak_rss_mib']:7.0f} MiB (whole process)")
+        for name, rate in r["parse_only_mb_per_cpu_s_by_backend"].items():
+            print(f"  ijson backend {name:8s} {rate:7.1f} MB per CPU second, parse only (10 MB synthetic)")
         print(f"bars: >= 50 MB/s on one core: {'met' if r['mb_per_cpu_s'] >= 50 else 'NOT met'}; "
               f"<= 300 MB peak memory: {'met' if r['peak_rss_mib'] <= 300 else 'NOT met'}")
         if args.json:
