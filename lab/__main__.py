@@ -23,6 +23,7 @@ COMMANDS = {
     "fit": "lab.fit",
     "capture": "lab.capture",
     "census": "lab.census",
+    "slides": "lab.slides",
 }
 
 

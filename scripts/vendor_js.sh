@@ -4,11 +4,16 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && npm init -y >/dev/null && npm install --silent requirejs@2.3.8 @jupyter-widgets/html-manager@1.0.15 mathjax@3.2.2)
+(cd "$tmp" && npm init -y >/dev/null && npm install --silent requirejs@2.3.8 @jupyter-widgets/html-manager@1.0.15 mathjax@3.2.2 reveal.js@5.2.1)
 n=$tmp/node_modules; v=$root/book/_static/vendor
 mkdir -p "$v/html-manager" "$v/mathjax/output/chtml/fonts"
 cp "$n/requirejs/require.js" "$v/require.js"
 cp "$n/@jupyter-widgets/html-manager/dist/embed-amd.js" "$n"/@jupyter-widgets/html-manager/dist/*.woff2 "$v/html-manager/"
 cp "$n/mathjax/es5/tex-chtml-full.js" "$n/mathjax/LICENSE" "$v/mathjax/"
 rm -rf "$v/mathjax/output/chtml/fonts/woff-v2" && cp -r "$n/mathjax/es5/output/chtml/fonts/woff-v2" "$v/mathjax/output/chtml/fonts/"
+r=$n/reveal.js; rv=$v/reveal.js  # slides: only what nbconvert's reveal template loads (+ the theme's woff fonts)
+rm -rf "$rv" && mkdir -p "$rv/dist/theme/fonts/source-sans-pro" "$rv/plugin/notes"
+cp "$r/LICENSE" "$rv/" && cp "$r/dist/reveal.js" "$r/dist/reveal.css" "$rv/dist/" && cp "$r/dist/theme/white.css" "$rv/dist/theme/"
+cp "$r"/dist/theme/fonts/source-sans-pro/{source-sans-pro.css,LICENSE,*.woff} "$rv/dist/theme/fonts/source-sans-pro/"
+cp "$r/plugin/notes/notes.js" "$rv/plugin/notes/"
 echo "vendored into $v"

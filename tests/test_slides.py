@@ -1,0 +1,156 @@
+"""Slides: MyST flattened for nbconvert, slide types from headings, decks that load nothing remote."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import REPO_ROOT, LabError, slides
+from lab.slides import convert_myst, slide_cells
+
+GLUE = {"ttft": {"data": {"text/plain": "10.18123"}}, "name": {"data": {"text/plain": "'FLASH_ATTN'"}}}
+
+CHAPTER = """---
+jupytext:
+  text_representation: {extension: .md, format_name: myst, format_version: 0.13}
+kernelspec: {display_name: Python 3, language: python, name: python3}
+---
+
+# A short chapter
+
+Opening line with a glued value {glue:text}`answer:.2f` and a link to [the roofline](01-roofline.md).
+
+```{code-cell} ipython3
+:tags: [remove-input]
+from myst_nb import glue
+glue("answer", 6 * 7 / 10, display=False)
+```
+
+## A question
+
+:::{dropdown} Model answer
+It is {glue:text}`answer:.1f`.
+:::
+
+```{code-cell} ipython3
+print("visible code, visible output")
+```
+"""
+
+
+def test_roles_directives_and_links_become_plain_markdown():
+    text = """(sec-x)=
+# Title {math}`n^2`
+
+% a comment
+TTFT {glue:text}`ttft:.2f` s with {glue:text}`name`; see {doc}`the trace <07-the-trace>` and [sweeps](06-vllm-sweeps.md#fit).
+
+```python
+# not a heading
+```
+
+:::{note}
+Careful.
+:::
+
+::::{dropdown} Answer
+:open:
+Inside {glue:text}`ttft:.1f`.
+::::
+"""
+    segments = convert_myst(text, GLUE, link=lambda target, anchor: "../book/" + target.replace(".md", ".html") + anchor)
+    body = "\n".join(segments[0].lines)
+    assert "# Title $n^2$" in body and "(sec-x)=" not in body and "a comment" not in body
+    assert "TTFT 10.18 s with FLASH_ATTN; see the trace and [sweeps](../book/06-vllm-sweeps.html#fit)." in body
+    assert "```python\n# not a heading\n```" in body
+    assert "> **Note**" in body and "> Careful." in body
+    assert "**Answer**" in body
+    assert segments[1].kind == "fragment" and "Inside 10.2." in "\n".join(segments[1].lines)
+    assert ":open:" not in "\n".join(ln for s in segments for ln in s.lines)
+
+
+def test_unknown_glue_name_is_an_error():
+    with pytest.raises(LabError, match="glue name 'nope'"):
+        convert_myst("{glue:text}`nope`", GLUE)
+
+
+def test_headings_set_slide_types_and_long_prose_goes_to_notes():
+    long_prose = "\n\n".join(f"Paragraph {i} " + "word " * 60 for i in range(4))
+    text = f"# Chapter\n\nIntro.\n\n## Section\n\n{long_prose}\n\n### Detail\n\nShort.\n\n" + "\n".join(
+        f"- item {i} " + "x" * 90 for i in range(12))
+    cells = slide_cells(convert_myst(text, {}))
+    kinds = [k for k, _ in cells]
+    assert kinds[0] == "slide" and cells[0][1].startswith("# Chapter")
+    assert ("slide", "## Section") == (cells[1][0], cells[1][1].splitlines()[0])
+    assert "Paragraph 0" in cells[1][1] and "Paragraph 3" not in cells[1][1]
+    assert cells[2][0] == "notes" and "Paragraph 3" in cells[2][1]
+    detail = kinds.index("subslide")
+    assert cells[detail][1].startswith("### Detail")
+    # a long list continues on further sub-slides instead of vanishing into the notes
+    items = [c for c in cells[detail:] if "- item" in c[1]]
+    assert len(items) > 1 and all(k == "subslide" for k, _ in items)
+    assert sum(c[1].count("- item") for c in items) == 12
+
+
+def test_remote_references_are_found():
+    page = ('<script src="https://cdn.example/x.js"></script><link rel="stylesheet" href="//cdn.example/a.css">'
+            '<style>@import url("https://fonts.example/f.css");</style><a href="https://example.org">fine</a>'
+            "<script type=module>import m from 'https://cdn.example/m.esm.min.mjs';</script>"
+            '<script>require(["x.js", "https://unpkg.com/reveal.js@4/dist/reveal.js"], f);'
+            "// docs: https://example.org/page.html</script>")
+    found = slides.remote_references(page)
+    assert len(found) == 5, found
+
+
+def _deck(tmp_path: Path, stem: str, text: str | None = None, **kw) -> Path:
+    book = tmp_path / "book"
+    book.mkdir(exist_ok=True)
+    if text is not None:
+        (book / f"{stem}.md").write_text(text, encoding="utf-8")
+    else:
+        book = REPO_ROOT / "book"
+    site = tmp_path / "site"
+    return slides.export(stem, out_dir=site / "slides", site_dir=site, execute=True, book_dir=book, **kw)
+
+
+def test_short_chapter_builds_an_offline_deck(tmp_path):
+    page = _deck(tmp_path, "99-short", CHAPTER)
+    html = page.read_text(encoding="utf-8")
+    assert page.name == "99-short.slides.html"
+    assert slides.remote_references(html) == []
+    assert slides.missing_local_references(html, page) == []
+    assert "vendor/reveal.js/dist/reveal.js" in html and "vendor/require.js" in html
+    assert "4.20" in html and "It is 4.2." in html  # glue filled in, the role gone
+    assert "{glue" not in html and "glue(" not in html  # the remove-input glue cell is gone
+    assert 'class="fragment"' in html  # the dropdown answer waits for a key press
+    assert "visible output" in html
+    assert 'href="../book/01-roofline.html"' in html
+
+
+def test_the_interview_chapter_converts(tmp_path):
+    page = _deck(tmp_path, "08-interview-prep")
+    html = page.read_text(encoding="utf-8")
+    assert slides.remote_references(html) == []
+    assert re.search(r"Q1\. Why is standard attention memory-bound\?", html)
+    assert "(H200 not measured yet)" in html or "H200" in html
+
+
+def test_a_template_that_loads_a_cdn_fails_the_export(tmp_path, monkeypatch):
+    monkeypatch.setattr(slides, "TEMPLATE_NAME", "reveal")  # nbconvert's stock template imports mermaid from a CDN
+    with pytest.raises(LabError, match="from the network"):
+        _deck(tmp_path, "99-short", CHAPTER)
+
+
+def test_without_a_site_build_it_asks_for_one(tmp_path):
+    with pytest.raises(LabError, match="build the site first"):
+        slides.load_chapter("08-interview-prep", executed_dir=tmp_path)
+
+
+def test_cli_is_registered():
+    out = subprocess.run([sys.executable, "-m", "lab", "slides", "--help"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and "--execute" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "lab", "slides", "--site", "/nonexistent"], cwd=REPO_ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.startswith("error: ") and "Traceback" not in out.stderr
