@@ -1,0 +1,76 @@
+"""Figures of the vLLM sweep chapter: TTFT and ITL against prompt length, one panel per GPU study."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lab.fit import fit_quadratic
+from lab.plots import caption, color, figure
+from lab.vllm import report
+
+_FLOOR_STYLE = dict(color="#444444", linestyle=":", linewidth=1.3)
+
+
+def _panels(studies):
+    fig, axes = figure(1, len(studies), figsize=(5.2 * len(studies), 3.9), squeeze=False)
+    return fig, axes[0]
+
+
+def _arms(table, study):
+    return sorted(table.loc[table["study"] == study, "arm"].unique())
+
+
+def _source(table, studies, what: str) -> str:
+    labels = "; ".join(f"{report.study_label(table, s)} ({s})" for s in studies)
+    return f"{what}. Qwen2.5-7B shape, bf16, batch 1. Data: {labels}"
+
+
+def plot_prefill(table, studies: list[str]):
+    """TTFT against prompt length: measured points, the quadratic fit (dashed), the FLOP floor (dotted)."""
+    fig, axes = _panels(studies)
+    for ax, study in zip(axes, studies, strict=True):
+        lengths = table.loc[table["study"] == study, "actual_len"]
+        xs = np.geomspace(lengths.min(), lengths.max(), 64)
+        for arm in _arms(table, study):
+            rows = report.arm_rows(table, study, arm)
+            ax.plot(rows["actual_len"], rows["ttft_s"], "o", color=color(arm), label=arm, ms=4.5)
+            if rows["actual_len"].nunique() >= 3:
+                fit = fit_quadratic(rows["actual_len"], rows["ttft_s"])
+                ax.plot(xs, fit.predict(xs), "--", color=color(arm), lw=1.2)
+        floor = report.floors(str(table.loc[table["study"] == study, "gpu"].iloc[0]), xs.astype(int))
+        ax.plot(floor["n"], floor["prefill_s"], label="roofline floor (FLOPs / peak)", **_FLOOR_STYLE)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("prompt length (tokens)")
+        ax.set_ylabel("time to first token (s)")
+        ax.set_title(report.study_label(table, study), fontsize=10)
+        ax.legend(fontsize=8)
+    caption(axes[0], _source(table, studies, "Dashed: t = a + b·n + c·n² fitted per backend"))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def plot_decode(table, studies: list[str]):
+    """Decode ITL (median, p10-p90 bars where recorded) against context length, with the bandwidth floor."""
+    fig, axes = _panels(studies)
+    for ax, study in zip(axes, studies, strict=True):
+        lengths = table.loc[table["study"] == study, "actual_len"]
+        for arm in _arms(table, study):
+            rows = report.arm_rows(table, study, arm).dropna(subset=["itl_ms"])
+            if "itl_p10_ms" in rows and rows["itl_p10_ms"].notna().all() and len(rows):
+                err = [rows["itl_ms"] - rows["itl_p10_ms"], rows["itl_p90_ms"] - rows["itl_ms"]]
+                ax.errorbar(rows["actual_len"], rows["itl_ms"], yerr=err, fmt="o-", color=color(arm), label=arm,
+                            ms=4, lw=1.2, capsize=2)
+            else:
+                ax.plot(rows["actual_len"], rows["itl_ms"], "o-", color=color(arm), label=arm, ms=4, lw=1.2)
+        xs = np.geomspace(lengths.min(), lengths.max(), 32).astype(int)
+        floor = report.floors(str(table.loc[table["study"] == study, "gpu"].iloc[0]), xs)
+        ax.plot(floor["n"], floor["decode_s"] * 1e3, label="roofline floor (bytes / bandwidth)", **_FLOOR_STYLE)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("context length (tokens)")
+        ax.set_ylabel("inter-token latency (ms)")
+        ax.set_title(report.study_label(table, study), fontsize=10)
+        ax.legend(fontsize=8)
+    caption(axes[0], _source(table, studies, "Median decode gap; bars p10-p90 where recorded"))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig

@@ -1,0 +1,281 @@
+"""What the sweep chapter reports: the studies on file, their fits, and the roofline floor under them.
+
+A *study* is one GPU and engine (``reference/a10g-vllm0.11-qwen2.5-7b``, ``h200/vllm0.26-qwen2.5-7b``,
+a reader's ``local/vllm``); its arms are the attention backends. Everything here reads the cached
+``sweep.csv`` tables through :func:`lab.explorers.sweep_table`, so new runs show up without code.
+
+The floor is the roofline's answer to "how fast could this be at best" for Qwen2.5-7B on that GPU
+(datasheet peak and bandwidth from :mod:`lab.hardware`, FLOPs and bytes from :mod:`lab.roofline`):
+prefill can be no faster than its FLOPs over peak FLOP/s, a decode step no faster than the weights
+plus the KV cache it reads over memory bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lab import LabError
+from lab.data import DATA_DIR, load
+from lab.fit import decode_growth, fit_quadratic, ok_rows
+
+A10G_STUDY = "reference/a10g-vllm0.11-qwen2.5-7b"
+SHARE_AT = (2048, 8192, 32768)
+
+
+def sweeps(root=DATA_DIR):
+    """Every measured row of every sweep (failed lengths dropped), with a ``study`` column."""
+    from lab.explorers import sweep_table
+
+    return ok_rows(sweep_table(root)).reset_index(drop=True)
+
+
+def provenance(table, study: str) -> dict:
+    """Provenance of a study's first arm (GPU, engine and flags are shared by its arms)."""
+    return load(table.loc[table["study"] == study, "dataset"].iloc[0]).provenance
+
+
+def chunk_size(table, study: str) -> int | None:
+    """max_num_batched_tokens the study's server prefilled with (from provenance flags)."""
+    value = provenance(table, study).get("flags", {}).get("max_num_batched_tokens")
+    return None if value is None else int(value)
+
+
+def find_study(table, gpu: str, chunk: int | None = None) -> str | None:
+    """The committed study measured on a GPU whose name contains ``gpu`` (local runs excluded).
+
+    With ``chunk``, only studies whose server used that chunk size; otherwise the one with most arms.
+    """
+    candidates = []
+    for study, rows in table.groupby("study"):
+        if study.startswith("local/") or gpu.lower() not in str(rows["gpu"].iloc[0]).lower():
+            continue
+        if chunk is not None and chunk_size(table, study) != chunk:
+            continue
+        candidates.append((rows["arm"].nunique(), study))
+    return max(candidates)[1] if candidates else None
+
+
+def arm_rows(table, study: str, arm: str):
+    rows = table[(table["study"] == study) & (table["arm"] == arm)]
+    return rows.sort_values("actual_len")
+
+
+def fit_summary(table, study: str):
+    """One row per arm: the quadratic fit with 95% intervals, quad shares, decode growth."""
+    import pandas as pd
+
+    out = []
+    for arm in sorted(table.loc[table["study"] == study, "arm"].unique()):
+        rows = arm_rows(table, study, arm)
+        if rows["actual_len"].nunique() < 3:
+            continue
+        fit = fit_quadratic(rows["actual_len"], rows["ttft_s"])
+        row = {"arm": arm, "points": fit.points, "a_s": fit.a,
+               "b_us_per_token": fit.b_us_per_token, "b_lo": fit.b_ci[0] * 1e6, "b_hi": fit.b_ci[1] * 1e6,
+               "c_ps_per_token2": fit.c_ps_per_token2, "c_lo": fit.c_ci[0] * 1e12, "c_hi": fit.c_ci[1] * 1e12,
+               "longest": int(rows["actual_len"].max())}
+        for n in SHARE_AT:
+            row[f"share_{n}_pct"] = fit.quad_share(n) * 100
+        itl = rows.dropna(subset=["itl_ms"])
+        if len(itl) >= 2:
+            growth = decode_growth(itl["actual_len"], itl["itl_ms"])
+            row.update(itl_short_ms=growth.short_itl_ms, short_len=growth.short_len,
+                       itl_long_ms=growth.long_itl_ms, long_len=growth.long_len, itl_growth_pct=growth.growth_pct)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _shape():
+    from lab.modelshape import qwen25_7b
+
+    return qwen25_7b()
+
+
+def _device(gpu_name: str):
+    from lab.hardware import match_device
+
+    device = match_device(gpu_name)
+    if device is None:
+        raise LabError(f"no datasheet figures for {gpu_name!r} in lab.hardware; the floor cannot be drawn")
+    return device
+
+
+def floors(gpu_name: str, lengths) -> dict:
+    """Roofline floors of Qwen2.5-7B on this GPU at each prompt/context length (arrays, SI units).
+
+    prefill_s: all prefill FLOPs (matmuls + causal attention) over peak bf16 FLOP/s;
+    decode_s: one decode step's bytes (weights, activations, the KV cache of n tokens) over bandwidth.
+    Also the per-token constants of the prefill floor: b_floor (s/token) and c_floor (s/token²).
+    """
+    from lab.roofline import model_phase, roof
+
+    device, shape = _device(gpu_name), _shape()
+    r = roof(device)
+    lengths = np.asarray(sorted(set(int(n) for n in lengths)), dtype=int)
+    prefill, prefill_attention, decode, decode_kv = [], [], [], []
+    for n in lengths:
+        p = model_phase(shape, "prefill", int(n), fused=True, sram_bytes=device.smem_per_sm)
+        d = model_phase(shape, "decode", int(n), fused=True, sram_bytes=device.smem_per_sm)
+        prefill.append(p["total"].flops / r.peak_flops)
+        prefill_attention.append(p["attention"].flops / r.peak_flops)
+        decode.append(d["total"].bytes / r.bandwidth)
+        decode_kv.append(d["attention"].bytes / r.bandwidth)
+    prefill, prefill_attention = np.array(prefill), np.array(prefill_attention)
+    # the matmul part is linear in n and attention's is quadratic: per-token constants from the largest n
+    n_max = float(lengths[-1])
+    return {"n": lengths, "prefill_s": prefill, "prefill_attention_s": prefill_attention,
+            "decode_s": np.array(decode), "decode_kv_s": np.array(decode_kv),
+            "b_floor": (prefill[-1] - prefill_attention[-1]) / n_max,
+            "c_floor": prefill_attention[-1] / n_max**2,
+            "device": device.name, "peak_flops": r.peak_flops, "bandwidth": r.bandwidth,
+            "kv_bytes_per_token": shape.kv_bytes_per_token()}
+
+
+def against_floor(table, study: str):
+    """Per arm and length: measured TTFT and ITL beside their floors, and the ratio measured / floor."""
+    import pandas as pd
+
+    rows = table[table["study"] == study]
+    gpu = str(rows["gpu"].iloc[0])
+    floor = floors(gpu, rows["actual_len"])
+    index = {int(n): i for i, n in enumerate(floor["n"])}
+    out = []
+    for row in rows.itertuples():
+        i = index[int(row.actual_len)]
+        out.append({"arm": row.arm, "n": int(row.actual_len), "ttft_s": row.ttft_s,
+                    "prefill_floor_s": floor["prefill_s"][i], "ttft_x_floor": row.ttft_s / floor["prefill_s"][i],
+                    "itl_ms": row.itl_ms, "decode_floor_ms": floor["decode_s"][i] * 1e3,
+                    "itl_x_floor": row.itl_ms / (floor["decode_s"][i] * 1e3)})
+    return pd.DataFrame(out).sort_values(["arm", "n"]).reset_index(drop=True)
+
+
+def kv_read_rate(table, study: str, arm: str) -> dict:
+    """How fast decode absorbs a longer context: the slope of ITL against context length.
+
+    The slope (ms per 1000 tokens) is the extra time each step spends per 1000 more cached tokens;
+    dividing the KV bytes of those tokens by it gives the rate at which attention reads the cache.
+    """
+    rows = arm_rows(table, study, arm).dropna(subset=["itl_ms"])
+    if len(rows) < 2:
+        raise LabError(f"{study} {arm}: fewer than two ITL measurements")
+    slope_ms_per_token = float(np.polyfit(rows["actual_len"].to_numpy(float), rows["itl_ms"].to_numpy(float), 1)[0])
+    kv = _shape().kv_bytes_per_token()
+    rate = kv / (slope_ms_per_token / 1e3) if slope_ms_per_token > 0 else math.inf
+    return {"ms_per_1k_tokens": slope_ms_per_token * 1000, "kv_gb_per_s": rate / 1e9, "kv_bytes_per_token": kv}
+
+
+def compare_arms(table, study: str, slow: str, fast: str):
+    """TTFT and ITL of two arms at the lengths both measured: ratio slow / fast."""
+    a = arm_rows(table, study, slow).set_index("target_len")
+    b = arm_rows(table, study, fast).set_index("target_len")
+    common = a.index.intersection(b.index)
+    import pandas as pd
+
+    return pd.DataFrame({"n": a.loc[common, "actual_len"].astype(int),
+                         f"{slow} TTFT (s)": a.loc[common, "ttft_s"], f"{fast} TTFT (s)": b.loc[common, "ttft_s"],
+                         "TTFT ratio": a.loc[common, "ttft_s"] / b.loc[common, "ttft_s"],
+                         f"{slow} ITL (ms)": a.loc[common, "itl_ms"], f"{fast} ITL (ms)": b.loc[common, "itl_ms"],
+                         "ITL ratio": a.loc[common, "itl_ms"] / b.loc[common, "itl_ms"]}).reset_index(drop=True)
+
+
+def study_label(table, study: str) -> str:
+    prov = provenance(table, study)
+    return f"{prov['gpu']}, vLLM {prov['vllm'] or '?'}"
+
+
+# --- the explorer --------------------------------------------------------------------------------
+
+def _number(value):
+    """A finite float, or None for a missing measurement."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def sweep_explorer(root=DATA_DIR):
+    """Prompt length x backend x GPU study x metric -> TTFT, ITL, the fitted curve and the roofline floor."""
+    from lab.widgets import Chart, Control, Explorer, Marker, Readout, Series, View
+
+    table = sweeps(root)
+    if table.empty:
+        raise LabError(f"{root}: no measured sweep rows; run `python -m lab reference` first")
+    studies = sorted(table["study"].unique(), key=lambda s: (s != A10G_STUDY, s.startswith("local/"), s))
+    labels = [f"{study_label(table, s)}" + (" (your run)" if s.startswith("local/") else "") for s in studies]
+    if len(set(labels)) < len(labels):
+        labels = [f"{label} ({s})" for label, s in zip(labels, studies, strict=True)]
+    lengths = sorted(int(n) for n in table["target_len"].unique())
+    arms = sorted(table["arm"].unique(), key=lambda a: (not a.startswith("FLASH_ATTN"), a))
+    fits, floor_of = {}, {}
+    for study in studies:
+        rows = table[table["study"] == study]
+        floor_of[study] = floors(str(rows["gpu"].iloc[0]), rows["actual_len"])
+        for arm in rows["arm"].unique():
+            arm_table = arm_rows(table, study, arm)
+            if arm_table["actual_len"].nunique() >= 3:
+                fits[study, arm] = fit_quadratic(arm_table["actual_len"], arm_table["ttft_s"])
+
+    def view(length, backend, study, metric):
+        rows = table[table["study"] == study]
+        gpu = labels[studies.index(study)]
+        ttft_mode = metric == "TTFT"
+        column = "ttft_s" if ttft_mode else "itl_ms"
+        series = []
+        for arm in sorted(rows["arm"].unique(), key=arms.index):
+            arm_table = arm_rows(table, study, arm).dropna(subset=[column])
+            series.append(Series(arm, arm_table["actual_len"].tolist(), arm_table[column].tolist(), kind="line+points"))
+        floor = floor_of[study]
+        floor_y = floor["prefill_s"] if ttft_mode else floor["decode_s"] * 1e3
+        series.append(Series("roofline floor", floor["n"].tolist(), floor_y.tolist(), kind="line", dashed=True,
+                             color="#444444"))
+        fit = fits.get((study, backend))
+        if ttft_mode and fit is not None:
+            xs = np.geomspace(floor["n"][0], floor["n"][-1], 48)
+            series.append(Series(f"{backend} fit", xs.tolist(), fit.predict(xs).tolist(), kind="line", dashed=True,
+                                 color=next((s.color for s in series if s.name == backend), None)))
+        point = rows[(rows["arm"] == backend) & (rows["target_len"] == length)]
+        row = point.iloc[0] if len(point) else {}
+        n = _number(row.get("actual_len"))
+        i = int(np.argmin(np.abs(floor["n"] - n))) if n is not None else None
+        ttft, itl = _number(row.get("ttft_s")), _number(row.get("itl_ms"))
+        p10, p90 = _number(row.get("itl_p10_ms")), _number(row.get("itl_p90_ms"))
+        readouts = [
+            Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f"),
+            Readout("fit", "Quadratic fit at this length", fit.predict(n) if fit is not None and n else None,
+                    unit="s", fmt=".3f"),
+            Readout("ttft_floor", "TTFT / roofline floor", ttft / floor["prefill_s"][i] if ttft and i is not None else None,
+                    unit="x", fmt=".2f"),
+            Readout("itl", "Decode inter-token latency (median)", itl, unit="ms", fmt=".2f"),
+            Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else "not recorded"),
+            Readout("itl_floor", "ITL / roofline floor", itl / (floor["decode_s"][i] * 1e3) if itl and i is not None else None,
+                    unit="x", fmt=".2f"),
+        ]
+        if not len(point):
+            note = f"No {backend} measurement at {length} tokens on {gpu}."
+        else:
+            note = f"{backend}, {n:.0f}-token prompt on {gpu}."
+        y = ttft if ttft_mode else itl
+        marker = Marker(n, y, label=f"{backend} @ {n:.0f}") if n is not None and y is not None else None
+        chart = Chart(x_label="prompt length (tokens)",
+                      y_label="time to first token (s)" if ttft_mode else "inter-token latency (ms)",
+                      log_x=True, series=series, marker=marker,
+                      x_ticks=[256 * 4 ** k for k in range(8) if 256 * 4 ** k <= max(lengths)],
+                      source=f"{gpu}, Qwen2.5-7B shape, bf16, batch 1, data/{study}")
+        return View(readouts=readouts, chart=chart, note=note)
+
+    default_length = 8192 if 8192 in lengths else lengths[len(lengths) // 2]
+    return Explorer(
+        key="vllm-sweep-explorer",
+        title="Prompt length, backend and GPU: first token and every token after it",
+        controls=[Control("length", "Prompt length (tokens)", values=lengths, default=default_length),
+                  Control("backend", "Attention backend", values=arms),
+                  Control("study", "GPU and engine", values=studies, labels=labels),
+                  Control("metric", "Chart", values=["TTFT", "ITL"], labels=["time to first token", "inter-token latency"])],
+        view=view,
+        caption="Points are measured; the grey dashed line is the roofline floor of the chosen GPU "
+                "(FLOPs over peak for the first token, bytes over bandwidth for each later one); in the TTFT "
+                "chart the coloured dashed curve is the chosen backend's quadratic fit.",
+    )
