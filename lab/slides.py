@@ -438,6 +438,30 @@ def toc_chapters() -> list[str]:
     return [Path(f).name for f in files if Path(f).parent.name == BOOK_DIR.name]
 
 
+class DeckLinks:
+    """An HTML list of links from a book page to the chapters' decks (``../slides/<stem>.slides.html``)."""
+
+    def __init__(self, stems: list[str] | None = None, book_dir: Path = BOOK_DIR):
+        self.rows = []
+        for stem in stems if stems is not None else toc_chapters():
+            source = book_dir / f"{stem}.md"
+            if not source.exists():
+                continue
+            title = next((m.group(2).strip() for line in source.read_text(encoding="utf-8").splitlines()
+                          if (m := _HEADING.match(line)) and len(m.group(1)) == 1), stem)
+            self.rows.append((stem, title))
+
+    def _repr_html_(self) -> str:
+        import html
+
+        items = "".join(f'<li><a href="../slides/{stem}.slides.html">{html.escape(title)}</a></li>'
+                        for stem, title in self.rows)
+        return f'<ul class="lab-decks">{items}</ul>'
+
+    def __repr__(self) -> str:
+        return "\n".join(f"slides/{stem}.slides.html  {title}" for stem, title in self.rows)
+
+
 # --- CLI ---------------------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
