@@ -289,7 +289,7 @@ def test_bench_measures_checks_and_ranks_on_cpu():
     timer = lambda fn, **kw: (fn(), next(calls))[1]  # noqa: E731 - runs the candidate once, returns a made-up time
     shape = bench.Shape("prefill", 1, 4, 2, 40, head_dim=64)
     rows = bench.measure_shape(shape, ["naive", "ours-teaching", "ours-tuned"], 10, Progress(), None,
-                               device="cpu", timer=timer, dtype=torch.float16)
+                               device=DEVICE, timer=timer, dtype=torch.float16)
     assert [r["status"] for r in rows] == ["ok", "ok", "ok"]
     assert all(r["max_abs_err"] <= bench.MAX_ABS_ERR for r in rows)
     assert [r["speed_vs_fastest"] for r in rows] == [0.25, 0.5, 1.0]

@@ -178,8 +178,8 @@ def _set_tma_blocks(nargs):
 #: The autotuning space: small on purpose (each config is compiled and timed once per shape key).
 TUNED_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s, pre_hook=_set_tma_blocks)
-    for bm, bn, w, s in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 128, 8, 2),
-                         (128, 64, 8, 4), (64, 64, 4, 3)]
+    for bm, bn, w, s in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 4),
+                         (256, 64, 8, 3), (128, 32, 4, 3)]
 ]
 _tuned_autotuned = triton.autotune(configs=TUNED_CONFIGS,
                                    key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"])(_tuned_kernel)
@@ -218,13 +218,13 @@ def teaching_forward(q, k, v, causal: bool = False, scale: float | None = None,
     """Attention with the teaching kernel. Default tiles: 128 x 64 on a GPU, 16 x 16 in the interpreter."""
     q, k, v, o, (batch, q_heads, kv_heads, n_q, n_k, d), precision = _prepare(q, k, v, causal)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
-    small = _interpreting() or q.dtype.itemsize == 4
-    block_m = block_m or (16 if _interpreting() else 64 if small else 128)
-    block_n = block_n or (16 if _interpreting() else 32 if small else 64)
+    # 64 x 64 tiles and 4 warps: the fastest of the launches tried for this kernel on the H200
+    block_m = block_m or (16 if _interpreting() else 64)
+    block_n = block_n or (16 if _interpreting() else 32 if q.dtype.itemsize == 4 else 64)
     grid = (triton.cdiv(n_q, block_m), batch * q_heads)
     _teaching_kernel[grid](q, k, v, o, scale, n_q, n_k, q_heads, q_heads // kv_heads, *_strides(q, k, v, o),
                            HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, CAUSAL=causal, PRECISION=precision,
-                           num_warps=4 if small else 8, num_stages=1 if _interpreting() else 3)
+                           num_warps=4, num_stages=1 if _interpreting() else 3)
     return o
 
 
@@ -240,20 +240,40 @@ def tma_available() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 
 
+_CHOSEN: dict[tuple, dict] = {}   # (n_q, n_k, d, causal, precision, tma) -> the autotuner's pick
+_TMA_CHOICE: dict[tuple, bool] = {}
+
+
+def _faster_loads(q, k, v, causal, scale, config, split_diagonal, heavy_first) -> bool:
+    """On Hopper, time the pointer and the TMA versions once per shape and keep the faster."""
+    key = (q.shape[2], k.shape[2], q.shape[-1], causal, str(q.dtype), str(config), split_diagonal, heavy_first)
+    if key not in _TMA_CHOICE:
+        from triton.testing import do_bench
+
+        times = {tma: do_bench(lambda tma=tma: tuned_forward(q, k, v, causal, scale, config, split_diagonal,
+                                                             heavy_first, tma=tma), warmup=5, rep=50,
+                               return_mode="median")
+                 for tma in (False, True)}
+        _TMA_CHOICE[key] = times[True] < times[False]
+    return _TMA_CHOICE[key]
+
+
 def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, config: dict | None = None,
                   split_diagonal: bool = True, heavy_first: bool = True, tma: bool | None = None):
     """Attention with the tuned kernel.
 
     ``config`` (keys BLOCK_M, BLOCK_N, and optionally num_warps, num_stages) fixes the launch; without
     it a GPU autotunes over :data:`TUNED_CONFIGS` once per (n_q, n_k, head dim, causal), and the
-    interpreter uses 16 x 16 tiles. ``tma`` (default: on Hopper and newer) fetches tiles with tensor
-    descriptors. ``split_diagonal=False`` masks every tile and ``heavy_first=False`` launches query
+    interpreter uses 16 x 16 tiles. ``tma=True`` fetches tiles with tensor descriptors (the copy
+    engine of Hopper and newer); by default a Hopper GPU times both ways once per shape and keeps the
+    faster. ``split_diagonal=False`` masks every tile and ``heavy_first=False`` launches query
     tiles first-to-last: both exist to measure what each optimisation buys.
     """
     q, k, v, o, (batch, q_heads, kv_heads, n_q, n_k, d), precision = _prepare(q, k, v, causal)
     if config is not None and (config.get("BLOCK_M", 0) % config.get("BLOCK_N", 1) or config.get("BLOCK_N", 0) < 16):
         raise LabError(f"config needs BLOCK_N >= 16 dividing BLOCK_M; got {config}")
-    tma = tma_available() if tma is None else tma
+    if tma is None:
+        tma = _faster_loads(q, k, v, causal, scale, config, split_diagonal, heavy_first) if tma_available() else False
     qk_scale = (1.0 / math.sqrt(d) if scale is None else scale) * LOG2E
     if config is None and _interpreting():
         config = {"BLOCK_M": 16, "BLOCK_N": 16}
@@ -269,6 +289,9 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
     if config is None:
         grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]) * batch * q_heads,)  # noqa: E731
         _tuned_autotuned[grid](*args, **flags)
+        best = _tuned_autotuned.best_config
+        _CHOSEN[(n_q, n_k, d, causal, precision, tma)] = {**best.kwargs, "num_warps": best.num_warps,
+                                                           "num_stages": best.num_stages}
     else:
         grid = (triton.cdiv(n_q, config["BLOCK_M"]) * batch * q_heads,)
         _tuned_kernel[grid](*args, **flags, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
@@ -277,11 +300,12 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
     return o
 
 
-def best_config(n_q: int, n_k: int, head_dim: int, causal: bool, dtype_is_fp32: bool = False,
-                tma: bool | None = None) -> dict | None:
-    """The config autotuning picked for this shape key (None before the first tuned call)."""
-    key_prefix = (n_q, n_k, head_dim, causal, "ieee" if dtype_is_fp32 else "tf32")
-    for key, config in getattr(_tuned_autotuned, "cache", {}).items():
-        if tuple(key[:5]) == key_prefix and (tma is None or key[5] == tma):
-            return {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages, "tma": key[5]}
+def best_config(n_q: int, n_k: int, head_dim: int, causal: bool, dtype_is_fp32: bool = False) -> dict | None:
+    """The launch the tuned kernel settled on for this shape on a GPU (None before its first call)."""
+    precision = "ieee" if dtype_is_fp32 else "tf32"
+    for tma in (True, False):
+        chosen = _CHOSEN.get((n_q, n_k, head_dim, causal, precision, tma))
+        if chosen is not None and any(key[:4] == (n_q, n_k, head_dim, causal) and choice == tma
+                                      for key, choice in _TMA_CHOICE.items()):
+            return {**chosen, "tma": tma}
     return None
