@@ -13,6 +13,11 @@ Two sources, one output format (``*.trace.json.gz`` that ``python -m lab census`
   - ``decode-naive:N``: the reference study's method (profile the whole 30-token request). With
     prefix caching off the window re-prefills the prompt first: kept to show the pitfall.
 
+  vLLM's profiler config can also skip engine steps (``delay_iterations``, ``max_iterations``),
+  but those are fixed when the server starts and would apply to the prefill windows as well, so
+  the decode window is bounded by the stream instead; ``census --phase decode`` then checks, step
+  by step, that the window holds decode steps only.
+
   Every window's census is written beside it; a trace over ``--max-trace-mb`` is trimmed to the
   events the census reads (kernels, launches, classifying CPU ops, step annotations), so the
   census of the kept file equals the census of the original.
