@@ -14,6 +14,7 @@ The published A10G "decode" windows are of the naive kind, so they are filed as 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,8 +42,15 @@ def backend_of(arm: str) -> str:
 
 
 def short_gpu(gpu: str) -> str:
-    """``NVIDIA H200`` -> ``H200``; ``NVIDIA A10G`` -> ``A10G``."""
-    return gpu.replace("NVIDIA ", "").split()[0] if gpu else gpu
+    """The model of a GPU name: ``NVIDIA H200`` -> ``H200``, ``NVIDIA H100 80GB HBM3`` -> ``H100``,
+    ``NVIDIA GeForce RTX 4090`` -> ``RTX 4090`` (form factor and memory size dropped)."""
+    words = gpu.replace("NVIDIA ", "").replace("GeForce ", "").split()
+    kept = []
+    for word in words:
+        if re.match(r"(SXM|NVL|PCIe|HBM|\d+GB)", word, re.IGNORECASE):
+            break
+        kept.append(word)
+    return " ".join(kept) or gpu
 
 
 def nominal(tokens: float) -> int:

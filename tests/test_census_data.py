@@ -47,6 +47,8 @@ def test_names_and_lengths():
     assert cd.backend_of("FLEX_ATTENTION") == "FlexAttention"
     assert [cd.nominal(n) for n in (2050, 8193, 28673)] == [2048, 8192, 28672]
     assert cd.short_gpu("NVIDIA H200") == "H200"
+    assert cd.short_gpu("NVIDIA H100 80GB HBM3") == "H100"
+    assert cd.short_gpu("NVIDIA GeForce RTX 4090") == "RTX 4090"
 
 
 def test_published_windows_are_completed_by_arithmetic(root):
