@@ -129,6 +129,18 @@ _METRICS = {("attention", "ms"): "attention_ms", ("matmul", "ms"): "matmul_ms", 
             ("attention", "%"): "attention_share_pct"}
 
 
+def _bullets(text: str) -> list[str]:
+    """Lines of Markdown with each list item's wrapped continuation lines joined onto it."""
+    joined: list[str] = []
+    for line in text.splitlines():
+        continues = joined and joined[-1].lstrip().startswith("- ") and line.startswith(" ") and not line.lstrip().startswith("- ")
+        if continues and line.strip():
+            joined[-1] = joined[-1] + " " + line.strip()
+        else:
+            joined.append(line)
+    return joined
+
+
 def _num(text: str) -> float:
     return float(text.replace(",", "").rstrip("."))
 
@@ -140,7 +152,7 @@ def parse_facts(text: str, windows: list[dict], where: str = "FACTS.md") -> dict
     """
     exact = {(w["phase"], round(w["tokens"] / 1024)): w["tokens"] for w in windows}
     census = []
-    for line in text.splitlines():
+    for line in _bullets(text):
         m = _CENSUS_BULLET.match(line)
         if not m:
             continue
