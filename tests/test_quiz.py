@@ -216,3 +216,88 @@ def test_decode_reconciliation_numbers():
     assert f["kv_kb_per_token"] == pytest.approx(2 * 28 * 4 * 128 * 2 / 1e3)
     assert f["floor_long_ms"] - f["floor_short_ms"] == pytest.approx(
         (30720 - 256) * 57344 / 600e9 * 1e3, rel=1e-9)
+
+
+# --- in a real browser (Debian's chromium through Playwright; skipped where there is none) ----------
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser_page(tmp_path_factory):
+    """A function that opens a local file in headless chromium and returns (page, problems).
+
+    Any request that is not a local file or data: URL is aborted and recorded, as are console errors.
+    """
+    from pathlib import Path
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"chromium not found at {CHROMIUM}")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium")), executable_path=CHROMIUM, headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--allow-file-access-from-files"])
+        problems: list[str] = []
+
+        def route(r):
+            if r.request.url.startswith(("file://", "data:", "blob:")):
+                r.continue_()
+            else:
+                problems.append(f"remote request: {r.request.url}")
+                r.abort()
+
+        context.route("**/*", route)
+
+        def open_file(path):
+            page = context.new_page()
+            page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
+            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+            page.goto(Path(path).as_uri(), wait_until="load")
+            return page, problems
+
+        try:
+            yield open_file
+        finally:
+            context.close()
+
+
+def _click_through(page, quiz_key: str, questions) -> None:
+    root = page.locator(f'[data-quiz="{quiz_key}"]')
+    for qi, question in enumerate(questions):
+        block = root.locator(f'[data-question="{qi}"]')
+        answer = int(block.get_attribute("data-answer"))
+        feedback = block.locator("[data-feedback]")
+        assert feedback.is_hidden(), "the explanation shows before the reader commits"
+        wrong = (answer + 1) % len(question.options)
+        block.locator(f'[data-option="{wrong}"]').click()
+        assert feedback.is_visible()
+        assert feedback.locator("[data-verdict]").inner_text().startswith("Not quite")
+        assert "lab-quiz-right" in block.locator(f'[data-option="{answer}"]').get_attribute("class")
+        assert block.locator(f'[data-option="{answer}"]').is_disabled()  # committed: no second pick
+        block.locator(".lab-quiz-retry").click()
+        assert feedback.is_hidden()
+        block.locator(f'[data-option="{answer}"]').click()
+        assert feedback.locator("[data-verdict]").inner_text() == "Right."
+        assert question.render().explanation[:40] in feedback.inner_text().replace("\n", " ")
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("face", ["live", "static"])
+def test_quiz_answers_in_a_browser(browser_page, tmp_path, monkeypatch, face):
+    q = quiz.chapter_quiz("05-decode-split-kv")
+    if face == "live":  # a Jupyter output: style and script inline
+        monkeypatch.delenv("LAB_STATIC", raising=False)
+        head = ""
+    else:  # the built site: Sphinx links the static files
+        monkeypatch.setenv("LAB_STATIC", "1")
+        head = (f'<link rel="stylesheet" href="{quiz.QUIZ_CSS.as_uri()}">'
+                f'<script src="{quiz.QUIZ_JS.as_uri()}"></script>')
+    page_file = tmp_path / "quiz.html"
+    page_file.write_text(f"<!doctype html><html><head><meta charset='utf-8'>{head}</head>"
+                         f"<body>{q._repr_html_()}{q._repr_html_().replace('data-quiz=', 'data-quiz-copy=')}</body></html>")
+    page, problems = browser_page(page_file)
+    _click_through(page, q.key, q.questions)
+    assert problems == []

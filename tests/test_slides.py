@@ -154,3 +154,34 @@ def test_cli_is_registered():
     out = subprocess.run([sys.executable, "-m", "lab", "slides", "--site", "/nonexistent"], cwd=REPO_ROOT,
                          capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.startswith("error: ") and "Traceback" not in out.stderr
+
+
+@pytest.mark.browser
+def test_deck_runs_offline_in_a_browser(tmp_path):
+    from test_quiz import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"chromium not found at {CHROMIUM}")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    page_file = _deck(tmp_path, "99-short", CHAPTER.replace("Opening line", "Math $n^2$ and an opening line"))
+    problems: list[str] = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"])
+        try:
+            page = browser.new_page()
+            page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file:", "data:"))
+                       else (problems.append(r.request.url), r.abort()))
+            page.on("console", lambda m: m.type == "error" and problems.append(m.text))
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
+            page.goto(page_file.as_uri(), wait_until="load")
+            page.wait_for_function("document.querySelector('.reveal.ready') !== null", timeout=15000)
+            page.wait_for_function("window.MathJax && window.MathJax.startup && window.MathJax.startup.document", timeout=15000)
+            before = page.evaluate("location.hash")
+            page.keyboard.press("ArrowRight")
+            page.wait_for_function(f"location.hash !== {before!r}", timeout=5000)
+            assert page.locator("mjx-container").count() >= 1  # $n^2$ typeset by the vendored MathJax 3
+        finally:
+            browser.close()
+    assert problems == []
