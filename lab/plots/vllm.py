@@ -21,8 +21,16 @@ def _arms(table, study):
 
 
 def _source(table, studies, what: str) -> str:
-    labels = "; ".join(f"{report.study_label(table, s)} ({s})" for s in studies)
-    return f"{what}. Qwen2.5-7B shape, bf16, batch 1. Data: {labels}"
+    return f"{what}. Qwen2.5-7B shape, bf16, batch 1; GPU and vLLM version in each title. Data: " + ", ".join(
+        f"data/{s}" for s in studies)
+
+
+def _finish(fig, axes, source: str) -> None:
+    import textwrap
+
+    # lay the panels out first: a caption placed before would be counted as part of the first axes
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    caption(axes[0], "\n".join(textwrap.wrap(source, width=88 * len(axes))))
 
 
 def plot_prefill(table, studies: list[str]):
@@ -34,18 +42,18 @@ def plot_prefill(table, studies: list[str]):
         for arm in _arms(table, study):
             rows = report.arm_rows(table, study, arm)
             ax.plot(rows["actual_len"], rows["ttft_s"], "o", color=color(arm), label=arm, ms=4.5)
-            if rows["actual_len"].nunique() >= 3:
+            if rows["actual_len"].nunique() >= 3:  # the fit is drawn over the measured range only
                 fit = fit_quadratic(rows["actual_len"], rows["ttft_s"])
-                ax.plot(xs, fit.predict(xs), "--", color=color(arm), lw=1.2)
+                span = np.geomspace(rows["actual_len"].min(), rows["actual_len"].max(), 48)
+                ax.plot(span, fit.predict(span), "--", color=color(arm), lw=1.2)
         floor = report.floors(str(table.loc[table["study"] == study, "gpu"].iloc[0]), xs.astype(int))
         ax.plot(floor["n"], floor["prefill_s"], label="roofline floor (FLOPs / peak)", **_FLOOR_STYLE)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("prompt length (tokens)")
         ax.set_ylabel("time to first token (s)")
         ax.set_title(report.study_label(table, study), fontsize=10)
-        ax.legend(fontsize=8)
-    caption(axes[0], _source(table, studies, "Dashed: t = a + b·n + c·n² fitted per backend"))
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+        ax.legend(fontsize=8, loc="upper left")
+    _finish(fig, axes, _source(table, studies, "Dashed: t = a + b·n + c·n² fitted per backend"))
     return fig
 
 
@@ -70,7 +78,6 @@ def plot_decode(table, studies: list[str]):
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel("inter-token latency (ms)")
         ax.set_title(report.study_label(table, study), fontsize=10)
-        ax.legend(fontsize=8)
-    caption(axes[0], _source(table, studies, "Median decode gap; bars p10-p90 where recorded"))
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+        ax.legend(fontsize=8, loc="upper left")
+    _finish(fig, axes, _source(table, studies, "Median decode gap; bars p10-p90 where recorded"))
     return fig

@@ -232,8 +232,9 @@ def sweep_explorer(root=DATA_DIR):
         series.append(Series("roofline floor", floor["n"].tolist(), floor_y.tolist(), kind="line", dashed=True,
                              color="#444444"))
         fit = fits.get((study, backend))
-        if ttft_mode and fit is not None:
-            xs = np.geomspace(floor["n"][0], floor["n"][-1], 48)
+        if ttft_mode and fit is not None:  # over the backend's measured range: no extrapolation
+            measured = arm_rows(table, study, backend)["actual_len"]
+            xs = np.geomspace(measured.min(), measured.max(), 48)
             series.append(Series(f"{backend} fit", xs.tolist(), fit.predict(xs).tolist(), kind="line", dashed=True,
                                  color=next((s.color for s in series if s.name == backend), None)))
         point = rows[(rows["arm"] == backend) & (rows["target_len"] == length)]
