@@ -136,7 +136,30 @@ def naive_attention() -> list[Question]:
             "stores the n×n matrix at all.",
             cites={"mem": a10g_mem, "n": max_len, "heads": _shape("query heads", lambda s: s.q_heads)},
         ),
+        Question(
+            "At {n} tokens attention is {model}% of Qwen2.5-7B's prefill FLOPs. The A10G fits give the quadratic "
+            "term {flash}% of FLASH_ATTN's TTFT but {flex}% of FLEX_ATTENTION's. Why is FLEX's share so much higher?",
+            ["Its attention runs at a lower FLOP rate, so the same FLOPs take a larger share of the time",
+             "FLEX_ATTENTION computes more attention FLOPs",
+             "FLEX_ATTENTION's matmuls are faster, which shrinks the linear term",
+             "The fit is unreliable for FLEX_ATTENTION only"],
+            0,
+            "Both backends do the same attention FLOPs ({model}% of the total). A time share matches the FLOP share "
+            "when attention runs as fast per FLOP as the matmuls, as FLASH_ATTN nearly does ({flash}%); FLEX's "
+            "slower kernel turns the same work into {flex}% of the time. The share measures efficiency as much as work.",
+            cites={"n": Computed(f"{A10G}/quad_share.csv: longest n", lambda: _share_len(), (), ",d"),
+                   "model": Computed("lab.iomodel.attention_flop_share(Qwen2.5-7B, n), in %",
+                                     lambda: 100 * iomodel.attention_flop_share(shape(), _share_len()), (), ".1f"),
+                   "flash": measured(A10G, "quad_share.csv", "share_pct", ".1f", arm=FLASH, n=_share_len()),
+                   "flex": measured(A10G, "quad_share.csv", "share_pct", ".1f", arm=FLEX, n=_share_len())},
+            holds=lambda v: abs(v["model"] - v["flash"]) < abs(v["model"] - v["flex"]) and v["flex"] > v["flash"],
+        ),
     ]
+
+
+def _share_len() -> int:
+    """Longest length at which the study published quadratic shares."""
+    return int(data.load(A10G).csv("quad_share.csv", ["n"])["n"].max())
 
 
 # --- 03 tiling and online softmax ------------------------------------------------------------------
@@ -320,7 +343,64 @@ def vllm_sweeps() -> list[Question]:
             "survives, but the prefill runs as a series of bounded steps that decode requests can interleave with.",
             cites={"chunk": chunk},
         ),
+        *_h200_questions(),
     ]
+
+
+def _h200_questions() -> list[Question]:
+    """Questions on this project's H200 sweeps, asked only once the data exists and supports them."""
+    from lab import interview
+
+    table = interview._h200_sweeps()
+    if table is None:
+        return []
+    cell = lambda arm, n, col, fmt=".2f": measured(_dataset_of(table, arm), "sweep.csv", col, fmt, arm=arm, target_len=n)
+    questions = []
+    n = interview._longest_common(table, (interview.FA3, interview.FA2))
+    if n is not None:
+        fa3, fa2 = cell(interview.FA3, n, "ttft_s"), cell(interview.FA2, n, "ttft_s")
+        if fa3.value() < fa2.value():
+            questions.append(Question(
+                "On the H200 at {n} tokens, TTFT was {fa3} s with FlashAttention 3 and {fa2} s with FlashAttention 2. "
+                "What does FA3 change to get there?",
+                ["It maps the same exact algorithm onto Hopper: async wgmma, TMA copies, warp specialisation, "
+                 "and overlap of the softmax with the matmuls",
+                 "It approximates the softmax with a cheaper function",
+                 "It skips attention for tokens far apart",
+                 "It stores the score matrix in HBM to avoid recomputation"],
+                0,
+                "FA3 keeps FlashAttention's tiling and online softmax and rebuilds the pipeline around Hopper's "
+                "asynchronous tensor cores and copy engine, so loads, matmuls and exponentials overlap.",
+                cites={"n": Computed("longest length both FA arms measured on the H200", lambda: n, (), ",d"),
+                       "fa3": fa3, "fa2": fa2},
+                holds=lambda v: v["fa3"] < v["fa2"]))
+    rows = {arm: table[table["arm"] == arm].sort_values("target_len") for arm in (interview.FA3, interview.FLEX)}
+    if all(len(r) >= 2 for r in rows.values()):
+        short = max(int(r["target_len"].iloc[0]) for r in rows.values())
+        long = min(int(r["target_len"].iloc[-1]) for r in rows.values())
+        if short < long and all({short, long} <= set(r["target_len"]) for r in rows.values()):
+            c = {f"{k}_{end}": cell(arm, n_, "itl_ms", ".1f") for k, arm in (("fa3", interview.FA3), ("flex", interview.FLEX))
+                 for end, n_ in (("short", short), ("long", long))}
+            questions.append(Question(
+                "On the H200, decode ITL from {short} to {long} tokens of context went {fa3_short} → {fa3_long} ms with "
+                "FA3 and {flex_short} → {flex_long} ms with FLEX_ATTENTION. Which statement fits?",
+                ["FA3 spreads the KV read over the GPU (split-KV chosen at launch); FLEX's kernel does not keep up "
+                 "as the cache grows",
+                 "FLEX computes a quadratic term in decode",
+                 "The H200's larger memory makes decode compute-bound",
+                 "Both curves are flat, so the backend does not matter for decode"],
+                0,
+                "Decode attention reads the KV cache, linear in context. A kernel that parallelises that read stays "
+                "near the bandwidth floor; one that does not climbs with the cache.",
+                cites={"short": Computed("shortest common H200 length", lambda: short, (), ",d"),
+                       "long": Computed("longest common H200 length", lambda: long, (), ",d"), **c},
+                holds=lambda v: (v["flex_long"] - v["flex_short"]) > (v["fa3_long"] - v["fa3_short"])))
+    return questions
+
+
+def _dataset_of(table, arm: str) -> str:
+    names = sorted(set(table[table["arm"] == arm]["dataset"]))
+    return names[0]
 
 
 # --- 07 the trace ----------------------------------------------------------------------------------

@@ -17,7 +17,9 @@ ALL = [(chapter, i, q) for chapter, make in quizzes.CHAPTERS.items() for i, q in
 
 def _raw_cell(m: Measured):
     """The cited cell read with the csv module (not through lab), to check lab's lookup independently."""
-    with open(REPO_ROOT / "data" / m.dataset / m.table, newline="") as fh:
+    from lab import data
+
+    with open(data.DATA_DIR / m.dataset / m.table, newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if all(r[k] == str(v) for k, v in m.where)]
     assert len(rows) == 1, f"{m.source()}: {len(rows)} rows"
     cell = rows[0][m.column]
@@ -301,3 +303,57 @@ def test_quiz_answers_in_a_browser(browser_page, tmp_path, monkeypatch, face):
     page, problems = browser_page(page_file)
     _click_through(page, q.key, q.questions)
     assert problems == []
+
+
+# --- once H200 sweeps exist: sentences and questions switch on, numbers from those files ------------
+
+@pytest.fixture
+def with_h200(tmp_path, monkeypatch):
+    """A data/ tree with the A10G reference and a synthetic H200 study of three arms (FA3 fastest)."""
+    import functools
+    import json
+
+    import pandas as pd
+
+    from lab import data
+
+    root = tmp_path / "data"
+    shutil.copytree(REPO_ROOT / "data" / A10G, root / A10G)
+    lengths = [256, 2048, 8192, 32768]
+    arms = {"FLASH_ATTN/FA3": (0.5, 5.0, 0.05), "FLASH_ATTN/FA2": (0.8, 5.5, 0.06), "FLEX_ATTENTION": (2.0, 6.0, 1.5)}
+    for arm, (ttft_scale, itl0, itl_slope) in arms.items():
+        folder = root / "h200" / "vllm0.26-qwen2.5-7b" / arm.replace("/", "-")
+        folder.mkdir(parents=True)
+        rows = [dict(arm=arm, backend=arm.split("/")[0], target_len=n, actual_len=n, ttft_s=ttft_scale * n / 8192,
+                     prefill_ms_per_token=ttft_scale / 8.192, itl_ms=itl0 + itl_slope * n / 1024, status="ok")
+                for n in lengths]
+        pd.DataFrame(rows).to_csv(folder / "sweep.csv", index=False)
+        (folder / "provenance.json").write_text(json.dumps(dict(
+            kind="vllm-sweep", gpu="NVIDIA H200", driver="x", cuda="x", torch="x", triton="x", vllm="0.26.0",
+            model="Qwen2.5-7B", dtype="bfloat16", flags={"max_num_batched_tokens": 8192}, date="2026-11-30",
+            command="python -m lab vllm-sweep ...")))
+    monkeypatch.setattr(data, "DATA_DIR", root)
+    monkeypatch.setattr(data, "load_sweeps", functools.partial(data.load_sweeps, root=root))
+    original_datasets = data.datasets
+    monkeypatch.setattr(data, "datasets", lambda kind=None, root=root: original_datasets(kind, root=root))
+    return root
+
+
+def test_h200_data_switches_on_sentences_and_questions(with_h200):
+    from lab import interview
+
+    h200 = interview.h200_facts()
+    assert interview.H200_MISSING not in h200.values()
+    assert "32,768 tokens, TTFT was 2.00 s with FLASH_ATTN/FA3 and 8.00 s with FLEX_ATTENTION (4.0×)" in h200["h200_fa3_vs_flex"]
+    assert "3.20 s with FLASH_ATTN/FA2" in h200["h200_fa3_vs_fa2"]
+    assert h200["h200_chunk"] == "the H200 runs prefilled in chunks of 8,192 tokens"
+    assert h200["h200_decode_fa3"].startswith("FLASH_ATTN/FA3 went from 5.0 ms at 256 tokens to 6.6 ms at 32,768")
+    extra = quizzes.vllm_sweeps()[3:]
+    assert len(extra) == 2
+    for question in extra:
+        rendered = question.validate()
+        for number in question.cites.values():
+            for leaf in _measured_leaves(number):
+                assert leaf.dataset.startswith("h200/") and leaf.value() == _raw_cell(leaf)
+    assert "2.00 s with FlashAttention 3 and 3.20 s" in extra[0].render().prompt
+    assert rendered.answer.startswith("FA3 spreads the KV read")
