@@ -130,6 +130,10 @@ def a10g_facts() -> dict:
     f["floor_short_ms"] = decode_floor_ms(a10g.bandwidth, short)
     f["floor_long_ms"] = decode_floor_ms(a10g.bandwidth, long)
     f["floor_growth_pct"] = 100 * (f["floor_long_ms"] / f["floor_short_ms"] - 1)
+    f["floor_extra_ms"] = f["floor_long_ms"] - f["floor_short_ms"]
+    f["kv_extra_gb"] = (long - short) * shape.kv_bytes_per_token(2) / GB
+    f["itl_flash_extra_ms"] = f["itl_flash_long"] - f["itl_flash_short"]
+    f["itl_flex_extra_ms"] = f["itl_flex_long"] - f["itl_flex_short"]
     f["decode_intensity"] = shape.linear_flops_per_token() / (shape.layers * shape.linear_weights_per_layer * 2)
 
     # census

@@ -189,7 +189,7 @@ def tiling() -> list[Question]:
         ),
         Question(
             "FlashAttention's HBM traffic is Θ(n²·d²/M) for on-chip memory of M bytes. What does a larger M buy?",
-            ["Bigger tiles: K and V are re-read fewer times, so traffic falls in proportion to M",
+            ["Bigger tiles: K and V are re-read fewer times, so traffic falls as one over M",
              "Nothing: the n×n matrix still goes to HBM",
              "Fewer FLOPs: the softmax gets cheaper",
              "A different result: larger tiles change the rounding"],
