@@ -326,6 +326,18 @@ def test_a_mislabelled_arm_is_refused(tmp_path):
     assert _dead(int((tmp_path / "child.pid").read_text()))
 
 
+def test_waiting_for_gpu_memory_released_by_a_previous_server(monkeypatch):
+    from lab.vllm import server as server_module
+    readings = iter([0.30, 0.60, 0.97])
+    monkeypatch.setattr(server_module, "gpu_memory_fraction_free", lambda: next(readings))
+    monkeypatch.setattr(server_module.time, "sleep", lambda s: None)
+    server_module.wait_for_gpu_memory(0.85)
+    with pytest.raises(StopIteration):
+        next(readings)  # it polled until the third reading
+    monkeypatch.setattr(server_module, "gpu_memory_fraction_free", lambda: None)
+    server_module.wait_for_gpu_memory(0.85)  # no nvidia-smi: no wait
+
+
 def test_a_server_that_ignores_sigterm_is_killed(tmp_path):
     server = _server(tmp_path, mode="stubborn").start()
     pid = server.pid

@@ -238,6 +238,7 @@ class Server:
         self._log = open(self.log_path, "w", encoding="utf-8")
         self._log.write(f"# lab.vllm.server: {self.command_line()}\n")
         self._log.flush()
+        wait_for_gpu_memory(self.spec.gpu_memory_utilization)
         argv = self.argv
         if sys.platform.startswith("linux"):
             argv = [sys.executable, "-c", _EXEC_WITH_PARENT_DEATH_SIGNAL, *self.argv]
@@ -371,7 +372,12 @@ class Server:
         facts, spec = self.facts, self.spec
         if facts.backend is None:
             self.warnings.append(f"the log names no attention backend; {spec.backend} was asked for")
-        elif facts.backend != spec.backend:
+        elif spec.backend in facts.backends_seen:
+            facts.backend = spec.backend
+            others = [b for b in facts.backends_seen if b != spec.backend]
+            if others:
+                self.warnings.append(f"the log also names {', '.join(others)} besides {spec.backend}")
+        else:
             raise LabError(f"asked vLLM for {spec.backend} but its log says it runs {facts.backend} "
                            f"({facts.backend_line!r}); not measuring a mislabelled arm (log: {self.log_path})")
         if spec.fa_version is not None:
@@ -441,6 +447,37 @@ def group_members(pgid: int) -> list[int]:
 
 def _group_exists(pgid: int) -> bool:
     return bool(group_members(pgid))
+
+
+def gpu_memory_fraction_free() -> float | None:
+    """Free memory of GPU 0 as a fraction of its total, from nvidia-smi (None when it cannot tell)."""
+    import shutil
+
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits",
+                              "--id=0"], capture_output=True, text=True, timeout=20)
+        free, total = (float(x) for x in out.stdout.strip().splitlines()[0].split(","))
+        return free / total
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def wait_for_gpu_memory(fraction: float, timeout_s: float = 60.0) -> None:
+    """Wait until the GPU has ``fraction`` of its memory free (a server stopped a moment ago may still
+    be releasing its memory, and vLLM refuses to start without it). Gives up quietly after ``timeout_s``:
+    vLLM then says what is missing itself."""
+    deadline = time.monotonic() + timeout_s
+    noted = False
+    while True:
+        free = gpu_memory_fraction_free()
+        if free is None or free >= fraction + 0.01 or time.monotonic() > deadline:
+            return
+        if not noted:
+            print(f"  waiting for GPU memory: {free:.0%} free, vLLM needs {fraction:.0%}", file=sys.stderr, flush=True)
+            noted = True
+        time.sleep(2)
 
 
 def _installed_vllm_version() -> str:

@@ -222,7 +222,8 @@ def write_dataset(out: Path, records: list[dict], server: Server, args, model: s
     write_csv(out, "sweep.csv", pd.DataFrame(rows, columns=columns))
     facts = server.facts
     flags = {
-        "backend": args.backend, "fa_version": facts.fa_version, "fa_version_requested": args.fa_version,
+        "backend": args.backend, "fa_version": facts.fa_version if args.backend == "FLASH_ATTN" else None,
+        "fa_version_requested": args.fa_version,
         "max_model_len": server.spec.max_model_len,
         "max_num_batched_tokens": facts.max_num_batched_tokens or args.max_num_batched_tokens,
         "max_num_batched_tokens_requested": args.max_num_batched_tokens,
