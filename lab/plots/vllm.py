@@ -33,12 +33,26 @@ def _finish(fig, axes, source: str) -> None:
     caption(axes[0], "\n".join(textwrap.wrap(source, width=88 * len(axes))))
 
 
+def _floor_and_axes(ax, table, study: str, phase: str, x_label: str, y_label: str) -> None:
+    """The roofline floor of the study's GPU over its measured lengths, log-2 x axis, labels, title, legend."""
+    rows = table[table["study"] == study]
+    xs = np.geomspace(rows["actual_len"].min(), rows["actual_len"].max(), 48).astype(int)
+    floor = report.floors(str(rows["gpu"].iloc[0]), xs)
+    if phase == "prefill":
+        ax.plot(floor["n"], floor["prefill_s"], label="roofline floor (FLOPs / peak)", **_FLOOR_STYLE)
+    else:
+        ax.plot(floor["n"], floor["decode_s"] * 1e3, label="roofline floor (bytes / bandwidth)", **_FLOOR_STYLE)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_title(report.study_label(table, study), fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+
+
 def plot_prefill(table, studies: list[str]):
     """TTFT against prompt length: measured points, the quadratic fit (dashed), the FLOP floor (dotted)."""
     fig, axes = _panels(studies)
     for ax, study in zip(axes, studies, strict=True):
-        lengths = table.loc[table["study"] == study, "actual_len"]
-        xs = np.geomspace(lengths.min(), lengths.max(), 64)
         for arm in _arms(table, study):
             rows = report.arm_rows(table, study, arm)
             ax.plot(rows["actual_len"], rows["ttft_s"], "o", color=color(arm), label=arm, ms=4.5)
@@ -46,13 +60,7 @@ def plot_prefill(table, studies: list[str]):
                 fit = fit_quadratic(rows["actual_len"], rows["ttft_s"])
                 span = np.geomspace(rows["actual_len"].min(), rows["actual_len"].max(), 48)
                 ax.plot(span, fit.predict(span), "--", color=color(arm), lw=1.2)
-        floor = report.floors(str(table.loc[table["study"] == study, "gpu"].iloc[0]), xs.astype(int))
-        ax.plot(floor["n"], floor["prefill_s"], label="roofline floor (FLOPs / peak)", **_FLOOR_STYLE)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("prompt length (tokens)")
-        ax.set_ylabel("time to first token (s)")
-        ax.set_title(report.study_label(table, study), fontsize=10)
-        ax.legend(fontsize=8, loc="upper left")
+        _floor_and_axes(ax, table, study, "prefill", "prompt length (tokens)", "time to first token (s)")
     _finish(fig, axes, _source(table, studies, "Dashed: t = a + b·n + c·n² fitted per backend"))
     return fig
 
@@ -61,7 +69,6 @@ def plot_decode(table, studies: list[str]):
     """Decode ITL (median, p10-p90 bars where recorded) against context length, with the bandwidth floor."""
     fig, axes = _panels(studies)
     for ax, study in zip(axes, studies, strict=True):
-        lengths = table.loc[table["study"] == study, "actual_len"]
         for arm in _arms(table, study):
             rows = report.arm_rows(table, study, arm).dropna(subset=["itl_ms"])
             if "itl_p10_ms" in rows and rows["itl_p10_ms"].notna().all() and len(rows):
@@ -70,14 +77,7 @@ def plot_decode(table, studies: list[str]):
                             ms=4, lw=1.2, capsize=2)
             else:
                 ax.plot(rows["actual_len"], rows["itl_ms"], "o-", color=color(arm), label=arm, ms=4, lw=1.2)
-        xs = np.geomspace(lengths.min(), lengths.max(), 32).astype(int)
-        floor = report.floors(str(table.loc[table["study"] == study, "gpu"].iloc[0]), xs)
-        ax.plot(floor["n"], floor["decode_s"] * 1e3, label="roofline floor (bytes / bandwidth)", **_FLOOR_STYLE)
-        ax.set_xscale("log", base=2)
+        _floor_and_axes(ax, table, study, "decode", "context length (tokens)", "inter-token latency (ms)")
         ax.set_ylim(bottom=0)
-        ax.set_xlabel("context length (tokens)")
-        ax.set_ylabel("inter-token latency (ms)")
-        ax.set_title(report.study_label(table, study), fontsize=10)
-        ax.legend(fontsize=8, loc="upper left")
     _finish(fig, axes, _source(table, studies, "Median decode gap; bars p10-p90 where recorded"))
     return fig
