@@ -16,6 +16,7 @@ a time), ``bars.csv`` (the issue's performance bars) and ``provenance.json`` to 
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -361,6 +362,48 @@ def add_arguments(parser) -> None:
     parser.add_argument("--skip-prefill", action="store_true")
     parser.add_argument("--skip-decode", action="store_true")
     parser.add_argument("--skip-ablation", action="store_true", help="skip the tuned kernel's step-by-step ablation at 16k/32k")
+    parser.add_argument("--rebuild", type=Path, metavar="DIR",
+                        help="no GPU needed: rewrite DIR's tables from its measurements.jsonl (e.g. after a cut-off run)")
+
+
+def _tables(rows: list[dict]):
+    """prefill and decode tables (None where a phase has no rows) from measurement rows."""
+    import pandas as pd
+
+    prefill = [r for r in rows if r.get("phase", "prefill") == "prefill"]
+    decode = [r for r in rows if r.get("phase") == "decode"]
+    return (pd.DataFrame(prefill).reindex(columns=PREFILL_COLUMNS) if prefill else None,
+            pd.DataFrame(decode).reindex(columns=DECODE_COLUMNS) if decode else None)
+
+
+def write_tables(out_dir: Path, rows: list[dict]):
+    """Write prefill.csv, decode.csv and bars.csv from the rows measured so far."""
+    import pandas as pd
+
+    from lab import data
+
+    prefill, decode = _tables(rows)
+    if prefill is not None:
+        data.write_csv(out_dir, "prefill.csv", prefill)
+    if decode is not None:
+        data.write_csv(out_dir, "decode.csv", decode)
+    bar_table = pd.DataFrame(bars(prefill, decode))
+    data.write_csv(out_dir, "bars.csv", bar_table)
+    return prefill, decode, bar_table
+
+
+def rebuild(folder: Path) -> int:
+    """Re-derive the tables of a run (one cut off by a time limit, say) from its measurements.jsonl."""
+    from lab import data
+
+    path = folder / "measurements.jsonl"
+    if not path.exists():
+        raise LabError(f"{path}: not found; --rebuild needs the folder of a bench run")
+    rows = data.load(folder).jsonl("measurements.jsonl") if (folder / "provenance.json").exists() else \
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    prefill, decode, bar_table = write_tables(folder, rows)
+    _print_summary(prefill, decode, bar_table, [])
+    return 0
 
 
 def main(args) -> int:
@@ -369,6 +412,8 @@ def main(args) -> int:
 
     from lab import data, env
 
+    if args.rebuild is not None:
+        return rebuild(args.rebuild)
     caps = env.detect()
     if not caps.has_gpu or caps.triton_mode != "gpu":
         raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): `python -m lab bench` times kernels on a GPU; "
@@ -386,38 +431,36 @@ def main(args) -> int:
         shapes += [Shape("decode", b, args.q_heads, args.kv_heads, n) for b in _ints(args.batches) for n in _ints(args.contexts)]
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "measurements.jsonl").unlink(missing_ok=True)
     started = time.time()
     copy_gbps = copy_bandwidth_gbps()
     print(f"{caps.gpu}: device-to-device copy {copy_gbps:,.0f} GB/s (read + write)", file=sys.stderr)
-    rows = {"prefill": [], "decode": []}
+    flags = {
+        "q_heads": args.q_heads, "kv_heads": args.kv_heads, "head_dim": 128, "candidates": candidates,
+        "timer": ("prefill and decode ms_eager: triton.testing.do_bench median, L2 flushed before each call; "
+                  "decode ms: median of CUDA-graph replays (triton.testing.do_bench_cudagraph), inputs rotated "
+                  "over >= 256 MB so K/V come from HBM"), "rep_ms": args.rep_ms,
+        "reference": "fp32 naive attention (lab.attention.reference.attention_torch)", "max_abs_err": MAX_ABS_ERR}
+    # written first and again at the end: a run cut off midway still leaves a valid (partial) dataset
+    data.write_provenance(out_dir, data.new_provenance("kernels", dtype="bfloat16", flags=flags,
+                                                       copy_gbps=copy_gbps, complete=False))
+    rows: list[dict] = []
     with tqdm(total=len(shapes) * len(candidates), unit="run", file=sys.stderr) as progress:
         for shape in shapes:
-            measured = measure_shape(shape, candidates, args.rep_ms, progress, copy_gbps)
-            rows[shape.phase] += measured
+            measured = [{"phase": shape.phase, **row} for row in measure_shape(shape, candidates, args.rep_ms, progress, copy_gbps)]
+            rows += measured
             for row in measured:  # nothing measured is lost if a later shape crashes
-                data.append_jsonl(out_dir / "measurements.jsonl", {"phase": shape.phase, **row})
+                data.append_jsonl(out_dir / "measurements.jsonl", row)
+            write_tables(out_dir, rows)
     ablation_rows = []
     if not args.skip_prefill and not args.skip_ablation:
         for n in [n for n in _ints(args.lengths) if n in (16384, 32768)]:
             ablation_rows += ablation(n, args.q_heads, args.kv_heads, args.rep_ms)
         if ablation_rows:
             data.write_csv(out_dir, "ablation.csv", pd.DataFrame(ablation_rows))
-    prefill = pd.DataFrame(rows["prefill"]).reindex(columns=PREFILL_COLUMNS) if rows["prefill"] else None
-    decode = pd.DataFrame(rows["decode"]).reindex(columns=DECODE_COLUMNS) if rows["decode"] else None
-    if prefill is not None:
-        data.write_csv(out_dir, "prefill.csv", prefill)
-    if decode is not None:
-        data.write_csv(out_dir, "decode.csv", decode)
-    bar_table = pd.DataFrame(bars(prefill, decode))
-    data.write_csv(out_dir, "bars.csv", bar_table)
-    record = data.new_provenance("kernels", dtype="bfloat16", flags={
-        "q_heads": args.q_heads, "kv_heads": args.kv_heads, "head_dim": 128, "candidates": candidates,
-        "timer": ("prefill and decode ms_eager: triton.testing.do_bench median, L2 flushed before each call; "
-                  "decode ms: median of CUDA-graph replays (triton.testing.do_bench_cudagraph), inputs rotated "
-                  "over >= 256 MB so K/V come from HBM"), "rep_ms": args.rep_ms,
-        "reference": "fp32 naive attention (lab.attention.reference.attention_torch)", "max_abs_err": MAX_ABS_ERR},
-        copy_gbps=copy_gbps, seconds=round(time.time() - started, 1))
-    data.write_provenance(out_dir, record)
+    prefill, decode, bar_table = write_tables(out_dir, rows)
+    data.write_provenance(out_dir, data.new_provenance("kernels", dtype="bfloat16", flags=flags, copy_gbps=copy_gbps,
+                                                       complete=True, seconds=round(time.time() - started, 1)))
     _print_summary(prefill, decode, bar_table, ablation_rows)
     print(f"wrote {out_dir} in {time.time() - started:.0f} s", file=sys.stderr)
     return 0

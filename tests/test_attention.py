@@ -329,3 +329,34 @@ def test_bench_without_gpu_says_what_to_do(capsys):
     assert main(["bench"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: no CUDA GPU") and "\n" not in err
+
+
+def test_bench_rebuild_from_measurements(tmp_path):
+    # a run cut off midway leaves measurements.jsonl; --rebuild turns it into the tables without a GPU
+    import json
+
+    from lab.__main__ import main
+
+    rows = [{"phase": "prefill", "candidate": c, "batch": 1, "q_heads": 28, "kv_heads": 4, "head_dim": 128, "n": 16384,
+             "dtype": "bfloat16", "causal": True, "status": "ok", "ms": ms} for c, ms in (("sdpa-flash", 6.0), ("ours-tuned", 4.0))]
+    rows.append({"phase": "decode", "candidate": "ours-tuned", "batch": 16, "n": 32768, "status": "ok", "ms": 0.25,
+                 "bw_fraction": 0.9})
+    (tmp_path / "measurements.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["bench", "--rebuild", str(tmp_path)]) == 0
+    import pandas as pd
+    assert list(pd.read_csv(tmp_path / "prefill.csv").candidate) == ["sdpa-flash", "ours-tuned"]
+    bars = pd.read_csv(tmp_path / "bars.csv").set_index("bar")
+    assert bars.loc["prefill 16k: tuned speed vs SDPA flash", "ratio"] == 1.5
+    assert bars.loc["decode 32k batch 16: tuned bandwidth / copy bandwidth", "met"]
+
+
+def test_cached_h200_kernels_dataset_is_readable():
+    from lab import data
+
+    ds = data.load("h200/kernels")
+    assert ds.kind == "kernels" and ds.gpu == "NVIDIA H200"
+    prefill = ds.csv("prefill.csv", ("candidate", "n", "status", "ms", "tflops", "max_abs_err"))
+    ok = prefill[prefill.status == "ok"]
+    assert (ok.max_abs_err <= 2e-2).all()  # every timed candidate was checked against the reference first
+    decode = ds.csv("decode.csv", ("candidate", "batch", "n", "ms", "gbps", "bw_fraction"))
+    assert set(decode.batch) == {1, 16}
