@@ -122,13 +122,14 @@ def floors(gpu_name: str, lengths) -> dict:
         prefill_attention.append(p["attention"].flops / r.peak_flops)
         decode.append(d["total"].bytes / r.bandwidth)
         decode_kv.append(d["attention"].bytes / r.bandwidth)
-    prefill, prefill_attention = np.array(prefill), np.array(prefill_attention)
-    # the matmul part is linear in n and attention's is quadratic: per-token constants from the largest n
-    n_max = float(lengths[-1])
-    return {"n": lengths, "prefill_s": prefill, "prefill_attention_s": prefill_attention,
+    # per-token constants of the floor, whatever lengths were asked for: the matmul FLOPs of one token,
+    # and causal attention's FLOPs per token² at a long prompt (where partly-masked tiles no longer count)
+    n_ref = 1 << 17
+    attention_ref = model_phase(shape, "prefill", n_ref, fused=True, sram_bytes=device.smem_per_sm)["attention"]
+    return {"n": lengths, "prefill_s": np.array(prefill), "prefill_attention_s": np.array(prefill_attention),
             "decode_s": np.array(decode), "decode_kv_s": np.array(decode_kv),
-            "b_floor": (prefill[-1] - prefill_attention[-1]) / n_max,
-            "c_floor": prefill_attention[-1] / n_max**2,
+            "b_floor": shape.linear_flops_per_token() / r.peak_flops,
+            "c_floor": attention_ref.flops / n_ref**2 / r.peak_flops,
             "device": device.name, "peak_flops": r.peak_flops, "bandwidth": r.bandwidth,
             "kv_bytes_per_token": shape.kv_bytes_per_token()}
 
