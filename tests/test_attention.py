@@ -360,3 +360,14 @@ def test_cached_h200_kernels_dataset_is_readable():
     assert (ok.max_abs_err <= 2e-2).all()  # every timed candidate was checked against the reference first
     decode = ds.csv("decode.csv", ("candidate", "batch", "n", "ms", "gbps", "bw_fraction"))
     assert set(decode.batch) == {1, 16}
+
+
+def test_online_softmax_trace_hand_computed():
+    from lab.attention.tiled import online_softmax_trace
+
+    # tile 1 = [1, 2]: m = 2, l = e^-1 + 1. tile 2 = [3]: m = 3, old sum rescaled by e^-1, plus e^0.
+    steps, probs = online_softmax_trace([1.0, 2.0, 3.0], block=2)
+    assert [s["m"] for s in steps] == [2.0, 3.0]
+    assert steps[1]["rescale"] == pytest.approx(math.exp(-1))
+    assert steps[1]["l"] == pytest.approx(math.exp(-2) + math.exp(-1) + 1)
+    assert np.allclose(probs, np.exp([1, 2, 3]) / np.exp([1, 2, 3]).sum(), atol=1e-15)

@@ -116,3 +116,23 @@ def tiled_attention_traffic(q, k, v, causal: bool = False, block_q: int = 64, bl
     out = _tiled(q, k, v, causal, block_q, block_k, scale, traffic)
     return out, traffic
 
+
+
+def online_softmax_trace(scores, block: int) -> tuple[list[dict], np.ndarray]:
+    """Softmax of one row of scores read ``block`` at a time; returns each step's running state and the result.
+
+    Each step records the tile, the running max ``m`` and running sum ``l`` after it, and the factor
+    ``exp(m_old - m_new)`` that rescaled what had been summed before. The probabilities are formed at
+    the end from the final ``m`` and ``l`` -- what the attention kernels do with the output instead.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    _check_blocks(block, block)
+    m, total, steps = -np.inf, 0.0, []
+    for start in range(0, len(scores), block):
+        tile = scores[start:start + block]
+        m_new = max(m, float(tile.max()))
+        rescale = float(np.exp(m - m_new))
+        total = total * rescale + float(np.exp(tile - m_new).sum())
+        steps.append({"tile": tile.tolist(), "m": m_new, "rescale": rescale, "l": total})
+        m = m_new
+    return steps, np.exp(scores - m) / total
