@@ -1,0 +1,34 @@
+"""The kernel explorers over the committed H200 benchmark (data/h200/kernels)."""
+
+import math
+
+from lab.kernel_explorers import decode_explorer, kernel_runs, prefill_explorer
+
+
+def test_prefill_explorer_default_is_the_tuned_kernel_at_the_longest_length():
+    explorer = prefill_explorer()
+    view = explorer.compute()
+    readouts = {r.name: r.value for r in view.readouts}
+    ds, prefill, _ = next(iter(kernel_runs().values()))
+    row = prefill[(prefill.candidate == "ours-tuned") & (prefill.n == prefill.n.max())].iloc[0]
+    assert readouts["ms"] == row.ms and readouts["tflops"] == row.tflops
+    assert 0 < readouts["vs_fastest"] <= 1
+    assert view.chart.source.startswith("NVIDIA H200")
+
+
+def test_prefill_explorer_explains_a_skipped_candidate():
+    view = prefill_explorer().compute(length=32768, backend="naive")
+    assert "skipped" in view.note and "GB" in view.note
+    assert all(r.text == "n/a" for r in view.readouts if r.name in ("ms", "tflops"))
+
+
+def test_decode_explorer_readouts_and_missing_point():
+    explorer = decode_explorer()
+    assert len(explorer.combinations()) <= 1500
+    view = explorer.compute(context=32768, batch=16, backend="ours-tuned")
+    readouts = {r.name: r.value for r in view.readouts}
+    # bandwidth = K and V once: 2 * 16 * 4 * 32768 * 128 * 2 bytes plus q and o, over the time
+    assert math.isclose(readouts["gbps"] * 1e9 * readouts["ms"] * 1e-3,
+                        2 * 16 * 4 * 32768 * 128 * 2 + 2 * 16 * 28 * 128 * 2, rel_tol=1e-6)
+    missing = explorer.compute(context=131072, batch=16, backend="ours-tuned")
+    assert "not measured" in missing.note
