@@ -55,6 +55,9 @@ run_arm() {
       --max-num-batched-tokens "$CHUNK" --gpu-memory-utilization 0.85 --reps 3 --long-reps 2 --long-from 65536 \
       --max-tokens 64 --warmup-tokens 16 "$@" 2>&1 | grep --line-buffered -v '^  waiting for vLLM' | tee -a "$log"
   local status=${PIPESTATUS[0]}
+  # a sweep killed with -9 cannot stop its server: its process group id is left on disk for this
+  local pgid; pgid=$(cat "$WORK/$folder/server.pgid" 2>/dev/null) && kill -9 -- "-$pgid" 2>/dev/null \
+    && say "killed the server group $pgid left by $folder"; rm -f "$WORK/$folder/server.pgid"
   say "END $folder: status $status after $((SECONDS - t0))s$([ "$status" = 124 ] && echo ' (cut at its time cap; rerun to resume)')"
   [ "$status" -ne 0 ] && tail -n 5 "$WORK/$folder/server.log" 2>/dev/null | tee -a "$log"
   nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null | sed 's/^/  GPU memory in use after the arm: /' | tee -a "$log"

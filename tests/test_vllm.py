@@ -295,6 +295,7 @@ def test_server_starts_confirms_backend_from_its_log_and_stops_its_whole_group(t
         record = server.record()
         assert record["log"]["backend"] == "FLASH_ATTN" and "--attention-backend FLASH_ATTN" in record["command"]
     assert not server.alive() and _dead(pid) and _dead(child) and group_members(pid) == []
+    assert not (tmp_path / "server.pgid").exists()  # removed by a clean stop
     assert (tmp_path / "server.log").read_text().startswith("# lab.vllm.server: ")
 
 
@@ -377,8 +378,13 @@ def test_no_orphan_when_the_driver_is_interrupted_or_killed(tmp_path, sig):
     driver.send_signal(sig)
     driver.wait(timeout=60)
     assert _dead(pid), f"server {pid} outlived its driver ({sig.name})"
-    if sig != signal.SIGKILL:  # after kill -9 only the direct child is guaranteed to die
-        assert _dead(int((tmp_path / "child.pid").read_text()))
+    child = int((tmp_path / "child.pid").read_text())
+    if sig != signal.SIGKILL:
+        assert _dead(child)
+    else:  # after kill -9 only the direct child is sure to die; the group's pid file lets a script finish the job
+        assert int((tmp_path / "server.pgid").read_text()) == pid
+        os.killpg(pid, signal.SIGKILL)
+        assert _dead(child)
 
 
 # --- the sweep command end to end ---------------------------------------------------------------

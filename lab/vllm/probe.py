@@ -311,7 +311,8 @@ def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: b
     try:
         for length, missing in todo:
             for rep in ["warm", *missing]:
-                bar.set_postfix_str(f"{length} tokens, {'warm-up' if rep == 'warm' else f'rep {rep + 1}'}")
+                bar.set_postfix_str(f"{length} tokens, {'warm-up' if rep == 'warm' else f'rep {rep + 1}'}",
+                                    refresh=False)  # the bar redraws on its own schedule
                 record = measure_once(endpoint, plan, length, rep)
                 if record["status"] != "ok" and _server_gone(endpoint, record["error_kind"]):
                     record["error_kind"] = "server_died"

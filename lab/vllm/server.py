@@ -206,6 +206,7 @@ class Server:
         self.argv, self.env_overrides = build_command(self.spec, self.vllm_version,
                                                       launcher or DEFAULT_LAUNCHER)
         self.log_path = Path(log_path)
+        self.pgid_path = self.log_path.with_suffix(".pgid")
         self.ready_timeout = ready_timeout
         self.base_env = dict(os.environ if env is None else env)
         self.model_name = model
@@ -250,6 +251,8 @@ class Server:
         except OSError as exc:
             self._close_log()
             raise LabError(f"could not run {self.argv[0]}: {exc.strerror or exc}") from None
+        # the group id on disk lets a wrapper script kill a server whose client was killed with -9
+        self.pgid_path.write_text(str(self._proc.pid))
         atexit.register(self.stop)
         self._install_sigterm_handler()
         try:
@@ -286,6 +289,7 @@ class Server:
                 time.sleep(0.2)
             if _group_exists(proc.pid):
                 _signal_group(proc.pid, signal.SIGKILL)
+            self.pgid_path.unlink(missing_ok=True)
         self._close_log()
         self._restore_sigterm_handler()
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -235,13 +236,17 @@ def write_dataset(out: Path, records: list[dict], server: Server, args, model: s
         "decoding": "greedy, ignore_eos", "itl_first_gaps_dropped": 2,
     }
     model_label = Path(model).name if Path(model).is_dir() else model
+    options = sys.argv[1:]
+    if options[:1] == ["vllm-sweep"]:  # run as `python -m lab vllm-sweep ...`
+        options = options[1:]
     record = new_provenance(
         "vllm-sweep", model=f"{model_label} ({'random weights' if args.load_format == 'dummy' else 'real weights'})",
         dtype="bfloat16", flags=flags, arm=arm, server=server.record(), files={
             "measurements.jsonl": "one record per request (warm-ups included), chunk arrival times in seconds",
             "sweep.csv": "one row per prompt length: median TTFT over repetitions, ITL pooled over their decode gaps",
             "server.log": "the vLLM server's log of the last session"},
-        elapsed_s=round(time.time() - started, 1))
+        elapsed_s=round(time.time() - started, 1),
+        command="python -m lab vllm-sweep " + " ".join(shlex.quote(a) for a in options))
     write_provenance(out, record)
 
 
