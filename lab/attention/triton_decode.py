@@ -30,10 +30,7 @@ env.use_triton_interpreter_without_gpu()
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-if env.use_triton_interpreter_without_gpu():
-    from lab.attention import _interpreter_fix
-
-    _interpreter_fix.apply()
+from lab.attention.triton_fwd import _interpreting, check_inputs  # noqa: E402 (also applies the interpreter fix)
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -127,26 +124,10 @@ def _tuned_split_kernel(Q, K, V, O_part, LSE_part, qk_scale, n_k, keys_per_split
     tl.store(LSE_part + bh * num_splits + split, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=real)
 
 
-def _interpreting() -> bool:
-    import os
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
 def _prepare(q, k, v):
-    import torch
-
-    from lab.attention.reference import check_shapes
-
-    batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal=False)
+    q, k, v, (batch, q_heads, kv_heads, n_q, n_k, d) = check_inputs(q, k, v, causal=False)
     if n_q != 1:
         raise LabError(f"decode takes one query token per sequence (q of shape (batch, heads, 1, d)); got n_q={n_q}")
-    if q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise LabError(f"q, k, v must share one dtype among float16, bfloat16, float32; got {q.dtype}, {k.dtype}, {v.dtype}")
-    if d < 16 or d > 256 or d & (d - 1):
-        raise LabError(f"head dim must be a power of two from 16 to 256, got {d}")
-    if not _interpreting() and not q.is_cuda:
-        raise LabError("tensors must be on the GPU (or run without a GPU, where Triton's interpreter is used)")
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     return q, k, v, (batch, q_heads, kv_heads, n_k, d)
 
 

@@ -192,12 +192,15 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _prepare(q, k, v, causal: bool):
+def check_inputs(q, k, v, causal: bool):
+    """Validate tensors for the Triton kernels; returns (q, k, v) with unit last stride and the sizes
+    (batch, q_heads, kv_heads, n_q, n_k, d)."""
     import torch
 
     from lab.attention.reference import check_shapes
 
-    batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
+    sizes = check_shapes(q.shape, k.shape, v.shape, causal)
+    d = sizes[-1]
     if q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or k.dtype != q.dtype or v.dtype != q.dtype:
         raise LabError(f"q, k, v must share one dtype among float16, bfloat16, float32; got {q.dtype}, {k.dtype}, {v.dtype}")
     if d < 16 or d > 256 or d & (d - 1):
@@ -205,8 +208,15 @@ def _prepare(q, k, v, causal: bool):
     if not _interpreting() and not q.is_cuda:
         raise LabError("tensors must be on the GPU (or run without a GPU, where Triton's interpreter is used)")
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
+    return q, k, v, sizes
+
+
+def _prepare(q, k, v, causal: bool):
+    import torch
+
+    q, k, v, sizes = check_inputs(q, k, v, causal)
     precision = "ieee" if q.dtype == torch.float32 else "tf32"  # fp32 inputs: exact fp32 products
-    return q, k, v, torch.empty_like(q), (batch, q_heads, kv_heads, n_q, n_k, d), precision
+    return q, k, v, torch.empty_like(q), sizes, precision
 
 
 def _strides(q, k, v, o):
