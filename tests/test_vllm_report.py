@@ -26,6 +26,8 @@ def test_studies_are_found_by_gpu_and_chunk_size(with_h200):
     assert report.find_study(table, "H200") == "h200/vllm0.26-qwen2.5-7b"  # the one with most arms
     assert report.find_study(table, "H200", chunk=2048) == "h200/vllm0.26-qwen2.5-7b-chunk2048"
     assert report.find_study(table, "B200") is None
+    only_fa3 = table[~table["arm"].isin(["FLEX_ATTENTION", "FLASH_ATTN/FA2"])]
+    assert report.find_study(only_fa3, "H200") == "h200/vllm0.26-qwen2.5-7b"  # a tie on arms: more rows wins
     assert report.chunk_size(table, report.A10G_STUDY) == 2048
 
 

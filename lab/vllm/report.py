@@ -45,7 +45,8 @@ def chunk_size(table, study: str) -> int | None:
 def find_study(table, gpu: str, chunk: int | None = None) -> str | None:
     """The committed study measured on a GPU whose name contains ``gpu`` (local runs excluded).
 
-    With ``chunk``, only studies whose server used that chunk size; otherwise the one with most arms.
+    With ``chunk``, only studies whose server used that chunk size; otherwise the one with most arms
+    (then most measured rows: a side experiment with one arm never wins over the main sweep).
     """
     candidates = []
     for study, rows in table.groupby("study"):
@@ -53,8 +54,8 @@ def find_study(table, gpu: str, chunk: int | None = None) -> str | None:
             continue
         if chunk is not None and chunk_size(table, study) != chunk:
             continue
-        candidates.append((rows["arm"].nunique(), study))
-    return max(candidates)[1] if candidates else None
+        candidates.append((rows["arm"].nunique(), len(rows), -len(study), study))
+    return max(candidates)[-1] if candidates else None  # most arms, then most rows, then the plainer name
 
 
 def arm_rows(table, study: str, arm: str):
