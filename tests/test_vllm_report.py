@@ -29,6 +29,7 @@ def test_studies_are_found_by_gpu_and_chunk_size(with_h200):
     only_fa3 = table[~table["arm"].isin(["FLEX_ATTENTION", "FLASH_ATTN/FA2"])]
     assert report.find_study(only_fa3, "H200") == "h200/vllm0.26-qwen2.5-7b"  # a tie on arms: more rows wins
     assert report.chunk_size(table, report.A10G_STUDY) == 2048
+    assert report.flag_values(table, "h200/vllm0.26-qwen2.5-7b", "max_num_batched_tokens") == [8192]
 
 
 def test_fit_summary_recovers_the_formulas(with_h200):

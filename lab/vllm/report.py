@@ -36,6 +36,12 @@ def provenance(table, study: str) -> dict:
     return load(table.loc[table["study"] == study, "dataset"].iloc[0]).provenance
 
 
+def flag_values(table, study: str, key: str) -> list:
+    """The distinct values a provenance flag takes over the arms of a study (e.g. max_model_len)."""
+    values = {load(d).provenance.get("flags", {}).get(key) for d in table.loc[table["study"] == study, "dataset"].unique()}
+    return sorted(v for v in values if v is not None)
+
+
 def chunk_size(table, study: str) -> int | None:
     """max_num_batched_tokens the study's server prefilled with (from provenance flags)."""
     value = provenance(table, study).get("flags", {}).get("max_num_batched_tokens")
