@@ -293,8 +293,11 @@ def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int) -> list[dict]:
                                                 split_diagonal=options["split_diagonal"], heavy_first=options["heavy_first"])
         err = (fn().float() - reference.float()).abs().max().item()
         ms = do_bench(fn, warmup=10, rep=rep_ms, return_mode="median") if err <= MAX_ABS_ERR else math.nan
-        rows.append({"n": n, "step": step, "change": label, "ms": ms, "tflops": shape.flops() / (ms * 1e-3) / 1e12,
-                     "max_abs_err": err})
+        launch = TEACHING_LAUNCH
+        rows.append({"n": n, "step": step, "change": label,
+                     "teaching_launch": f"{launch['BLOCK_M']}x{launch['BLOCK_N']} tiles, {launch['num_warps']} warps, "
+                                        f"{launch['num_stages']} stages",
+                     "ms": ms, "tflops": shape.flops() / (ms * 1e-3) / 1e12, "max_abs_err": err})
     for row in rows:
         row["speedup_vs_teaching"] = rows[0]["ms"] / row["ms"]
     return rows

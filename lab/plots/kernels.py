@@ -7,6 +7,19 @@ import numpy as np
 from lab.plots import caption, color, figure
 
 
+def _finish(fig, ax, source: str, bottom: float = 0.2):
+    """Leave room under the axes so the source caption does not sit on the axis label."""
+    fig.subplots_adjust(bottom=bottom)
+    caption(ax, source)
+    return fig
+
+
+def _token_ticks(ax, values):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(values), [f"{v // 1024}k" if v >= 1024 else str(v) for v in values])
+    ax.minorticks_off()
+
+
 def plot_tile_visits(traffic, n_q_tiles: int, n_k_tiles: int, source: str):
     """Which (query tile, key tile) pairs one head's tiled loop visited, from a TileTraffic record."""
     grid = np.zeros((n_q_tiles, n_k_tiles))
@@ -19,8 +32,7 @@ def plot_tile_visits(traffic, n_q_tiles: int, n_k_tiles: int, source: str):
     ax.set_ylabel("query tile")
     ax.grid(False)
     ax.set_title("tiles the causal loop visits (dark) and skips (white)", fontsize=9)
-    caption(ax, source)
-    return fig
+    return _finish(fig, ax, source, bottom=0.16)
 
 
 def plot_bytes_vs_length(lengths, series: dict, source: str, ylabel: str = "HBM bytes per head"):
@@ -32,8 +44,7 @@ def plot_bytes_vs_length(lengths, series: dict, source: str, ylabel: str = "HBM 
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel(ylabel)
     ax.legend()
-    caption(ax, source)
-    return fig
+    return _finish(fig, ax, source)
 
 
 def plot_prefill(table, labels: dict, source: str):
@@ -43,12 +54,11 @@ def plot_prefill(table, labels: dict, source: str):
         rows = table[(table.candidate == name) & (table.status == "ok")].sort_values("n")
         if len(rows):
             ax.plot(rows.n, rows.tflops, marker="o", ms=3, label=label, color=color(name))
-    ax.set_xscale("log", base=2)
+    _token_ticks(ax, sorted(table.n.unique()))
     ax.set_xlabel("prompt length (tokens)")
     ax.set_ylabel("TFLOP/s (causal: half the full FLOPs)")
     ax.legend(fontsize=8)
-    caption(ax, source)
-    return fig
+    return _finish(fig, ax, source)
 
 
 def plot_ablation(table, source: str):
@@ -64,9 +74,8 @@ def plot_ablation(table, source: str):
     ax.set_yticks(steps.step + height * (len(lengths) - 1) / 2, steps.change)
     ax.invert_yaxis()
     ax.set_xlabel("TFLOP/s")
-    ax.legend(fontsize=8, loc="lower right")
-    caption(ax, source)
-    return fig
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(lengths))
+    return _finish(fig, ax, source, bottom=0.18)
 
 
 def plot_decode(table, labels: dict, batches, source: str):
@@ -78,10 +87,9 @@ def plot_decode(table, labels: dict, batches, source: str):
             rows = table[(table.candidate == name) & (table.batch == batch) & (table.status == "ok")].sort_values("n")
             if len(rows):
                 ax.plot(rows.n, rows.bw_fraction * 100, marker="o", ms=3, label=label, color=color(name))
-        ax.set_xscale("log", base=2)
+        _token_ticks(ax, sorted(table.n.unique())[::2])
         ax.set_xlabel("cached context (tokens)")
         ax.set_title(f"batch {batch}", fontsize=9)
     axes[0].set_ylabel("% of copy bandwidth")
     axes[-1].legend(fontsize=7)
-    caption(axes[0], source)
-    return fig
+    return _finish(fig, axes[0], source, bottom=0.2)
