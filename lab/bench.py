@@ -148,12 +148,24 @@ def _inputs(shape: Shape, seed: int, device: str = "cuda", dtype=None):
     return make(shape.q_heads, shape.n_q), make(shape.kv_heads, shape.n), make(shape.kv_heads, shape.n)
 
 
-def measure_shape(shape: Shape, candidates, rep_ms: int, progress, copy_gbps: float | None,
+class _Silent:
+    """Stands in for a tqdm bar when nobody is watching (a chapter's live cell, a test)."""
+
+    def set_postfix_str(self, text):
+        pass
+
+    def update(self, n):
+        pass
+
+
+def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, copy_gbps: float | None = None,
                   device: str = "cuda", timer=None, dtype=None) -> list[dict]:
     """Check, then time, every candidate on one shape; one row per candidate.
 
     ``device``, ``timer`` and ``dtype`` exist for the CPU test of this function (interpreter, fp16).
+    Without ``copy_gbps`` (a live cell), a decode row's bandwidth share is left empty.
     """
+    progress = progress or _Silent()
     import torch
 
     from lab.attention import triton_decode, triton_fwd
@@ -214,7 +226,7 @@ def measure_shape(shape: Shape, candidates, rep_ms: int, progress, copy_gbps: fl
                 row["bytes"] = shape.min_bytes()
                 row["gbps"] = row["bytes"] / (row["ms"] * 1e-3) / 1e9
                 row["copy_gbps"] = copy_gbps
-                row["bw_fraction"] = row["gbps"] / copy_gbps
+                row["bw_fraction"] = row["gbps"] / copy_gbps if copy_gbps else math.nan
         if name == "naive" and device == "cuda":
             torch.cuda.empty_cache()
         rows.append(row)

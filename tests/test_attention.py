@@ -277,19 +277,12 @@ def test_triton_tuned_forward_ablations_are_exact(split_diagonal, heavy_first):
 def test_bench_measures_checks_and_ranks_on_cpu():
     from lab import bench
 
-    class Progress:
-        def set_postfix_str(self, text):
-            pass
-
-        def update(self, n):
-            pass
-
     fake_ms = {"naive": 4.0, "ours-teaching": 2.0, "ours-tuned": 1.0}
     calls = iter(fake_ms.values())
     timer = lambda fn, **kw: (fn(), next(calls))[1]  # noqa: E731 - runs the candidate once, returns a made-up time
     shape = bench.Shape("prefill", 1, 4, 2, 40, head_dim=64)
-    rows = bench.measure_shape(shape, ["naive", "ours-teaching", "ours-tuned"], 10, Progress(), None,
-                               device=DEVICE, timer=timer, dtype=torch.float16)
+    rows = bench.measure_shape(shape, ["naive", "ours-teaching", "ours-tuned"], 10, device=DEVICE, timer=timer,
+                               dtype=torch.float16)
     assert [r["status"] for r in rows] == ["ok", "ok", "ok"]
     assert all(r["max_abs_err"] <= bench.MAX_ABS_ERR for r in rows)
     assert [r["speed_vs_fastest"] for r in rows] == [0.25, 0.5, 1.0]
