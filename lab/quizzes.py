@@ -236,7 +236,44 @@ def triton_kernels() -> list[Question]:
             "The accumulator holds un-normalised Σ exp(s − m)·v, rescaled as the maximum moves. One division by ℓ at the "
             "end gives the softmax-weighted average and saves a multiply per tile.",
         ),
+        *_h200_prefill_kernels(),
     ]
+
+
+#: This project's kernel benchmark on the H200 (``python -m lab bench``).
+H200_KERNELS = "h200/kernels"
+
+
+def _kernels_table(name: str):
+    """A table of the H200 kernel benchmark, or None before it exists."""
+    if not (data.DATA_DIR / H200_KERNELS / name).exists():
+        return None
+    return data.load(H200_KERNELS).csv(name, ["candidate", "n", "status", "ms"])
+
+
+def _h200_prefill_kernels() -> list[Question]:
+    table = _kernels_table("prefill.csv")
+    if table is None:
+        return []
+    naive_ok = table[(table["candidate"] == "naive") & (table["status"] == "ok") & table["causal"]]
+    n = int(naive_ok["n"].max())
+    cell = lambda candidate: measured(H200_KERNELS, "prefill.csv", "ms", ".2f", candidate=candidate, n=n, causal=True)
+    return [Question(
+        "On the H200, a causal GQA prefill of {n} tokens (one layer's attention, bf16, head dim 128) took {naive} ms "
+        "with naive attention and {flash} ms with PyTorch's SDPA flash backend. Where does the gap come from?",
+        ["The naive path writes S and P, n×n per head, to HBM and reads them back through a memory-bound softmax; "
+         "the fused kernel keeps each tile on chip",
+         "The naive path does more FLOPs",
+         "The flash backend skips part of the attention",
+         "The naive path runs in fp32"],
+        0,
+        "Both compute the same scores and outputs. At {n} tokens the naive path moves the n×n matrices through memory "
+        "several times, {ratio}× slower here; the fused kernel's traffic is Q, K, V and O plus K/V re-reads.",
+        cites={"n": Computed(f"{H200_KERNELS}/prefill.csv: longest n the naive candidate ran", lambda: n, (), ",d"),
+               "naive": cell("naive"), "flash": cell("sdpa-flash"),
+               "ratio": ratio(cell("naive"), cell("sdpa-flash"), ".0f")},
+        holds=lambda v: v["naive"] > 5 * v["flash"],
+    )]
 
 
 # --- 05 decode and split-KV ------------------------------------------------------------------------
@@ -286,7 +323,33 @@ def decode_split_kv() -> list[Question]:
             "exp(lseᵢ − lse) recovers the exact softmax over the whole sequence: the same online-softmax algebra, "
             "applied once across splits.",
         ),
+        *_h200_decode_kernels(),
     ]
+
+
+def _h200_decode_kernels() -> list[Question]:
+    table = _kernels_table("decode.csv")
+    if table is None:
+        return []
+    n = int(table[(table["batch"] == 1) & (table["status"] == "ok")]["n"].max())
+    pct = lambda candidate: Computed(f"{H200_KERNELS}/decode.csv: bw_fraction of {candidate}, batch 1, n={n}, in %",
+                                     lambda f: 100 * f, (measured(H200_KERNELS, "decode.csv", "bw_fraction", ".3f",
+                                                                 candidate=candidate, batch=1, n=n),), ".0f")
+    return [Question(
+        "On the H200, one decode step at batch 1 over {n} tokens of context: FlexAttention reached {flex}% of the copy "
+        "bandwidth measured in the same run, the book's tuned split-KV kernel {tuned}%. What does the split-KV kernel "
+        "do differently?",
+        ["It cuts each sequence's cache into pieces read by many programs at once, then merges them by log-sum-exp",
+         "It reads fewer bytes by skipping old tokens",
+         "It stores the KV cache in fp8",
+         "It computes the scores of all heads in one matrix multiply on the tensor cores"],
+        0,
+        "Both read the same cache. With one program per head the read runs on a few SMs; split-KV spreads it over the "
+        "whole GPU, which is what bandwidth needs.",
+        cites={"n": Computed(f"{H200_KERNELS}/decode.csv: longest batch-1 context", lambda: n, (), ",d"),
+               "flex": pct("flex"), "tuned": pct("ours-tuned")},
+        holds=lambda v: v["tuned"] > 2 * v["flex"],
+    )]
 
 
 # --- 06 live vLLM sweeps ---------------------------------------------------------------------------
