@@ -203,7 +203,8 @@ def test_interview_h200_sentences_say_when_not_measured():
     from lab import interview
 
     h200 = interview.h200_facts()
-    assert set(h200) == {"h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk"}
+    assert set(h200) == {"h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk",
+                         "h200_decode_kernels"}
     for sentence in h200.values():
         assert sentence == interview.H200_MISSING or "H200" in sentence or "GB/s" in sentence or "chunks" in sentence
 
@@ -343,7 +344,8 @@ def test_h200_data_switches_on_sentences_and_questions(with_h200):
     from lab import interview
 
     h200 = interview.h200_facts()
-    assert interview.H200_MISSING not in h200.values()
+    assert h200["h200_decode_kernels"] == interview.H200_MISSING  # this tree has no kernel benchmark
+    assert interview.H200_MISSING not in [v for k, v in h200.items() if k != "h200_decode_kernels"]
     assert "32,768 tokens, TTFT was 2.00 s with FLASH_ATTN/FA3 and 8.00 s with FLEX_ATTENTION (4.0×)" in h200["h200_fa3_vs_flex"]
     assert "3.20 s with FLASH_ATTN/FA2" in h200["h200_fa3_vs_fa2"]
     assert h200["h200_chunk"] == "the H200 runs prefilled in chunks of 8,192 tokens"
@@ -357,3 +359,15 @@ def test_h200_data_switches_on_sentences_and_questions(with_h200):
                 assert leaf.dataset.startswith("h200/") and leaf.value() == _raw_cell(leaf)
     assert "2.00 s with FlashAttention 3 and 3.20 s" in extra[0].render().prompt
     assert rendered.answer.startswith("FA3 spreads the KV read")
+
+
+def test_h200_decode_kernel_sentence_reads_the_benchmark():
+    from lab import data, interview
+
+    if not (data.DATA_DIR / interview.KERNELS / "decode.csv").exists():
+        pytest.skip("no H200 kernel benchmark committed yet")
+    sentence = interview.h200_decode_kernels_sentence()
+    table = data.load(interview.KERNELS).csv("decode.csv")
+    n = int(re.search(r"at ([\d,]+) tokens", sentence).group(1).replace(",", ""))
+    row = table[(table["candidate"] == "flex") & (table["batch"] == 1) & (table["n"] == n)].iloc[0]
+    assert f"FlexAttention {100 * row['bw_fraction']:.0f}%" in sentence
