@@ -194,8 +194,12 @@ def load_sweeps(root: Path = DATA_DIR):
 def command_line() -> str:
     """The command that is running now, as a reader would type it."""
     argv = list(sys.argv)
-    if argv and argv[0].endswith("__main__.py") and "lab" in Path(argv[0]).parts:
-        argv[0:1] = ["python", "-m", "lab"]
+    script = Path(argv[0]).resolve() if argv else None
+    if script is not None and script.suffix == ".py" and script.is_relative_to(REPO_ROOT / "lab"):
+        # `python -m lab.x.y` leaves the module's file path in argv[0]: write it back as a module
+        module = script.relative_to(REPO_ROOT).with_suffix("").parts
+        module = module[:-1] if module[-1] == "__main__" else module
+        argv[0:1] = ["python", "-m", ".".join(module)]
     return " ".join(shlex.quote(a) for a in argv)
 
 
