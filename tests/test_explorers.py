@@ -7,7 +7,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from lab.data import load
+from lab.data import load, load_sweeps
 from lab.explorers import a10g_prefill_explorer, study_of
 
 A10G = "reference/a10g-vllm0.11-qwen2.5-7b"
@@ -25,7 +25,9 @@ def sweep():
 
 def test_controls_come_from_the_data(explorer, sweep):
     controls = {c.name: c for c in explorer.controls}
-    assert controls["length"].values == sorted(sweep["target_len"].unique().tolist())
+    every_sweep = load_sweeps()  # the A10G study, our H200 arms and any local run
+    assert controls["length"].values == sorted(every_sweep["target_len"].unique().tolist())
+    assert set(sweep["target_len"]) <= set(controls["length"].values)
     assert {"FLASH_ATTN", "FLEX_ATTENTION"} <= set(controls["backend"].values)
     assert controls["backend"].default == "FLASH_ATTN"
     assert controls["study"].values[0] == A10G
