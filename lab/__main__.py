@@ -51,20 +51,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return 2
+def run_command(command_main, args) -> int:
+    """Run one command's ``main(args)``: a LabError becomes one line and exit status 2, Ctrl-C exit 130."""
     try:
-        return int(args._module.main(args) or 0)
+        return int(command_main(args) or 0)
     except LabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: results already written are kept", file=sys.stderr)
         return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    return run_command(args._module.main, args)
 
 
 if __name__ == "__main__":

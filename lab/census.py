@@ -202,7 +202,8 @@ def _open(path: Path):
     magic = fh.read(2)
     fh.seek(0)
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=fh, mode="rb")
+        fh.close()
+        return gzip.open(path, "rb")  # owns its file, so closing it closes the file too
     return fh
 
 

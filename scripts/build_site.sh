@@ -6,5 +6,6 @@ cd "$(dirname "$0")/.."
 [ "${1:-}" = "--no-install" ] || bash scripts/install.sh
 rm -rf _build/html
 # LAB_STATIC=1: explorers render their static (in-browser) face; chapters read cached data.
-LAB_STATIC=1 .venv/bin/jupyter-book build . --warningiserror --keep-going --quiet
+# PYTHONWARNINGS=default: a warning raised inside a chapter reaches its output and fails the build.
+LAB_STATIC=1 PYTHONWARNINGS=default .venv/bin/jupyter-book build . --warningiserror --keep-going --quiet
 echo "site built: $(pwd)/_build/html/index.html"

@@ -266,14 +266,9 @@ def cli(argv: list[str] | None = None) -> int:
                                      epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        return main(args)
-    except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: results already written are kept", file=sys.stderr)
-        return 130
+    from lab.__main__ import run_command  # loads no other command's module
+
+    return run_command(main, args)
 
 
 if __name__ == "__main__":
