@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 rm -rf _build/html
 # LAB_STATIC=1: explorers render their static (in-browser) face; chapters read cached data.
 # PYTHONWARNINGS=default: a warning raised inside a chapter reaches its output and fails the build.
-LAB_STATIC=1 PYTHONWARNINGS=default .venv/bin/jupyter-book build . --warningiserror --keep-going --quiet
+LAB_STATIC=1 PYTHONWARNINGS=default .venv/bin/jupyter-book build . --all --warningiserror --keep-going --quiet
 echo "site built: $(pwd)/_build/html/index.html"

@@ -38,7 +38,7 @@ def built_site() -> Path:
     if (prebuilt / "index.html").exists():
         return prebuilt  # developer shortcut: a site built elsewhere (jupyter-book build --path-output)
     env = {**os.environ, "LAB_STATIC": "1", "PYTHONWARNINGS": "default"}
-    proc = subprocess.run([*_jupyter_book(), "build", str(REPO_ROOT), "--warningiserror", "--keep-going", "--quiet"],
+    proc = subprocess.run([*_jupyter_book(), "build", str(REPO_ROOT), "--all", "--warningiserror", "--keep-going", "--quiet"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
     log = (proc.stdout + proc.stderr)[-8000:]
     if proc.returncode != 0:
