@@ -225,3 +225,33 @@ def measured_windows(root: Path = DATA_DIR) -> list[dict]:
                           "attention_kernels": [k["name"] for k in result.get("attention_kernels", [])][:3],
                           "steps": result.get("steps", {}), "unconfident": len(result.get("unconfident", []))})
     return found
+
+
+def matmul_launches(root: Path = DATA_DIR, window: str = "prefill-28672") -> "pd.DataFrame":
+    """The matmul kernels of one captured window side by side per backend: launches and ms per launch.
+
+    When the matmul totals of two backends disagree, this says whether they ran different work
+    (other kernels or other counts) or the same launches at a different speed (clocks, power).
+    """
+    import json
+
+    import pandas as pd
+
+    rows = []
+    for ds in datasets(kind="census", root=root):
+        path = ds.path / f"{window}.census.json"
+        if not path.exists():
+            continue
+        with open(path, encoding="utf-8") as fh:
+            result = json.load(fh)
+        backend = backend_of(ds.provenance.get("flags", {}).get("arm", ds.path.name))
+        for kernel in result["top"]:
+            if kernel["family"] == "matmul":
+                rows.append({"gpu": short_gpu(ds.gpu), "backend": backend, "kernel": kernel["name"],
+                             "launches": kernel["count"], "ms_per_launch": kernel["ms"] / kernel["count"]})
+    if not rows:
+        raise LabError(f"{root}: no census of window {window!r}; capture it with scripts/h200_capture.sh")
+    table = pd.DataFrame(rows)
+    wide = table.pivot_table(index=["gpu", "kernel"], columns="backend", values=["launches", "ms_per_launch"])
+    wide.columns = [f"{backend}: {what.replace('_', ' ')}" for what, backend in wide.columns]
+    return wide.reset_index()

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from lab import LabError
 from lab import census_data as cd
 from lab.capture import census_rows, write_rows
 
@@ -80,3 +81,17 @@ def test_explorer_covers_every_combination(root):
     assert "not captured yet" in missing.note
     naive = explorer.compute(phase="decode-naive", length=28672, backend="FlexAttention", gpu="A10G")
     assert [r.text for r in naive.readouts][-1] == "58.0%"
+
+
+def test_matmul_launches_pairs_the_same_kernels_of_both_backends():
+    launches = cd.matmul_launches(window="prefill-28672")
+    h200 = launches[launches.gpu == "H200"]
+    assert len(h200) >= 3 and h200["kernel"].str.startswith("nvjet_sm90").all()
+    # same work in both windows: every matmul kernel launched equally often
+    assert (h200["FlashAttention: launches"] == h200["FlexAttention: launches"]).all()
+    assert (h200["FlashAttention: ms per launch"] > 0).all()
+
+
+def test_matmul_launches_without_captures_says_what_to_do(tmp_path):
+    with pytest.raises(LabError, match="no census of window 'prefill-28672'; capture it"):
+        cd.matmul_launches(root=tmp_path)
