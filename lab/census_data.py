@@ -227,7 +227,7 @@ def measured_windows(root: Path = DATA_DIR) -> list[dict]:
     return found
 
 
-def matmul_launches(root: Path = DATA_DIR, window: str = "prefill-28672") -> "pd.DataFrame":
+def matmul_launches(root: Path = DATA_DIR, window: str = "prefill-28672"):
     """The matmul kernels of one captured window side by side per backend: launches and ms per launch.
 
     When the matmul totals of two backends disagree, this says whether they ran different work

@@ -12,9 +12,10 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from lab import REPO_ROOT, LabError
 
@@ -214,7 +215,7 @@ def new_provenance(kind: str, *, model: str | None = None, dtype: str | None = N
         "gpu": caps.gpu or f"CPU ({caps.machine})",
         "driver": caps.driver, "cuda": caps.cuda, "torch": caps.torch, "triton": caps.triton, "vllm": caps.vllm,
         "model": model, "dtype": dtype, "flags": flags or {},
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": command or command_line(),
     }
     record.update(extra)

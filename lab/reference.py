@@ -174,7 +174,7 @@ def parse_facts(text: str, windows: list[dict], where: str = "FACTS.md") -> dict
                                "value": _num(value), "unit": unit})
     if not census:
         raise LabError(f"{where}: no census bullets ('- prefill 2k: ...') found")
-    flags_line = next((l for l in text.splitlines() if "Server flags" in l), "")
+    flags_line = next((line for line in text.splitlines() if "Server flags" in line), "")
     flags: dict = {}
     for f in _FLAG.finditer(flags_line):
         name = f["name"].replace("-", "_")

@@ -85,7 +85,7 @@ def test_append_jsonl_keeps_every_record(tmp_path):
     path = tmp_path / "x" / "m.jsonl"
     for i in range(3):
         data.append_jsonl(path, {"i": i})
-    assert [json.loads(l)["i"] for l in path.read_text().splitlines()] == [0, 1, 2]
+    assert [json.loads(line)["i"] for line in path.read_text().splitlines()] == [0, 1, 2]
 
 
 def test_load_sweeps_merges_every_sweep_with_gpu_column():
