@@ -103,7 +103,7 @@ def a10g_prefill_explorer(root=DATA_DIR) -> Explorer:
             Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f"),
             Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f"),
             Readout("itl", "Decode inter-token latency", row.get("itl_ms"), unit="ms", fmt=".2f"),
-            Readout("quad_share", "Share of prefill time in the quadratic term (fit)", share, unit="%", fmt=".1f"),
+            Readout("quad_share", "Share of length-dependent prefill time in the n² term (fit)", share, unit="%", fmt=".1f"),
         ]
         if not len(point):
             note = f"No {backend} measurement at {length} tokens on {gpu}."
