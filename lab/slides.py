@@ -306,9 +306,8 @@ def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anch
     """A new notebook: MyST flattened, cells split and marked with reveal slide types."""
     import nbformat
 
-    out = nbformat.v4.new_notebook(metadata={"kernelspec": nb.metadata.get("kernelspec", {}),
-                                             "language_info": nb.metadata.get("language_info", {}),
-                                             "title": _title(nb)})
+    metadata = {key: nb.metadata[key] for key in ("kernelspec", "language_info") if nb.metadata.get(key)}
+    out = nbformat.v4.new_notebook(metadata={**metadata, "title": _title(nb)})
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
         if cell.cell_type == "markdown":
