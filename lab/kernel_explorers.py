@@ -106,7 +106,7 @@ def decode_view(run: str, context: int, batch: int, backend: str) -> View:
     ok = row is not None and row["status"] == "ok"
     eager = row.get("ms_eager") if row is not None else None
     readouts = [
-        Readout("ms", "time per decode step (graph replay)", row["ms"] if ok else None, "ms", ".4f"),
+        Readout("ms", "one layer's decode attention (graph replay)", row["ms"] if ok else None, "ms", ".4f"),
         Readout("ms_eager", "launched from Python instead", eager if ok else None, "ms", ".4f"),
         Readout("gbps", "K/V read rate", row["gbps"] if ok else None, "GB/s", ",.0f"),
         Readout("frac", "of the copy bandwidth measured in the same run", row["bw_fraction"] * 100 if ok else None,

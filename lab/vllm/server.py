@@ -47,7 +47,8 @@ CLI_CONFIG_SINCE = (0, 13)
 QUIET_REQUESTS_SINCE = (0, 10, 2)
 #: The ``vllm`` console script may not be on PATH (a site tree on PYTHONPATH); the module always works.
 DEFAULT_LAUNCHER = (sys.executable, "-m", "vllm.entrypoints.cli.main")
-#: FlashAttention 2 on Hopper is JIT-compiled from PTX at start-up: one run took 305 s to be ready.
+#: FlashAttention 2 on Hopper starts slowly (shared/offline-vllm notes a PTX JIT; our H200 run: 264 s, mostly CUDA
+#: graph capture), so its readiness wait is long.
 DEFAULT_READY_TIMEOUT_S = 480.0
 
 # Run in the child before exec: ask Linux to SIGKILL it if this process dies without cleaning up
