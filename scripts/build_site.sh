@@ -8,4 +8,6 @@ rm -rf _build/html
 # LAB_STATIC=1: explorers render their static (in-browser) face; chapters read cached data.
 # PYTHONWARNINGS=default: a warning raised inside a chapter reaches its output and fails the build.
 LAB_STATIC=1 PYTHONWARNINGS=default .venv/bin/jupyter-book build . --all --warningiserror --keep-going --quiet
+# the course kit's slide decks, exported from the executed chapters into _build/html/slides/
+.venv/bin/python -m lab slides
 echo "site built: $(pwd)/_build/html/index.html"

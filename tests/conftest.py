@@ -43,6 +43,12 @@ def built_site() -> Path:
     log = (proc.stdout + proc.stderr)[-8000:]
     if proc.returncode != 0:
         pytest.fail(f"book build failed (exit {proc.returncode}):\n{log}", pytrace=False)
+    # as scripts/build_site.sh does: the course kit's slide decks beside the pages
+    slides = subprocess.run([sys.executable, "-m", "lab", "slides"], cwd=REPO_ROOT, env=env, capture_output=True,
+                            text=True, timeout=600)
+    if slides.returncode != 0:
+        pytest.fail(f"slide export failed (exit {slides.returncode}):\n{(slides.stdout + slides.stderr)[-4000:]}",
+                    pytrace=False)
     return html
 
 
