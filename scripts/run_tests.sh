@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh
 if ! command -v chromium >/dev/null 2>&1; then
   sudo_=""; [ "$(id -u)" = 0 ] || sudo_=sudo
-  $sudo_ apt-get update -qq && $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  for attempt in 1 2 3; do  # a mirror hiccup should not fail the run
+    $sudo_ apt-get update -qq && $sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null && break
+    [ "$attempt" = 3 ] && { echo "error: could not install Debian's chromium (needed by the browser tests)" >&2; exit 2; }
+    sleep 10
+  done
 fi
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
