@@ -256,7 +256,10 @@ def _h200_prefill_kernels() -> list[Question]:
     if table is None:
         return []
     naive_ok = table[(table["candidate"] == "naive") & (table["status"] == "ok") & table["causal"]]
-    n = int(naive_ok["n"].max())
+    both = set(naive_ok["n"]) & set(table[(table["candidate"] == "sdpa-flash") & (table["status"] == "ok")]["n"])
+    if not both:
+        return []
+    n = int(max(both))
     cell = lambda candidate: measured(H200_KERNELS, "prefill.csv", "ms", ".2f", candidate=candidate, n=n, causal=True)
     return [Question(
         "On the H200, a causal GQA prefill of {n} tokens (one layer's attention, bf16, head dim 128) took {naive} ms "
@@ -331,7 +334,11 @@ def _h200_decode_kernels() -> list[Question]:
     table = _kernels_table("decode.csv")
     if table is None:
         return []
-    n = int(table[(table["batch"] == 1) & (table["status"] == "ok")]["n"].max())
+    ok = table[(table["batch"] == 1) & (table["status"] == "ok")]
+    both = set(ok[ok["candidate"] == "flex"]["n"]) & set(ok[ok["candidate"] == "ours-tuned"]["n"])
+    if not both:
+        return []
+    n = int(max(both))
     pct = lambda candidate: Computed(f"{H200_KERNELS}/decode.csv: bw_fraction of {candidate}, batch 1, n={n}, in %",
                                      lambda f: 100 * f, (measured(H200_KERNELS, "decode.csv", "bw_fraction", ".3f",
                                                                  candidate=candidate, batch=1, n=n),), ".0f")
