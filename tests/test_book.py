@@ -41,3 +41,11 @@ def test_no_page_references_a_remote_script_or_stylesheet(built_site: Path):
     for page in built_site.rglob("*.html"):
         found = remote.search(page.read_text(encoding="utf-8"))
         assert not found, f"{page.relative_to(built_site)} loads {found.group(0)} from the network"
+
+
+def test_no_page_names_a_cdn_anywhere(built_site: Path):
+    # stricter than the tag check: not even an inline script may carry a CDN address to load later
+    cdn = re.compile(r"(?:unpkg\.com|cdn\.jsdelivr\.net|cdnjs\.cloudflare\.com|ajax\.googleapis\.com)")
+    for page in built_site.rglob("*.html"):
+        found = cdn.search(page.read_text(encoding="utf-8"))
+        assert not found, f"{page.relative_to(built_site)} names {found.group(0)}"
