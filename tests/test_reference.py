@@ -3,6 +3,7 @@
 import filecmp
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -11,22 +12,22 @@ from lab import REPO_ROOT, LabError, data, reference
 SOURCE = reference.DEFAULT_SOURCE
 DATASET = "reference/a10g-vllm0.11-qwen2.5-7b"
 
-# Real lines from the study's s1.log (first arm, shortened to two rows).
-S1_EXCERPT = """\
-[run_s1] START 2026-09-30T19:33:52Z
-[run_s1] 2026-09-30T19:33:52Z ARM 7b_flash model=Qwen/Qwen2.5-7B-Instruct backend=FLASH_ATTN
-(EngineCore_DP0 pid=1306673) INFO 09-30 19:34:10 [cuda.py:325] Using Flash Attention backend on V1 engine.
-# S1 arm=7b_flash  model=Qwen/Qwen2.5-7B-Instruct port=8001 gen=64
-#  target  actual    ttft_s  pref_ms/tok  decode_ms
-      256     257     0.116        0.451      33.76
-    30720   30720    10.181        0.331      37.33
-# prefill fit: t = 0.0497 + 216.8us*n + 3688.6ps*n^2
-#   quad share @ n= 2048: 3.4%
-# decode ITL: 33.8 ms @ 257 -> 37.3 ms @ 30720  (+11%)
-[run_s1] 7b_flash done
-[run_s1] 2026-09-30T19:45:57Z ARM hy4b_flash model=Qwen/Qwen3.5-4B backend=FLASH_ATTN
-[run_s1] hy4b_flash server died early
-"""
+# Real lines from the study's s1.log (first arm, shortened to two rows; indented here, dedented below).
+S1_EXCERPT = textwrap.dedent("""\
+    [run_s1] START 2026-09-30T19:33:52Z
+    [run_s1] 2026-09-30T19:33:52Z ARM 7b_flash model=Qwen/Qwen2.5-7B-Instruct backend=FLASH_ATTN
+    (EngineCore_DP0 pid=1306673) INFO 09-30 19:34:10 [cuda.py:325] Using Flash Attention backend on V1 engine.
+    # S1 arm=7b_flash  model=Qwen/Qwen2.5-7B-Instruct port=8001 gen=64
+    #  target  actual    ttft_s  pref_ms/tok  decode_ms
+          256     257     0.116        0.451      33.76
+        30720   30720    10.181        0.331      37.33
+    # prefill fit: t = 0.0497 + 216.8us*n + 3688.6ps*n^2
+    #   quad share @ n= 2048: 3.4%
+    # decode ITL: 33.8 ms @ 257 -> 37.3 ms @ 30720  (+11%)
+    [run_s1] 7b_flash done
+    [run_s1] 2026-09-30T19:45:57Z ARM hy4b_flash model=Qwen/Qwen3.5-4B backend=FLASH_ATTN
+    [run_s1] hy4b_flash server died early
+""")
 
 
 def test_excerpt_parses_rows_fit_share_and_decode():
