@@ -28,19 +28,11 @@ DEADLINE_S=${DEADLINE_S:-560}
 MODEL=${MODEL:-data/models/qwen2.5-7b-128k}   # as the sweeps: its limit admits the 33024-token servers
 ARMS=${ARMS:-"FLASH_ATTN/FA3 FLEX_ATTENTION"}
 WINDOWS=${WINDOWS:-prefill:2048,prefill:8192,prefill:28672,decode:2048,decode:28672,decode-naive:28672}
-VLLM_SITE=${VLLM_SITE:-/tmp/site}
-if [ -d "$VLLM_SITE" ]; then export PYTHONPATH="$VLLM_SITE${PYTHONPATH:+:$PYTHONPATH}"; fi
-export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+TAG=h200_capture
+log="$OUT/h200-capture.txt"
+source "$(dirname "$0")/h200_env.sh"
 # /stop_profile waits while the engine writes the trace: give the front-end's RPC room for it
 export VLLM_RPC_TIMEOUT=${VLLM_RPC_TIMEOUT:-600000}
-mkdir -p "$OUT" "$WORK"
-log="$OUT/h200-capture.txt"
-: > "$log"
-say() { echo "[h200_capture $(date -u +%T) +${SECONDS}s] $*" | tee -a "$log"; }
-
-version=$("$PYTHON" -c "from importlib.metadata import version; print(version('vllm'))" 2>/dev/null) \
-  || { say "vLLM is not importable with $PYTHON (PYTHONPATH=${PYTHONPATH:-}); unpack the bundle into $VLLM_SITE first"; exit 2; }
-study="vllm$(echo "$version" | cut -d. -f1,2)-qwen2.5-7b"
 say "vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null)"
 
 n_arms=$(echo $ARMS | wc -w)

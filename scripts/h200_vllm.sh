@@ -29,18 +29,9 @@ DEADLINE_S=${DEADLINE_S:-560}
 MODEL=${MODEL:-data/models/qwen2.5-7b-128k}
 SHORT=256,512,1024,2048,4096,8192,16384,24576,32768
 LONG=$SHORT,65536,131072
-VLLM_SITE=${VLLM_SITE:-/tmp/site}
-if [ -d "$VLLM_SITE" ]; then export PYTHONPATH="$VLLM_SITE${PYTHONPATH:+:$PYTHONPATH}"; fi
-# flashinfer is not in the offline bundle; no telemetry, no hub lookups on a box without network
-export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
-mkdir -p "$OUT" "$WORK"
+TAG=h200_vllm
 log="$OUT/h200-vllm-$PART.txt"
-: > "$log"
-say() { echo "[h200_vllm $(date -u +%T) +${SECONDS}s] $*" | tee -a "$log"; }
-
-version=$("$PYTHON" -c "from importlib.metadata import version; print(version('vllm'))" 2>/dev/null) \
-  || { say "vLLM is not importable with $PYTHON (PYTHONPATH=${PYTHONPATH:-}); unpack the bundle into $VLLM_SITE first"; exit 2; }
-study="vllm$(echo "$version" | cut -d. -f1,2)-qwen2.5-7b"
+source "$(dirname "$0")/h200_env.sh"
 say "part $PART, vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null)"
 
 # run_arm FOLDER CAP_S ARGS...: one arm, never past the deadline; its data is written even when cut short
