@@ -86,6 +86,14 @@ def detect() -> Capabilities:
     )
 
 
+def static_build() -> bool:
+    """True while the book is being built for the static site (``LAB_STATIC=1``, set by the build).
+
+    Explorers and quizzes then render their in-browser face instead of live widgets.
+    """
+    return os.environ.get("LAB_STATIC", "") not in ("", "0")
+
+
 def use_triton_interpreter_without_gpu() -> bool:
     """Set TRITON_INTERPRET=1 when there is no GPU, so Triton kernels run on the CPU.
 

@@ -6,6 +6,7 @@ otherwise from the published Qwen2.5-7B figures below. Only the shape matters he
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,7 @@ def from_hf_config(path: str | Path, name: str | None = None) -> ModelShape:
         raise LabError(f"{path}: field {exc.args[0]!r} is missing; expected a Hugging Face decoder config") from None
 
 
+@functools.cache  # the shape is frozen; chapters ask for it many times
 def qwen25_7b() -> ModelShape:
     """Qwen2.5-7B's shape: from data/models/qwen2.5-7b/config.json when present, else the built-in figures."""
     path = MODELS_DIR / "qwen2.5-7b" / "config.json"

@@ -19,14 +19,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import html
-import os
 import random
 import re
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lab import REPO_ROOT, LabError
+from lab import REPO_ROOT, LabError, env
 
 QUIZ_JS = REPO_ROOT / "book" / "_static" / "quiz.js"
 QUIZ_CSS = REPO_ROOT / "book" / "_static" / "quiz.css"
@@ -253,8 +252,7 @@ def _inline(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
 
 
-def _static() -> bool:
-    return os.environ.get("LAB_STATIC", "") not in ("", "0")
+_static = env.static_build
 
 
 @dataclass(frozen=True)

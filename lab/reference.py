@@ -251,7 +251,8 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    out = build_reference_dataset(args.source, args.out,
-                                  command=f"python -m lab reference --out {Path(args.out).resolve().relative_to(REPO_ROOT) if Path(args.out).resolve().is_relative_to(REPO_ROOT) else args.out}")
+    resolved = Path(args.out).resolve()
+    shown = resolved.relative_to(REPO_ROOT) if resolved.is_relative_to(REPO_ROOT) else args.out
+    out = build_reference_dataset(args.source, args.out, command=f"python -m lab reference --out {shown}")
     print(f"wrote {out}")
     return 0

@@ -23,13 +23,12 @@ import io
 import itertools
 import json
 import math
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lab import REPO_ROOT, LabError
+from lab import REPO_ROOT, LabError, env
 
 #: Most combinations of control values one static explorer may embed (page size stays small).
 MAX_COMBINATIONS = 1500
@@ -231,7 +230,7 @@ def _inline_renderer() -> str:
 
 def _static_requested() -> bool:
     """Static face when the book build asks for it, or when no kernel with ipywidgets can show a widget."""
-    if os.environ.get("LAB_STATIC", "") not in ("", "0"):
+    if env.static_build():
         return True
     try:
         import ipywidgets  # noqa: F401
@@ -388,7 +387,7 @@ class Explorer:
         # The book lists explorer.js once per page (LAB_STATIC=1); elsewhere (nbconvert, a notebook
         # viewer) the fragment carries the renderer itself. Several copies on one page are harmless.
         fragment = self.static_html()
-        if os.environ.get("LAB_STATIC", "") in ("", "0"):
+        if not env.static_build():
             fragment = _inline_renderer() + fragment
         return {"text/html": fragment, "text/plain": f"Explorer({self.key!r}: {self.title})"}
 
