@@ -16,7 +16,6 @@ a time), ``bars.csv`` (the issue's performance bars) and ``provenance.json`` to 
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -414,8 +413,7 @@ def rebuild(folder: Path) -> int:
     path = folder / "measurements.jsonl"
     if not path.exists():
         raise LabError(f"{path}: not found; --rebuild needs the folder of a bench run")
-    rows = data.load(folder).jsonl("measurements.jsonl") if (folder / "provenance.json").exists() else \
-        [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = data.read_jsonl(path)  # a line torn by the cut-off is skipped
     prefill, decode, bar_table = write_tables(folder, rows)
     _print_summary(prefill, decode, bar_table, [])
     return 0

@@ -79,6 +79,23 @@ def _read_json(path: Path) -> Any:
         raise LabError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    """Read a JSON-lines file. A truncated last line (a run killed mid-write) is skipped."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):
+                continue
+            raise LabError(f"{path}: line {number} is not valid JSON; expected one JSON object per line") from None
+    return rows
+
+
 @dataclass
 class Dataset:
     """One folder of cached results and its provenance."""
@@ -115,21 +132,7 @@ class Dataset:
         return _read_json(self.file(name))
 
     def jsonl(self, name: str) -> list[dict]:
-        """Read a JSON-lines file. A truncated last line (a run killed mid-write) is skipped."""
-        path = self.file(name)
-        rows = []
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                if number == len(lines):
-                    continue
-                raise LabError(f"{path}: line {number} is not valid JSON; expected one JSON object per line") from None
-        return rows
+        return read_jsonl(self.file(name))
 
     def csv(self, name: str, columns: Iterable[str] = ()):
         """Read a CSV table; ``columns`` lists the columns the caller needs."""
@@ -222,15 +225,18 @@ def new_provenance(kind: str, *, model: str | None = None, dtype: str | None = N
     return record
 
 
-def write_json_atomic(path: Path, obj: Any) -> Path:
-    """Write JSON through a temporary file so a crash never leaves half a file."""
+def write_atomic(path: Path, write) -> Path:
+    """Call ``write(tmp_path)``, then move the file into place: a crash never leaves half a file."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=1, sort_keys=False)
-        fh.write("\n")
+    write(tmp)
     os.replace(tmp, path)
     return path
+
+
+def write_json_atomic(path: Path, obj: Any) -> Path:
+    return write_atomic(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=1) + "\n", encoding="utf-8"))
 
 
 def write_provenance(folder: Path, record: dict) -> Path:
@@ -239,12 +245,7 @@ def write_provenance(folder: Path, record: dict) -> Path:
 
 
 def write_csv(folder: Path, name: str, table) -> Path:
-    path = Path(folder) / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    table.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-    return path
+    return write_atomic(Path(folder) / name, lambda tmp: table.to_csv(tmp, index=False))
 
 
 def append_jsonl(path: Path, record: dict) -> None:

@@ -416,10 +416,9 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
     missing = missing_local_references(body, page)
     if missing:
         raise LabError(f"{page.name}: the slides reference {missing[0]!r}, which does not exist")
-    tmp = page.with_suffix(".tmp")
-    tmp.write_text(body, encoding="utf-8")
-    os.replace(tmp, page)
-    return page
+    from lab.data import write_atomic
+
+    return write_atomic(page, lambda tmp: tmp.write_text(body, encoding="utf-8"))
 
 
 def toc_chapters() -> list[str]:

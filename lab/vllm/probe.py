@@ -246,12 +246,10 @@ class ProbePlan:
 
 def read_records(path: Path) -> list[dict]:
     """Measurements already in a JSONL file (none if it does not exist; a torn last line is skipped)."""
-    from lab.data import Dataset
+    from lab.data import read_jsonl
 
     path = Path(path)
-    if not path.exists():
-        return []
-    return Dataset(path=path.parent, provenance={}).jsonl(path.name)
+    return read_jsonl(path) if path.exists() else []
 
 
 def _check_same_run(records: list[dict], run_key: dict, path: Path) -> None:
