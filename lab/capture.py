@@ -229,13 +229,8 @@ def trim_trace(src: Path, dst: Path) -> dict:
                   'annotations only; open the original for the full timeline",\n"traceEvents": [\n')
         first = True
         for ev in cz.iter_events(src):
-            cat, name = ev.get("cat"), ev.get("name")
-            keep = (cat in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
-                    or (cat in cz._RUNTIME_CATS and isinstance(name, str) and cz._LAUNCH_RUNTIME.search(name))
-                    or (cat in cz._CPU_CATS and isinstance(name, str)
-                        and (name.startswith("execute_context_") or cz.classify_launcher(name) is not None))
-                    or ev.get("ph") == "M")
-            if not keep:
+            cat = ev.get("cat")
+            if not (cz.read_by_census(ev) or ev.get("ph") == "M"):  # metadata keeps the viewer's thread names
                 dropped += 1
                 continue
             if cat == "kernel":   # the census reads name, ts, dur and the correlation id

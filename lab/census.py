@@ -141,6 +141,18 @@ _CPU_CATS = frozenset({"cpu_op", "user_annotation", "cpu_instant_event", "Trace"
 _RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime"})
 
 
+def read_by_census(ev: dict) -> bool:
+    """Whether ``Trace.read`` uses this event: what a trimmed trace must keep for the same census."""
+    cat, name = ev.get("cat"), ev.get("name")
+    if cat in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "ac2g"):
+        return True
+    if cat in _RUNTIME_CATS:
+        return isinstance(name, str) and _LAUNCH_RUNTIME.search(name) is not None
+    if cat in _CPU_CATS:
+        return isinstance(name, str) and (name.startswith("execute_context_") or classify_launcher(name) is not None)
+    return False
+
+
 #: The reference study's substring rules (attention words first, then matmul words, else other), kept
 #: only to show where they go wrong; the census itself never uses them.
 REFERENCE_WORDS = {

@@ -312,3 +312,16 @@ def test_window_time_is_split_by_step_phase(tmp_path):
 def test_reference_substring_rules_versus_ours(name, substring_family, our_family):
     assert census.reference_family(name) == substring_family
     assert census.classify_name(name).family == our_family
+
+
+def test_a_trimmed_trace_keeps_the_flow_links_the_census_follows(tmp_path):
+    from lab import capture
+
+    # no correlation id in the kernel's args: only the ac2g flow events link it to its launcher
+    trace = make_trace([("triton_tem_fused_0", "aten::mm", 40.0)], with_flows=True, correlation_args=False)
+    src = write(tmp_path, trace)
+    full = census.census(src)
+    assert full["families"]["matmul"]["count"] == 1
+    capture.trim_trace(src, tmp_path / "trimmed.json.gz")
+    again = census.census(tmp_path / "trimmed.json.gz")
+    assert again["families"] == full["families"]
