@@ -78,11 +78,6 @@ def parse_windows(text: str) -> list[Window]:
     return windows
 
 
-def arm_slug(arm: str) -> str:
-    """Folder name for an arm label, as the sweeps name theirs: ``FLASH_ATTN/FA3`` -> ``flash_attn-fa3``."""
-    return arm.replace("/", "-").lower()
-
-
 def prompt_ids(n: int, salt: int = 0) -> list[int]:
     """A reproducible prompt of ``n`` token ids (the probe's generator); ``salt`` picks another one."""
     from lab.vllm.probe import make_prompt
@@ -328,6 +323,7 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
     """Start a server for ``arm``, capture every window, write traces + census under ``out/<arm>/``."""
     from lab.data import new_provenance, write_provenance
     from lab.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
+    from lab.vllm.sweep import arm_slug  # folders named as the sweeps name theirs
 
     if arm not in _ARMS:
         raise LabError(f"unknown arm {arm!r}; choose one of {', '.join(_ARMS)}")
@@ -336,7 +332,7 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
     if longest > max_model_len:
         raise LabError(f"window of {max(w.tokens for w in windows)} tokens plus generation needs "
                        f"--max-model-len >= {longest} (have {max_model_len})")
-    folder = Path(out) / arm_slug(arm)
+    folder = Path(out) / arm_slug(backend, fa_version)
     folder.mkdir(parents=True, exist_ok=True)
     raw_dir = Path(tempfile.mkdtemp(prefix="vllm-traces-"))
     rows, summary = [], []

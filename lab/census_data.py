@@ -212,13 +212,11 @@ def census_explorer(root: Path = DATA_DIR):
 
 def measured_windows(root: Path = DATA_DIR) -> list[dict]:
     """Every stored census JSON of our captures: GPU, arm, window name, signature, top attention kernels."""
-    import json
 
     found = []
     for ds in datasets(kind="census", root=root):
         for path in sorted(ds.path.glob("*.census.json")):
-            with open(path, encoding="utf-8") as fh:
-                result = json.load(fh)
+            result = ds.json(path.name)
             found.append({"gpu": short_gpu(ds.gpu), "arm": ds.provenance.get("flags", {}).get("arm", ds.path.name),
                           "window": path.name.replace(".census.json", ""), "dataset": ds.name,
                           "signature": result["attention_signature"]["label"],
@@ -233,7 +231,6 @@ def matmul_launches(root: Path = DATA_DIR, window: str = "prefill-28672"):
     When the matmul totals of two backends disagree, this says whether they ran different work
     (other kernels or other counts) or the same launches at a different speed (clocks, power).
     """
-    import json
 
     import pandas as pd
 
@@ -242,8 +239,7 @@ def matmul_launches(root: Path = DATA_DIR, window: str = "prefill-28672"):
         path = ds.path / f"{window}.census.json"
         if not path.exists():
             continue
-        with open(path, encoding="utf-8") as fh:
-            result = json.load(fh)
+        result = ds.json(path.name)
         backend = backend_of(ds.provenance.get("flags", {}).get("arm", ds.path.name))
         for kernel in result["top"]:
             if kernel["family"] == "matmul":

@@ -101,8 +101,10 @@ def test_parse_windows_and_errors():
 
 
 def test_arm_folders_match_the_sweeps():
-    assert capture.arm_slug("FLASH_ATTN/FA3") == "flash_attn-fa3"
-    assert capture.arm_slug("FLEX_ATTENTION") == "flex_attention"
+    from lab.vllm.sweep import arm_slug
+
+    assert arm_slug(*capture._ARMS["FLASH_ATTN/FA3"]) == "flash_attn-fa3"
+    assert arm_slug(*capture._ARMS["FLEX_ATTENTION"]) == "flex_attention"
 
 
 def test_prompts_are_deterministic_and_salted():

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.vllm.probe import DROP_FIRST_GAPS
 from lab.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096,8192,16384,24576,32768"
@@ -233,7 +234,7 @@ def write_dataset(out: Path, records: list[dict], server: Server, args, model: s
         "lengths": lengths, "reps": args.reps, "long_reps": args.long_reps,
         "long_from": args.long_from if args.long_reps else None,
         "max_tokens": args.max_tokens, "warmup_tokens": args.warmup_tokens, "seed": args.seed,
-        "decoding": "greedy, ignore_eos", "itl_first_gaps_dropped": 2,
+        "decoding": "greedy, ignore_eos", "itl_first_gaps_dropped": DROP_FIRST_GAPS,
     }
     model_label = Path(model).name if Path(model).is_dir() else model
     options = sys.argv[1:]
