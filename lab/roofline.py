@@ -165,10 +165,9 @@ def model_phase(shape, phase: str, n: int, dtype: str = "bf16", fused: bool = Tr
                    + lm_rows * (shape.hidden + shape.vocab))),
     )
     method = "flash" if fused else "naive"
-    sram = sram_bytes if sram_bytes is not None else 0
     if fused and phase == "prefill" and sram_bytes is None:
         raise LabError("fused attention needs sram_bytes (shared memory per SM) to size its tiles")
-    attn_bytes = iomodel.attention_hbm_bytes(shape, n, phase, method, sram or 1, b, batch=batch)
+    attn_bytes = iomodel.attention_hbm_bytes(shape, n, phase, method, sram_bytes or 1, b, batch=batch)
     if phase == "prefill":
         per_head = attention_kernel(n, n, shape.head_dim, dtype, fused, sram_bytes, causal=True)
         attn_flops = per_head.flops * shape.q_heads * shape.layers * batch

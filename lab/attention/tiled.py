@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lab import LabError
 from lab.attention.reference import check_shapes
-from lab.iomodel import visited_key_tiles
+from lab.iomodel import _positive_int, visited_key_tiles
 
 
 @dataclass
@@ -43,12 +42,6 @@ class TileTraffic:
     @property
     def total_bytes(self) -> int:
         return self.bytes_read + self.bytes_written
-
-
-def _check_blocks(block_q: int, block_k: int) -> None:
-    for name, value in (("block_q", block_q), ("block_k", block_k)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise LabError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _attend_one_query_tile(q_tile, k, v, q_start, n_q, n_k, scale, causal, block_k, on_key_tile=None):
@@ -78,7 +71,7 @@ def _attend_one_query_tile(q_tile, k, v, q_start, n_q, n_k, scale, causal, block
 def _tiled(q, k, v, causal, block_q, block_k, scale, traffic: TileTraffic | None):
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
-    _check_blocks(block_q, block_k)
+    _positive_int("block_q", block_q), _positive_int("block_k", block_k)
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     group = q_heads // kv_heads
     out = np.empty_like(q)
@@ -126,7 +119,7 @@ def online_softmax_trace(scores, block: int) -> tuple[list[dict], np.ndarray]:
     the end from the final ``m`` and ``l`` -- what the attention kernels do with the output instead.
     """
     scores = np.asarray(scores, dtype=np.float64)
-    _check_blocks(block, block)
+    _positive_int("block", block)
     m, total, steps = -np.inf, 0.0, []
     for start in range(0, len(scores), block):
         tile = scores[start:start + block]

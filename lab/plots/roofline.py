@@ -40,7 +40,7 @@ def plot_roofline(roofs: Roof | list[Roof], kernels: list[Kernel] = (), source: 
     markers = "osD^vP*Xh"
     handles = []
     for i, k in enumerate(sorted(finite, key=lambda k: k.intensity)):
-        kind = "memory" if k.intensity < main.ridge else "compute"
+        kind = k.bound(main)
         handle, = ax.plot([k.intensity], [main.attainable(k.intensity)], markers[i % len(markers)], ms=7,
                           color=color(k.name), mec="black", mew=0.6,
                           label=f"{k.name}: {k.intensity:,.3g} FLOP/B, {kind}-bound")
