@@ -8,12 +8,12 @@ own runs under ``data/local/`` appear as extra GPU/study choices without code ch
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from lab import LabError
-from lab.data import DATA_DIR, load, load_sweeps
+from lab.data import DATA_DIR, load_sweeps
 from lab.fit import fit_quadratic, ok_rows
+from lab.vllm.report import finite_number, provenance
 from lab.widgets import Chart, Control, Explorer, Marker, Readout, Series, View
 
 #: Backend shown first when a study has it.
@@ -50,19 +50,9 @@ def sweep_table(root=DATA_DIR):
     return table.drop_duplicates(["study", "arm", "target_len"], keep="last").reset_index(drop=True)
 
 
-def _provenance(table, study: str) -> dict:
-    """Provenance of the study's first dataset (GPU, engine version, model are shared by its arms)."""
-    return load(table.loc[table["study"] == study, "dataset"].iloc[0]).provenance
-
-
 def _study_label(provenance: dict) -> str:
     engine = f"vLLM {provenance['vllm']}" if provenance.get("vllm") else "vLLM"
     return f"{provenance['gpu']}, {engine}"
-
-
-def _number(value):
-    """A finite float, or None for a missing or failed measurement."""
-    return None if value is None or not math.isfinite(float(value)) else float(value)
 
 
 def a10g_prefill_explorer(root=DATA_DIR) -> Explorer:
@@ -71,8 +61,8 @@ def a10g_prefill_explorer(root=DATA_DIR) -> Explorer:
     studies = sorted(table["study"].unique(), key=lambda s: (not s.startswith("reference/"), s))
     lengths = sorted(int(n) for n in table["target_len"].unique())
     arms = sorted(table["arm"].unique(), key=lambda a: (a not in PREFERRED_ARMS, a))
-    provenance = {s: _provenance(table, s) for s in studies}
-    labels = {s: _study_label(provenance[s]) for s in studies}
+    provs = {s: provenance(table, s) for s in studies}
+    labels = {s: _study_label(provs[s]) for s in studies}
     repeated = {label for label in labels.values() if list(labels.values()).count(label) > 1}
     labels = {s: f"{label} ({s})" if label in repeated else label  # same GPU and engine twice: name the folders
               for s, label in labels.items()}
@@ -97,7 +87,7 @@ def a10g_prefill_explorer(root=DATA_DIR) -> Explorer:
                                  kind="line", dashed=True, color=series[[s.name for s in series].index(backend)].color))
         point = rows[(rows["arm"] == backend) & (rows["target_len"] == length)]
         row = point.iloc[0] if len(point) else {}
-        ttft, actual = _number(row.get("ttft_s")), _number(row.get("actual_len"))
+        ttft, actual = finite_number(row.get("ttft_s")), finite_number(row.get("actual_len"))
         share = fit.quad_share(actual) * 100 if fit is not None and actual is not None else None
         readouts = [
             Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f"),
@@ -112,7 +102,7 @@ def a10g_prefill_explorer(root=DATA_DIR) -> Explorer:
         else:
             note = f"{backend}, {actual:.0f} prompt tokens on {gpu}."
         marker = Marker(actual, ttft, label=f"{backend} @ {actual:.0f}") if ttft is not None and actual is not None else None
-        model = provenance[study].get("model") or "model not recorded"
+        model = provs[study].get("model") or "model not recorded"
         chart = Chart(x_label="prompt length (tokens)", y_label="time to first token (s)", log_x=True,
                       series=series, marker=marker, x_ticks=x_ticks,
                       source=f"{gpu}, {model}, data/{study}")

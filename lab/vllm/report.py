@@ -195,8 +195,8 @@ def study_label(table, study: str) -> str:
 
 # --- the explorer --------------------------------------------------------------------------------
 
-def _number(value):
-    """A finite float, or None for a missing measurement."""
+def finite_number(value):
+    """A finite float, or None for a missing or failed measurement."""
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -217,14 +217,13 @@ def sweep_explorer(root=DATA_DIR):
         labels = [f"{label} ({s})" for label, s in zip(labels, studies, strict=True)]
     lengths = sorted(int(n) for n in table["target_len"].unique())
     arms = sorted(table["arm"].unique(), key=lambda a: (not a.startswith("FLASH_ATTN"), a))
-    fits, floor_of = {}, {}
+    from lab.explorers import fits_by_arm
+
+    fits = fits_by_arm(table)
+    floor_of = {}
     for study in studies:
         rows = table[table["study"] == study]
         floor_of[study] = floors(str(rows["gpu"].iloc[0]), rows["actual_len"])
-        for arm in rows["arm"].unique():
-            arm_table = arm_rows(table, study, arm)
-            if arm_table["actual_len"].nunique() >= 3:
-                fits[study, arm] = fit_quadratic(arm_table["actual_len"], arm_table["ttft_s"])
 
     def view(length, backend, study, metric):
         rows = table[table["study"] == study]
@@ -247,10 +246,10 @@ def sweep_explorer(root=DATA_DIR):
                                  color=next((s.color for s in series if s.name == backend), None)))
         point = rows[(rows["arm"] == backend) & (rows["target_len"] == length)]
         row = point.iloc[0] if len(point) else {}
-        n = _number(row.get("actual_len"))
+        n = finite_number(row.get("actual_len"))
         i = int(np.argmin(np.abs(floor["n"] - n))) if n is not None else None
-        ttft, itl = _number(row.get("ttft_s")), _number(row.get("itl_ms"))
-        p10, p90 = _number(row.get("itl_p10_ms")), _number(row.get("itl_p90_ms"))
+        ttft, itl = finite_number(row.get("ttft_s")), finite_number(row.get("itl_ms"))
+        p10, p90 = finite_number(row.get("itl_p10_ms")), finite_number(row.get("itl_p90_ms"))
         readouts = [
             Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f"),
             Readout("fit", "Quadratic fit at this length", fit.predict(n) if fit is not None and n else None,
