@@ -231,11 +231,12 @@ def h200_facts() -> dict:
     if table is None:
         return {**dict.fromkeys(names, H200_MISSING), "h200_decode_kernels": h200_decode_kernels_sentence()}
     bandwidth = hardware.device("H200-SXM").bandwidth
-    chunks = set()
-    for ds in data.datasets(kind="vllm-sweep"):
-        if ds.name.startswith("h200/") and ds.provenance["flags"].get("max_num_batched_tokens"):
-            chunks.add(int(ds.provenance["flags"]["max_num_batched_tokens"]))
-    versions = {ds.provenance["vllm"] for ds in data.datasets(kind="vllm-sweep") if ds.name.startswith("h200/")}
+    chunks, versions = set(), set()
+    for ds in data.datasets(kind="vllm-sweep"):  # one scan of the data tree for both
+        if ds.name.startswith("h200/"):
+            versions.add(ds.provenance["vllm"])
+            if ds.provenance["flags"].get("max_num_batched_tokens"):
+                chunks.add(int(ds.provenance["flags"]["max_num_batched_tokens"]))
     table.attrs["vllm"] = ", ".join(sorted(v for v in versions if v)) or "?"
     return {
         "h200_fa3_vs_flex": _pair_sentence(table, FA3, FLEX),
