@@ -190,6 +190,7 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
             progress.update(1)
             continue
         fn = candidate_fn(name, shape.phase)
+        started = time.time()
         try:
             out = fn(q, k, v, shape.causal)  # first call also compiles / autotunes
             if device == "cuda":
@@ -228,6 +229,7 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
                 row["bw_fraction"] = row["gbps"] / copy_gbps if copy_gbps else math.nan
         if name == "naive" and device == "cuda":
             torch.cuda.empty_cache()
+        row["seconds"] = round(time.time() - started, 1)  # compile + check + timing: where a run's time goes
         rows.append(row)
         progress.update(1)
     ok = [r for r in rows if r["status"] == "ok"]

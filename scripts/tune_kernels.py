@@ -1,12 +1,15 @@
-"""Sweep launch settings of the tuned attention kernels on a GPU and print the best per shape.
+"""Sweep launch settings of the tuned forward kernel on a GPU and print the best per shape.
 
 Used on the H200 to choose the forward kernel's autotuning space (TUNED_CONFIGS in
-lab/attention/triton_fwd.py) and the teaching kernel's launch; kept so the choice can be repeated
-on another GPU (the decode kernel times its own small space on first use):
+lab/attention/triton_fwd.py) and its options (TMA loads, overlapped scores, warp specialization);
+kept so the choice can be repeated on another GPU (the decode kernel times its own small space on
+first use):
 
-    python scripts/tune_kernels.py --out /tmp/tune
+    python scripts/tune_kernels.py --out /tmp/tune --budget-s 300
 
-Prints the top settings per shape and writes every timing to OUT/tune.json.
+Each setting is checked against SDPA's output before it is timed. cuDNN and SDPA flash are timed at
+the start and at the end of each shape, so drift (clocks, heat) shows. Every timing is appended to
+OUT/tune.jsonl as it is made; the best settings per shape are printed at the end.
 """
 
 from __future__ import annotations
@@ -14,15 +17,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+#: (BLOCK_M, BLOCK_N, num_warps, num_stages) tried at the first length; the best few go on to the others.
+LAUNCHES = [(128, 64, 4, 3), (128, 64, 8, 3), (256, 64, 8, 3), (128, 128, 8, 2), (128, 64, 4, 4), (128, 64, 8, 4),
+            (128, 128, 8, 3), (256, 64, 8, 2), (256, 64, 8, 4), (256, 128, 8, 2), (128, 32, 4, 3), (64, 64, 4, 3)]
+#: (tma, overlap, warp_specialize), in the order they are worth trying
+OPTIONS = [(True, False, False), (True, True, False), (False, True, False), (False, False, False),
+           (True, False, True), (False, False, True)]
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--rep-ms", type=int, default=40)
+    parser.add_argument("--out", type=Path, required=True, help="folder for tune.jsonl")
+    parser.add_argument("--rep-ms", type=int, default=40, help="milliseconds of timed repeats per setting")
+    parser.add_argument("--lengths", default="16384,32768", help="prompt lengths, the first one sweeps everything")
+    parser.add_argument("--keep", type=int, default=6, help="settings carried from the first length to the others")
+    parser.add_argument("--budget-s", type=float, default=300, help="stop starting new settings after this long")
     args = parser.parse_args()
 
     import torch
@@ -32,77 +46,70 @@ def main() -> int:
 
     from lab.attention import triton_fwd
 
+    args.out.mkdir(parents=True, exist_ok=True)
+    log = args.out / "tune.jsonl"
+    started = time.time()
     results = []
 
-    def timed(label, shape, fn, expected, qkv):
+    def timed(label, shape, fn, expected, **extra):
+        t0 = time.time()
         try:
-            err = (fn(*qkv).float() - expected.float()).abs().max().item()
-            ms = do_bench(lambda: fn(*qkv), warmup=5, rep=args.rep_ms, return_mode="median") if err <= 2e-2 else float("nan")
-        except Exception as exc:  # a setting that does not fit (shared memory) is a result
-            err, ms = float("nan"), float("nan")
-            label = f"{label} ({type(exc).__name__})"
-        results.append({"shape": shape, "label": label, "ms": ms, "err": err})
-        print(f"{shape:18s} {label:60s} {ms:9.4f} ms  err {err:.2e}", flush=True)
+            err = (fn().float() - expected.float()).abs().max().item()
+            ms = do_bench(fn, warmup=5, rep=args.rep_ms, return_mode="median") if err <= 2e-2 else float("nan")
+            note = ""
+        except Exception as exc:  # a setting that does not fit (shared memory, registers) is a result
+            err, ms, note = float("nan"), float("nan"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+        row = {"shape": shape, "label": label, "ms": ms, "err": err, "note": note, "seconds": round(time.time() - t0, 1), **extra}
+        results.append(row)
+        with open(log, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        print(f"{shape:12s} {label:48s} {ms:9.4f} ms  err {err:.1e}  [{row['seconds']:.0f} s] {note}", flush=True)
+        return ms
 
     gen = torch.Generator(device="cuda").manual_seed(0)
+
     def rand(*shape):
         return torch.randn(*shape, generator=gen, device="cuda", dtype=torch.bfloat16)
 
-    # settings outside TUNED_CONFIGS (the benchmark's autotuner already times those), with and without TMA
-    forward_settings = [(128, 32, 4, 3), (128, 128, 8, 4), (128, 64, 4, 4), (64, 128, 4, 3), (128, 128, 4, 3),
-                        (256, 64, 8, 3)]
-    for n in (16384,):
+    def sdpa(q, k, v, backend):
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+
+    lengths = [int(x) for x in args.lengths.split(",")]
+    settings = [(launch, opts) for opts in OPTIONS[:2] for launch in LAUNCHES] + \
+               [(launch, opts) for opts in OPTIONS[2:] for launch in LAUNCHES]
+    for index, n in enumerate(lengths):
         q, k, v = rand(1, 28, n, 128), rand(1, 4, n, 128), rand(1, 4, n, 128)
         shape = f"prefill {n // 1024}k"
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            expected = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
-            def sdpa(q, k, v, backend=backend):
-                with sdpa_kernel(getattr(SDPBackend, backend)):
-                    return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            timed(f"sdpa {backend}", shape, sdpa, expected, (q, k, v))
-        for bm, bn, w, s in forward_settings:
-            for tma in (False, True):
-                config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": s}
-                timed(f"tuned {bm}x{bn} w{w} s{s} tma={tma}", shape,
-                      lambda q, k, v, config=config, tma=tma: triton_fwd.tuned_forward(q, k, v, True, config=config, tma=tma),
-                      expected, (q, k, v))
-        if n == 16384:
-            for bm, bn, w, s in [(128, 64, 8, 3), (128, 64, 4, 3), (64, 64, 4, 3), (128, 32, 4, 3), (128, 128, 8, 2)]:
-                timed(f"teaching {bm}x{bn} w{w} s{s}", shape,
-                      lambda q, k, v, bm=bm, bn=bn, w=w, s=s: _teaching(triton_fwd, q, k, v, bm, bn, w, s), expected, (q, k, v))
+        expected = sdpa(q, k, v, "FLASH_ATTENTION")
+        for backend in ("CUDNN_ATTENTION", "FLASH_ATTENTION"):
+            timed(f"sdpa {backend} (start)", shape, lambda backend=backend, qkv=(q, k, v): sdpa(*qkv, backend), expected)
+        if index > 0:  # only the best settings of the first length
+            first = [r for r in results if r["shape"] == f"prefill {lengths[0] // 1024}k" and "launch" in r and r["ms"] == r["ms"]]
+            settings = [(tuple(r["launch"]), tuple(r["options"])) for r in sorted(first, key=lambda r: r["ms"])[:args.keep]]
+        for (bm, bn, w, s), (tma, overlap, ws) in settings:
+            if time.time() - started > args.budget_s * (index + 1) / len(lengths):
+                print(f"{shape}: time budget reached, {len(settings)} settings not all tried", flush=True)
+                break
+            config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": s}
+            timed(f"{bm}x{bn} w{w} s{s} tma={int(tma)} overlap={int(overlap)} ws={int(ws)}", shape,
+                  lambda config=config, tma=tma, overlap=overlap, ws=ws, qkv=(q, k, v): triton_fwd.tuned_forward(
+                      *qkv, True, config=config, tma=tma, overlap=overlap, warp_specialize=ws),
+                  expected, launch=[bm, bn, w, s], options=[tma, overlap, ws])
+        for backend in ("CUDNN_ATTENTION", "FLASH_ATTENTION"):
+            timed(f"sdpa {backend} (end)", shape, lambda backend=backend, qkv=(q, k, v): sdpa(*qkv, backend), expected)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "tune.json").write_text(json.dumps(results, indent=0))
-    print("\nbest per shape")
+    print("\nbest per shape (speed vs cuDNN at the start and end of the shape)")
     for shape in dict.fromkeys(r["shape"] for r in results):
-        rows = sorted((r for r in results if r["shape"] == shape and r["ms"] == r["ms"]), key=lambda r: r["ms"])
-        for r in rows[:6]:
-            print(f"{shape:18s} {r['label']:60s} {r['ms']:9.4f} ms")
-        for r in rows:
+        mine = [r for r in results if r["shape"] == shape]
+        cudnn = [r["ms"] for r in mine if r["label"].startswith("sdpa CUDNN")]
+        for r in sorted((r for r in mine if "launch" in r and r["ms"] == r["ms"]), key=lambda r: r["ms"])[:8]:
+            print(f"{shape:12s} {r['label']:48s} {r['ms']:8.4f} ms  vs cuDNN {cudnn[0] / r['ms']:.3f} / {cudnn[-1] / r['ms']:.3f}")
+        for r in mine:
             if r["label"].startswith("sdpa"):
-                print(f"{shape:18s} {r['label']:60s} {r['ms']:9.4f} ms  (reference)")
+                print(f"{shape:12s} {r['label']:48s} {r['ms']:8.4f} ms")
+    print(f"done in {time.time() - started:.0f} s")
     return 0
-
-
-def _teaching(triton_fwd, q, k, v, bm, bn, w, s):
-    """The teaching kernel at other launch settings (its wrapper fixes warps and stages)."""
-    import math
-
-    import triton
-
-    o = torch_empty_like(q)
-    grid = (triton.cdiv(q.shape[2], bm), q.shape[0] * q.shape[1])
-    triton_fwd._teaching_kernel[grid](q, k, v, o, 1 / math.sqrt(q.shape[-1]), q.shape[2], k.shape[2], q.shape[1],
-                                      q.shape[1] // k.shape[1], *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
-                                      *o.stride()[:3], HEAD_DIM=q.shape[-1], BLOCK_M=bm, BLOCK_N=bn, CAUSAL=True,
-                                      PRECISION="tf32", num_warps=w, num_stages=s)
-    return o
-
-
-def torch_empty_like(t):
-    import torch
-    return torch.empty_like(t)
 
 
 if __name__ == "__main__":
