@@ -1,7 +1,7 @@
 """Sweep launch settings of the tuned forward kernel on a GPU and print the best per shape.
 
 Used on the H200 to choose the forward kernel's autotuning space (TUNED_CONFIGS in
-lab/attention/triton_fwd.py) and its options (TMA loads, overlapped scores, warp specialization);
+lab/attention/triton_fwd.py) and its options (TMA loads, lazy rescaling);
 kept so the choice can be repeated on another GPU (the decode kernel times its own small space on
 first use):
 
@@ -23,11 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 #: (BLOCK_M, BLOCK_N, num_warps, num_stages) tried at the first length; the best few go on to the others.
-LAUNCHES = [(128, 64, 4, 3), (128, 64, 8, 3), (256, 64, 8, 3), (128, 128, 8, 2), (128, 64, 4, 4), (128, 64, 8, 4),
-            (128, 128, 8, 3), (256, 64, 8, 2), (256, 64, 8, 4), (256, 128, 8, 2), (128, 32, 4, 3), (64, 64, 4, 3)]
-#: (tma, overlap, warp_specialize), in the order they are worth trying
-OPTIONS = [(True, False, False), (True, True, False), (False, True, False), (False, False, False),
-           (True, False, True), (False, False, True)]
+LAUNCHES = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (256, 64, 8, 3), (64, 64, 4, 3),
+            (64, 64, 4, 2), (64, 64, 4, 4), (128, 32, 4, 2), (64, 32, 4, 3)]
+#: (tma, lazy_rescale), in the order they are worth trying
+OPTIONS = [(False, False), (False, True), (True, False), (True, True)]
 
 
 def main() -> int:
@@ -87,15 +86,15 @@ def main() -> int:
         if index > 0:  # only the best settings of the first length
             first = [r for r in results if r["shape"] == f"prefill {lengths[0] // 1024}k" and "launch" in r and r["ms"] == r["ms"]]
             settings = [(tuple(r["launch"]), tuple(r["options"])) for r in sorted(first, key=lambda r: r["ms"])[:args.keep]]
-        for (bm, bn, w, s), (tma, overlap, ws) in settings:
+        for (bm, bn, w, s), (tma, lazy) in settings:
             if time.time() - started > args.budget_s * (index + 1) / len(lengths):
                 print(f"{shape}: time budget reached, {len(settings)} settings not all tried", flush=True)
                 break
             config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": s}
-            timed(f"{bm}x{bn} w{w} s{s} tma={int(tma)} overlap={int(overlap)} ws={int(ws)}", shape,
-                  lambda config=config, tma=tma, overlap=overlap, ws=ws, qkv=(q, k, v): triton_fwd.tuned_forward(
-                      *qkv, True, config=config, tma=tma, overlap=overlap, warp_specialize=ws),
-                  expected, launch=[bm, bn, w, s], options=[tma, overlap, ws])
+            timed(f"{bm}x{bn} w{w} s{s} tma={int(tma)} lazy={int(lazy)}", shape,
+                  lambda config=config, tma=tma, lazy=lazy, qkv=(q, k, v): triton_fwd.tuned_forward(
+                      *qkv, True, config=config, tma=tma, lazy_rescale=lazy),
+                  expected, launch=[bm, bn, w, s], options=[tma, lazy])
         for backend in ("CUDNN_ATTENTION", "FLASH_ATTENTION"):
             timed(f"sdpa {backend} (end)", shape, lambda backend=backend, qkv=(q, k, v): sdpa(*qkv, backend), expected)
 

@@ -78,55 +78,15 @@ def _teaching_kernel(Q, K, V, Out, scale, n_q, n_k, q_heads, group,
 # --- tuned kernel --------------------------------------------------------------------------------
 
 @triton.jit
-def _whole_k(K, b, kv_h, k_base, skn, start_n, cols0, dims, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-             TMA: tl.constexpr):
-    """K^T of one whole key tile (HEAD_DIM x BLOCK_N)."""
-    if TMA:
-        return K.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM).T
-    return tl.load(k_base + (start_n + cols0)[None, :] * skn + dims[:, None])
-
-
-@triton.jit
-def _whole_v(V, b, kv_h, v_base, svn, start_n, cols0, dims, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-             TMA: tl.constexpr):
-    """One whole value tile (BLOCK_N x HEAD_DIM)."""
-    if TMA:
-        return V.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-    return tl.load(v_base + (start_n + cols0)[:, None] * svn + dims[None, :])
-
-
-@triton.jit
-def _overlapped_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, start, stop, cols0, dims,
-                      qk_scale, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr,
-                      TMA: tl.constexpr):
-    """Whole, visible key tiles [start, stop), with the next tile's scores issued before this tile's
-    softmax: the tensor cores compute Q K^T for tile j+1 while the exp units work on tile j."""
-    if start < stop:
-        s = tl.dot(q, _whole_k(K, b, kv_h, k_base, skn, start, cols0, dims, BLOCK_N, HEAD_DIM, TMA),
-                   input_precision=PRECISION)
-        for start_n in tl.range(start, stop, BLOCK_N):
-            # the last pass computes one tile past the end only if it exists; otherwise it recomputes this one
-            next_n = tl.minimum(start_n + BLOCK_N, stop - BLOCK_N)
-            s_next = tl.dot(q, _whole_k(K, b, kv_h, k_base, skn, next_n, cols0, dims, BLOCK_N, HEAD_DIM, TMA),
-                            input_precision=PRECISION)
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            p = tl.math.exp2(s * qk_scale - m_new[:, None])
-            alpha = tl.math.exp2(m_i - m_new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None]
-            v = _whole_v(V, b, kv_h, v_base, svn, start_n, cols0, dims, BLOCK_N, HEAD_DIM, TMA)
-            acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
-            m_i = m_new
-            s = s_next
-    return acc, l_i, m_i
-
-
-@triton.jit
 def _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, start, stop, rows, cols0, dims,
                  n_k, diag, qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr,
-                 HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr, WARP_SPEC: tl.constexpr):
-    """Online softmax over key tiles [start, stop). MASKED=False tiles are whole and fully visible."""
-    for start_n in tl.range(start, stop, BLOCK_N, warp_specialize=WARP_SPEC):
+                 HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr, LAZY: tl.constexpr):
+    """Online softmax over key tiles [start, stop). MASKED=False tiles are whole and fully visible.
+
+    LAZY (whole tiles only): keep summing under a stale running max until some row's max has grown
+    by more than 2**8; only then rescale the accumulator. exp2(score - stale max) <= 256 then, far
+    inside fp32 and bf16 range, and the result is the same because l_i uses the same stale max."""
+    for start_n in tl.range(start, stop, BLOCK_N):
         cols = start_n + cols0
         if TMA:  # the copy engine fetches the tile (rows past the sequence come back as zeros)
             k = K.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM).T
@@ -144,11 +104,20 @@ def _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, star
             s = s - m_new[:, None]
         else:  # scale folded into the subtraction: one fused multiply-add per score
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            if LAZY:
+                if tl.max(m_new - m_i, 0) > 8.0:  # one test per tile; rarely true after the first tiles
+                    alpha = tl.math.exp2(m_i - m_new)
+                    l_i = l_i * alpha
+                    acc = acc * alpha[:, None]
+                    m_i = m_new
+                m_new = m_i
             s = s * qk_scale - m_new[:, None]
         p = tl.math.exp2(s)                             # scores are in log2 units: exp2 is one instruction
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
+        if not (LAZY and not MASKED):
+            alpha = tl.math.exp2(m_i - m_new)
+            l_i = l_i * alpha
+            acc = acc * alpha[:, None]
+        l_i = l_i + tl.sum(p, 1)
         if TMA:
             v = V.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         elif MASKED:
@@ -166,7 +135,7 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
                   SPLIT_DIAGONAL: tl.constexpr = True, HEAVY_FIRST: tl.constexpr = True, TMA: tl.constexpr = False,
-                  OVERLAP: tl.constexpr = False, WARP_SPEC: tl.constexpr = False):
+                  LAZY: tl.constexpr = False):
     # One flat grid: heads vary fastest (the heads of a KV group run side by side and share K/V in L2),
     # and query tiles are taken last-first (under a causal mask the last tiles have the most work).
     # With TMA, Q/K/V/Out are 4-D tensor descriptors (batch, heads, n, d) instead of pointers.
@@ -201,13 +170,8 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
         hi = n_k
     if not SPLIT_DIAGONAL:  # (for measuring what the split buys) every tile masked
         full_end = 0
-    if OVERLAP:
-        acc, l_i, m_i = _overlapped_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, 0, full_end,
-                                          cols0, dims, qk_scale, BLOCK_N, HEAD_DIM, PRECISION, TMA)
-    else:
-        acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, 0, full_end, rows,
-                                     cols0, dims, n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA,
-                                     WARP_SPEC)
+    acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, 0, full_end, rows, cols0,
+                                 dims, n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA, LAZY)
     acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, full_end, hi, rows, cols0,
                                  dims, n_k, diag, qk_scale, True, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA, False)
     out = acc / l_i[:, None]
@@ -232,7 +196,7 @@ TUNED_CONFIGS = [
                          (256, 64, 8, 3), (128, 32, 4, 3)]
 ]
 _tuned_autotuned = triton.autotune(configs=TUNED_CONFIGS,
-                                   key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "OVERLAP", "WARP_SPEC"])(_tuned_kernel)
+                                   key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "LAZY"])(_tuned_kernel)
 
 
 # --- launchers -----------------------------------------------------------------------------------
@@ -320,7 +284,7 @@ def _faster_loads(q, k, v, causal, scale, config, split_diagonal, heavy_first) -
 
 def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, config: dict | None = None,
                   split_diagonal: bool = True, heavy_first: bool = True, tma: bool | None = None,
-                  overlap: bool = False, warp_specialize: bool = False):
+                  lazy_rescale: bool = False):
     """Attention with the tuned kernel.
 
     ``config`` (keys BLOCK_M, BLOCK_N, and optionally num_warps, num_stages) fixes the launch; without
@@ -346,7 +310,7 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
         tensors = tuple(TensorDescriptor.from_tensor(t, [1, 1, rows, d]) for t, rows in zip(tensors, (bm, bn, bn, bm), strict=True))
     args = (*tensors, qk_scale, n_q, n_k, q_heads, q_heads // kv_heads, batch, *_strides(q, k, v, o))
     flags = dict(HEAD_DIM=d, CAUSAL=causal, PRECISION=precision, SPLIT_DIAGONAL=split_diagonal,
-                 HEAVY_FIRST=heavy_first, TMA=tma, OVERLAP=overlap, WARP_SPEC=warp_specialize)
+                 HEAVY_FIRST=heavy_first, TMA=tma, LAZY=lazy_rescale)
     if config is None:
         grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]) * batch * q_heads,)  # noqa: E731
         _tuned_autotuned[grid](*args, **flags)
