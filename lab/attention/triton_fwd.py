@@ -80,12 +80,8 @@ def _teaching_kernel(Q, K, V, Out, scale, n_q, n_k, q_heads, group,
 @triton.jit
 def _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, start, stop, rows, cols0, dims,
                  n_k, diag, qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr,
-                 HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr, LAZY: tl.constexpr):
-    """Online softmax over key tiles [start, stop). MASKED=False tiles are whole and fully visible.
-
-    LAZY (whole tiles only): keep summing under a stale running max until some row's max has grown
-    by more than 2**8; only then rescale the accumulator. exp2(score - stale max) <= 256 then, far
-    inside fp32 and bf16 range, and the result is the same because l_i uses the same stale max."""
+                 HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
+    """Online softmax over key tiles [start, stop). MASKED=False tiles are whole and fully visible."""
     for start_n in tl.range(start, stop, BLOCK_N):
         cols = start_n + cols0
         if TMA:  # the copy engine fetches the tile (rows past the sequence come back as zeros)
@@ -104,20 +100,11 @@ def _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, star
             s = s - m_new[:, None]
         else:  # scale folded into the subtraction: one fused multiply-add per score
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            if LAZY:
-                if tl.max(m_new - m_i, 0) > 8.0:  # one test per tile; rarely true after the first tiles
-                    alpha = tl.math.exp2(m_i - m_new)
-                    l_i = l_i * alpha
-                    acc = acc * alpha[:, None]
-                    m_i = m_new
-                m_new = m_i
             s = s * qk_scale - m_new[:, None]
         p = tl.math.exp2(s)                             # scores are in log2 units: exp2 is one instruction
-        if not (LAZY and not MASKED):
-            alpha = tl.math.exp2(m_i - m_new)
-            l_i = l_i * alpha
-            acc = acc * alpha[:, None]
-        l_i = l_i + tl.sum(p, 1)
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
         if TMA:
             v = V.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         elif MASKED:
@@ -134,8 +121,7 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
                   sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
                   HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                  SPLIT_DIAGONAL: tl.constexpr = True, HEAVY_FIRST: tl.constexpr = True, TMA: tl.constexpr = False,
-                  LAZY: tl.constexpr = False):
+                  SPLIT_DIAGONAL: tl.constexpr = True, HEAVY_FIRST: tl.constexpr = True, TMA: tl.constexpr = False):
     # One flat grid: heads vary fastest (the heads of a KV group run side by side and share K/V in L2),
     # and query tiles are taken last-first (under a causal mask the last tiles have the most work).
     # With TMA, Q/K/V/Out are 4-D tensor descriptors (batch, heads, n, d) instead of pointers.
@@ -171,9 +157,9 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
     if not SPLIT_DIAGONAL:  # (for measuring what the split buys) every tile masked
         full_end = 0
     acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, 0, full_end, rows, cols0,
-                                 dims, n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA, LAZY)
+                                 dims, n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA)
     acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, full_end, hi, rows, cols0,
-                                 dims, n_k, diag, qk_scale, True, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA, False)
+                                 dims, n_k, diag, qk_scale, True, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA)
     out = acc / l_i[:, None]
     if TMA:  # the copy engine clips rows past the sequence
         Out.store([b, h, start_m * BLOCK_M, 0], out.to(q.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
@@ -192,11 +178,11 @@ def _set_tma_blocks(nargs):
 #: The autotuning space: small on purpose (each config is compiled and timed once per shape key).
 TUNED_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s, pre_hook=_set_tma_blocks)
-    for bm, bn, w, s in [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 4),
-                         (256, 64, 8, 3), (128, 32, 4, 3)]
+    for bm, bn, w, s in [(64, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 8, 4),
+                         (256, 64, 8, 3), (64, 32, 4, 3)]
 ]
 _tuned_autotuned = triton.autotune(configs=TUNED_CONFIGS,
-                                   key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "LAZY"])(_tuned_kernel)
+                                   key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"])(_tuned_kernel)
 
 
 # --- launchers -----------------------------------------------------------------------------------
@@ -283,8 +269,7 @@ def _faster_loads(q, k, v, causal, scale, config, split_diagonal, heavy_first) -
 
 
 def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, config: dict | None = None,
-                  split_diagonal: bool = True, heavy_first: bool = True, tma: bool | None = None,
-                  lazy_rescale: bool = False):
+                  split_diagonal: bool = True, heavy_first: bool = True, tma: bool | None = None):
     """Attention with the tuned kernel.
 
     ``config`` (keys BLOCK_M, BLOCK_N, and optionally num_warps, num_stages) fixes the launch; without
@@ -310,7 +295,7 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
         tensors = tuple(TensorDescriptor.from_tensor(t, [1, 1, rows, d]) for t, rows in zip(tensors, (bm, bn, bn, bm), strict=True))
     args = (*tensors, qk_scale, n_q, n_k, q_heads, q_heads // kv_heads, batch, *_strides(q, k, v, o))
     flags = dict(HEAD_DIM=d, CAUSAL=causal, PRECISION=precision, SPLIT_DIAGONAL=split_diagonal,
-                 HEAVY_FIRST=heavy_first, TMA=tma, LAZY=lazy_rescale)
+                 HEAVY_FIRST=heavy_first, TMA=tma)
     if config is None:
         grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]) * batch * q_heads,)  # noqa: E731
         _tuned_autotuned[grid](*args, **flags)
