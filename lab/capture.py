@@ -165,21 +165,45 @@ def _profile_call(server, path: str) -> None:
                        "(was the server started with a profiler folder?)")
 
 
-def capture_window(server, folder: _TraceFolder, window: Window, *, decode_tokens: int = DECODE_TOKENS) -> Path:
-    """Capture one window on a running server; return the raw trace file it wrote."""
+class _NoClocks:
+    """Stands in for a ClockSampler where nvidia-smi is missing."""
+
+    def start(self):
+        pass
+
+    def stop(self):
+        return None
+
+
+def capture_window(server, folder: _TraceFolder, window: Window, *, decode_tokens: int = DECODE_TOKENS,
+                   clocks=None) -> Path:
+    """Capture one window on a running server; return the raw trace file it wrote.
+
+    ``clocks`` (a :class:`lab.gpuclocks.ClockSampler`) samples the GPU from just after /start_profile
+    to just before /stop_profile."""
     model = server.model_name
     n = window.tokens
+    clocks = clocks or _NoClocks()
     since = time.time()
+
+    def start():
+        _profile_call(server, "/start_profile")
+        clocks.start()
+
+    def stop():
+        clocks.stop()
+        _profile_call(server, "/stop_profile")
+
     if window.phase == "prefill":
         complete(server.base_url, model, prompt_ids(n, salt=1), max_tokens=1)        # warm: same shapes
-        _profile_call(server, "/start_profile")
+        start()
         complete(server.base_url, model, prompt_ids(n, salt=2), max_tokens=1)
-        _profile_call(server, "/stop_profile")
+        stop()
     elif window.phase == "decode-naive":
         complete(server.base_url, model, prompt_ids(n, salt=1), max_tokens=4)        # the study's warm request
-        _profile_call(server, "/start_profile")
+        start()
         complete(server.base_url, model, prompt_ids(n, salt=2), max_tokens=decode_tokens)
-        _profile_call(server, "/stop_profile")
+        stop()
     else:
         complete(server.base_url, model, prompt_ids(n, salt=1), max_tokens=4)
         # Generate well past the window; start profiling once the first token arrived (the prefill is
@@ -189,22 +213,22 @@ def capture_window(server, folder: _TraceFolder, window: Window, *, decode_token
         received, mark, stopper = 0, None, None
         errors: list[BaseException] = []
 
-        def stop():
+        def stop_in_thread():
             try:
-                _profile_call(server, "/stop_profile")
+                stop()
             except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
                 errors.append(exc)
 
         for chunk in stream_chunks(server.base_url, model, prompt_ids(n, salt=2), max_tokens=decode_tokens + margin):
             received += sum(len(c.get("token_ids") or [0]) for c in chunk.get("choices", []))
             if mark is None and received >= 1:
-                _profile_call(server, "/start_profile")
+                start()
                 mark = received
             elif mark is not None and stopper is None and received - mark >= decode_tokens:
-                stopper = threading.Thread(target=stop, daemon=True)
+                stopper = threading.Thread(target=stop_in_thread, daemon=True)
                 stopper.start()
         if stopper is None:
-            stop()
+            stop_in_thread()
         else:
             stopper.join(timeout=600)
         if errors:
@@ -321,7 +345,8 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
                  max_mb: float = MAX_TRACE_MB, ready_timeout: float | None = None,
                  profiler_options: dict | None = None) -> Path:
     """Start a server for ``arm``, capture every window, write traces + census under ``out/<arm>/``."""
-    from lab.data import new_provenance, write_provenance
+    from lab import gpuclocks
+    from lab.data import new_provenance, write_json_atomic, write_provenance
     from lab.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
     from lab.vllm.sweep import arm_slug  # folders named as the sweeps name theirs
 
@@ -343,20 +368,25 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
                     profiler_dir=raw_dir, profiler_options=options,
                     ready_timeout=ready_timeout or DEFAULT_READY_TIMEOUT_S) as server:
             traces = _TraceFolder(raw_dir)
+            clocks = gpuclocks.ClockSampler() if gpuclocks.available() else None
             for window in windows:
                 t0 = time.monotonic()
-                raw = capture_window(server, traces, window, decode_tokens=decode_tokens)
+                raw = capture_window(server, traces, window, decode_tokens=decode_tokens, clocks=clocks)
+                if clocks is not None:  # beside the trace: what the clocks did during this window
+                    write_json_atomic(folder / f"{window.name}.clocks.json", clocks.record())
                 phase = "decode" if window.phase == "decode" else "all"
                 kept = keep_trace(raw, folder / f"{window.name}.trace.json.gz", phase=phase, max_mb=max_mb)
                 raw.unlink(missing_ok=True)
                 result = kept["census"]
                 rows += census_rows(result, window.phase, window.tokens, server.arm_label())
                 fam = result["families"]
+                sm = (clocks.summary()["sm_mhz"] or {}).get("median") if clocks is not None else None
                 line = (f"{server.arm_label():16s} {window.name:20s} window {result['kernel_ms']:10.1f} ms  "
                         f"attention {fam['attention']['ms']:9.1f} ms ({100 * fam['attention']['share']:4.1f}%)  "
                         f"matmul {fam['matmul']['ms']:9.1f} ms  steps {result['steps']['prefill']}p/"
                         f"{result['steps']['decode']}d  {result['attention_signature']['label']}  "
-                        f"[{time.monotonic() - t0:.0f} s{', trimmed' if result['capture']['trimmed'] else ''}]")
+                        f"[{time.monotonic() - t0:.0f} s{', trimmed' if result['capture']['trimmed'] else ''}"
+                        f"{f', SM clock median {sm:.0f} MHz' if sm else ''}]")
                 print(line, flush=True)
                 summary.append(line)
                 write_rows(folder / "census.csv", rows)   # after every window: nothing lost on a crash

@@ -15,7 +15,9 @@
 # What comes back (<= 5 files, each < 16 MiB, none deeper than $OUT/file):
 #   $OUT/h200-capture-<arm>-prefill.tar, $OUT/h200-capture-<arm>-decode.tar
 #       <study>/traces/<arm>/<window>.trace.json.gz (<= 5 MB; trimmed to the events the census reads
-#       when larger) and <window>.census.json; the prefill tar also census.csv, provenance.json, server.log
+#       when larger), <window>.census.json and <window>.clocks.json (nvidia-smi samples of SM clock,
+#       power, temperature and active clock limits during the window); the prefill tar also census.csv,
+#       provenance.json, server.log. ARMS sets the order too (the GPU's state can depend on what ran before).
 #   $OUT/h200-capture.txt   the console: one line per window (GPU time, attention share, kernel signature)
 # Commit: for t in h200-capture-*.tar; do tar -xf $t -C data/h200/; done
 #   -> data/h200/vllm0.26-qwen2.5-7b/traces/{flash_attn-fa3,flex_attention}/

@@ -211,3 +211,23 @@ def test_stored_census_verifies_and_a_tampered_one_does_not(tmp_path, capsys):
     assert lab_main(["census", "--verify", str(folder)]) == 1
     assert "MISMATCH: matmul" in capsys.readouterr().out
     assert lab_main(["census", "--verify", str(tmp_path / "empty")]) == 2
+
+
+class _RecordingClocks:
+    def __init__(self, log):
+        self.log = log
+
+    def start(self):
+        self.log.append("clocks on")
+
+    def stop(self):
+        self.log.append("clocks off")
+
+
+@pytest.mark.parametrize("window", [capture.Window("prefill", 64), capture.Window("decode", 32),
+                                    capture.Window("decode-naive", 32)])
+def test_clocks_are_sampled_inside_the_profiled_part_only(fake, tmp_path, window):
+    folder = capture._TraceFolder(tmp_path / "raw")
+    capture.capture_window(fake, folder, window, decode_tokens=10, clocks=_RecordingClocks(fake.log))
+    marks = [line.split(" at ")[0] if " at " in line else line for line in fake.log if not line.startswith("request")]
+    assert marks == ["start", "clocks on", "clocks off", "stop"]
