@@ -251,3 +251,32 @@ def matmul_launches(root: Path = DATA_DIR, window: str = "prefill-28672"):
     wide = table.pivot_table(index=["gpu", "kernel"], columns="backend", values=["launches", "ms_per_launch"])
     wide.columns = [f"{backend}: {what.replace('_', ' ')}" for what, backend in wide.columns]
     return wide.reset_index()
+
+
+def window_clocks(root: Path = DATA_DIR):
+    """What the GPU's clocks did in each captured window (the ``<window>.clocks.json`` beside a trace):
+    one row per (gpu, backend, window) with median/min SM clock, median power, the limit that was
+    active most often and in what share of the samples, and the window's matmul ms. Empty when no
+    capture recorded clocks."""
+
+    import pandas as pd
+
+    rows = []
+    for ds in datasets(kind="census", root=root):
+        backend = backend_of(ds.provenance.get("flags", {}).get("arm", ds.path.name))
+        for path in sorted(ds.path.glob("*.clocks.json")):
+            name = path.name.replace(".clocks.json", "")
+            clocks = ds.json(path.name)
+            census_path = ds.path / f"{name}.census.json"
+            matmul = ds.json(census_path.name)["families"]["matmul"]["ms"] if census_path.exists() else math.nan
+            limits = clocks.get("limits_active") or {}
+            top = max(limits, key=limits.get) if limits else None
+            sm, power = clocks.get("sm_mhz") or {}, clocks.get("power_w") or {}
+            rows.append({"gpu": short_gpu(ds.gpu), "backend": backend, "window": name,
+                         "samples": clocks.get("samples", 0),
+                         "sm_mhz_median": sm.get("median", math.nan), "sm_mhz_min": sm.get("min", math.nan),
+                         "power_w_median": power.get("median", math.nan),
+                         "limit": top or "none", "limit_share": limits.get(top, 0) / clocks["samples"] if top and clocks.get("samples") else 0.0,
+                         "matmul_ms": matmul})
+    return pd.DataFrame(rows, columns=["gpu", "backend", "window", "samples", "sm_mhz_median", "sm_mhz_min",
+                                       "power_w_median", "limit", "limit_share", "matmul_ms"])

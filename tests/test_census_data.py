@@ -95,3 +95,27 @@ def test_matmul_launches_pairs_the_same_kernels_of_both_backends():
 def test_matmul_launches_without_captures_says_what_to_do(tmp_path):
     with pytest.raises(LabError, match="no census of window 'prefill-28672'; capture it"):
         cd.matmul_launches(root=tmp_path)
+
+
+def test_window_clocks_reads_the_samples_beside_each_trace():
+    clocks = cd.window_clocks()
+    h200 = clocks[(clocks.gpu == "H200") & (clocks.window == "prefill-28672")].set_index("backend")
+    assert set(h200.index) == set(cd.BACKENDS)
+    assert (h200.samples > 0).all() and (h200.sm_mhz_median > 0).all()
+    assert (h200.matmul_ms > 0).all()
+    assert h200.limit_share.between(0, 1).all()
+
+
+def test_window_clocks_summarises_limits_and_tolerates_no_census(tmp_path):
+    folder = tmp_path / "h200" / "study" / "traces" / "flex_attention"
+    folder.mkdir(parents=True)
+    (folder / "provenance.json").write_text(json.dumps({**_provenance("census", "NVIDIA H200"),
+                                                        "flags": {"arm": "FLEX_ATTENTION"}}))
+    (folder / "decode-2048.clocks.json").write_text(json.dumps({
+        "samples": 4, "sm_mhz": {"median": 1800, "min": 1700}, "power_w": {"median": 650},
+        "limits_active": {"software power cap": 3, "hardware slowdown": 1}}))
+    (row,) = cd.window_clocks(root=tmp_path).itertuples()
+    assert (row.backend, row.window, row.limit, row.limit_share) == ("FlexAttention", "decode-2048",
+                                                                       "software power cap", 0.75)
+    assert row.matmul_ms != row.matmul_ms        # no census beside it: NaN, not an error
+    assert cd.window_clocks(root=tmp_path / "empty").empty

@@ -1,0 +1,73 @@
+"""What the forward kernel's tuning runs say (``scripts/tune_kernels.py``, data/h200/kernels/tuning_forward.csv).
+
+Two questions a reader of a benchmark should ask, answered from the same files:
+
+* How much do timings move on their own? Each tuning round times cuDNN at the start and at the
+  end of every shape; the change between the two is the drift of an unchanged kernel.
+* Which kernel variants were tried and lost, and by how much, against the plain kernel of the
+  same round (ratios are only taken within a round: rounds ran on different machine starts).
+"""
+
+from __future__ import annotations
+
+import math
+
+from lab import LabError
+
+#: The reference timed at the start and end of every shape in a round.
+REFERENCE = "sdpa CUDNN_ATTENTION"
+
+
+def drift_pct(tuning) -> float:
+    """Largest change, in percent, of the reference's time between the start and end of a shape."""
+    worst = None
+    for (_, _), group in tuning.groupby(["round", "shape"]):
+        start = group[group.setting == f"{REFERENCE} (start)"].ms
+        end = group[group.setting == f"{REFERENCE} (end)"].ms
+        if len(start) and len(end):
+            change = 100 * abs(float(end.iloc[0]) / float(start.iloc[0]) - 1)
+            worst = change if worst is None else max(worst, change)
+    if worst is None:
+        raise LabError(f"no '{REFERENCE} (start)' and '(end)' pair in the tuning table")
+    return worst
+
+
+def variants(tuning, shape: str = "prefill 16k"):
+    """One row per (round, variant) at ``shape``: the best launch of the variant, the best plain
+    launch of the same round, and how often the variant failed to compile or run."""
+    import pandas as pd
+
+    ours = tuning[(tuning["shape"] == shape) & tuning.setting.str.startswith("tuned")]
+    if ours.empty:
+        raise LabError(f"no tuned-kernel rows at {shape!r} in the tuning table")
+    rows = []
+    for rnd, group in ours.groupby("round"):
+        plain = group[(group.variant == "plain") & group.ms.notna()]
+        best_plain = plain.loc[plain.ms.idxmin()] if len(plain) else None
+        reference = tuning[(tuning["round"] == rnd) & (tuning["shape"] == shape) &
+                           (tuning.setting == f"{REFERENCE} (start)")].ms
+        for variant, v in group.groupby("variant", sort=False):
+            ok = v[v.ms.notna()]
+            best = ok.loc[ok.ms.idxmin()] if len(ok) else None
+            rows.append({
+                "round": rnd, "variant": variant, "tried": len(v), "failed": len(v) - len(ok),
+                "best_setting": None if best is None else f"{best.setting.removeprefix('tuned ')} tma={int(best.tma)}",
+                "best_ms": math.nan if best is None else float(best.ms),
+                "plain_ms": math.nan if best_plain is None else float(best_plain.ms),
+                "reference_ms": float(reference.iloc[0]) if len(reference) else math.nan,
+                "failure": "" if len(ok) == len(v) else str(v[v.ms.isna()].note.iloc[0]).split(":")[0],
+            })
+    table = pd.DataFrame(rows)
+    table["vs_plain"] = table.plain_ms / table.best_ms            # > 1: the variant is faster
+    table["vs_reference"] = table.reference_ms / table.best_ms
+    return table
+
+
+def effect_words(before_ms: float, after_ms: float, noise_pct: float) -> str:
+    """A change in time described in words, calling anything within ``noise_pct`` no change."""
+    if not (before_ms > 0 and after_ms > 0):
+        return "not measured"
+    change = 100 * (before_ms / after_ms - 1)   # positive: faster
+    if abs(change) <= noise_pct:
+        return f"no change beyond the {noise_pct:.0f}% that timings drift by ({change:+.1f}%)"
+    return f"{abs(change):.0f}% {'faster' if change > 0 else 'slower'}"

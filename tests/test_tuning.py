@@ -1,0 +1,49 @@
+"""lab.tuning: drift of an unchanged kernel, variants against the plain kernel of the same round."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from lab import LabError, tuning
+
+
+def _table():
+    rows = [
+        (1, "prefill 16k", "sdpa CUDNN_ATTENTION (start)", "", "", 3.00, ""),
+        (1, "prefill 16k", "tuned 128x64 w8 s3", "plain", True, 4.00, ""),
+        (1, "prefill 16k", "tuned 64x64 w4 s3", "plain", False, 3.60, ""),
+        (1, "prefill 16k", "tuned 64x64 w4 s3", "fancy", False, 4.50, ""),
+        (1, "prefill 16k", "tuned 128x64 w4 s3", "fancy", True, math.nan, "CompilationError: at 1:2"),
+        (1, "prefill 16k", "sdpa CUDNN_ATTENTION (end)", "", "", 3.06, ""),
+        (2, "prefill 16k", "sdpa CUDNN_ATTENTION (start)", "", "", 2.90, ""),
+        (2, "prefill 16k", "tuned 64x64 w4 s3", "plain", True, 3.20, ""),
+        (2, "prefill 16k", "sdpa CUDNN_ATTENTION (end)", "", "", 2.90, ""),
+    ]
+    return pd.DataFrame(rows, columns=["round", "shape", "setting", "variant", "tma", "ms", "note"])
+
+
+def test_drift_is_the_largest_start_to_end_change_of_the_reference():
+    assert tuning.drift_pct(_table()) == pytest.approx(2.0)
+    with pytest.raises(LabError, match="start"):
+        tuning.drift_pct(_table()[~_table().setting.str.endswith("(end)")])
+
+
+def test_variants_compare_within_a_round():
+    table = tuning.variants(_table()).set_index(["round", "variant"])
+    fancy = table.loc[(1, "fancy")]
+    assert fancy.best_ms == 4.5 and fancy.plain_ms == 3.6           # round 1's plain best, not round 2's
+    assert fancy.tried == 2 and fancy.failed == 1 and fancy.failure == "CompilationError"
+    assert fancy.vs_plain == pytest.approx(0.8) and fancy.vs_reference == pytest.approx(3.0 / 4.5)
+    assert table.loc[(2, "plain")].best_setting == "64x64 w4 s3 tma=1"
+    with pytest.raises(LabError, match="prefill 32k"):
+        tuning.variants(_table(), "prefill 32k")
+
+
+def test_effect_words_respect_the_noise():
+    assert tuning.effect_words(4.0, 3.0, 2) == "33% faster"
+    assert tuning.effect_words(3.0, 4.0, 2) == "25% slower"
+    assert tuning.effect_words(3.0, 3.03, 2).startswith("no change beyond the 2%")
+    assert tuning.effect_words(math.nan, 3.0, 2) == "not measured"
