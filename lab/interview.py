@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 
-from lab import data, hardware, iomodel
+from lab import data, hardware, iomodel, reference
 from lab.modelshape import qwen25_7b
 
-A10G = "reference/a10g-vllm0.11-qwen2.5-7b"
+A10G = reference.DATASET
 FLASH, FLEX = "FLASH_ATTN", "FLEX_ATTENTION"
 FA3, FA2 = "FLASH_ATTN/FA3", "FLASH_ATTN/FA2"
 H200_MISSING = "(H200 not measured yet)"

@@ -8,12 +8,12 @@ question against the data it cites.
 
 from __future__ import annotations
 
-from lab import data, hardware, iomodel
+from lab import data, hardware, iomodel, reference
 from lab.modelshape import qwen25_7b
 from lab.quiz import Computed, Question, measured, ratio
 
 #: The published A10G study (vLLM 0.11, Qwen2.5-7B, bf16), parsed by ``python -m lab reference``.
-A10G = "reference/a10g-vllm0.11-qwen2.5-7b"
+A10G = reference.DATASET
 FLASH, FLEX = "FLASH_ATTN", "FLEX_ATTENTION"
 GB = 1e9
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError
 
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "reference" / "inference-wall-part8"
-DEFAULT_OUT = REPO_ROOT / "data" / "reference" / "a10g-vllm0.11-qwen2.5-7b"
+#: The parsed study's dataset name under data/ (what ``lab.data.load`` takes).
+DATASET = "reference/a10g-vllm0.11-qwen2.5-7b"
+DEFAULT_OUT = REPO_ROOT / "data" / DATASET
 SOURCE_TITLE = "The Inference Wall, part 8: FlashAttention vs FlexAttention in vLLM on an A10G (Oct 2026)"
 
 # --- s1.log: the prompt-length probe ----------------------------------------------------------

@@ -30,5 +30,14 @@ def test_decode_explorer_readouts_and_missing_point():
     # bandwidth = K and V once: 2 * 16 * 4 * 32768 * 128 * 2 bytes plus q and o, over the time
     assert math.isclose(readouts["gbps"] * 1e9 * readouts["ms"] * 1e-3,
                         2 * 16 * 4 * 32768 * 128 * 2 + 2 * 16 * 28 * 128 * 2, rel_tol=1e-6)
-    missing = explorer.compute(context=131072, batch=16, backend="ours-tuned")
+
+
+def test_decode_explorer_says_when_a_point_was_not_measured(monkeypatch):
+    from lab import kernel_explorers
+
+    runs = kernel_explorers.kernel_runs()
+    name, (ds, prefill, decode) = next(iter(runs.items()))
+    cut = decode[~((decode.candidate == "ours-tuned") & (decode.batch == 16) & (decode.n == 131072))]
+    monkeypatch.setattr(kernel_explorers, "kernel_runs", lambda: {**runs, name: (ds, prefill, cut)})
+    missing = kernel_explorers.decode_explorer().compute(context=131072, batch=16, backend="ours-tuned")
     assert "not measured" in missing.note

@@ -14,6 +14,11 @@ import numpy as np
 from lab import LabError
 
 
+def softmax_scale(head_dim: int, scale: float | None = None) -> float:
+    """The factor scores are multiplied by before the softmax: ``scale``, or 1/sqrt(head_dim) by default."""
+    return 1.0 / math.sqrt(head_dim) if scale is None else scale
+
+
 def check_shapes(q_shape, k_shape, v_shape, causal: bool) -> tuple[int, int, int, int, int, int]:
     """Validate (batch, heads, n, d) shapes; return (batch, q_heads, kv_heads, n_q, n_k, d)."""
     if len(q_shape) != 4 or len(k_shape) != 4 or len(v_shape) != 4:
@@ -41,7 +46,7 @@ def attention_numpy(q, k, v, causal: bool = False, scale: float | None = None) -
     """softmax(q k^T * scale) v with the full score matrix in memory, in q's dtype (float64 for exactness)."""
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     _, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    scale = softmax_scale(d, scale)
     group = q_heads // kv_heads
     k = np.repeat(k, group, axis=1)  # every query head gets its own copy of its KV head
     v = np.repeat(v, group, axis=1)
@@ -65,7 +70,7 @@ def attention_torch(q, k, v, causal: bool = False, scale: float | None = None, *
 
     batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
     compute_dtype = compute_dtype or torch.float32
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    scale = softmax_scale(d, scale)
     group = q_heads // kv_heads
     # (batch, kv_heads, group, n, d): the query heads of a group broadcast against their one KV head,
     # so K and V are never copied per query head

@@ -12,12 +12,11 @@ and writes to "HBM" (the input and output arrays), to check against :mod:`lab.io
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from lab.attention.reference import check_shapes
+from lab.attention.reference import check_shapes, softmax_scale
 from lab.iomodel import _positive_int, visited_key_tiles
 
 
@@ -72,7 +71,7 @@ def _tiled(q, k, v, causal, block_q, block_k, scale, traffic: TileTraffic | None
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
     _positive_int("block_q", block_q), _positive_int("block_k", block_k)
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    scale = softmax_scale(d, scale)
     group = q_heads // kv_heads
     out = np.empty_like(q)
     for b in range(batch):

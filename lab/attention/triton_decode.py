@@ -21,9 +21,8 @@ of the batch has n_k cached tokens); the result has q's shape and dtype.
 
 from __future__ import annotations
 
-import math
-
 from lab import LabError, env
+from lab.attention.reference import softmax_scale
 
 env.use_triton_interpreter_without_gpu()
 
@@ -158,7 +157,7 @@ def teaching_decode(q, k, v, scale: float | None = None, num_splits: int | None 
 
     q, k, v, (batch, q_heads, kv_heads, n_k, d) = _prepare(q, k, v)
     block_n = block_n or (16 if _interpreting() else 64)
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    scale = softmax_scale(d, scale)
     if num_splits is None:  # about two programs per multiprocessor
         num_splits, keys_per_split = split_plan(n_k, batch * q_heads, block_n, 2 * _multiprocessors(q.device))
     else:
@@ -212,7 +211,7 @@ def tuned_decode(q, k, v, scale: float | None = None, config: dict | None = None
     shape and keeps the fastest (:func:`best_decode_config`), and the interpreter uses 16-key tiles.
     """
     q, k, v, (batch, q_heads, kv_heads, n_k, d) = _prepare(q, k, v)
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    scale = softmax_scale(d, scale)
     if config is None and _interpreting():
         config = {"BLOCK_N": 16, "num_stages": 1, "programs_per_sm": 4}
     if config is None:

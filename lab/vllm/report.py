@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
-from lab import LabError
+from lab import LabError, reference
 from lab.data import DATA_DIR, load
 from lab.fit import decode_growth, fit_quadratic, ok_rows
 
-A10G_STUDY = "reference/a10g-vllm0.11-qwen2.5-7b"
+A10G_STUDY = reference.DATASET
 SHARE_AT = (2048, 8192, 32768)
 
 
