@@ -224,12 +224,42 @@ def h200_decode_kernels_sentence() -> str:
     return text
 
 
+def h200_control_sentence(window: str = "prefill-28672", root=None) -> str:
+    """The matmul control on the H200: same launches or not, the two totals, and the clocks of both windows."""
+    from lab import census_data
+
+    root = data.DATA_DIR if root is None else root
+    try:
+        launches = census_data.matmul_launches(root=root, window=window)
+    except Exception:  # no capture of that window
+        return H200_MISSING
+    clocks = census_data.window_clocks(root=root)
+    launches, clocks = launches[launches.gpu == "H200"], clocks[(clocks.gpu == "H200") & (clocks.window == window)]
+    flash, flex = census_data.BACKENDS
+    if launches.empty or set(clocks.backend) != {flash, flex}:
+        return H200_MISSING
+    same = (launches[f"{flash}: launches"] == launches[f"{flex}: launches"]).all()
+    by = clocks.set_index("backend")
+    fa, fx = by.loc[flash], by.loc[flex]
+    apart = 100 * abs(fa.matmul_ms - fx.matmul_ms) / fa.matmul_ms
+
+    def clock(c):
+        limit = f"the {c.limit} active" if c.limit != "none" else "no clock limit active"
+        return f"a median SM clock of {c.sm_mhz_median:,.0f} MHz with {limit}"
+
+    kernels = "the same matmul kernels the same number of times" if same else "different matmul kernels"
+    return (f"the {int(window.rsplit('-', 1)[1]) // 1024}k prefill windows launched {kernels}, yet their matmuls "
+            f"took {fa.matmul_ms:,.0f} ms with FlashAttention 3 and {fx.matmul_ms:,.0f} ms with FlexAttention "
+            f"({apart:.1f}% apart); the FlashAttention 3 window ran at {clock(fa)}, the FlexAttention one at {clock(fx)}")
+
+
 def h200_facts() -> dict:
     """Sentences (lowercase start, no final period) from the H200 runs, or H200_MISSING for each."""
     names = ("h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk")
     table = _h200_sweeps()
     if table is None:
-        return {**dict.fromkeys(names, H200_MISSING), "h200_decode_kernels": h200_decode_kernels_sentence()}
+        return {**dict.fromkeys(names, H200_MISSING), "h200_decode_kernels": h200_decode_kernels_sentence(),
+                "h200_control": h200_control_sentence()}
     bandwidth = hardware.device("H200-SXM").bandwidth
     chunks, versions = set(), set()
     for ds in data.datasets(kind="vllm-sweep"):  # one scan of the data tree for both
@@ -246,6 +276,7 @@ def h200_facts() -> dict:
         "h200_chunk": (f"the H200 runs prefilled in chunks of {', '.join(f'{c:,}' for c in sorted(chunks))} tokens"
                        if chunks else H200_MISSING),
         "h200_decode_kernels": h200_decode_kernels_sentence(),
+        "h200_control": h200_control_sentence(),
     }
 
 

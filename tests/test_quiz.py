@@ -204,9 +204,10 @@ def test_interview_h200_sentences_say_when_not_measured():
 
     h200 = interview.h200_facts()
     assert set(h200) == {"h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk",
-                         "h200_decode_kernels"}
+                         "h200_decode_kernels", "h200_control"}
     for sentence in h200.values():
-        assert sentence == interview.H200_MISSING or "H200" in sentence or "GB/s" in sentence or "chunks" in sentence
+        assert (sentence == interview.H200_MISSING or "H200" in sentence or "GB/s" in sentence or "chunks" in sentence
+                or "MHz" in sentence)
 
 
 def test_decode_reconciliation_numbers():
@@ -345,7 +346,8 @@ def test_h200_data_switches_on_sentences_and_questions(with_h200):
 
     h200 = interview.h200_facts()
     assert h200["h200_decode_kernels"] == interview.H200_MISSING  # this tree has no kernel benchmark
-    assert interview.H200_MISSING not in [v for k, v in h200.items() if k != "h200_decode_kernels"]
+    assert h200["h200_control"] == interview.H200_MISSING        # nor a census capture
+    assert interview.H200_MISSING not in [v for k, v in h200.items() if k not in ("h200_decode_kernels", "h200_control")]
     assert "32,768 tokens, TTFT was 2.00 s with FLASH_ATTN/FA3 and 8.00 s with FLEX_ATTENTION (4.0×)" in h200["h200_fa3_vs_flex"]
     assert "3.20 s with FLASH_ATTN/FA2" in h200["h200_fa3_vs_fa2"]
     assert h200["h200_chunk"] == "the H200 runs prefilled in chunks of 8,192 tokens"
@@ -371,3 +373,16 @@ def test_h200_decode_kernel_sentence_reads_the_benchmark():
     n = int(re.search(r"at ([\d,]+) tokens", sentence).group(1).replace(",", ""))
     row = table[(table["candidate"] == "flex") & (table["batch"] == 1) & (table["n"] == n)].iloc[0]
     assert f"FlexAttention {100 * row['bw_fraction']:.0f}%" in sentence
+
+
+def test_h200_control_sentence_reads_the_census_and_the_clocks():
+    from lab import census_data, interview
+
+    sentence = interview.h200_control_sentence()
+    if sentence == interview.H200_MISSING:
+        pytest.skip("no H200 census with clock samples committed")
+    clocks = census_data.window_clocks()
+    clocks = clocks[(clocks.gpu == "H200") & (clocks.window == "prefill-28672")].set_index("backend")
+    for backend in census_data.BACKENDS:
+        assert f"{clocks.loc[backend, 'matmul_ms']:,.0f} ms" in sentence
+        assert f"{clocks.loc[backend, 'sm_mhz_median']:,.0f} MHz" in sentence
