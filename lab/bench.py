@@ -354,6 +354,38 @@ def bars(prefill, decode) -> list[dict]:
     return out
 
 
+def bars_over_runs(runs: dict):
+    """The bars of several runs side by side: ``runs`` maps a run's name to its bars table (bars.csv).
+
+    One column of ratios per run, then ``measured`` and ``met`` (in how many runs), and ``worst``. A
+    bar a run did not measure (an empty ratio) counts neither way.
+    """
+
+    if not runs:
+        raise LabError("bars_over_runs needs at least one run")
+    wide = None
+    for name, table in runs.items():
+        column = table[["bar", "need", "ratio"]].rename(columns={"ratio": name})
+        wide = column if wide is None else wide.merge(column, on=["bar", "need"], how="outer")
+    ratios = wide[list(runs)]
+    wide["measured"] = ratios.notna().sum(axis=1)
+    wide["met"] = ratios.ge(wide["need"], axis=0).sum(axis=1)
+    wide["worst"] = ratios.min(axis=1)
+    order = {bar: i for i, bar in enumerate(next(iter(runs.values())).bar)}
+    return wide.sort_values("bar", key=lambda col: col.map(lambda b: order.get(b, len(order)))).reset_index(drop=True)
+
+
+def bars_sentence(table) -> str:
+    """``bars_over_runs``' verdict in words: for each bar, in how many runs it was met and its lowest ratio."""
+    parts = []
+    for row in table.itertuples():
+        if row.met == row.measured:
+            parts.append(f"{row.bar}: met in all {row.measured} runs (lowest {row.worst:.2f})")
+        else:
+            parts.append(f"{row.bar}: met in {row.met} of {row.measured} runs (lowest {row.worst:.2f}, needs {row.need:g})")
+    return "; ".join(parts) + "."
+
+
 # --- CLI ---------------------------------------------------------------------------------------
 
 def _ints(text: str) -> tuple[int, ...]:

@@ -364,3 +364,22 @@ def test_online_softmax_trace_hand_computed():
     assert steps[1]["rescale"] == pytest.approx(math.exp(-1))
     assert steps[1]["l"] == pytest.approx(math.exp(-2) + math.exp(-1) + 1)
     assert np.allclose(probs, np.exp([1, 2, 3]) / np.exp([1, 2, 3]).sum(), atol=1e-15)
+
+
+def test_bars_over_runs_counts_met_and_ignores_unmeasured():
+    import pandas as pd
+
+    from lab.bench import bars_over_runs
+
+    first = pd.DataFrame({"bar": ["a", "b"], "ratio": [0.9, 1.2], "need": [0.8, 1.0], "met": [True, True]})
+    second = pd.DataFrame({"bar": ["a", "b"], "ratio": [0.75, float("nan")], "need": [0.8, 1.0], "met": [False, False]})
+    table = bars_over_runs({"first": first, "second": second}).set_index("bar")
+    assert table.loc["a", "met"] == 1 and table.loc["a", "measured"] == 2 and table.loc["a", "worst"] == 0.75
+    assert table.loc["b", "met"] == 1 and table.loc["b", "measured"] == 1     # the empty ratio counts neither way
+    assert list(table.index) == ["a", "b"]
+    from lab.bench import bars_sentence
+
+    assert bars_sentence(table.reset_index()) == ("a: met in 1 of 2 runs (lowest 0.75, needs 0.8); "
+                                                  "b: met in all 1 runs (lowest 1.20).")
+    with pytest.raises(LabError):
+        bars_over_runs({})

@@ -41,3 +41,19 @@ def test_decode_explorer_says_when_a_point_was_not_measured(monkeypatch):
     monkeypatch.setattr(kernel_explorers, "kernel_runs", lambda: {**runs, name: (ds, prefill, cut)})
     missing = kernel_explorers.decode_explorer().compute(context=131072, batch=16, backend="ours-tuned")
     assert "not measured" in missing.note
+
+
+def test_prefill_explorer_takes_a_partial_run(monkeypatch):
+    """A run with fewer lengths or candidates (the repeats, a reader's quick run) still renders statically."""
+    from lab import kernel_explorers
+
+    runs = kernel_explorers.kernel_runs()
+    ds, prefill, _ = next(iter(runs.values()))
+    partial = prefill[(prefill.n == prefill.n.max()) & (prefill.candidate != "naive")]
+    monkeypatch.setattr(kernel_explorers, "kernel_runs", lambda: {**runs, "partial": (ds, partial, None)})
+    explorer = kernel_explorers.prefill_explorer()
+    explorer.static_data()   # raises if any combination breaks the shared readout layout
+    short = explorer.compute(run="partial", length=int(prefill.n.min()), backend="ours-tuned")
+    assert "not measured" in short.note
+    long = explorer.compute(run="partial", length=int(prefill.n.max()), backend="ours-tuned")
+    assert long.note.startswith("fastest at")
