@@ -360,7 +360,6 @@ def bars_over_runs(runs: dict):
     One column of ratios per run, then ``measured`` and ``met`` (in how many runs), and ``worst``. A
     bar a run did not measure (an empty ratio) counts neither way.
     """
-
     if not runs:
         raise LabError("bars_over_runs needs at least one run")
     wide = None

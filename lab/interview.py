@@ -226,12 +226,12 @@ def h200_decode_kernels_sentence() -> str:
 
 def h200_control_sentence(window: str = "prefill-28672", root=None) -> str:
     """The matmul control on the H200: same launches or not, the two totals, and the clocks of both windows."""
-    from lab import census_data
+    from lab import LabError, census_data
 
     root = data.DATA_DIR if root is None else root
     try:
         launches = census_data.matmul_launches(root=root, window=window)
-    except Exception:  # no capture of that window
+    except LabError:  # no capture of that window
         return H200_MISSING
     clocks = census_data.window_clocks(root=root)
     launches, clocks = launches[launches.gpu == "H200"], clocks[(clocks.gpu == "H200") & (clocks.window == window)]
