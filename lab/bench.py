@@ -32,11 +32,13 @@ CANDIDATES = ("naive", "sdpa-flash", "sdpa-cudnn", "flex", "ours-teaching", "our
 OURS = ("ours-teaching", "ours-tuned")
 MAX_ABS_ERR = 2e-2  # bf16 outputs against the fp32 reference
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "kernels"
+#: What the GPU's clocks did while a candidate was timed (lab.gpuclocks; empty without nvidia-smi).
+CLOCK_COLUMNS = ("sm_mhz", "power_w", "clock_limit", "clock_limit_share")
 PREFILL_COLUMNS = ("candidate", "batch", "q_heads", "kv_heads", "head_dim", "n", "dtype", "causal", "status",
-                   "ms", "tflops", "speed_vs_fastest", "fastest", "max_abs_err", "note", "config")
+                   "ms", "tflops", "speed_vs_fastest", "fastest", "max_abs_err", "note", "config", *CLOCK_COLUMNS)
 DECODE_COLUMNS = ("candidate", "batch", "q_heads", "kv_heads", "head_dim", "n", "dtype", "status", "ms", "ms_eager", "tflops",
                   "bytes", "gbps", "copy_gbps", "bw_fraction", "speed_vs_fastest", "fastest", "max_abs_err",
-                  "note", "config")
+                  "note", "config", *CLOCK_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -158,11 +160,13 @@ class _Silent:
 
 
 def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, copy_gbps: float | None = None,
-                  device: str = "cuda", timer=None, dtype=None) -> list[dict]:
+                  device: str = "cuda", timer=None, dtype=None, clocks=None) -> list[dict]:
     """Check, then time, every candidate on one shape; one row per candidate.
 
     ``device``, ``timer`` and ``dtype`` exist for the CPU test of this function (interpreter, fp16).
-    Without ``copy_gbps`` (a live cell), a decode row's bandwidth share is left empty.
+    Without ``copy_gbps`` (a live cell), a decode row's bandwidth share is left empty. ``clocks`` (a
+    :class:`lab.gpuclocks.ClockSampler`) samples the GPU while each candidate is timed: a timing taken
+    at a power-capped clock says so in its row.
     """
     progress = progress or _Silent()
     import torch
@@ -200,6 +204,8 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
                 row.update(status="wrong", note=f"max abs error {row['max_abs_err']:.3g} > {MAX_ABS_ERR}")
             else:
                 del out
+                if clocks is not None:
+                    clocks.start()
                 eager = timer(lambda fn=fn: fn(q, k, v, shape.causal), warmup=10, rep=rep_ms, return_mode="median")
                 row["ms"] = eager
                 if shape.phase == "decode" and device == "cuda":
@@ -209,7 +215,11 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
                     except Exception as exc:
                         row["note"] = f"graph capture failed ({type(exc).__name__}); eager time reported"
                         torch.cuda.synchronize()
+                if clocks is not None:
+                    row.update(_clock_fields(clocks.stop()))
         except Exception as exc:  # a backend that does not support this shape is a result, not a crash
+            if clocks is not None and clocks.running:
+                clocks.stop()
             row.update(status="error", note=f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
             if device == "cuda":
                 torch.cuda.synchronize()
@@ -239,6 +249,16 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
             r["fastest"] = best["candidate"]
             r["speed_vs_fastest"] = best["ms"] / r["ms"] if r["status"] == "ok" else math.nan
     return rows
+
+
+def _clock_fields(summary: dict) -> dict:
+    """A clock summary (lab.gpuclocks) as the row's CLOCK_COLUMNS."""
+    from lab.gpuclocks import dominant_limit
+
+    limit, share = dominant_limit(summary)
+    return {"sm_mhz": (summary.get("sm_mhz") or {}).get("median", math.nan),
+            "power_w": (summary.get("power_w") or {}).get("median", math.nan),
+            "clock_limit": limit, "clock_limit_share": share}
 
 
 def rotation(shape: Shape, first, min_bytes: int = 256 << 20) -> list:
@@ -456,7 +476,7 @@ def main(args) -> int:
     import pandas as pd
     from tqdm import tqdm
 
-    from lab import data, env
+    from lab import data, env, gpuclocks
 
     if args.rebuild is not None:
         return rebuild(args.rebuild)
@@ -481,19 +501,23 @@ def main(args) -> int:
     started = time.time()
     copy_gbps = copy_bandwidth_gbps()
     print(f"{caps.gpu}: device-to-device copy {copy_gbps:,.0f} GB/s (read + write)", file=sys.stderr)
+    clocks = gpuclocks.ClockSampler(interval_ms=20) if gpuclocks.available() else None
     flags = {
         "q_heads": args.q_heads, "kv_heads": args.kv_heads, "head_dim": 128, "candidates": candidates,
         "timer": ("prefill and decode ms_eager: triton.testing.do_bench median, L2 flushed before each call; "
                   "decode ms: median of CUDA-graph replays (triton.testing.do_bench_cudagraph), inputs rotated "
                   "over >= 256 MB so K/V come from HBM"), "rep_ms": args.rep_ms,
-        "reference": "fp32 naive attention (lab.attention.reference.attention_torch)", "max_abs_err": MAX_ABS_ERR}
+        "reference": "fp32 naive attention (lab.attention.reference.attention_torch)", "max_abs_err": MAX_ABS_ERR,
+        "clocks": ("nvidia-smi every 20 ms while each candidate was timed: sm_mhz and power_w are medians, "
+                   "clock_limit the limit active in most samples" if clocks is not None else "not sampled")}
     # written first and again at the end: a run cut off midway still leaves a valid (partial) dataset
     data.write_provenance(out_dir, data.new_provenance("kernels", dtype="bfloat16", flags=flags,
                                                        copy_gbps=copy_gbps, complete=False))
     rows: list[dict] = []
     with tqdm(total=len(shapes) * len(candidates), unit="run", file=sys.stderr) as progress:
         for shape in shapes:
-            measured = [{"phase": shape.phase, **row} for row in measure_shape(shape, candidates, args.rep_ms, progress, copy_gbps)]
+            measured = [{"phase": shape.phase, **row}
+                        for row in measure_shape(shape, candidates, args.rep_ms, progress, copy_gbps, clocks=clocks)]
             rows += measured
             for row in measured:  # nothing measured is lost if a later shape crashes
                 data.append_jsonl(out_dir / "measurements.jsonl", row)

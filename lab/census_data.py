@@ -21,6 +21,7 @@ from pathlib import Path
 from lab import LabError
 from lab.census import FAMILIES
 from lab.data import DATA_DIR, datasets
+from lab.gpuclocks import dominant_limit
 
 PHASES = ("prefill", "decode", "decode-naive")
 PHASE_LABELS = {"prefill": "prefill window", "decode": "decode steps only",
@@ -269,14 +270,12 @@ def window_clocks(root: Path = DATA_DIR):
             clocks = ds.json(path.name)
             census_path = ds.path / f"{name}.census.json"
             matmul = ds.json(census_path.name)["families"]["matmul"]["ms"] if census_path.exists() else math.nan
-            limits = clocks.get("limits_active") or {}
-            top = max(limits, key=limits.get) if limits else None
+            limit, share = dominant_limit(clocks)
             sm, power = clocks.get("sm_mhz") or {}, clocks.get("power_w") or {}
             rows.append({"gpu": short_gpu(ds.gpu), "backend": backend, "window": name,
                          "samples": clocks.get("samples", 0),
                          "sm_mhz_median": sm.get("median", math.nan), "sm_mhz_min": sm.get("min", math.nan),
                          "power_w_median": power.get("median", math.nan),
-                         "limit": top or "none", "limit_share": limits.get(top, 0) / clocks["samples"] if top and clocks.get("samples") else 0.0,
-                         "matmul_ms": matmul})
+                         "limit": limit, "limit_share": share, "matmul_ms": matmul})
     return pd.DataFrame(rows, columns=["gpu", "backend", "window", "samples", "sm_mhz_median", "sm_mhz_min",
                                        "power_w_median", "limit", "limit_share", "matmul_ms"])

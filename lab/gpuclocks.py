@@ -90,6 +90,15 @@ def summarise(samples: list[dict]) -> dict:
             "temp_c": stats("temp_c"), "limits_active": reasons}
 
 
+def dominant_limit(summary: dict) -> tuple[str, float]:
+    """The clock limit active in most samples of a summary, and in what share of them ("none", 0.0 if none)."""
+    limits, samples = summary.get("limits_active") or {}, summary.get("samples") or 0
+    if not limits or not samples:
+        return "none", 0.0
+    name = max(limits, key=limits.get)
+    return name, limits[name] / samples
+
+
 class ClockSampler:
     """Samples the GPU every ``interval_ms`` between :meth:`start` and :meth:`stop`."""
 
@@ -108,7 +117,13 @@ class ClockSampler:
                                "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30)
         return done.returncode == 0
 
+    @property
+    def running(self) -> bool:
+        return self._proc is not None
+
     def start(self) -> None:
+        if self.running:  # never leave an nvidia-smi behind
+            self.stop()
         self._file = tempfile.NamedTemporaryFile("w+", suffix=".csv", delete=False)
         self._proc = subprocess.Popen(["nvidia-smi", "-i", self.gpu, f"--query-gpu={','.join(self.fields)}",
                                        "--format=csv,noheader,nounits", f"--loop-ms={self.interval_ms}"],

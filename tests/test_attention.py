@@ -290,6 +290,43 @@ def test_bench_measures_checks_and_ranks_on_cpu():
     assert rows[2]["tflops"] == pytest.approx(819_200 / 1e-3 / 1e12)
 
 
+class _FakeClocks:
+    """Stands in for lab.gpuclocks.ClockSampler: records start/stop, returns a fixed summary."""
+
+    def __init__(self):
+        self.log, self.running = [], False
+
+    def start(self):
+        self.log.append("start")
+        self.running = True
+
+    def stop(self):
+        self.log.append("stop")
+        self.running = False
+        return {"samples": 4, "sm_mhz": {"median": 1620.0}, "power_w": {"median": 690.0},
+                "limits_active": {"software power cap": 3}}
+
+
+def test_bench_records_the_clocks_while_timing_and_stops_them_on_a_failure():
+    from lab import bench
+
+    def timer(fn, **kw):
+        if calls.pop(0) == "boom":
+            raise RuntimeError("timing failed")
+        fn()
+        return 1.0
+
+    calls = ["ok", "boom"]
+    clocks = _FakeClocks()
+    shape = bench.Shape("prefill", 1, 4, 2, 40, head_dim=64)
+    rows = bench.measure_shape(shape, ["ours-teaching", "ours-tuned"], 10, device=DEVICE, timer=timer,
+                               dtype=torch.float16, clocks=clocks)
+    assert clocks.log == ["start", "stop", "start", "stop"] and not clocks.running
+    assert (rows[0]["sm_mhz"], rows[0]["power_w"], rows[0]["clock_limit"]) == (1620.0, 690.0, "software power cap")
+    assert rows[0]["clock_limit_share"] == 0.75
+    assert rows[1]["status"] == "error" and "sm_mhz" not in rows[1]
+
+
 def test_bench_bars_from_a_table():
     import pandas as pd
 

@@ -83,3 +83,16 @@ def test_no_nvidia_smi_is_a_clear_error(tmp_path, monkeypatch):
         gpuclocks.ClockSampler()
     with pytest.raises(LabError, match="before start"):
         gpuclocks.ClockSampler.stop(SimpleNamespace(_proc=None))
+
+
+def test_dominant_limit_and_a_second_start_stops_the_first(tmp_path, monkeypatch):
+    assert gpuclocks.dominant_limit({"samples": 4, "limits_active": {"a": 1, "b": 3}}) == ("b", 0.75)
+    assert gpuclocks.dominant_limit({"samples": 0, "limits_active": {}}) == ("none", 0.0)
+    _install(tmp_path, monkeypatch)
+    sampler = gpuclocks.ClockSampler(interval_ms=10)
+    sampler.start()
+    first = sampler._proc
+    sampler.start()                       # the first nvidia-smi is stopped, not orphaned
+    assert first.poll() is not None and sampler.running
+    sampler.stop()
+    assert not sampler.running
