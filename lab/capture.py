@@ -372,15 +372,17 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
             for window in windows:
                 t0 = time.monotonic()
                 raw = capture_window(server, traces, window, decode_tokens=decode_tokens, clocks=clocks)
+                sm = None
                 if clocks is not None:  # beside the trace: what the clocks did during this window
-                    write_json_atomic(folder / f"{window.name}.clocks.json", clocks.record())
+                    record = clocks.record()
+                    write_json_atomic(folder / f"{window.name}.clocks.json", record)
+                    sm = (record["sm_mhz"] or {}).get("median")
                 phase = "decode" if window.phase == "decode" else "all"
                 kept = keep_trace(raw, folder / f"{window.name}.trace.json.gz", phase=phase, max_mb=max_mb)
                 raw.unlink(missing_ok=True)
                 result = kept["census"]
                 rows += census_rows(result, window.phase, window.tokens, server.arm_label())
                 fam = result["families"]
-                sm = (clocks.summary()["sm_mhz"] or {}).get("median") if clocks is not None else None
                 line = (f"{server.arm_label():16s} {window.name:20s} window {result['kernel_ms']:10.1f} ms  "
                         f"attention {fam['attention']['ms']:9.1f} ms ({100 * fam['attention']['share']:4.1f}%)  "
                         f"matmul {fam['matmul']['ms']:9.1f} ms  steps {result['steps']['prefill']}p/"
