@@ -18,17 +18,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-#: (BLOCK_M, BLOCK_N, num_warps, num_stages) tried at the first length; the best few go on to the others.
-LAUNCHES = [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (256, 64, 8, 3), (64, 64, 4, 3),
-            (64, 64, 4, 2), (64, 64, 4, 4), (128, 32, 4, 2), (64, 32, 4, 3)]
+#: (BLOCK_M, BLOCK_N, num_warps, num_stages, register cap or 0) tried at the first length; the best few go on.
+LAUNCHES = [(bm, bn, w, s, 0) for bm, bn, w, s in [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4),
+                                                   (256, 64, 8, 3), (64, 64, 4, 3), (64, 64, 4, 2), (64, 64, 4, 4),
+                                                   (128, 32, 4, 2), (64, 32, 4, 3)]]
 #: tile loads: pointers, then the TMA copy engine
 OPTIONS = [False, True]
+
+
+def parse_launches(text: str) -> list[tuple[int, int, int, int]]:
+    """'64x64w4s3,128x64w8s2r128' -> [(64, 64, 4, 3, 0), (128, 64, 8, 2, 128)] (r: register cap, 0 for none)"""
+    launches = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        match = re.fullmatch(r"(\d+)x(\d+)w(\d+)s(\d+)(?:r(\d+))?", item)
+        if not match:
+            raise argparse.ArgumentTypeError(f"launch {item!r} is not BMxBNwWsS[rR], e.g. 64x64w4s3 or 128x64w8s2r128")
+        launches.append(tuple(int(x or 0) for x in match.groups()))
+    if not launches:
+        raise argparse.ArgumentTypeError("no launches given")
+    return launches
 
 
 def main() -> int:
@@ -38,6 +53,10 @@ def main() -> int:
     parser.add_argument("--lengths", default="16384,32768", help="prompt lengths, the first one sweeps everything")
     parser.add_argument("--keep", type=int, default=6, help="settings carried from the first length to the others")
     parser.add_argument("--budget-s", type=float, default=300, help="stop starting new settings after this long")
+    parser.add_argument("--launches", type=parse_launches, default=LAUNCHES,
+                        help="launches to try, as BMxBNwWsS separated by commas (e.g. 64x64w4s3,128x128w8s3); "
+                             "default: the built-in list")
+    parser.add_argument("--tma", choices=["both", "on", "off"], default="both", help="tile loads to try")
     args = parser.parse_args()
 
     import torch
@@ -45,26 +64,42 @@ def main() -> int:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
+    from lab import gpuclocks
     from lab.attention import triton_fwd
 
+    clocks = gpuclocks.ClockSampler(interval_ms=20) if gpuclocks.available() else None
     args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "tune.jsonl"
     started = time.time()
     results = []
 
-    def timed(label, shape, fn, expected, **extra):
+    def timed(label, shape, fn, expected, resources=None, **extra):
         t0 = time.time()
+        sampled = {}
         try:
             err = (fn().float() - expected.float()).abs().max().item()
+            if resources is not None:
+                extra.update(resources())
+            if clocks is not None:
+                clocks.start()
             ms = do_bench(fn, warmup=5, rep=args.rep_ms, return_mode="median") if err <= 2e-2 else float("nan")
             note = ""
         except Exception as exc:  # a setting that does not fit (shared memory, registers) is a result
             err, ms, note = float("nan"), float("nan"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
-        row = {"shape": shape, "label": label, "ms": ms, "err": err, "note": note, "seconds": round(time.time() - t0, 1), **extra}
+        finally:
+            if clocks is not None and clocks.running:
+                summary = clocks.stop()
+                sampled = {"sm_mhz": (summary.get("sm_mhz") or {}).get("median"),
+                           "power_w": (summary.get("power_w") or {}).get("median"),
+                           "clock_limit": gpuclocks.dominant_limit(summary)[0]}
+        row = {"shape": shape, "label": label, "ms": ms, "err": err, "note": note, "seconds": round(time.time() - t0, 1),
+               **extra, **sampled}
         results.append(row)
         with open(log, "a") as fh:
             fh.write(json.dumps(row) + "\n")
-        print(f"{shape:12s} {label:48s} {ms:9.4f} ms  err {err:.1e}  [{row['seconds']:.0f} s] {note}", flush=True)
+        facts = " ".join(f"{key}={row[key]}" for key in ("registers", "spills", "shared_kib", "programs_per_sm", "sm_mhz",
+                                                         "clock_limit") if row.get(key) is not None)
+        print(f"{shape:12s} {label:32s} {ms:9.4f} ms  err {err:.1e}  [{row['seconds']:.0f} s] {facts} {note}", flush=True)
         return ms
 
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -77,7 +112,8 @@ def main() -> int:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
     lengths = [int(x) for x in args.lengths.split(",")]
-    settings = [(launch, tma) for tma in OPTIONS for launch in LAUNCHES]
+    options = {"both": OPTIONS, "on": [True], "off": [False]}[args.tma]
+    settings = [(launch, tma) for tma in options for launch in args.launches]
     for index, n in enumerate(lengths):
         q, k, v = rand(1, 28, n, 128), rand(1, 4, n, 128), rand(1, 4, n, 128)
         shape = f"prefill {n // 1024}k"
@@ -87,14 +123,14 @@ def main() -> int:
         if index > 0:  # only the best settings of the first length
             first = [r for r in results if r["shape"] == f"prefill {lengths[0] // 1024}k" and "launch" in r and r["ms"] == r["ms"]]
             settings = [(tuple(r["launch"]), r["tma"]) for r in sorted(first, key=lambda r: r["ms"])[:args.keep]]
-        for (bm, bn, w, s), tma in settings:
+        for (bm, bn, w, s, regs), tma in settings:
             if time.time() - started > args.budget_s * (index + 1) / len(lengths):
                 print(f"{shape}: time budget reached, {len(settings)} settings not all tried", flush=True)
                 break
-            config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": s}
-            timed(f"{bm}x{bn} w{w} s{s} tma={int(tma)}", shape,
+            config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": s, "maxnreg": regs or None}
+            timed(f"{bm}x{bn} w{w} s{s}{f' r{regs}' if regs else ''} tma={int(tma)}", shape,
                   lambda config=config, tma=tma, qkv=(q, k, v): triton_fwd.tuned_forward(*qkv, True, config=config, tma=tma),
-                  expected, launch=[bm, bn, w, s], tma=tma)
+                  expected, resources=triton_fwd.launch_resources, launch=[bm, bn, w, s, regs], tma=tma)
         for backend in ("CUDNN_ATTENTION", "FLASH_ATTENTION"):
             timed(f"sdpa {backend} (end)", shape, lambda backend=backend, qkv=(q, k, v): sdpa(*qkv, backend), expected)
 

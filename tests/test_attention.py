@@ -191,7 +191,8 @@ def test_triton_forward_matches_reference(kernel, causal, dtype, shape):
 
 
 @pytest.mark.parametrize("tma", [False, True], ids=["pointers", "tma"])
-@pytest.mark.parametrize("config", [{"BLOCK_M": 32, "BLOCK_N": 16}, {"BLOCK_M": 16, "BLOCK_N": 16}])
+@pytest.mark.parametrize("config", [{"BLOCK_M": 32, "BLOCK_N": 16}, {"BLOCK_M": 16, "BLOCK_N": 16},
+                                    {"BLOCK_M": 16, "BLOCK_N": 32}])
 def test_triton_tuned_forward_tile_sizes(config, tma):
     # lengths that are not multiples of any tile: partial tiles on both sides of the diagonal;
     # with tensor descriptors (TMA), rows past the end must come back as zeros and never be stored
@@ -218,8 +219,29 @@ def test_triton_forward_rejects_bad_input():
     with pytest.raises(LabError):
         triton_fwd.teaching_forward(q, k.half(), v)                        # mixed dtypes
     with pytest.raises(LabError):
-        triton_fwd.tuned_forward(q, k, v, config={"BLOCK_M": 16, "BLOCK_N": 32})
+        triton_fwd.tuned_forward(q, k, v, config={"BLOCK_M": 16, "BLOCK_N": 8})          # tiles under 16
+    with pytest.raises(LabError):
+        triton_fwd.tuned_forward(q, k, v, config={"BLOCK_M": 48, "BLOCK_N": 16})         # not a power of two
 
+
+
+def test_launch_resources_before_any_gpu_launch_says_what_to_do():
+    if ON_GPU:
+        pytest.skip("on a GPU earlier tests have launched the kernel")
+    with pytest.raises(LabError, match="call tuned_forward"):
+        triton_fwd.launch_resources()
+
+
+@gpu_only
+def test_launch_resources_describe_the_last_launch():
+    q, k, v = _torch_qkv(1, 4, 2, 256, 256, 128, torch.bfloat16, seed=5)
+    triton_fwd.tuned_forward(q, k, v, True, config={"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}, tma=False)
+    small = triton_fwd.launch_resources()
+    triton_fwd.tuned_forward(q, k, v, True, config={"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, tma=False)
+    large = triton_fwd.launch_resources()
+    assert small["registers"] > 0 and large["registers"] > 0
+    assert 1 <= large["programs_per_sm"] <= small["programs_per_sm"]   # bigger tiles, fewer resident programs
+    assert large["shared_kib"] > small["shared_kib"]
 
 DECODE_SHAPES = [(2, 4, 2, 100, 64), (1, 7, 1, 37, 128), (3, 4, 4, 16, 64)]
 if ON_GPU:

@@ -271,7 +271,8 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
                   split_diagonal: bool = True, heavy_first: bool = True, tma: bool | None = None):
     """Attention with the tuned kernel.
 
-    ``config`` (keys BLOCK_M, BLOCK_N, and optionally num_warps, num_stages) fixes the launch; without
+    ``config`` (keys BLOCK_M, BLOCK_N, and optionally num_warps, num_stages, maxnreg: a cap on registers
+    per thread, so that more programs fit on a multiprocessor) fixes the launch; without
     it a GPU autotunes over :data:`TUNED_CONFIGS` once per (n_q, n_k, head dim, causal), and the
     interpreter uses 16 x 16 tiles. ``tma=True`` fetches tiles with tensor descriptors (the copy
     engine of Hopper and newer); by default a Hopper GPU times both ways once per shape and keeps the
@@ -279,8 +280,8 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
     tiles first-to-last: both exist to measure what each optimisation buys.
     """
     q, k, v, o, (batch, q_heads, kv_heads, n_q, n_k, d), precision = _prepare(q, k, v, causal)
-    if config is not None and (config.get("BLOCK_M", 0) % config.get("BLOCK_N", 1) or config.get("BLOCK_N", 0) < 16):
-        raise LabError(f"config needs BLOCK_N >= 16 dividing BLOCK_M; got {config}")
+    if config is not None and not all(_power_of_two_from_16(config.get(key, 0)) for key in ("BLOCK_M", "BLOCK_N")):
+        raise LabError(f"config needs BLOCK_M and BLOCK_N to be powers of two, at least 16; got {config}")
     if tma is None:
         tma = _faster_loads(q, k, v, causal, scale, config, split_diagonal, heavy_first) if tma_available() else False
     qk_scale = softmax_scale(d, scale) * LOG2E
@@ -303,10 +304,40 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
                                                            "num_stages": best.num_stages}
     else:
         grid = (triton.cdiv(n_q, config["BLOCK_M"]) * batch * q_heads,)
-        _tuned_kernel[grid](*args, **flags, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-                            num_warps=config.get("num_warps", 4),
-                            num_stages=config.get("num_stages", 1 if _interpreting() else 3))
+        register_cap = {"maxnreg": config["maxnreg"]} if config.get("maxnreg") and not _interpreting() else {}
+        kernel = _tuned_kernel[grid](*args, **flags, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+                                     num_warps=config.get("num_warps", 4),
+                                     num_stages=config.get("num_stages", 1 if _interpreting() else 3), **register_cap)
+        if not _interpreting():
+            _LAST_KERNEL["kernel"] = kernel
     return o
+
+
+def _power_of_two_from_16(value) -> bool:
+    return isinstance(value, int) and value >= 16 and not value & (value - 1)
+
+
+_LAST_KERNEL: dict = {}   # the compiled kernel of the last launch with a fixed config (for launch_resources)
+
+
+def launch_resources() -> dict:
+    """What the last fixed-config launch of the tuned kernel asked of each multiprocessor: registers per
+    thread, spilled registers, shared memory, and how many of its programs fit on one multiprocessor
+    at once (the CUDA occupancy calculator). Two resident programs can overlap one's matrix products
+    with the other's softmax, which one program alone does not."""
+    kernel = _LAST_KERNEL.get("kernel")
+    if kernel is None:
+        raise LabError("no fixed-config launch of the tuned kernel on a GPU yet: call tuned_forward(..., config=...) first")
+    import ctypes
+
+    threads = 32 * kernel.metadata.num_warps
+    shared = kernel.metadata.shared
+    resident = ctypes.c_int(-1)
+    libcuda = ctypes.CDLL("libcuda.so.1")
+    status = libcuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(resident), ctypes.c_void_p(kernel.function),
+                                                                 ctypes.c_int(threads), ctypes.c_size_t(shared))
+    return {"registers": kernel.n_regs, "spills": kernel.n_spills, "shared_kib": round(shared / 1024, 1),
+            "programs_per_sm": resident.value if status == 0 else None}
 
 
 def best_config(n_q: int, n_k: int, head_dim: int, causal: bool, dtype_is_fp32: bool = False) -> dict | None:
