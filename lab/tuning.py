@@ -71,3 +71,33 @@ def effect_words(before_ms: float, after_ms: float, noise_pct: float) -> str:
     if abs(change) <= noise_pct:
         return f"no change beyond the {noise_pct:.0f}% that timings drift by ({change:+.1f}%)"
     return f"{abs(change):.0f}% {'faster' if change > 0 else 'slower'}"
+
+
+#: Columns of tuning_forward.csv; the last six came with the rounds that recorded resources and clocks.
+TABLE_COLUMNS = ("round", "code", "shape", "setting", "variant", "tma", "ms", "max_abs_err", "note",
+                 "registers", "spills", "shared_kib", "programs_per_sm", "sm_mhz", "clock_limit")
+
+
+def log_rows(lines, round_no: int, code: str, variant: str = "plain") -> list[dict]:
+    """The lines of one ``tune.jsonl`` (scripts/tune_kernels.py) as rows of tuning_forward.csv."""
+    import json
+    import re
+
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LabError(f"tune.jsonl line {number} is not JSON ({exc.msg}); was the run cut off? "
+                           "drop the broken line and convert again") from None
+        launch = "launch" in entry
+        rows.append({
+            "round": round_no, "code": code, "shape": entry["shape"],
+            "setting": "tuned " + re.sub(r" tma=\d$", "", entry["label"]) if launch else entry["label"],
+            "variant": variant if launch else "", "tma": entry.get("tma", "") if launch else "",
+            "ms": entry.get("ms"), "max_abs_err": entry.get("err"), "note": entry.get("note", ""),
+            **{key: entry.get(key, "") for key in TABLE_COLUMNS[9:]},
+        })
+    return rows

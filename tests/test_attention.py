@@ -206,7 +206,7 @@ def test_triton_tuned_forward_tile_sizes(config, tma):
 @pytest.mark.parametrize("index", range(len(triton_fwd.TUNED_CONFIGS)))
 def test_triton_tuned_forward_every_autotune_config(index):
     config = triton_fwd.TUNED_CONFIGS[index]
-    as_dict = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+    as_dict = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages, "maxnreg": config.maxnreg}
     q, k, v = _torch_qkv(1, 28, 4, 333, 333, 128, torch.bfloat16, seed=index)
     for causal in (False, True):
         assert _max_error(triton_fwd.tuned_forward(q, k, v, causal, config=as_dict), q, k, v, causal) <= 2e-2

@@ -47,3 +47,22 @@ def test_effect_words_respect_the_noise():
     assert tuning.effect_words(3.0, 4.0, 2) == "25% slower"
     assert tuning.effect_words(3.0, 3.03, 2).startswith("no change beyond the 2%")
     assert tuning.effect_words(math.nan, 3.0, 2) == "not measured"
+
+
+def test_log_rows_turn_a_tuning_log_into_table_rows():
+    lines = ['{"shape": "prefill 16k", "label": "sdpa CUDNN_ATTENTION (start)", "ms": 3.3, "err": 0.004, "note": "",'
+             ' "sm_mhz": 1980.0, "clock_limit": "none"}',
+             '',
+             '{"shape": "prefill 16k", "label": "128x64 w8 s2 r128 tma=1", "ms": 3.65, "err": 0.004, "note": "",'
+             ' "launch": [128, 64, 8, 2, 128], "tma": true, "registers": 127, "spills": 0, "shared_kib": 96.0,'
+             ' "programs_per_sm": 2, "sm_mhz": 1965.0, "clock_limit": "software power cap"}']
+    reference, launch = tuning.log_rows(lines, 3, "abc1234")
+    assert reference["setting"] == "sdpa CUDNN_ATTENTION (start)" and reference["variant"] == "" and reference["registers"] == ""
+    assert launch["setting"] == "tuned 128x64 w8 s2 r128" and launch["tma"] is True and launch["variant"] == "plain"
+    assert launch["programs_per_sm"] == 2 and launch["round"] == 3 and launch["code"] == "abc1234"
+    assert set(launch) == set(tuning.TABLE_COLUMNS)
+
+
+def test_log_rows_name_a_broken_line():
+    with pytest.raises(LabError, match="line 2"):
+        tuning.log_rows(['{"shape": "prefill 16k", "label": "x", "ms": 1}', '{"shape": "pre'], 3, "abc1234")

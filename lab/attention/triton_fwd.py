@@ -9,8 +9,9 @@ and not, grouped-query heads, head dims 16..256 (powers of two), any sequence le
 * :func:`tuned_forward` -- what it takes to be fast: log2(e) folded into the scale so the
   exponentials are ``exp2``; the causal loop split into off-diagonal tiles (no mask at all) and
   the diagonal tiles (masked); heaviest query tiles launched first and the query heads that share
-  a KV head launched side by side (they read the same K/V while it is in L2); block sizes, warps
-  and pipeline stages picked by ``triton.autotune`` from a small space.
+  a KV head launched side by side (they read the same K/V while it is in L2); block sizes, warps,
+  pipeline stages and a register cap (two programs per multiprocessor) picked by ``triton.autotune``
+  from a small space.
 """
 
 from __future__ import annotations
@@ -175,10 +176,14 @@ def _set_tma_blocks(nargs):
 
 
 #: The autotuning space: small on purpose (each config is compiled and timed once per shape key).
+#: The first one caps registers at 128 per thread: with 8 warps and 2 stages two programs then fit on
+#: one multiprocessor (registers and shared memory both allow it), and while one does its softmax
+#: the other keeps the tensor cores busy. Without the cap the same launch needs ~184 registers and runs
+#: alone on its multiprocessor (scripts/tune_kernels.py prints both).
 TUNED_CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s, pre_hook=_set_tma_blocks)
-    for bm, bn, w, s in [(64, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 8, 4),
-                         (256, 64, 8, 3), (64, 32, 4, 3)]
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s, maxnreg=regs, pre_hook=_set_tma_blocks)
+    for bm, bn, w, s, regs in [(128, 64, 8, 2, 128), (128, 128, 8, 3, None), (128, 64, 8, 3, None),
+                               (64, 64, 4, 3, None), (256, 64, 8, 3, None), (64, 32, 4, 3, None)]
 ]
 _tuned_autotuned = triton.autotune(configs=TUNED_CONFIGS,
                                    key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"])(_tuned_kernel)
@@ -301,7 +306,8 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
         _tuned_autotuned[grid](*args, **flags)
         best = _tuned_autotuned.best_config
         _CHOSEN[(n_q, n_k, d, causal, precision, tma)] = {**best.kwargs, "num_warps": best.num_warps,
-                                                           "num_stages": best.num_stages}
+                                                           "num_stages": best.num_stages,
+                                                           **({"maxnreg": best.maxnreg} if best.maxnreg else {})}
     else:
         grid = (triton.cdiv(n_q, config["BLOCK_M"]) * batch * q_heads,)
         register_cap = {"maxnreg": config["maxnreg"]} if config.get("maxnreg") and not _interpreting() else {}
