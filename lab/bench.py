@@ -35,8 +35,10 @@ DEFAULT_OUT = REPO_ROOT / "data" / "local" / "kernels"
 #: What the GPU's clocks did while a candidate was timed (lab.gpuclocks; empty without nvidia-smi).
 CLOCK_COLUMNS = ("sm_mhz", "power_w", "clock_limit", "clock_limit_share")
 PREFILL_COLUMNS = ("candidate", "batch", "q_heads", "kv_heads", "head_dim", "n", "dtype", "causal", "status",
-                   "ms", "tflops", "speed_vs_fastest", "fastest", "max_abs_err", "note", "config", *CLOCK_COLUMNS)
-DECODE_COLUMNS = ("candidate", "batch", "q_heads", "kv_heads", "head_dim", "n", "dtype", "status", "ms", "ms_eager", "tflops",
+                   "ms", "ms_rounds", "tflops", "speed_vs_fastest", "fastest", "max_abs_err", "note", "config",
+                   *CLOCK_COLUMNS)
+DECODE_COLUMNS = ("candidate", "batch", "q_heads", "kv_heads", "head_dim", "n", "dtype", "status", "ms", "ms_rounds",
+                  "ms_eager", "tflops",
                   "bytes", "gbps", "copy_gbps", "bw_fraction", "speed_vs_fastest", "fastest", "max_abs_err",
                   "note", "config", *CLOCK_COLUMNS)
 
@@ -160,8 +162,14 @@ class _Silent:
 
 
 def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, copy_gbps: float | None = None,
-                  device: str = "cuda", timer=None, dtype=None, clocks=None) -> list[dict]:
-    """Check, then time, every candidate on one shape; one row per candidate.
+                  device: str = "cuda", timer=None, dtype=None, clocks=None, rounds: int = 3) -> list[dict]:
+    """Check every candidate on one shape, then time them in interleaved rounds; one row per candidate.
+
+    The GPU's clock and power state drift within a run: a chip that has just idled runs a kernel
+    faster for a moment, and a power-hungry kernel leaves the next one a hotter chip. A candidate
+    timed in one block early in a run is therefore not comparable with one timed late. So each of
+    ``rounds`` rounds times every candidate for ``rep_ms / rounds`` ms, each round starting at a
+    different candidate; a row's ``ms`` is the median over the rounds and ``ms_rounds`` lists them.
 
     ``device``, ``timer`` and ``dtype`` exist for the CPU test of this function (interpreter, fp16).
     Without ``copy_gbps`` (a live cell), a decode row's bandwidth share is left empty. ``clocks`` (a
@@ -169,28 +177,32 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
     at a power-capped clock says so in its row.
     """
     progress = progress or _Silent()
+    import statistics
+
     import torch
 
-    from lab.attention import triton_decode, triton_fwd
     from lab.attention.reference import attention_torch
+    from lab.gpuclocks import summarise
 
     if timer is None:
         from triton.testing import do_bench as timer
+    if rounds < 1:
+        raise LabError(f"rounds must be at least 1, got {rounds}")
     q, k, v = _inputs(shape, seed=shape.n + 7 * shape.batch, device=device, dtype=dtype)
     reference = attention_torch(q, k, v, shape.causal)  # fp32 math, query chunks
-    rows = []
+    rows, ready = [], []  # every row in candidate order; (row, fn) of those that passed the check
     for name in candidates:
-        progress.set_postfix_str(f"{shape.phase} b={shape.batch} n={shape.n} {name}")
+        progress.set_postfix_str(f"{shape.phase} b={shape.batch} n={shape.n} {name}: check")
         row = {"candidate": name, "batch": shape.batch, "q_heads": shape.q_heads, "kv_heads": shape.kv_heads,
                "head_dim": shape.head_dim, "n": shape.n, "dtype": "bfloat16", "status": "ok", "ms": math.nan,
                "max_abs_err": math.nan, "note": "", "config": ""}
         if shape.phase == "prefill":
             row["causal"] = True
+        rows.append(row)
         free = torch.cuda.mem_get_info()[0] if device == "cuda" else 2**40
         if name == "naive" and naive_bytes_needed(shape) > 0.8 * free:
             row.update(status="skipped", note=f"the score matrix needs ~{naive_bytes_needed(shape) / 1e9:.0f} GB, "
                                                f"{free / 1e9:.0f} GB free")
-            rows.append(row)
             progress.update(1)
             continue
         fn = candidate_fn(name, shape.phase)
@@ -200,36 +212,68 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
             if device == "cuda":
                 torch.cuda.synchronize()
             row["max_abs_err"] = (out.float() - reference.float()).abs().max().item()
+            del out
             if not row["max_abs_err"] <= MAX_ABS_ERR:
                 row.update(status="wrong", note=f"max abs error {row['max_abs_err']:.3g} > {MAX_ABS_ERR}")
-            else:
-                del out
+        except Exception as exc:  # a backend that does not support this shape is a result, not a crash
+            _failed(row, exc, device)
+        row["seconds"] = time.time() - started  # compile + check, then timing: where a run's time goes
+        if row["status"] == "ok":
+            ready.append((row, fn))
+        else:
+            progress.update(1)
+    if device == "cuda":
+        torch.cuda.empty_cache()  # the naive check's score matrix
+
+    timings = {row["candidate"]: [] for row, _ in ready}
+    samples = {row["candidate"]: [] for row, _ in ready}
+    sets = rotation(shape, (q, k, v)) if shape.phase == "decode" and device == "cuda" else None
+    per_round = max(1, rep_ms // rounds)
+    for turn in range(rounds):
+        for row, fn in round_order(ready, turn, rounds):
+            if row["status"] != "ok":
+                continue
+            name = row["candidate"]
+            progress.set_postfix_str(f"{shape.phase} b={shape.batch} n={shape.n} {name}: round {turn + 1}/{rounds}")
+            started = time.time()
+            try:
                 if clocks is not None:
                     clocks.start()
-                eager = timer(lambda fn=fn: fn(q, k, v, shape.causal), warmup=10, rep=rep_ms, return_mode="median")
-                row["ms"] = eager
-                if shape.phase == "decode" and device == "cuda":
-                    row["ms_eager"] = eager
+                timing = {"ms": timer(lambda fn=fn: fn(q, k, v, shape.causal), warmup=10, rep=per_round,
+                                      return_mode="median")}
+                if sets is not None:
+                    timing["ms_eager"] = timing["ms"]
                     try:
-                        row["ms"] = graph_replay_ms(fn, rotation(shape, (q, k, v)), rep_ms)
+                        timing["ms"] = graph_replay_ms(fn, sets, per_round)
                     except Exception as exc:
                         row["note"] = f"graph capture failed ({type(exc).__name__}); eager time reported"
                         torch.cuda.synchronize()
                 if clocks is not None:
-                    row.update(_clock_fields(clocks.stop()))
-        except Exception as exc:  # a backend that does not support this shape is a result, not a crash
-            if clocks is not None and clocks.running:
-                clocks.stop()
-            row.update(status="error", note=f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
-            if device == "cuda":
-                torch.cuda.synchronize()
-        if name == "ours-tuned":
-            if shape.phase == "prefill":
-                config = triton_fwd.best_config(shape.n, shape.n, shape.head_dim, True)
-            else:
-                config = triton_decode.best_decode_config(shape.batch, shape.q_heads, shape.kv_heads, shape.n,
-                                                          shape.head_dim, q.dtype)
-            row["config"] = " ".join(f"{key}={val}" for key, val in (config or {}).items())
+                    clocks.stop()
+                    samples[name] += clocks.samples
+                timings[name].append(timing)
+            except Exception as exc:
+                if clocks is not None and clocks.running:
+                    clocks.stop()
+                _failed(row, exc, device)
+            row["seconds"] += time.time() - started
+            if turn == rounds - 1 or row["status"] != "ok":
+                progress.update(1)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+    for row, _ in ready:
+        name = row["candidate"]
+        if row["status"] == "ok":
+            row["ms"] = statistics.median(t["ms"] for t in timings[name])
+            row["ms_rounds"] = " ".join(f"{t['ms']:.5g}" for t in timings[name])
+            if sets is not None:
+                row["ms_eager"] = statistics.median(t["ms_eager"] for t in timings[name])
+            if clocks is not None:
+                row.update(_clock_fields(summarise(samples[name])))
+    for row in rows:
+        if row["candidate"] == "ours-tuned":
+            row["config"] = _tuned_config(shape, q.dtype)
         if row["status"] == "ok":
             row["tflops"] = shape.flops() / (row["ms"] * 1e-3) / 1e12
             if shape.phase == "decode":
@@ -237,11 +281,8 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
                 row["gbps"] = row["bytes"] / (row["ms"] * 1e-3) / 1e9
                 row["copy_gbps"] = copy_gbps
                 row["bw_fraction"] = row["gbps"] / copy_gbps if copy_gbps else math.nan
-        if name == "naive" and device == "cuda":
-            torch.cuda.empty_cache()
-        row["seconds"] = round(time.time() - started, 1)  # compile + check + timing: where a run's time goes
-        rows.append(row)
-        progress.update(1)
+        if "seconds" in row:
+            row["seconds"] = round(row["seconds"], 1)
     ok = [r for r in rows if r["status"] == "ok"]
     if ok:
         best = min(ok, key=lambda r: r["ms"])
@@ -249,6 +290,25 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
             r["fastest"] = best["candidate"]
             r["speed_vs_fastest"] = best["ms"] / r["ms"] if r["status"] == "ok" else math.nan
     return rows
+
+
+def _failed(row: dict, exc: Exception, device: str) -> None:
+    """Mark a candidate that raised: its row says why, and the run goes on."""
+    row.update(status="error", note=f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}")
+    if device == "cuda":
+        import torch
+        torch.cuda.synchronize()
+
+
+def _tuned_config(shape: Shape, dtype) -> str:
+    """The launch the tuned kernel chose for this shape, as 'KEY=value ...'."""
+    from lab.attention import triton_decode, triton_fwd
+
+    if shape.phase == "prefill":
+        config = triton_fwd.best_config(shape.n, shape.n, shape.head_dim, True)
+    else:
+        config = triton_decode.best_decode_config(shape.batch, shape.q_heads, shape.kv_heads, shape.n, shape.head_dim, dtype)
+    return " ".join(f"{key}={val}" for key, val in (config or {}).items())
 
 
 def _clock_fields(summary: dict) -> dict:
@@ -305,8 +365,11 @@ ABLATION_STEPS = (
 )
 
 
-def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int) -> list[dict]:
-    """Time the teaching kernel, then the tuned kernel with its optimisations switched on one by one."""
+def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int, rounds: int = 3) -> list[dict]:
+    """Time the teaching kernel, then the tuned kernel with its optimisations switched on one by one
+    (checked first, then timed in interleaved rounds like :func:`measure_shape`)."""
+    import statistics
+
     from triton.testing import do_bench
 
     from lab.attention import triton_fwd
@@ -315,7 +378,8 @@ def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int) -> list[dict]:
     shape = Shape("prefill", 1, q_heads, kv_heads, n)
     q, k, v = _inputs(shape, seed=n + 1)
     reference = attention_torch(q, k, v, True)
-    rows = []
+    launch = TEACHING_LAUNCH
+    rows, ready = [], []
     for step, (label, options) in enumerate(ABLATION_STEPS):
         if options.get("kernel") == "teaching":
             def fn():
@@ -325,15 +389,31 @@ def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int) -> list[dict]:
                 return triton_fwd.tuned_forward(q, k, v, True, config=options["config"], tma=options["tma"],
                                                 split_diagonal=options["split_diagonal"], heavy_first=options["heavy_first"])
         err = (fn().float() - reference.float()).abs().max().item()
-        ms = do_bench(fn, warmup=10, rep=rep_ms, return_mode="median") if err <= MAX_ABS_ERR else math.nan
-        launch = TEACHING_LAUNCH
-        rows.append({"n": n, "step": step, "change": label,
-                     "teaching_launch": f"{launch['BLOCK_M']}x{launch['BLOCK_N']} tiles, {launch['num_warps']} warps, "
-                                        f"{launch['num_stages']} stages",
-                     "ms": ms, "tflops": shape.flops() / (ms * 1e-3) / 1e12, "max_abs_err": err})
+        row = {"n": n, "step": step, "change": label,
+               "teaching_launch": f"{launch['BLOCK_M']}x{launch['BLOCK_N']} tiles, {launch['num_warps']} warps, "
+                                  f"{launch['num_stages']} stages",
+               "ms": math.nan, "max_abs_err": err, "times": []}
+        rows.append(row)
+        if err <= MAX_ABS_ERR:
+            ready.append((row, fn))
+    for turn in range(rounds):
+        for row, fn in round_order(ready, turn, rounds):
+            row["times"].append(do_bench(fn, warmup=10, rep=max(1, rep_ms // rounds), return_mode="median"))
     for row in rows:
+        times = row.pop("times")
+        if times:
+            row["ms"] = statistics.median(times)
+            row["ms_rounds"] = " ".join(f"{t:.5g}" for t in times)
+        row["tflops"] = shape.flops() / (row["ms"] * 1e-3) / 1e12
         row["speedup_vs_teaching"] = rows[0]["ms"] / row["ms"]
     return rows
+
+
+def round_order(items: list, turn: int, rounds: int) -> list:
+    """``items`` rotated so that round ``turn`` of ``rounds`` starts at a different item: over the
+    rounds each item is timed early and late, and drift of the GPU's state hits all of them alike."""
+    first = turn * len(items) // rounds
+    return items[first:] + items[:first]
 
 
 # --- the issue's performance bars --------------------------------------------------------------
@@ -425,7 +505,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}")
     parser.add_argument("--q-heads", type=int, default=28)
     parser.add_argument("--kv-heads", type=int, default=4)
-    parser.add_argument("--rep-ms", type=int, default=100, help="milliseconds of timed repeats per measurement")
+    parser.add_argument("--rep-ms", type=int, default=120, help="milliseconds of timed repeats per measurement, "
+                        "shared out among the rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds: each round times every candidate "
+                        "of a shape once, starting at a different one; a candidate's time is its median round")
     parser.add_argument("--skip-prefill", action="store_true")
     parser.add_argument("--skip-decode", action="store_true")
     parser.add_argument("--skip-ablation", action="store_true", help="skip the tuned kernel's step-by-step ablation at 16k/32k")
@@ -480,6 +563,9 @@ def main(args) -> int:
 
     if args.rebuild is not None:
         return rebuild(args.rebuild)
+    if args.rounds < 1 or args.rep_ms < args.rounds:
+        raise LabError(f"--rounds must be at least 1 and --rep-ms at least --rounds; got --rounds {args.rounds}, "
+                       f"--rep-ms {args.rep_ms}")
     caps = env.detect()
     if not caps.has_gpu or caps.triton_mode != "gpu":
         raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): `python -m lab bench` times kernels on a GPU; "
@@ -506,7 +592,9 @@ def main(args) -> int:
         "q_heads": args.q_heads, "kv_heads": args.kv_heads, "head_dim": 128, "candidates": candidates,
         "timer": ("prefill and decode ms_eager: triton.testing.do_bench median, L2 flushed before each call; "
                   "decode ms: median of CUDA-graph replays (triton.testing.do_bench_cudagraph), inputs rotated "
-                  "over >= 256 MB so K/V come from HBM"), "rep_ms": args.rep_ms,
+                  "over >= 256 MB so K/V come from HBM; every shape's candidates are timed in interleaved rounds "
+                  "(each round starts at a different candidate, rep_ms / rounds each) and ms is the median round, "
+                  "listed in ms_rounds"), "rep_ms": args.rep_ms, "rounds": args.rounds,
         "reference": "fp32 naive attention (lab.attention.reference.attention_torch)", "max_abs_err": MAX_ABS_ERR,
         "clocks": ("nvidia-smi every 20 ms while each candidate was timed: sm_mhz and power_w are medians, "
                    "clock_limit the limit active in most samples" if clocks is not None else "not sampled")}
@@ -517,7 +605,8 @@ def main(args) -> int:
     with tqdm(total=len(shapes) * len(candidates), unit="run", file=sys.stderr) as progress:
         for shape in shapes:
             measured = [{"phase": shape.phase, **row}
-                        for row in measure_shape(shape, candidates, args.rep_ms, progress, copy_gbps, clocks=clocks)]
+                        for row in measure_shape(shape, candidates, args.rep_ms, progress, copy_gbps, clocks=clocks,
+                                                 rounds=args.rounds)]
             rows += measured
             for row in measured:  # nothing measured is lost if a later shape crashes
                 data.append_jsonl(out_dir / "measurements.jsonl", row)
@@ -525,7 +614,7 @@ def main(args) -> int:
     ablation_rows = []
     if not args.skip_prefill and not args.skip_ablation:
         for n in [n for n in _ints(args.lengths) if n in (16384, 32768)]:
-            ablation_rows += ablation(n, args.q_heads, args.kv_heads, args.rep_ms)
+            ablation_rows += ablation(n, args.q_heads, args.kv_heads, args.rep_ms, args.rounds)
         if ablation_rows:
             data.write_csv(out_dir, "ablation.csv", pd.DataFrame(ablation_rows))
     prefill, decode, bar_table = write_tables(out_dir, rows)

@@ -304,7 +304,7 @@ def test_bench_measures_checks_and_ranks_on_cpu():
     timer = lambda fn, **kw: (fn(), next(calls))[1]  # noqa: E731 - runs the candidate once, returns a made-up time
     shape = bench.Shape("prefill", 1, 4, 2, 40, head_dim=64)
     rows = bench.measure_shape(shape, ["naive", "ours-teaching", "ours-tuned"], 10, device=DEVICE, timer=timer,
-                               dtype=torch.float16)
+                               dtype=torch.float16, rounds=1)
     assert [r["status"] for r in rows] == ["ok", "ok", "ok"]
     assert all(r["max_abs_err"] <= bench.MAX_ABS_ERR for r in rows)
     assert [r["speed_vs_fastest"] for r in rows] == [0.25, 0.5, 1.0]
@@ -313,10 +313,11 @@ def test_bench_measures_checks_and_ranks_on_cpu():
 
 
 class _FakeClocks:
-    """Stands in for lab.gpuclocks.ClockSampler: records start/stop, returns a fixed summary."""
+    """Stands in for lab.gpuclocks.ClockSampler: records start/stop; each window holds two samples at
+    1620 MHz and 690 W, the first with the software power cap (bit 0x4) active."""
 
     def __init__(self):
-        self.log, self.running = [], False
+        self.log, self.running, self.samples = [], False, []
 
     def start(self):
         self.log.append("start")
@@ -325,8 +326,9 @@ class _FakeClocks:
     def stop(self):
         self.log.append("stop")
         self.running = False
-        return {"samples": 4, "sm_mhz": {"median": 1620.0}, "power_w": {"median": 690.0},
-                "limits_active": {"software power cap": 3}}
+        self.samples = [{"timestamp": "t", "sm_mhz": 1620.0, "mem_mhz": 3201.0, "power_w": 690.0, "temp_c": 50.0,
+                         "reasons": mask} for mask in (0x4, 0x0)]
+        return {}
 
 
 def test_bench_records_the_clocks_while_timing_and_stops_them_on_a_failure():
@@ -342,11 +344,60 @@ def test_bench_records_the_clocks_while_timing_and_stops_them_on_a_failure():
     clocks = _FakeClocks()
     shape = bench.Shape("prefill", 1, 4, 2, 40, head_dim=64)
     rows = bench.measure_shape(shape, ["ours-teaching", "ours-tuned"], 10, device=DEVICE, timer=timer,
-                               dtype=torch.float16, clocks=clocks)
+                               dtype=torch.float16, clocks=clocks, rounds=1)
     assert clocks.log == ["start", "stop", "start", "stop"] and not clocks.running
     assert (rows[0]["sm_mhz"], rows[0]["power_w"], rows[0]["clock_limit"]) == (1620.0, 690.0, "software power cap")
-    assert rows[0]["clock_limit_share"] == 0.75
+    assert rows[0]["clock_limit_share"] == 0.5
     assert rows[1]["status"] == "error" and "sm_mhz" not in rows[1]
+
+
+def test_bench_times_candidates_in_interleaved_rounds():
+    # three rounds, each starting at a different candidate; a row's time is its median round
+    from lab import bench
+
+    made_up = {"naive": [9.0, 5.0, 7.0], "ours-teaching": [2.0, 4.0, 3.0], "ours-tuned": [1.5, 1.0, 2.5]}
+    order = []
+
+    def timer(fn, **kw):
+        name = current[0]
+        order.append(name)
+        return made_up[name][sum(1 for n in order if n == name) - 1]
+
+    current = [None]
+    real = bench.candidate_fn
+
+    def tagged(name, phase):  # remember which candidate the timer is about to run
+        inner = real(name, phase)
+
+        def fn(*args):
+            current[0] = name
+            return inner(*args)
+        return fn
+
+    bench.candidate_fn = tagged
+    try:
+        clocks = _FakeClocks()
+        shape = bench.Shape("prefill", 1, 4, 2, 40, head_dim=64)
+        rows = bench.measure_shape(shape, list(made_up), 30, device=DEVICE, timer=lambda fn, **kw: (fn(), timer(fn))[1],
+                                   dtype=torch.float16, clocks=clocks, rounds=3)
+    finally:
+        bench.candidate_fn = real
+    assert order == ["naive", "ours-teaching", "ours-tuned", "ours-teaching", "ours-tuned", "naive",
+                     "ours-tuned", "naive", "ours-teaching"]
+    by_name = {r["candidate"]: r for r in rows}
+    assert [by_name[n]["ms"] for n in made_up] == [7.0, 3.0, 1.5]
+    assert by_name["naive"]["ms_rounds"] == "9 5 7"
+    assert by_name["ours-tuned"]["speed_vs_fastest"] == 1.0 and by_name["naive"]["speed_vs_fastest"] == 1.5 / 7.0
+    assert clocks.log.count("start") == 9 and not clocks.running
+    assert by_name["naive"]["clock_limit_share"] == 0.5   # six samples over three windows, three capped
+
+
+def test_round_order_starts_each_round_elsewhere():
+    from lab import bench
+
+    assert [bench.round_order([1, 2, 3, 4, 5, 6], turn, 3) for turn in range(3)] == [
+        [1, 2, 3, 4, 5, 6], [3, 4, 5, 6, 1, 2], [5, 6, 1, 2, 3, 4]]
+    assert bench.round_order([1, 2], 0, 1) == [1, 2]
 
 
 def test_bench_bars_from_a_table():
@@ -381,6 +432,14 @@ def test_bench_without_gpu_says_what_to_do(capsys):
     assert main(["bench"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: no CUDA GPU") and "\n" not in err
+
+
+def test_bench_rejects_zero_rounds_in_one_line(capsys):
+    from lab.__main__ import main
+
+    assert main(["bench", "--rounds", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --rounds must be at least 1") and "\n" not in err
 
 
 def test_bench_rebuild_from_measurements(tmp_path):
