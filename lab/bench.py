@@ -3,8 +3,10 @@
 Candidates: naive (torch SDPA's math backend: the score matrix in memory), torch SDPA with the
 flash and cuDNN backends, FlexAttention (torch.compile'd), and this book's Triton kernels
 (teaching and tuned). Each candidate's output is checked against an fp32 reference before it is
-timed. Prefill times are medians of ``triton.testing.do_bench`` (CUDA events, L2 flushed between
-runs). Decode is timed twice: ``ms`` replays the calls from a CUDA graph (as serving engines do;
+timed. The candidates of a shape are then timed in interleaved rounds (``--rounds``), each round
+starting at a different candidate, and each time is the median round: the GPU's state drifts within
+a run, and one block per candidate would hand the drift to whoever ran at the wrong moment. Prefill
+times are medians of ``triton.testing.do_bench`` (CUDA events, L2 flushed between runs). Decode is timed twice: ``ms`` replays the calls from a CUDA graph (as serving engines do;
 inputs rotated so K/V come from HBM) and ``ms_eager`` launches from Python, where short contexts
 measure launch overhead. Decode bandwidth (from ``ms``) is compared with a device-to-device copy
 measured in the same run.
@@ -472,6 +474,40 @@ def bars_over_runs(runs: dict):
     wide["worst"] = ratios.min(axis=1)
     order = {bar: i for i, bar in enumerate(next(iter(runs.values())).bar)}
     return wide.sort_values("bar", key=lambda col: col.map(lambda b: order.get(b, len(order)))).reset_index(drop=True)
+
+
+def launch_words(config: str) -> str:
+    """A tuned-kernel launch as recorded in a table ('BLOCK_M=128 BLOCK_N=64 num_warps=8 ...') in words."""
+    try:
+        keys = dict(item.split("=", 1) for item in config.split())
+        words = [f"{keys['BLOCK_M']}×{keys['BLOCK_N']} tiles", f"{keys['num_warps']} warps", f"{keys['num_stages']} stages"]
+    except (KeyError, ValueError):
+        raise LabError(f"not a recorded launch of the tuned kernel: {config!r}") from None
+    if keys.get("maxnreg", "None") != "None":
+        words.append(f"at most {keys['maxnreg']} registers")
+    if "tma" in keys:
+        words.append("TMA loads" if keys["tma"] == "True" else "pointer loads")
+    return ", ".join(words)
+
+
+def stored_runs(folder: str, root: Path | None = None) -> dict:
+    """The bench runs stored under data/``folder``, labelled for a table: the folder itself or its
+    ``bench`` subfolder is the "bench run", subfolders ``run1``, ``run2``... are "repeat 1", "repeat 2"...
+    (label -> lab.data.Dataset)."""
+    from lab import data
+
+    root = root or data.DATA_DIR
+    runs, repeats = {}, {}
+    for ds in data.datasets(kind="kernels", root=root):
+        name = ds.path.relative_to(root).as_posix()
+        if name in (folder, f"{folder}/bench"):
+            runs["bench run"] = ds
+        elif name.startswith(f"{folder}/run") and name.rsplit("/run", 1)[1].isdigit():
+            repeats[int(name.rsplit("/run", 1)[1])] = ds
+    runs |= {f"repeat {i}": repeats[i] for i in sorted(repeats)}
+    if not runs:
+        raise LabError(f"no bench runs under data/{folder}; run `python -m lab bench --out data/{folder}` on a GPU")
+    return runs
 
 
 def bars_sentence(table) -> str:

@@ -101,3 +101,54 @@ def log_rows(lines, round_no: int, code: str, variant: str = "plain") -> list[di
             **{key: entry.get(key, "") for key in TABLE_COLUMNS[9:]},
         })
     return rows
+
+
+def register_cap_pairs(tuning, shape: str = "prefill 16k"):
+    """Launches timed with and without a register cap in the same round (rounds that recorded
+    resources): one row per pair, with the resident programs per multiprocessor of each.
+
+    A cap helps when it lets one more program fit on a multiprocessor (two programs can overlap one's
+    matrix products with the other's softmax); when it does not, it only adds spills."""
+    import pandas as pd
+
+    ours = tuning[(tuning["shape"] == shape) & tuning.setting.str.startswith("tuned") & tuning.programs_per_sm.notna()]
+    capped = ours[ours.setting.str.contains(r" r\d+$")]
+    rows = []
+    for row in capped.itertuples():
+        base = row.setting.rsplit(" r", 1)[0]
+        plain = ours[(ours["round"] == row.round) & (ours.setting == base) & (ours.tma == row.tma)]
+        if plain.empty:
+            continue
+        plain = plain.iloc[0]
+        rows.append({"round": row.round, "launch": base.removeprefix("tuned "), "tma": row.tma,
+                     "cap": int(row.setting.rsplit(" r", 1)[1]),
+                     "registers": int(plain.registers), "programs_per_sm": int(plain.programs_per_sm), "ms": float(plain.ms),
+                     "registers_capped": int(row.registers), "spills_capped": int(row.spills),
+                     "programs_per_sm_capped": int(row.programs_per_sm), "ms_capped": float(row.ms)})
+    if not rows:
+        raise LabError(f"no launch timed both with and without a register cap at {shape!r} in the tuning table")
+    table = pd.DataFrame(rows)
+    table["speedup"] = table.ms / table.ms_capped
+    return table
+
+
+def ablation_summary(ablation, noise_pct: float) -> str:
+    """Which ablation steps (by number) changed the time by more than ``noise_pct`` at every length, at
+    some, or at none, in words: 'steps 2 and 5 at both lengths, steps 1 and 3 at one, step 4 at neither'."""
+    lengths = sorted(ablation.n.unique())
+    beyond: dict[int, int] = {}
+    for n in lengths:
+        steps = ablation[ablation.n == n].sort_values("step").set_index("step").ms
+        for step in steps.index[1:]:
+            beyond[step] = beyond.get(step, 0) + (100 * abs(steps[step - 1] / steps[step] - 1) > noise_pct)
+
+    def named(numbers):
+        if len(numbers) == 1:
+            return f"step {numbers[0]}"
+        return "steps " + ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+
+    every = "both lengths" if len(lengths) == 2 else "every length"
+    groups = [(every, [s for s, k in beyond.items() if k == len(lengths)]),
+              ("one of them" if len(lengths) == 2 else "some of them", [s for s, k in beyond.items() if 0 < k < len(lengths)]),
+              ("neither" if len(lengths) == 2 else "none", [s for s, k in beyond.items() if k == 0])]
+    return ", ".join(f"{named(numbers)} at {where}" for where, numbers in groups if numbers)

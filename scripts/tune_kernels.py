@@ -10,8 +10,11 @@ Earlier versions of this script also tried kernel variants that lost on the H200
 are in data/h200/kernels/tuning_forward.csv, with the commit of the code each one ran.
 
 Each setting is checked against SDPA's output before it is timed. cuDNN and SDPA flash are timed at
-the start and at the end of each shape, so drift (clocks, heat) shows. Every timing is appended to
+the start and at the end of each shape, so drift (clocks, heat) shows. Each launch's row also records
+its registers, spills, shared memory and resident programs per multiprocessor
+(triton_fwd.launch_resources) and the GPU's clocks while it was timed. Every timing is appended to
 OUT/tune.jsonl as it is made; the best settings per shape are printed at the end.
+lab.tuning.log_rows turns a tune.jsonl into rows of tuning_forward.csv.
 """
 
 from __future__ import annotations

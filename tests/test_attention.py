@@ -501,3 +501,32 @@ def test_bars_over_runs_counts_met_and_ignores_unmeasured():
                                                   "b: met in all 1 runs (lowest 1.20).")
     with pytest.raises(LabError):
         bars_over_runs({})
+
+
+def test_stored_runs_label_a_bench_run_and_its_repeats(tmp_path):
+    import json
+
+    from lab import bench
+
+    record = {"kind": "kernels", "gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11.0",
+              "triton": "3.6.0", "vllm": None, "model": None, "dtype": "bfloat16", "flags": {},
+              "date": "2026-11-30T08:00:00+00:00", "command": "python -m lab bench"}
+    for folder in ("h200/k/bench", "h200/k/run2", "h200/k/run10", "h200/k/run1", "h200/k-other", "h200/k/runs"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "provenance.json").write_text(json.dumps(record))
+    runs = bench.stored_runs("h200/k", root=tmp_path)
+    assert list(runs) == ["bench run", "repeat 1", "repeat 2", "repeat 10"]
+    assert runs["repeat 10"].path == tmp_path / "h200/k/run10"
+    with pytest.raises(LabError, match="no bench runs under data/h200/none"):
+        bench.stored_runs("h200/none", root=tmp_path)
+
+
+def test_launch_words_spell_out_a_recorded_launch():
+    from lab import bench
+
+    assert bench.launch_words("BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2 maxnreg=128 tma=True") == (
+        "128×64 tiles, 8 warps, 2 stages, at most 128 registers, TMA loads")
+    assert bench.launch_words("BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=3 tma=False") == (
+        "64×64 tiles, 4 warps, 3 stages, pointer loads")
+    with pytest.raises(LabError, match="not a recorded launch"):
+        bench.launch_words("")

@@ -66,3 +66,36 @@ def test_log_rows_turn_a_tuning_log_into_table_rows():
 def test_log_rows_name_a_broken_line():
     with pytest.raises(LabError, match="line 2"):
         tuning.log_rows(['{"shape": "prefill 16k", "label": "x", "ms": 1}', '{"shape": "pre'], 3, "abc1234")
+
+
+def test_register_cap_pairs_match_launches_of_the_same_round_and_loads():
+    cols = ["round", "shape", "setting", "variant", "tma", "ms", "registers", "spills", "programs_per_sm"]
+    rows = [
+        (3, "prefill 16k", "sdpa CUDNN_ATTENTION (start)", "", "", 3.2, None, None, None),
+        (3, "prefill 16k", "tuned 128x64 w8 s2", "plain", False, 4.8, 184, 0, 1),
+        (3, "prefill 16k", "tuned 128x64 w8 s2 r128", "plain", False, 3.7, 128, 22, 2),
+        (3, "prefill 16k", "tuned 128x64 w8 s2", "plain", True, 4.7, 144, 0, 1),
+        (3, "prefill 16k", "tuned 128x64 w8 s2 r128", "plain", True, 3.5, 127, 0, 2),
+        (4, "prefill 16k", "tuned 64x64 w4 s3 r128", "plain", True, 4.4, 127, 0, 2),   # no uncapped twin in round 4
+        (1, "prefill 16k", "tuned 128x64 w8 s3", "plain", True, 3.9, None, None, None),  # before resources were kept
+    ]
+    pairs = tuning.register_cap_pairs(pd.DataFrame(rows, columns=cols))
+    assert list(pairs.tma) == [False, True]
+    first = pairs.iloc[0]
+    assert (first.launch, first.cap, first.programs_per_sm, first.programs_per_sm_capped) == ("128x64 w8 s2", 128, 1, 2)
+    assert first.speedup == pytest.approx(4.8 / 3.7) and first.spills_capped == 22
+
+
+def test_register_cap_pairs_without_pairs_says_so():
+    cols = ["round", "shape", "setting", "variant", "tma", "ms", "registers", "spills", "programs_per_sm"]
+    table = pd.DataFrame([(3, "prefill 16k", "tuned 64x64 w4 s3", "plain", True, 4.0, 141, 0, 2)], columns=cols)
+    with pytest.raises(LabError, match="register cap"):
+        tuning.register_cap_pairs(table)
+
+
+def test_ablation_summary_groups_steps_by_where_they_beat_the_drift():
+    ablation = pd.DataFrame([(n, step, ms) for n, times in ((16384, [10.0, 9.0, 8.9, 8.0]), (32768, [40.0, 39.5, 35.0, 30.0]))
+                             for step, ms in enumerate(times)], columns=["n", "step", "ms"])
+    # 16k: +11%, +1%, +11%; 32k: +1%, +13%, +17% -> step 3 at both, steps 1 and 2 at one
+    assert tuning.ablation_summary(ablation, 2.0) == "step 3 at both lengths, steps 1 and 2 at one of them"
+    assert tuning.ablation_summary(ablation, 50.0) == "steps 1, 2 and 3 at neither"
