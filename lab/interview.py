@@ -224,6 +224,52 @@ def h200_decode_kernels_sentence() -> str:
     return text
 
 
+def h200_occupancy_sentence(root=None) -> str:
+    """What a register cap did to the book's Triton forward kernel: one or two programs per multiprocessor."""
+    import re
+
+    from lab import LabError, tuning
+
+    folder = (data.DATA_DIR if root is None else root) / KERNELS
+    if not (folder / "tuning_forward.csv").exists():
+        return H200_MISSING
+    try:
+        pairs = tuning.register_cap_pairs(data.load(folder).csv("tuning_forward.csv"))
+    except LabError:  # tuning runs from before resources were recorded
+        return H200_MISSING
+    best = pairs.loc[pairs.speedup.idxmax()]
+    bm, bn, warps, stages = re.fullmatch(r"(\d+)x(\d+) w(\d+) s(\d+)", best.launch).groups()
+    return (f"on the H200, the book's Triton kernel with {bm}×{bn} tiles, {warps} warps and {stages} pipeline stages "
+            f"used {best.registers} registers per thread, so {best.programs_per_sm} program fit on a multiprocessor "
+            f"and 16k-token causal prefill took {best.ms:.2f} ms; capped at {best.cap} registers, "
+            f"{best.programs_per_sm_capped} programs fit and it took {best.ms_capped:.2f} ms ({best.speedup:.2f}× faster)")
+
+
+def h200_rounds_sentence(root=None) -> str:
+    """The 16k tuned-vs-cuDNN ratio over runs timed in single blocks and in interleaved rounds."""
+    from lab import LabError, bench
+
+    bar = "prefill 16k: tuned speed vs fastest torch backend"
+    try:
+        blocks = bench.stored_runs("h200/kernels-contiguous", root=root)
+        rounds = bench.stored_runs(KERNELS, root=root)
+    except LabError:
+        return H200_MISSING
+    try:
+        rounds |= bench.stored_runs("h200/kernels-repeats", root=root)
+    except LabError:  # the bench run alone
+        pass
+
+    def ratios(runs):
+        return [float(ds.csv("bars.csv", ("bar", "ratio")).set_index("bar").ratio[bar]) for ds in runs.values()]
+
+    b, r = ratios(blocks), ratios(rounds)
+    return (f"on the H200, timed one candidate after another in single blocks, the book's tuned kernel reached "
+            f"{min(b):.2f}–{max(b):.2f} of cuDNN's speed at 16k tokens over {len(b)} runs ({sum(x >= 0.8 for x in b)} "
+            f"of them at or above 0.8); timed in interleaved rounds and taking each candidate's median round, "
+            f"{min(r):.2f}–{max(r):.2f} over {len(r)} runs, with the same kernel")
+
+
 def h200_control_sentence(window: str = "prefill-28672", root=None) -> str:
     """The matmul control on the H200: same launches or not, the two totals, and the clocks of both windows."""
     from lab import LabError, census_data
@@ -258,8 +304,7 @@ def h200_facts() -> dict:
     names = ("h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk")
     table = _h200_sweeps()
     if table is None:
-        return {**dict.fromkeys(names, H200_MISSING), "h200_decode_kernels": h200_decode_kernels_sentence(),
-                "h200_control": h200_control_sentence()}
+        return {**dict.fromkeys(names, H200_MISSING), **_h200_kernel_facts()}
     bandwidth = hardware.device("H200-SXM").bandwidth
     chunks, versions = set(), set()
     for ds in data.datasets(kind="vllm-sweep"):  # one scan of the data tree for both
@@ -275,9 +320,14 @@ def h200_facts() -> dict:
         "h200_decode_flex": _decode_sentence(table, FLEX, bandwidth),
         "h200_chunk": (f"the H200 runs prefilled in chunks of {', '.join(f'{c:,}' for c in sorted(chunks))} tokens"
                        if chunks else H200_MISSING),
-        "h200_decode_kernels": h200_decode_kernels_sentence(),
-        "h200_control": h200_control_sentence(),
+        **_h200_kernel_facts(),
     }
+
+
+def _h200_kernel_facts() -> dict:
+    """The H200 sentences that come from the kernel benchmark and the census, not the vLLM sweeps."""
+    return {"h200_decode_kernels": h200_decode_kernels_sentence(), "h200_control": h200_control_sentence(),
+            "h200_occupancy": h200_occupancy_sentence(), "h200_rounds": h200_rounds_sentence()}
 
 
 def facts() -> dict:

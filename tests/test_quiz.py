@@ -204,7 +204,7 @@ def test_interview_h200_sentences_say_when_not_measured():
 
     h200 = interview.h200_facts()
     assert set(h200) == {"h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk",
-                         "h200_decode_kernels", "h200_control"}
+                         "h200_decode_kernels", "h200_control", "h200_occupancy", "h200_rounds"}
     for sentence in h200.values():
         assert (sentence == interview.H200_MISSING or "H200" in sentence or "GB/s" in sentence or "chunks" in sentence
                 or "MHz" in sentence)
@@ -347,7 +347,9 @@ def test_h200_data_switches_on_sentences_and_questions(with_h200):
     h200 = interview.h200_facts()
     assert h200["h200_decode_kernels"] == interview.H200_MISSING  # this tree has no kernel benchmark
     assert h200["h200_control"] == interview.H200_MISSING        # nor a census capture
-    assert interview.H200_MISSING not in [v for k, v in h200.items() if k not in ("h200_decode_kernels", "h200_control")]
+    kernel_facts = ("h200_decode_kernels", "h200_control", "h200_occupancy", "h200_rounds")
+    assert all(h200[k] == interview.H200_MISSING for k in kernel_facts)
+    assert interview.H200_MISSING not in [v for k, v in h200.items() if k not in kernel_facts]
     assert "32,768 tokens, TTFT was 2.00 s with FLASH_ATTN/FA3 and 8.00 s with FLEX_ATTENTION (4.0×)" in h200["h200_fa3_vs_flex"]
     assert "3.20 s with FLASH_ATTN/FA2" in h200["h200_fa3_vs_fa2"]
     assert h200["h200_chunk"] == "the H200 runs prefilled in chunks of 8,192 tokens"
@@ -386,3 +388,33 @@ def test_h200_control_sentence_reads_the_census_and_the_clocks():
     for backend in census_data.BACKENDS:
         assert f"{clocks.loc[backend, 'matmul_ms']:,.0f} ms" in sentence
         assert f"{clocks.loc[backend, 'sm_mhz_median']:,.0f} MHz" in sentence
+
+
+def test_h200_occupancy_sentence_reads_the_tuning_runs():
+    from lab import data, interview, tuning
+
+    sentence = interview.h200_occupancy_sentence()
+    if sentence == interview.H200_MISSING:
+        pytest.skip("no tuning runs with resources committed")
+    pairs = tuning.register_cap_pairs(data.load(interview.KERNELS).csv("tuning_forward.csv"))
+    best = pairs.loc[pairs.speedup.idxmax()]
+    assert f"took {best.ms:.2f} ms" in sentence and f"took {best.ms_capped:.2f} ms" in sentence
+    assert f"capped at {best.cap} registers" in sentence and not sentence.endswith(".")
+
+
+def test_h200_rounds_sentence_compares_blocks_with_rounds():
+    from lab import interview
+
+    sentence = interview.h200_rounds_sentence()
+    if sentence == interview.H200_MISSING:
+        pytest.skip("no kernel runs timed both ways committed")
+    blocks, rounds = re.findall(r"(\d\.\d\d)–(\d\.\d\d) ", sentence)
+    assert float(blocks[0]) <= float(blocks[1]) and float(rounds[0]) <= float(rounds[1])
+    assert sentence.startswith("on the H200") and "over 5 runs" in sentence
+
+
+def test_h200_kernel_sentences_without_data_say_not_measured(tmp_path):
+    from lab import interview
+
+    assert interview.h200_occupancy_sentence(root=tmp_path) == interview.H200_MISSING
+    assert interview.h200_rounds_sentence(root=tmp_path) == interview.H200_MISSING
