@@ -267,7 +267,7 @@ def h200_rounds_sentence(root=None) -> str:
     return (f"on the H200, timed one candidate after another in single blocks, the book's tuned kernel reached "
             f"{min(b):.2f}–{max(b):.2f} of cuDNN's speed at 16k tokens over {len(b)} runs ({sum(x >= 0.8 for x in b)} "
             f"of them at or above 0.8); timed in interleaved rounds and taking each candidate's median round, "
-            f"{min(r):.2f}–{max(r):.2f} over {len(r)} runs, with the same kernel")
+            f"{min(r):.2f}–{max(r):.2f} over {len(r)} runs")
 
 
 def h200_control_sentence(window: str = "prefill-28672", root=None) -> str:
