@@ -510,6 +510,33 @@ def stored_runs(folder: str, root: Path | None = None) -> dict:
     return runs
 
 
+#: The benchmark of record (the tables the chapters read) and the repeats made right after it.
+RECORD, RECORD_REPEATS = "h200/kernels", "h200/kernels-repeats"
+
+
+def runs_of_record(root: Path | None = None) -> dict:
+    """The bench run the chapters read, then its repeats where they exist (label -> Dataset)."""
+    runs = stored_runs(RECORD, root)
+    try:
+        runs |= stored_runs(RECORD_REPEATS, root)
+    except LabError:  # the bench run alone
+        pass
+    return runs
+
+
+def prefill_rows(runs: dict, n: int, columns=("candidate", "n", "ms")):
+    """Every run's prefill rows at ``n`` tokens in one table, with the run's label in ``run``."""
+    import pandas as pd
+
+    both = pd.concat([ds.csv("prefill.csv", columns).assign(run=label) for label, ds in runs.items()])
+    return both[both.n == n]
+
+
+def round_times(ms_rounds: str) -> list[float]:
+    """A row's ``ms_rounds`` ('3.5872 3.6197 3.6067') as numbers."""
+    return [float(x) for x in str(ms_rounds).split()]
+
+
 def bars_sentence(table) -> str:
     """``bars_over_runs``' verdict in words: for each bar, in how many runs it was met and its lowest ratio."""
     parts = []

@@ -252,13 +252,9 @@ def h200_rounds_sentence(root=None) -> str:
     bar = "prefill 16k: tuned speed vs fastest torch backend"
     try:
         blocks = bench.stored_runs("h200/kernels-contiguous", root=root)
-        rounds = bench.stored_runs(KERNELS, root=root)
+        rounds = bench.runs_of_record(root=root)
     except LabError:
         return H200_MISSING
-    try:
-        rounds |= bench.stored_runs("h200/kernels-repeats", root=root)
-    except LabError:  # the bench run alone
-        pass
 
     def ratios(runs):
         return [float(ds.csv("bars.csv", ("bar", "ratio")).set_index("bar").ratio[bar]) for ds in runs.values()]

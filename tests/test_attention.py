@@ -530,3 +530,27 @@ def test_launch_words_spell_out_a_recorded_launch():
         "64×64 tiles, 4 warps, 3 stages, pointer loads")
     with pytest.raises(LabError, match="not a recorded launch"):
         bench.launch_words("")
+
+
+def test_runs_of_record_and_their_rows(tmp_path):
+    import json
+
+    from lab import bench
+
+    record = {"kind": "kernels", "gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11.0",
+              "triton": "3.6.0", "vllm": None, "model": None, "dtype": "bfloat16", "flags": {},
+              "date": "2026-11-30T08:00:00+00:00", "command": "python -m lab bench"}
+    for folder, ms in ((bench.RECORD, 3.6), (f"{bench.RECORD_REPEATS}/run1", 3.7)):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "provenance.json").write_text(json.dumps(record))
+        (tmp_path / folder / "prefill.csv").write_text(
+            f"candidate,n,ms,ms_rounds\nours-tuned,16384,{ms},{ms} 3.5 3.9\nours-tuned,32768,14.9,14.9\n")
+    runs = bench.runs_of_record(root=tmp_path)
+    assert list(runs) == ["bench run", "repeat 1"]
+    rows = bench.prefill_rows(runs, 16384, ("candidate", "n", "ms", "ms_rounds"))
+    assert list(rows.run) == ["bench run", "repeat 1"] and list(rows.ms) == [3.6, 3.7]
+    assert bench.round_times(rows.ms_rounds.iloc[0]) == [3.6, 3.5, 3.9]
+    # without repeats, the bench run alone
+    import shutil
+    shutil.rmtree(tmp_path / bench.RECORD_REPEATS)
+    assert list(bench.runs_of_record(root=tmp_path)) == ["bench run"]
