@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from lab import data, hardware, iomodel, reference
+from lab import bench, data, hardware, iomodel, reference
 from lab.modelshape import qwen25_7b
 
 A10G = reference.DATASET
@@ -194,7 +194,7 @@ def _decode_sentence(table, arm: str, bandwidth: float) -> str:
             f"at about {bw:,.0f} GB/s, {100 * bw * GB / bandwidth:.0f}% of the datasheet's {bandwidth / GB:,.0f} GB/s")
 
 
-KERNELS = "h200/kernels"
+KERNELS = bench.RECORD  # the kernel benchmark the chapters read
 
 
 def h200_decode_kernels_sentence() -> str:
@@ -247,7 +247,7 @@ def h200_occupancy_sentence(root=None) -> str:
 
 def h200_rounds_sentence(root=None) -> str:
     """The 16k tuned-vs-cuDNN ratio over runs timed in single blocks and in interleaved rounds."""
-    from lab import LabError, bench
+    from lab import LabError
 
     bar = "prefill 16k: tuned speed vs fastest torch backend"
     try:

@@ -8,7 +8,7 @@ question against the data it cites.
 
 from __future__ import annotations
 
-from lab import LabError, data, hardware, iomodel, reference
+from lab import LabError, bench, data, hardware, iomodel, reference
 from lab.modelshape import qwen25_7b
 from lab.quiz import Computed, Question, measured, ratio
 
@@ -242,7 +242,7 @@ def triton_kernels() -> list[Question]:
 
 
 #: This project's kernel benchmark on the H200 (``python -m lab bench``).
-H200_KERNELS = "h200/kernels"
+H200_KERNELS = bench.RECORD
 
 
 def _kernels_table(name: str):
