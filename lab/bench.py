@@ -6,8 +6,9 @@ flash and cuDNN backends, FlexAttention (torch.compile'd), and this book's Trito
 timed. The candidates of a shape are then timed in interleaved rounds (``--rounds``), each round
 starting at a different candidate, and each time is the median round: the GPU's state drifts within
 a run, and one block per candidate would hand the drift to whoever ran at the wrong moment. Prefill
-times are medians of ``triton.testing.do_bench`` (CUDA events, L2 flushed between runs). Decode is timed twice: ``ms`` replays the calls from a CUDA graph (as serving engines do;
-inputs rotated so K/V come from HBM) and ``ms_eager`` launches from Python, where short contexts
+times are medians of ``triton.testing.do_bench`` (CUDA events, L2 flushed between runs). Decode is
+timed twice: ``ms`` replays the calls from a CUDA graph (as serving engines do; inputs rotated so
+K/V come from HBM) and ``ms_eager`` launches from Python, where short contexts
 measure launch overhead. Decode bandwidth (from ``ms``) is compared with a device-to-device copy
 measured in the same run.
 
@@ -35,7 +36,7 @@ OURS = ("ours-teaching", "ours-tuned")
 MAX_ABS_ERR = 2e-2  # bf16 outputs against the fp32 reference
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "kernels"
 #: What the GPU's clocks did while a candidate was timed (lab.gpuclocks; empty without nvidia-smi).
-CLOCK_COLUMNS = ("sm_mhz", "power_w", "clock_limit", "clock_limit_share")
+CLOCK_COLUMNS = ("sm_mhz", "power_w", "clock_limit", "clock_limit_share")  # gpuclocks.row_fields
 PREFILL_COLUMNS = ("candidate", "batch", "q_heads", "kv_heads", "head_dim", "n", "dtype", "causal", "status",
                    "ms", "ms_rounds", "tflops", "speed_vs_fastest", "fastest", "max_abs_err", "note", "config",
                    *CLOCK_COLUMNS)
@@ -184,7 +185,7 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
     import torch
 
     from lab.attention.reference import attention_torch
-    from lab.gpuclocks import summarise
+    from lab.gpuclocks import row_fields, summarise
 
     if timer is None:
         from triton.testing import do_bench as timer
@@ -268,11 +269,11 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
         name = row["candidate"]
         if row["status"] == "ok":
             row["ms"] = statistics.median(t["ms"] for t in timings[name])
-            row["ms_rounds"] = " ".join(f"{t['ms']:.5g}" for t in timings[name])
+            row["ms_rounds"] = rounds_text(t["ms"] for t in timings[name])
             if sets is not None:
                 row["ms_eager"] = statistics.median(t["ms_eager"] for t in timings[name])
             if clocks is not None:
-                row.update(_clock_fields(summarise(samples[name])))
+                row.update(row_fields(summarise(samples[name])))
     for row in rows:
         if row["candidate"] == "ours-tuned":
             row["config"] = _tuned_config(shape, q.dtype)
@@ -311,16 +312,6 @@ def _tuned_config(shape: Shape, dtype) -> str:
     else:
         config = triton_decode.best_decode_config(shape.batch, shape.q_heads, shape.kv_heads, shape.n, shape.head_dim, dtype)
     return " ".join(f"{key}={val}" for key, val in (config or {}).items())
-
-
-def _clock_fields(summary: dict) -> dict:
-    """A clock summary (lab.gpuclocks) as the row's CLOCK_COLUMNS."""
-    from lab.gpuclocks import dominant_limit
-
-    limit, share = dominant_limit(summary)
-    return {"sm_mhz": (summary.get("sm_mhz") or {}).get("median", math.nan),
-            "power_w": (summary.get("power_w") or {}).get("median", math.nan),
-            "clock_limit": limit, "clock_limit_share": share}
 
 
 def rotation(shape: Shape, first, min_bytes: int = 256 << 20) -> list:
@@ -405,7 +396,7 @@ def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int, rounds: int = 3) 
         times = row.pop("times")
         if times:
             row["ms"] = statistics.median(times)
-            row["ms_rounds"] = " ".join(f"{t:.5g}" for t in times)
+            row["ms_rounds"] = rounds_text(times)
         row["tflops"] = shape.flops() / (row["ms"] * 1e-3) / 1e12
         row["speedup_vs_teaching"] = rows[0]["ms"] / row["ms"]
     return rows
@@ -530,6 +521,11 @@ def prefill_rows(runs: dict, n: int, columns=("candidate", "n", "ms")):
 
     both = pd.concat([ds.csv("prefill.csv", columns).assign(run=label) for label, ds in runs.items()])
     return both[both.n == n]
+
+
+def rounds_text(times) -> str:
+    """Round times as a row's ``ms_rounds`` ('3.5872 3.6197 3.6067'); :func:`round_times` reads it back."""
+    return " ".join(f"{t:.5g}" for t in times)
 
 
 def round_times(ms_rounds: str) -> list[float]:

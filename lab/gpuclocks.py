@@ -99,6 +99,15 @@ def dominant_limit(summary: dict) -> tuple[str, float]:
     return name, limits[name] / samples
 
 
+def row_fields(summary: dict) -> dict:
+    """A summary as the four columns a timing row carries: median SM clock and power, the clock limit
+    active in most samples and its share of them."""
+    limit, share = dominant_limit(summary)
+    return {"sm_mhz": (summary.get("sm_mhz") or {}).get("median", math.nan),
+            "power_w": (summary.get("power_w") or {}).get("median", math.nan),
+            "clock_limit": limit, "clock_limit_share": share}
+
+
 class ClockSampler:
     """Samples the GPU every ``interval_ms`` between :meth:`start` and :meth:`stop`."""
 

@@ -91,10 +91,7 @@ def main() -> int:
             err, ms, note = float("nan"), float("nan"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
         finally:
             if clocks is not None and clocks.running:
-                summary = clocks.stop()
-                sampled = {"sm_mhz": (summary.get("sm_mhz") or {}).get("median"),
-                           "power_w": (summary.get("power_w") or {}).get("median"),
-                           "clock_limit": gpuclocks.dominant_limit(summary)[0]}
+                sampled = gpuclocks.row_fields(clocks.stop())
         row = {"shape": shape, "label": label, "ms": ms, "err": err, "note": note, "seconds": round(time.time() - t0, 1),
                **extra, **sampled}
         results.append(row)

@@ -96,3 +96,15 @@ def test_dominant_limit_and_a_second_start_stops_the_first(tmp_path, monkeypatch
     assert first.poll() is not None and sampler.running
     sampler.stop()
     assert not sampler.running
+
+
+def test_row_fields_give_a_timing_row_its_clock_columns():
+    import math
+
+    samples = [{"timestamp": "t", "sm_mhz": mhz, "mem_mhz": 3201.0, "power_w": 600.0, "temp_c": 50.0, "reasons": mask}
+               for mhz, mask in ((1800.0, 0x4), (1900.0, 0x4), (1980.0, 0x0))]
+    fields = gpuclocks.row_fields(gpuclocks.summarise(samples))
+    assert fields == {"sm_mhz": 1900.0, "power_w": 600.0, "clock_limit": "software power cap",
+                      "clock_limit_share": 2 / 3}
+    empty = gpuclocks.row_fields(gpuclocks.summarise([]))
+    assert math.isnan(empty["sm_mhz"]) and empty["clock_limit"] == "none"
