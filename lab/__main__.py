@@ -10,20 +10,20 @@ import argparse
 import importlib
 import sys
 
-from lab import LabError
+from lab.cli import run_command
 
 # command name -> module. Modules that are not importable on this machine are skipped in --help.
 COMMANDS = {
-    "reference": "lab.reference",
-    "datasets": "lab.data",
+    "reference": "lab.results.reference",
+    "datasets": "lab.results.data",
     "env": "lab.env",
-    "hardware": "lab.hardware",
-    "bench": "lab.bench",
-    "vllm-sweep": "lab.vllm.sweep",
-    "fit": "lab.fit",
-    "capture": "lab.capture",
-    "census": "lab.census",
-    "slides": "lab.slides",
+    "hardware": "lab.results.hardware",
+    "bench": "lab.measure.bench",
+    "vllm-sweep": "lab.measure.vllm.sweep",
+    "fit": "lab.results.fit",
+    "capture": "lab.measure.capture",
+    "census": "lab.measure.census",
+    "slides": "lab.book.slides",
 }
 
 
@@ -49,18 +49,6 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(command)
         command.set_defaults(_module=module)
     return parser
-
-
-def run_command(command_main, args) -> int:
-    """Run one command's ``main(args)``: a LabError becomes one line and exit status 2, Ctrl-C exit 130."""
-    try:
-        return int(command_main(args) or 0)
-    except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: results already written are kept", file=sys.stderr)
-        return 130
 
 
 def main(argv: list[str] | None = None) -> int:

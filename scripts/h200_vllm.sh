@@ -42,7 +42,7 @@ run_arm() {
   if [ "$cap" -lt 120 ]; then say "SKIP $folder: only ${left}s left before the deadline"; return; fi
   say "START $folder (at most ${cap}s): $*"
   local t0=$SECONDS
-  timeout -k 30 "$cap" "$PYTHON" -m lab.vllm.sweep --out "$WORK/$folder" --model "$MODEL" \
+  timeout -k 30 "$cap" "$PYTHON" -m lab.measure.vllm.sweep --out "$WORK/$folder" --model "$MODEL" \
       --max-num-batched-tokens "$CHUNK" --gpu-memory-utilization 0.85 --reps 3 --long-reps 2 --long-from 65536 \
       --max-tokens 64 --warmup-tokens 16 "$@" 2>&1 | grep --line-buffered -v '^  waiting for vLLM' | tee -a "$log"
   local status=${PIPESTATUS[0]}

@@ -14,7 +14,7 @@ the start and at the end of each shape, so drift (clocks, heat) shows. Each laun
 its registers, spills, shared memory and resident programs per multiprocessor
 (triton_fwd.launch_resources) and the GPU's clocks while it was timed. Every timing is appended to
 OUT/tune.jsonl as it is made; the best settings per shape are printed at the end.
-lab.tuning.log_rows turns a tune.jsonl into rows of tuning_forward.csv.
+lab.results.tuning.log_rows turns a tune.jsonl into rows of tuning_forward.csv.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def main() -> int:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
-    from lab import gpuclocks
-    from lab.attention import triton_fwd
+    from lab.measure import gpuclocks
+    from lab.measure.attention import triton_fwd
 
     clocks = gpuclocks.ClockSampler(interval_ms=20) if gpuclocks.available() else None
     args.out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import shutil
 
 import pandas as pd
 
-from lab import REPO_ROOT, data
+from lab import REPO_ROOT, store
 
 LENGTHS = [256, 1024, 4096, 8192, 16384, 32768]
 #: arm -> (a s, b s/token, c s/token², ITL ms at 0, ITL ms per 1000 tokens)
@@ -35,13 +35,13 @@ def write_study(root, study="h200/vllm0.26-qwen2.5-7b", arms=ARMS, chunk=8192, l
             rows.append({"arm": arm, "backend": arm.split("/")[0], "target_len": n, "actual_len": n, "ttft_s": ttft,
                          "prefill_ms_per_token": ttft * 1000 / n, "itl_ms": itl, "itl_p10_ms": itl * 0.97,
                          "itl_p90_ms": itl * 1.05, "reps": 3, "status": "ok", "error": None})
-        data.write_csv(folder, "sweep.csv", pd.DataFrame(rows))
+        store.write_csv(folder, "sweep.csv", pd.DataFrame(rows))
         fa = int(arm[-1]) if "/FA" in arm else None
-        record = data.new_provenance("vllm-sweep", model="qwen2.5-7b-128k (random weights)", dtype="bfloat16",
+        record = store.new_provenance("vllm-sweep", model="qwen2.5-7b-128k (random weights)", dtype="bfloat16",
                                      flags={"backend": arm.split("/")[0], "fa_version": fa,
                                             "max_num_batched_tokens": chunk, "max_model_len": 33024},
                                      command="python -m lab vllm-sweep (synthetic test data)", arm=arm,
                                      server={"ready_s": 300.0 if fa == 2 else 80.0})
         record.update(gpu="NVIDIA H200", vllm="0.26.0")
-        data.write_provenance(folder, record)
+        store.write_provenance(folder, record)
     return root

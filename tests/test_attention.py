@@ -1,4 +1,4 @@
-"""Attention kernels against the naive reference: NumPy tiles (exact in fp64, bytes vs lab.iomodel),
+"""Attention kernels against the naive reference: NumPy tiles (exact in fp64, bytes vs lab.results.iomodel),
 Triton forward and split-KV decode (interpreter on CPU; the same tests on a GPU when there is one)."""
 
 import math
@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from lab import LabError
-from lab.attention.reference import attention, attention_flops, attention_numpy, causal_mask
-from lab.attention.tiled import tiled_attention, tiled_attention_traffic
-from lab.iomodel import tiled_attention_hbm_bytes
+from lab.measure.attention.reference import attention, attention_flops, attention_numpy, causal_mask
+from lab.measure.attention.tiled import tiled_attention, tiled_attention_traffic
+from lab.results import kernel_runs
+from lab.results.iomodel import tiled_attention_hbm_bytes
 
 
 def _qkv(rng, batch, q_heads, kv_heads, n_q, n_k, d, dtype=np.float64):
@@ -89,7 +90,7 @@ def test_torch_reference_matches_numpy():
         got = attention(tq, tk, tv, causal).numpy()  # float64 tensors keep float64
         assert np.abs(got - expected).max() < 1e-6
         # chunked over queries (a tiny chunk budget forces one row at a time): same answer
-        from lab.attention.reference import attention_torch
+        from lab.measure.attention.reference import attention_torch
         got = attention_torch(tq, tk, tv, causal, compute_dtype=torch.float64, chunk_bytes=1).numpy()
         assert np.abs(got - expected).max() < 1e-12
 
@@ -145,8 +146,8 @@ pytest.importorskip("triton")
 
 import os  # noqa: E402
 
-from lab.attention import triton_decode, triton_fwd  # noqa: E402
-from lab.attention.reference import attention_torch  # noqa: E402
+from lab.measure.attention import triton_decode, triton_fwd  # noqa: E402
+from lab.measure.attention.reference import attention_torch  # noqa: E402
 
 ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
 DEVICE = "cuda" if ON_GPU else "cpu"
@@ -297,7 +298,7 @@ def test_triton_tuned_forward_ablations_are_exact(split_diagonal, heavy_first):
 # --- the benchmark's bookkeeping (the timing itself needs a GPU) ----------------------------------------
 
 def test_bench_measures_checks_and_ranks_on_cpu():
-    from lab import bench
+    from lab.measure import bench
 
     fake_ms = {"naive": 4.0, "ours-teaching": 2.0, "ours-tuned": 1.0}
     calls = iter(fake_ms.values())
@@ -313,7 +314,7 @@ def test_bench_measures_checks_and_ranks_on_cpu():
 
 
 class _FakeClocks:
-    """Stands in for lab.gpuclocks.ClockSampler: records start/stop; each window holds two samples at
+    """Stands in for lab.measure.gpuclocks.ClockSampler: records start/stop; each window holds two samples at
     1620 MHz and 690 W, the first with the software power cap (bit 0x4) active."""
 
     def __init__(self):
@@ -332,7 +333,7 @@ class _FakeClocks:
 
 
 def test_bench_records_the_clocks_while_timing_and_stops_them_on_a_failure():
-    from lab import bench
+    from lab.measure import bench
 
     def timer(fn, **kw):
         if calls.pop(0) == "boom":
@@ -353,7 +354,7 @@ def test_bench_records_the_clocks_while_timing_and_stops_them_on_a_failure():
 
 def test_bench_times_candidates_in_interleaved_rounds():
     # three rounds, each starting at a different candidate; a row's time is its median round
-    from lab import bench
+    from lab.measure import bench
 
     made_up = {"naive": [9.0, 5.0, 7.0], "ours-teaching": [2.0, 4.0, 3.0], "ours-tuned": [1.5, 1.0, 2.5]}
     order = []
@@ -393,7 +394,7 @@ def test_bench_times_candidates_in_interleaved_rounds():
 
 
 def test_round_order_starts_each_round_elsewhere():
-    from lab import bench
+    from lab.measure import bench
 
     assert [bench.round_order([1, 2, 3, 4, 5, 6], turn, 3) for turn in range(3)] == [
         [1, 2, 3, 4, 5, 6], [3, 4, 5, 6, 1, 2], [5, 6, 1, 2, 3, 4]]
@@ -403,7 +404,7 @@ def test_round_order_starts_each_round_elsewhere():
 def test_bench_bars_from_a_table():
     import pandas as pd
 
-    from lab import bench
+    from lab.measure import bench
 
     prefill = pd.DataFrame([
         {"candidate": c, "n": n, "status": "ok", "ms": ms}
@@ -462,7 +463,7 @@ def test_bench_rebuild_from_measurements(tmp_path):
 
 
 def test_cached_h200_kernels_dataset_is_readable():
-    from lab import data
+    from lab.results import data
 
     ds = data.load("h200/kernels")
     assert ds.kind == "kernels" and ds.gpu == "NVIDIA H200"
@@ -474,7 +475,7 @@ def test_cached_h200_kernels_dataset_is_readable():
 
 
 def test_online_softmax_trace_hand_computed():
-    from lab.attention.tiled import online_softmax_trace
+    from lab.measure.attention.tiled import online_softmax_trace
 
     # tile 1 = [1, 2]: m = 2, l = e^-1 + 1. tile 2 = [3]: m = 3, old sum rescaled by e^-1, plus e^0.
     steps, probs = online_softmax_trace([1.0, 2.0, 3.0], block=2)
@@ -487,7 +488,7 @@ def test_online_softmax_trace_hand_computed():
 def test_bars_over_runs_counts_met_and_ignores_unmeasured():
     import pandas as pd
 
-    from lab.bench import bars_over_runs
+    from lab.results.kernel_runs import bars_over_runs
 
     first = pd.DataFrame({"bar": ["a", "b"], "ratio": [0.9, 1.2], "need": [0.8, 1.0], "met": [True, True]})
     second = pd.DataFrame({"bar": ["a", "b"], "ratio": [0.75, float("nan")], "need": [0.8, 1.0], "met": [False, False]})
@@ -495,7 +496,7 @@ def test_bars_over_runs_counts_met_and_ignores_unmeasured():
     assert table.loc["a", "met"] == 1 and table.loc["a", "measured"] == 2 and table.loc["a", "worst"] == 0.75
     assert table.loc["b", "met"] == 1 and table.loc["b", "measured"] == 1     # the empty ratio counts neither way
     assert list(table.index) == ["a", "b"]
-    from lab.bench import bars_sentence
+    from lab.results.kernel_runs import bars_sentence
 
     assert bars_sentence(table.reset_index()) == ("a: met in 1 of 2 runs (lowest 0.75, needs 0.8); "
                                                   "b: met in all 1 runs (lowest 1.20).")
@@ -506,7 +507,6 @@ def test_bars_over_runs_counts_met_and_ignores_unmeasured():
 def test_stored_runs_label_a_bench_run_and_its_repeats(tmp_path):
     import json
 
-    from lab import bench
 
     record = {"kind": "kernels", "gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11.0",
               "triton": "3.6.0", "vllm": None, "model": None, "dtype": "bfloat16", "flags": {},
@@ -514,43 +514,41 @@ def test_stored_runs_label_a_bench_run_and_its_repeats(tmp_path):
     for folder in ("h200/k/bench", "h200/k/run2", "h200/k/run10", "h200/k/run1", "h200/k-other", "h200/k/runs"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "provenance.json").write_text(json.dumps(record))
-    runs = bench.stored_runs("h200/k", root=tmp_path)
+    runs = kernel_runs.stored_runs("h200/k", root=tmp_path)
     assert list(runs) == ["bench run", "repeat 1", "repeat 2", "repeat 10"]
     assert runs["repeat 10"].path == tmp_path / "h200/k/run10"
     with pytest.raises(LabError, match="no bench runs under data/h200/none"):
-        bench.stored_runs("h200/none", root=tmp_path)
+        kernel_runs.stored_runs("h200/none", root=tmp_path)
 
 
 def test_launch_words_spell_out_a_recorded_launch():
-    from lab import bench
 
-    assert bench.launch_words("BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2 maxnreg=128 tma=True") == (
+    assert kernel_runs.launch_words("BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2 maxnreg=128 tma=True") == (
         "128×64 tiles, 8 warps, 2 stages, at most 128 registers, TMA loads")
-    assert bench.launch_words("BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=3 tma=False") == (
+    assert kernel_runs.launch_words("BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=3 tma=False") == (
         "64×64 tiles, 4 warps, 3 stages, pointer loads")
     with pytest.raises(LabError, match="not a recorded launch"):
-        bench.launch_words("")
+        kernel_runs.launch_words("")
 
 
 def test_runs_of_record_and_their_rows(tmp_path):
     import json
 
-    from lab import bench
 
     record = {"kind": "kernels", "gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11.0",
               "triton": "3.6.0", "vllm": None, "model": None, "dtype": "bfloat16", "flags": {},
               "date": "2026-11-30T08:00:00+00:00", "command": "python -m lab bench"}
-    for folder, ms in ((bench.RECORD, 3.6), (f"{bench.RECORD_REPEATS}/run1", 3.7)):
+    for folder, ms in ((kernel_runs.RECORD, 3.6), (f"{kernel_runs.RECORD_REPEATS}/run1", 3.7)):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "provenance.json").write_text(json.dumps(record))
         (tmp_path / folder / "prefill.csv").write_text(
             f"candidate,n,ms,ms_rounds\nours-tuned,16384,{ms},{ms} 3.5 3.9\nours-tuned,32768,14.9,14.9\n")
-    runs = bench.runs_of_record(root=tmp_path)
+    runs = kernel_runs.runs_of_record(root=tmp_path)
     assert list(runs) == ["bench run", "repeat 1"]
-    rows = bench.prefill_rows(runs, 16384, ("candidate", "n", "ms", "ms_rounds"))
+    rows = kernel_runs.prefill_rows(runs, 16384, ("candidate", "n", "ms", "ms_rounds"))
     assert list(rows.run) == ["bench run", "repeat 1"] and list(rows.ms) == [3.6, 3.7]
-    assert bench.round_times(rows.ms_rounds.iloc[0]) == [3.6, 3.5, 3.9]
+    assert kernel_runs.round_times(rows.ms_rounds.iloc[0]) == [3.6, 3.5, 3.9]
     # without repeats, the bench run alone
     import shutil
-    shutil.rmtree(tmp_path / bench.RECORD_REPEATS)
-    assert list(bench.runs_of_record(root=tmp_path)) == ["bench run"]
+    shutil.rmtree(tmp_path / kernel_runs.RECORD_REPEATS)
+    assert list(kernel_runs.runs_of_record(root=tmp_path)) == ["bench run"]

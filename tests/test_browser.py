@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 import pytest
 
 from lab import REPO_ROOT
-from lab.widgets import Explorer
+from lab.book.explorer import Explorer
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -285,7 +285,7 @@ def test_watcher_catches_remote_requests_and_console_errors(tmp_path, browser_co
 
 
 def test_standalone_explorer_page(tmp_path, browser_context, serve):
-    from lab.explorers import a10g_prefill_explorer
+    from lab.book.sweep_explorer import a10g_prefill_explorer
 
     explorer = a10g_prefill_explorer()
     (tmp_path / "index.html").write_text(explorer.standalone_html(), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""lab.capture: window orchestration against a fake vLLM server, trimming, in-process capture."""
+"""lab.measure.capture: window orchestration against a fake vLLM server, trimming, in-process capture."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import LabError, capture, census
-from lab.vllm.server import post
+from lab import LabError
+from lab.measure import capture, census
+from lab.measure.vllm.server import post
 
 
 class FakeVllm:
@@ -101,7 +102,7 @@ def test_parse_windows_and_errors():
 
 
 def test_arm_folders_match_the_sweeps():
-    from lab.vllm.sweep import arm_slug
+    from lab.measure.vllm.sweep import arm_slug
 
     assert arm_slug(*capture._ARMS["FLASH_ATTN/FA3"]) == "flash_attn-fa3"
     assert arm_slug(*capture._ARMS["FLEX_ATTENTION"]) == "flex_attention"

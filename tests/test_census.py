@@ -1,4 +1,4 @@
-"""lab.census on small synthetic traces shaped like torch.profiler output, with real kernel names."""
+"""lab.measure.census on small synthetic traces shaped like torch.profiler output, with real kernel names."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from lab import LabError, census
+from lab import LabError
 from lab.__main__ import main as lab_main
+from lab.measure import census
 
 # Real kernel names (as they appear in vLLM / torch.profiler traces on A10G and H200).
 FA2_SPLITKV = ("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
@@ -315,7 +316,7 @@ def test_reference_substring_rules_versus_ours(name, substring_family, our_famil
 
 
 def test_a_trimmed_trace_keeps_the_flow_links_the_census_follows(tmp_path):
-    from lab import capture
+    from lab.measure import capture
 
     # no correlation id in the kernel's args: only the ac2g flow events link it to its launcher
     trace = make_trace([("triton_tem_fused_0", "aten::mm", 40.0)], with_flows=True, correlation_args=False)

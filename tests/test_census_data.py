@@ -1,4 +1,4 @@
-"""lab.census_data: published + measured census tables, derived figures, the chapter's explorer."""
+"""lab.results.census_windows: published + measured census tables, derived figures, the chapter's explorer."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 import pytest
 
 from lab import LabError
-from lab import census_data as cd
-from lab.capture import census_rows, write_rows
+from lab.book.census_explorer import census_explorer
+from lab.measure.capture import census_rows, write_rows
+from lab.results import census_windows as cd
 
 
 def _provenance(kind, gpu):
@@ -73,7 +74,7 @@ def test_measured_rows_read_back(root):
 
 
 def test_explorer_covers_every_combination(root):
-    explorer = cd.census_explorer(root)
+    explorer = census_explorer(root)
     assert len(explorer.combinations()) == 3 * 3 * 2 * 2
     for combo in explorer.combinations():
         explorer.compute(**combo)

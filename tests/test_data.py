@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from lab import LabError, data
+from lab import LabError, store
+from lab.results import data
 
 
 def _write(folder, record):
@@ -14,7 +15,7 @@ def _write(folder, record):
 
 
 def _good():
-    return data.new_provenance("kernels", model=None, dtype="bfloat16", flags={"x": 1}, command="python -m lab bench")
+    return store.new_provenance("kernels", model=None, dtype="bfloat16", flags={"x": 1}, command="python -m lab bench")
 
 
 def test_reference_dataset_loads_with_its_source():
@@ -26,7 +27,7 @@ def test_reference_dataset_loads_with_its_source():
 
 def test_new_provenance_round_trips(tmp_path):
     folder = tmp_path / "run"
-    data.write_provenance(folder, _good())
+    store.write_provenance(folder, _good())
     assert data.load(folder).provenance["command"] == "python -m lab bench"
 
 
@@ -84,7 +85,7 @@ def test_csv_missing_column_is_named(tmp_path):
 def test_append_jsonl_keeps_every_record(tmp_path):
     path = tmp_path / "x" / "m.jsonl"
     for i in range(3):
-        data.append_jsonl(path, {"i": i})
+        store.append_jsonl(path, {"i": i})
     assert [json.loads(line)["i"] for line in path.read_text().splitlines()] == [0, 1, 2]
 
 

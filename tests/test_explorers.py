@@ -1,4 +1,4 @@
-"""lab.explorers: the prefill explorer shows the numbers in the reference data, for every choice."""
+"""lab.book.sweep_explorer: the prefill explorer shows the numbers in the reference data, for every choice."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from lab.data import load, load_sweeps
-from lab.explorers import a10g_prefill_explorer, study_of
+from lab.book.sweep_explorer import a10g_prefill_explorer, study_of
+from lab.results.data import load, load_sweeps
 
 A10G = "reference/a10g-vllm0.11-qwen2.5-7b"
 

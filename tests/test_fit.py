@@ -1,4 +1,4 @@
-"""lab.fit: the quadratic prefill fit, its intervals, the quadratic share and decode growth."""
+"""lab.results.fit: the quadratic prefill fit, its intervals, the quadratic share and decode growth."""
 
 import math
 import subprocess
@@ -7,8 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from lab import REPO_ROOT, LabError, data
-from lab.fit import decode_growth, fit_arms, fit_quadratic
+from lab import REPO_ROOT, LabError
+from lab.results import data
+from lab.results.fit import decode_growth, fit_arms, fit_quadratic
 
 REFERENCE = "reference/a10g-vllm0.11-qwen2.5-7b"
 

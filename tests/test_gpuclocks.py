@@ -1,4 +1,4 @@
-"""lab.gpuclocks: parsing nvidia-smi lines, and the sampler against a stand-in nvidia-smi."""
+"""lab.measure.gpuclocks: parsing nvidia-smi lines, and the sampler against a stand-in nvidia-smi."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab import LabError, gpuclocks
+from lab import LabError
+from lab.measure import gpuclocks
 
 FAKE_SMI = """#!/usr/bin/env bash
 # stand-in nvidia-smi: one line per call, or one every 10 ms with --loop-ms; {reject} rejects that field

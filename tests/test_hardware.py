@@ -1,12 +1,13 @@
-"""lab.hardware: every figure has a source, ridge points from datasheet numbers, a live CPU measurement."""
+"""lab.results.hardware: every figure has a source, ridge points from datasheet numbers, a live CPU measurement."""
 
 import json
 import math
 
 import pytest
 
-from lab import LabError, hardware
-from lab.hardware import DEVICES, SPEC_FIELDS, TFLOPS, device
+from lab import LabError
+from lab.results import hardware
+from lab.results.hardware import DEVICES, SPEC_FIELDS, TFLOPS, device
 
 
 def test_required_devices_present():

@@ -1,9 +1,9 @@
-"""Closed-form checks of lab.iomodel, each worked out by hand in the comments."""
+"""Closed-form checks of lab.results.iomodel, each worked out by hand in the comments."""
 
 import pytest
 
 from lab import LabError
-from lab.iomodel import tiled_attention_hbm_bytes
+from lab.results.iomodel import tiled_attention_hbm_bytes
 
 
 def test_tiled_full_1024_d128():
@@ -52,7 +52,7 @@ def test_tiled_causal_needs_enough_keys():
 import math  # noqa: E402
 
 from lab import iomodel  # noqa: E402
-from lab.modelshape import QWEN25_7B  # noqa: E402
+from lab.results.modelshape import QWEN25_7B  # noqa: E402
 
 
 def test_naive_bytes_1024_d128():

@@ -2,7 +2,7 @@
 
 import math
 
-from lab.kernel_explorers import decode_explorer, kernel_runs, prefill_explorer
+from lab.book.kernel_explorers import decode_explorer, kernel_runs, prefill_explorer
 
 
 def test_prefill_explorer_default_is_the_tuned_kernel_at_the_longest_length():
@@ -33,7 +33,7 @@ def test_decode_explorer_readouts_and_missing_point():
 
 
 def test_decode_explorer_says_when_a_point_was_not_measured(monkeypatch):
-    from lab import kernel_explorers
+    from lab.book import kernel_explorers
 
     runs = kernel_explorers.kernel_runs()
     name, (ds, prefill, decode) = next(iter(runs.items()))
@@ -45,7 +45,7 @@ def test_decode_explorer_says_when_a_point_was_not_measured(monkeypatch):
 
 def test_prefill_explorer_takes_a_partial_run(monkeypatch):
     """A run with fewer lengths or candidates (the repeats, a reader's quick run) still renders statically."""
-    from lab import kernel_explorers
+    from lab.book import kernel_explorers
 
     runs = kernel_explorers.kernel_runs()
     ds, prefill, _ = next(iter(runs.values()))

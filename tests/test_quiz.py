@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-from lab import REPO_ROOT, LabError, quiz, quizzes
-from lab.quiz import Computed, Measured, Question, Quiz, measured
+from lab import REPO_ROOT, LabError
+from lab.book import quiz, quizzes
+from lab.book.quiz import Computed, Measured, Question, Quiz, measured
 
 A10G = quizzes.A10G
 ALL = [(chapter, i, q) for chapter, make in quizzes.CHAPTERS.items() for i, q in enumerate(make())]
@@ -17,7 +18,7 @@ ALL = [(chapter, i, q) for chapter, make in quizzes.CHAPTERS.items() for i, q in
 
 def _raw_cell(m: Measured):
     """The cited cell read with the csv module (not through lab), to check lab's lookup independently."""
-    from lab import data
+    from lab.results import data
 
     with open(data.DATA_DIR / m.dataset / m.table, newline="") as fh:
         rows = [r for r in csv.DictReader(fh) if all(r[k] == str(v) for k, v in m.where)]
@@ -107,7 +108,7 @@ def test_numerals_inside_names_are_not_typed_numbers():
 
 def test_html_has_the_hooks_and_hides_answers(monkeypatch):
     monkeypatch.setenv("LAB_STATIC", "1")
-    q = quiz.chapter_quiz("06-vllm-sweeps")
+    q = quizzes.chapter_quiz("06-vllm-sweeps")
     page = q._repr_html_()
     assert 'data-quiz="06-vllm-sweeps"' in page
     assert "<script" not in page and "<style" not in page  # the static site loads quiz.js/quiz.css itself
@@ -124,7 +125,7 @@ def test_html_has_the_hooks_and_hides_answers(monkeypatch):
 
 def test_live_kernel_output_carries_the_script_and_style(monkeypatch):
     monkeypatch.delenv("LAB_STATIC", raising=False)
-    page = quiz.chapter_quiz("01-roofline")._repr_html_()
+    page = quizzes.chapter_quiz("01-roofline")._repr_html_()
     assert page.count("<script>") == 1 and "labQuizInstalled" in page
     assert page.count("<style>") == 1 and ".lab-quiz-right" in page
 
@@ -141,7 +142,7 @@ def test_option_order_is_shuffled_but_stable():
 
 def test_unknown_chapter_and_bad_key():
     with pytest.raises(LabError, match="no quiz for chapter"):
-        quiz.chapter_quiz("99-nothing")
+        quizzes.chapter_quiz("99-nothing")
     with pytest.raises(LabError, match="lowercase"):
         Quiz("Bad Key", [_q()])
 
@@ -200,7 +201,7 @@ def test_every_glue_role_resolves(chapter):
 
 
 def test_interview_h200_sentences_say_when_not_measured():
-    from lab import interview
+    from lab.book import interview
 
     h200 = interview.h200_facts()
     assert set(h200) == {"h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk",
@@ -211,7 +212,7 @@ def test_interview_h200_sentences_say_when_not_measured():
 
 
 def test_decode_reconciliation_numbers():
-    from lab import interview
+    from lab.book import interview
 
     f = interview.a10g_facts()
     # split-KV pulls most of the bandwidth on the extra KV bytes; the un-split kernel a small fraction
@@ -291,7 +292,7 @@ def _click_through(page, quiz_key: str, questions) -> None:
 @pytest.mark.browser
 @pytest.mark.parametrize("face", ["live", "static"])
 def test_quiz_answers_in_a_browser(browser_page, tmp_path, monkeypatch, face):
-    q = quiz.chapter_quiz("05-decode-split-kv")
+    q = quizzes.chapter_quiz("05-decode-split-kv")
     if face == "live":  # a Jupyter output: style and script inline
         monkeypatch.delenv("LAB_STATIC", raising=False)
         head = ""
@@ -317,7 +318,7 @@ def with_h200(tmp_path, monkeypatch):
 
     import pandas as pd
 
-    from lab import data
+    from lab.results import data
 
     root = tmp_path / "data"
     shutil.copytree(REPO_ROOT / "data" / A10G, root / A10G)
@@ -342,7 +343,7 @@ def with_h200(tmp_path, monkeypatch):
 
 
 def test_h200_data_switches_on_sentences_and_questions(with_h200):
-    from lab import interview
+    from lab.book import interview
 
     h200 = interview.h200_facts()
     assert h200["h200_decode_kernels"] == interview.H200_MISSING  # this tree has no kernel benchmark
@@ -366,7 +367,8 @@ def test_h200_data_switches_on_sentences_and_questions(with_h200):
 
 
 def test_h200_decode_kernel_sentence_reads_the_benchmark():
-    from lab import data, interview
+    from lab.book import interview
+    from lab.results import data
 
     if not (data.DATA_DIR / interview.KERNELS / "decode.csv").exists():
         pytest.skip("no H200 kernel benchmark committed yet")
@@ -378,7 +380,8 @@ def test_h200_decode_kernel_sentence_reads_the_benchmark():
 
 
 def test_h200_control_sentence_reads_the_census_and_the_clocks():
-    from lab import census_data, interview
+    from lab.book import interview
+    from lab.results import census_windows as census_data
 
     sentence = interview.h200_control_sentence()
     if sentence == interview.H200_MISSING:
@@ -391,7 +394,8 @@ def test_h200_control_sentence_reads_the_census_and_the_clocks():
 
 
 def test_h200_occupancy_sentence_reads_the_tuning_runs():
-    from lab import data, interview, tuning
+    from lab.book import interview
+    from lab.results import data, tuning
 
     sentence = interview.h200_occupancy_sentence()
     if sentence == interview.H200_MISSING:
@@ -403,7 +407,7 @@ def test_h200_occupancy_sentence_reads_the_tuning_runs():
 
 
 def test_h200_rounds_sentence_compares_blocks_with_rounds():
-    from lab import interview
+    from lab.book import interview
 
     sentence = interview.h200_rounds_sentence()
     if sentence == interview.H200_MISSING:
@@ -414,7 +418,7 @@ def test_h200_rounds_sentence_compares_blocks_with_rounds():
 
 
 def test_h200_kernel_sentences_without_data_say_not_measured(tmp_path):
-    from lab import interview
+    from lab.book import interview
 
     assert interview.h200_occupancy_sentence(root=tmp_path) == interview.H200_MISSING
     assert interview.h200_rounds_sentence(root=tmp_path) == interview.H200_MISSING

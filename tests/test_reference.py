@@ -7,7 +7,8 @@ import textwrap
 
 import pytest
 
-from lab import REPO_ROOT, LabError, data, reference
+from lab import REPO_ROOT, LabError
+from lab.results import data, reference
 
 SOURCE = reference.DEFAULT_SOURCE
 DATASET = "reference/a10g-vllm0.11-qwen2.5-7b"

@@ -1,12 +1,13 @@
-"""lab.roofline: intensities worked out by hand, the roof, and the model's phases."""
+"""lab.results.roofline: intensities worked out by hand, the roof, and the model's phases."""
 
 import json
 
 import pytest
 
-from lab import LabError, roofline
-from lab.hardware import device
-from lab.modelshape import QWEN25_7B, from_hf_config, qwen25_7b
+from lab import LabError
+from lab.results import roofline
+from lab.results.hardware import device
+from lab.results.modelshape import QWEN25_7B, from_hf_config, qwen25_7b
 
 H100 = roofline.roof(device("H100-SXM"))
 
@@ -46,7 +47,7 @@ def test_naive_stages_1024_d128():
 
 
 def test_fused_softmax_moves_nothing_and_total_matches_iomodel():
-    from lab import iomodel
+    from lab.results import iomodel
     stages = roofline.attention_stages(2048, 2048, 128, fused=True, sram_bytes=228 * 1024)
     assert stages[1].bytes == 0 and stages[1].intensity == float("inf")
     assert sum(s.bytes for s in stages) == iomodel.flash_attention_hbm_bytes(2048, 2048, 128, 228 * 1024, 2, True)
@@ -92,7 +93,7 @@ def test_model_shape_matches_config_and_counts_7_6b_weights(tmp_path):
 
 
 def test_roof_from_measured_ceilings():
-    from lab.hardware import Ceilings
+    from lab.results.hardware import Ceilings
     r = roofline.roof(Ceilings("CPU (x86_64)", "fp32", 1e11, 1e10))
     assert r.ridge == pytest.approx(10) and "measured" in r.name
     with pytest.raises(LabError):
@@ -100,7 +101,7 @@ def test_roof_from_measured_ceilings():
 
 
 def test_roofline_plot_places_kernels():
-    from lab.plots.roofline import plot_roofline
+    from lab.book.plots.roofline import plot_roofline
     kernels = roofline.attention_stages(1024, 1024, 128) + [roofline.matmul_kernel(1024, 1024, 1024)]
     ax = plot_roofline([H100, roofline.roof(device("A10G"))], kernels, source="test")
     labels = [t.get_text() for t in ax.get_legend().get_texts()]

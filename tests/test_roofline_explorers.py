@@ -1,11 +1,11 @@
-"""The roofline chapters' explorers: every combination computes, numbers agree with lab.iomodel."""
+"""The roofline chapters' explorers: every combination computes, numbers agree with lab.results.iomodel."""
 
 import pytest
 
-from lab import iomodel
-from lab.hardware import DEVICES, GB
-from lab.modelshape import qwen25_7b
-from lab.roofline_explorers import LENGTHS, attention_bytes_explorer, roofline_explorer
+from lab.book.roofline_explorers import LENGTHS, attention_bytes_explorer, roofline_explorer
+from lab.results import iomodel
+from lab.results.hardware import DEVICES, GB
+from lab.results.modelshape import qwen25_7b
 
 
 def test_lengths_span_256_to_131072():

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import REPO_ROOT, LabError, slides
-from lab.slides import convert_myst, slide_cells
+from lab import REPO_ROOT, LabError
+from lab.book import slides
+from lab.book.slides import convert_myst, slide_cells
 
 GLUE = {"ttft": {"data": {"text/plain": "10.18123"}}, "name": {"data": {"text/plain": "'FLASH_ATTN'"}}}
 

@@ -1,8 +1,8 @@
-"""lab.sphinxext: an inline script registered twice by Sphinx 7.4 is written once."""
+"""lab.book.sphinxext: an inline script registered twice by Sphinx 7.4 is written once."""
 
 from sphinx.builders.html._assets import _JavaScript
 
-from lab.sphinxext import _dedupe_page_scripts, unique_scripts
+from lab.book.sphinxext import _dedupe_page_scripts, unique_scripts
 
 
 def test_inline_script_added_as_none_and_empty_filename_is_kept_once():

@@ -1,4 +1,4 @@
-"""lab.tuning: drift of an unchanged kernel, variants against the plain kernel of the same round."""
+"""lab.results.tuning: drift of an unchanged kernel, variants against the plain kernel of the same round."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from lab import LabError, tuning
+from lab import LabError
+from lab.results import tuning
 
 
 def _table():

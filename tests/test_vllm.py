@@ -1,4 +1,4 @@
-"""lab.vllm without a GPU: command construction per release, log parsing on real lines, the probe
+"""lab.measure.vllm without a GPU: command construction per release, log parsing on real lines, the probe
 against a local server speaking vLLM's streaming protocol, and the server lifecycle (no orphans)."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 from fake_vllm import FakeVLLM
 
 from lab import REPO_ROOT, LabError
-from lab.vllm import probe, serverlog
-from lab.vllm.server import Server, ServeSpec, build_command, group_members, parse_version
+from lab.measure.vllm import probe, serverlog
+from lab.measure.vllm.server import Server, ServeSpec, build_command, group_members, parse_version
 
 FAKE = str(Path(__file__).with_name("fake_vllm.py"))
 LAUNCHER = (sys.executable, FAKE)
@@ -296,7 +296,7 @@ def test_server_starts_confirms_backend_from_its_log_and_stops_its_whole_group(t
         assert record["log"]["backend"] == "FLASH_ATTN" and "--attention-backend FLASH_ATTN" in record["command"]
     assert not server.alive() and _dead(pid) and _dead(child) and group_members(pid) == []
     assert not (tmp_path / "server.pgid").exists()  # removed by a clean stop
-    assert (tmp_path / "server.log").read_text().startswith("# lab.vllm.server: ")
+    assert (tmp_path / "server.log").read_text().startswith("# lab.measure.vllm.server: ")
 
 
 def test_old_release_is_confirmed_through_its_own_log_line(tmp_path):
@@ -328,7 +328,7 @@ def test_a_mislabelled_arm_is_refused(tmp_path):
 
 
 def test_waiting_for_gpu_memory_released_by_a_previous_server(monkeypatch):
-    from lab.vllm import server as server_module
+    from lab.measure.vllm import server as server_module
     readings = iter([0.30, 0.60, 0.97])
     monkeypatch.setattr(server_module, "gpu_memory_fraction_free", lambda: next(readings))
     monkeypatch.setattr(server_module.time, "sleep", lambda s: None)
@@ -358,7 +358,7 @@ def test_an_exception_inside_the_block_stops_the_server(tmp_path):
 DRIVER = textwrap.dedent("""\
     import os, sys, time
     sys.path.insert(0, {tests!r})
-    from lab.vllm.server import Server
+    from lab.measure.vllm.server import Server
     env = dict(os.environ, FAKE_VLLM_MODE="ok", FAKE_VLLM_CHILD_PID_FILE={child!r})
     with Server({model!r}, "FLASH_ATTN", log_path={log!r}, launcher={launcher!r}, vllm_version="0.26.0", env=env) as s:
         print(s.pid, flush=True)
@@ -390,7 +390,7 @@ def test_no_orphan_when_the_driver_is_interrupted_or_killed(tmp_path, sig):
 # --- the sweep command end to end ---------------------------------------------------------------
 
 def _args(tmp_path, **kw):
-    from lab.vllm import sweep
+    from lab.measure.vllm import sweep
     parser = argparse.ArgumentParser()
     sweep.add_arguments(parser)
     argv = ["--backend", "FLASH_ATTN", "--fa-version", "3", "--lengths", "8,16", "--reps", "2", "--max-tokens", "6",
@@ -402,8 +402,8 @@ def _args(tmp_path, **kw):
 
 
 def test_sweep_writes_a_dataset_that_load_sweeps_reads(tmp_path, monkeypatch):
-    from lab import data
-    from lab.vllm import sweep
+    from lab.measure.vllm import sweep
+    from lab.results import data
     monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
     monkeypatch.setattr(sweep, "Server", functools.partial(Server, launcher=LAUNCHER))
     args = _args(tmp_path)
@@ -424,8 +424,8 @@ def test_sweep_writes_a_dataset_that_load_sweeps_reads(tmp_path, monkeypatch):
 
 
 def test_sweep_keeps_data_and_provenance_when_the_server_dies(tmp_path, monkeypatch):
-    from lab import data
-    from lab.vllm import sweep
+    from lab.measure.vllm import sweep
+    from lab.results import data
     monkeypatch.setenv("FAKE_VLLM_MODE", "die_midstream")
     monkeypatch.setattr(sweep, "Server", functools.partial(Server, launcher=LAUNCHER))
     out = tmp_path / "arm"
@@ -437,7 +437,7 @@ def test_sweep_keeps_data_and_provenance_when_the_server_dies(tmp_path, monkeypa
 
 def test_sweep_cli_without_gpu_says_what_to_do(tmp_path, capsys):
     from lab import env
-    from lab.vllm import sweep
+    from lab.measure.vllm import sweep
     if env.detect().has_gpu:
         pytest.skip("this machine has a GPU")
     assert sweep.cli(["--backend", "FLEX_ATTENTION", "--out", str(tmp_path / "x")]) == 2
@@ -452,13 +452,13 @@ def test_sweep_cli_without_gpu_says_what_to_do(tmp_path, capsys):
     (["--model", "data/models/nope"], "no such model folder"),
 ])
 def test_sweep_cli_rejects_bad_input_before_starting_anything(argv, message, capsys):
-    from lab.vllm import sweep
+    from lab.measure.vllm import sweep
     assert sweep.cli(["--backend", "FLASH_ATTN", *argv]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_sweep_dry_run_prints_the_command_without_a_gpu(capsys):
-    from lab.vllm import sweep
+    from lab.measure.vllm import sweep
     assert sweep.cli(["--backend", "FLASH_ATTN", "--fa-version", "2", "--dry-run", "--vllm-version", "0.26.0",
                       "--lengths", "256,131072", "--long-reps", "2", "--max-num-batched-tokens", "8192"]) == 0
     out = capsys.readouterr().out

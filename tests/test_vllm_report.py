@@ -1,14 +1,15 @@
-"""lab.vllm.report and lab.plots.vllm: studies, fits, roofline floors and the explorer, with and
+"""lab.results.sweeps and lab.book.plots.vllm: studies, fits, roofline floors and the explorer, with and
 without H200 data (a made-up H200 study stands in until the real one is committed)."""
 
 import matplotlib
 import pytest
 import synthetic_sweeps
 
-from lab import data
-from lab.hardware import device
-from lab.modelshape import qwen25_7b
-from lab.vllm import report
+from lab.book.sweep_explorer import sweep_explorer
+from lab.results import data
+from lab.results import sweeps as report
+from lab.results.hardware import device
+from lab.results.modelshape import qwen25_7b
 
 
 @pytest.fixture
@@ -82,14 +83,14 @@ def test_compare_and_against_floor(with_h200):
 
 
 def test_figures_and_explorer_with_both_gpus(with_h200, tmp_path):
-    from lab.plots.vllm import plot_decode, plot_prefill
+    from lab.book.plots.vllm import plot_decode, plot_prefill
 
     studies = [report.A10G_STUDY, "h200/vllm0.26-qwen2.5-7b"]
     for plot in (plot_prefill, plot_decode):
         fig = plot(with_h200, studies)
         assert len(fig.axes) == 2
         matplotlib.pyplot.close(fig)
-    explorer = report.sweep_explorer(tmp_path)
+    explorer = sweep_explorer(tmp_path)
     assert explorer.controls[2].values[0] == report.A10G_STUDY
     view = explorer.compute(length=32768, backend="FLEX_ATTENTION", study="h200/vllm0.26-qwen2.5-7b", metric="ITL")
     values = {r.name: r.value for r in view.readouts}

@@ -1,4 +1,4 @@
-"""lab.widgets: validation, the static face's JSON equals view(...), the live face recomputes."""
+"""lab.book.explorer: validation, the static face's JSON equals view(...), the live face recomputes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 import pytest
 
 from lab import LabError
-from lab.widgets import MAX_COMBINATIONS, Chart, Control, Explorer, Marker, Readout, Series, View, format_value
+from lab.book.explorer import MAX_COMBINATIONS, Chart, Control, Explorer, Marker, Readout, Series, View, format_value
 
 
 def square_view(n, shape):
@@ -95,7 +95,7 @@ def test_view_returning_wrong_type_names_the_call():
     with pytest.raises(LabError) as err:
         explorer.static_html()
     message = str(err.value)
-    assert "view(n=1, shape='square') returned dict; expected a lab.widgets.View" in message
+    assert "view(n=1, shape='square') returned dict; expected a lab.book.explorer.View" in message
     assert "\n" not in message
 
 
@@ -177,7 +177,7 @@ def test_nan_becomes_a_gap_not_invalid_json():
 
 def test_static_face_when_lab_static_set(monkeypatch):
     monkeypatch.setenv("LAB_STATIC", "1")
-    from lab import widgets
+    from lab.book import explorer as widgets
 
     assert widgets._static_requested()
     bundle = toy()._repr_mimebundle_()
@@ -200,7 +200,7 @@ def test_standalone_page_inlines_the_renderer():
 
 
 def test_renderer_is_small_and_local():
-    from lab.widgets import EXPLORER_JS
+    from lab.book.explorer import EXPLORER_JS
 
     source = EXPLORER_JS.read_text()
     assert len(source.encode()) < 15_000
@@ -241,7 +241,7 @@ def test_live_and_static_faces_show_identical_strings():
 
 
 def test_matplotlib_renderer_draws_every_series():
-    from lab.plots.explorer import draw_view, tick_label
+    from lab.book.plots.explorer import draw_view, tick_label
 
     fig = draw_view(square_view(2, "square"))
     ax = fig.axes[0]
@@ -257,7 +257,7 @@ def test_live_face_in_a_real_kernel(monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     monkeypatch.delenv("LAB_STATIC", raising=False)
     cells = [
-        "from lab.explorers import a10g_prefill_explorer\nexplorer = a10g_prefill_explorer()\nexplorer",
+        "from lab.book.sweep_explorer import a10g_prefill_explorer\nexplorer = a10g_prefill_explorer()\nexplorer",
         "face = explorer.live()\nface.controls['length'].value = 2048\nface.controls['backend'].value = 'FLEX_ATTENTION'\n"
         "print(face.readouts.value)\nprint(type(face.controls['length']).__name__, len(face.output.outputs))",
     ]

@@ -1,0 +1,58 @@
+"""Chapter 7's explorer: phase x prompt length x backend x GPU -> GPU time by kernel family."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
+from lab.measure.census import FAMILIES
+from lab.results.census_windows import BACKENDS, LENGTHS, PHASE_LABELS, PHASES, census_table, gpus, window
+from lab.results.data import DATA_DIR
+
+def census_explorer(root: Path = DATA_DIR):
+    """Phase x length x backend x GPU -> the window's attention / matmul / other time and shares."""
+    table = census_table(root)
+    gpu_values = gpus(table)
+
+    def view(phase, length, backend, gpu):
+        w = window(table, gpu, phase, length, backend)
+        readouts = [Readout("window", "GPU kernel time in the window", w.window_ms, unit="ms", fmt=",.1f")]
+        for fam in FAMILIES:
+            readouts.append(Readout(fam, f"{fam} kernels", w.ms[fam], unit="ms", fmt=",.1f"))
+        readouts.append(Readout("attn_share", "attention share of the window", w.share("attention"), unit="%",
+                                fmt=".1f"))
+        series = []
+        for fam in FAMILIES:
+            xs, ys = [], []
+            for n in LENGTHS:
+                value = window(table, gpu, phase, n, backend).ms[fam]
+                if value is not None:
+                    xs.append(n)
+                    ys.append(value)
+            if xs:
+                series.append(Series(fam, xs, ys, kind="line+points"))
+        marker_y = w.ms["attention"]
+        source = (f"{gpu}, {'published figures of the reference study (vLLM 0.11)' if w.source == 'published' else 'our traces (vLLM 0.26)' if w.source else 'no data'}")
+        chart = Chart(x_label="tokens in the window", y_label="GPU time (ms)", series=series, log_x=True,
+                      x_ticks=list(LENGTHS), source=source,
+                      marker=Marker(length, marker_y, "attention here") if marker_y is not None else None)
+        if not w.known:
+            note = (f"{gpu} {PHASE_LABELS[phase]} at {length} tokens: not captured yet" if gpu != "A10G"
+                    else f"the reference study published no census for its {PHASE_LABELS[phase]} at {length} tokens"
+                    + (" (its traces were not released, and its decode windows include the prefill)"
+                       if phase == "decode" else ""))
+        else:
+            note = "; ".join(["derived: " + ", ".join(w.derived)] if w.derived else [])
+            missing = [f for f in FAMILIES if w.ms[f] is None]
+            if missing:
+                note = (note + "; " if note else "") + "not published: " + ", ".join(missing)
+        return View(readouts=readouts, chart=chart, note=note)
+
+    return Explorer(
+        key="census",
+        title="Where the GPU time of a window goes",
+        controls=[Control("phase", "Window", values=list(PHASES), default="prefill"),
+                  Control("length", "Tokens in the window", values=list(LENGTHS), default=28672),
+                  Control("backend", "Attention backend", values=list(BACKENDS)),
+                  Control("gpu", "GPU", values=gpu_values)],
+        view=view)

@@ -1,0 +1,469 @@
+"""Explorers: one description, two faces (live ipywidgets in Jupyter, static HTML + JS on the website).
+
+An explorer is a set of controls (each over a short list of discrete values) and a ``view``
+function that maps one value per control to a :class:`View` (readouts, a chart, a note)::
+
+    Explorer(key="a10g-ttft", title="TTFT by prompt length",
+             controls=[Control("length", "Prompt length (tokens)", values=[256, 1024], default=1024),
+                       Control("backend", "Backend", values=["FLASH_ATTN", "FLEX_ATTENTION"])],
+             view=view)
+
+In a live kernel the explorer shows sliders/dropdowns and redraws a matplotlib figure when a
+control moves. On the static site (``LAB_STATIC=1``, set by the book build) it pre-computes
+``view`` for every combination, embeds the results as compact JSON and lets the vendored
+``book/_static/explorer.js`` redraw an SVG chart in the browser: no kernel, no network.
+Readout strings are formatted here, in Python, so both faces show the same characters.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import itertools
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lab import REPO_ROOT
+
+from lab import LabError
+
+from lab import env
+
+#: Most combinations of control values one static explorer may embed (page size stays small).
+MAX_COMBINATIONS = 1500
+#: The vendored renderer of the static face; the book lists it in ``_config.yml`` (html_js_files).
+EXPLORER_JS = REPO_ROOT / "book" / "_static" / "explorer.js"
+SERIES_KINDS = ("line", "points", "line+points")
+_FMT = re.compile(r"^(,?\.\d{1,2}f|\.\d{1,2}[eg]|d)$")
+_KEY = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def _native(value: Any) -> Any:
+    """numpy/pandas scalars -> plain Python (JSON and ipywidgets want these)."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _finite_or_none(value: Any) -> float | int | None:
+    """A number for the chart; NaN/inf/None become None (a gap in a line, no marker)."""
+    value = _native(value)
+    if value is None or not _is_number(value) or not math.isfinite(value):
+        return None
+    return value
+
+
+def format_value(value: Any, fmt: str) -> str:
+    """Format a readout value with a restricted spec (``.Nf``, ``.Ne``, ``.Ng``, ``,.Nf``, ``d``)."""
+    value = _native(value)
+    if isinstance(value, str):
+        return value
+    if value is None or not _is_number(value) or not math.isfinite(value):
+        return "n/a"
+    if fmt == "d":
+        return format(int(round(value)), "d")
+    return format(float(value), fmt)
+
+
+# --- the description ----------------------------------------------------------------------------
+
+@dataclass
+class Control:
+    """One input: numbers become a slider over exactly these values, text becomes a dropdown."""
+
+    name: str
+    label: str
+    values: Sequence[Any]
+    default: Any = None          # None: the first value
+    labels: Sequence[str] | None = None  # shown instead of str(value), e.g. a GPU name for a dataset path
+
+    def __post_init__(self):
+        self.values = [_native(v) for v in self.values]
+        if not self.values:
+            raise LabError(f"control '{self.name}' has no values; give it at least one")
+        kinds = {_is_number(v) for v in self.values}
+        if len(kinds) > 1 or not all(_is_number(v) or isinstance(v, str) for v in self.values):
+            raise LabError(f"control '{self.name}': values must be all numbers or all text, got {self.values!r}")
+        if len(set(self.values)) != len(self.values):
+            raise LabError(f"control '{self.name}': values repeat in {self.values!r}")
+        self.default = self.values[0] if self.default is None else _native(self.default)
+        if self.default not in self.values:
+            shown = ", ".join(map(str, self.values))
+            raise LabError(f"control '{self.name}': default {self.default!r} is not one of its values ({shown})")
+        self.labels = [str(v) for v in self.values] if self.labels is None else [str(s) for s in self.labels]
+        if len(self.labels) != len(self.values):
+            raise LabError(f"control '{self.name}': {len(self.labels)} labels for {len(self.values)} values")
+
+    @property
+    def numeric(self) -> bool:
+        return _is_number(self.values[0])
+
+
+@dataclass
+class Readout:
+    """One number shown beside the chart, formatted with ``fmt`` (None/NaN shows as 'n/a')."""
+
+    name: str
+    label: str
+    value: Any
+    unit: str = ""
+    fmt: str = ".3g"
+
+    def __post_init__(self):
+        self.value = _native(self.value)
+        if not _FMT.match(self.fmt):
+            raise LabError(f"readout '{self.name}': format {self.fmt!r} is not one of .Nf, .Ne, .Ng, ,.Nf, d")
+
+    @property
+    def text(self) -> str:
+        number = format_value(self.value, self.fmt)
+        if not self.unit or number == "n/a":
+            return number
+        return number + ("" if self.unit == "%" else " ") + self.unit
+
+
+@dataclass
+class Series:
+    """One line or set of points. ``color`` defaults to the book's colour for ``name``."""
+
+    name: str
+    xs: Sequence[float]
+    ys: Sequence[float]
+    kind: str = "line"           # line | points | line+points
+    dashed: bool = False         # e.g. a fitted curve beside measured points
+    color: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in SERIES_KINDS:
+            raise LabError(f"series '{self.name}': kind {self.kind!r} is not one of {', '.join(SERIES_KINDS)}")
+        self.xs = [_finite_or_none(v) for v in self.xs]
+        self.ys = [_finite_or_none(v) for v in self.ys]
+        if len(self.xs) != len(self.ys):
+            raise LabError(f"series '{self.name}': {len(self.xs)} x values but {len(self.ys)} y values")
+        from matplotlib.colors import to_hex
+
+        from lab.book.plots import color
+
+        # Any matplotlib colour (name, RGB tuple, hex) becomes '#rrggbb', which SVG and matplotlib both read.
+        try:
+            self.color = to_hex(color(self.name) if self.color is None else self.color)
+        except ValueError:
+            raise LabError(f"series '{self.name}': {self.color!r} is not a colour") from None
+
+
+@dataclass
+class Marker:
+    """The chosen point on the chart."""
+
+    x: float
+    y: float
+    label: str = ""
+
+    def __post_init__(self):
+        self.x, self.y = _finite_or_none(self.x), _finite_or_none(self.y)
+
+    @property
+    def visible(self) -> bool:
+        return self.x is not None and self.y is not None
+
+
+@dataclass
+class Chart:
+    x_label: str
+    y_label: str
+    series: list[Series] = field(default_factory=list)
+    marker: Marker | None = None
+    log_x: bool = False
+    log_y: bool = False
+    x_ticks: Sequence[float] | None = None   # None: chosen automatically
+    y_ticks: Sequence[float] | None = None
+    source: str = ""                          # which GPU/engine/dataset; written under the chart
+
+
+@dataclass
+class View:
+    """What an explorer shows for one combination of control values."""
+
+    readouts: list[Readout] = field(default_factory=list)
+    chart: Chart | None = None
+    note: str = ""
+
+
+# --- shared HTML pieces (the same strings on both faces) ----------------------------------------
+
+def readouts_html(readouts: Sequence[Readout]) -> str:
+    rows = "".join(
+        f'<tr><th>{html.escape(r.label)}</th><td><span data-readout="{html.escape(r.name)}">'
+        f"{html.escape(r.text)}</span></td></tr>"
+        for r in readouts
+    )
+    return f'<table class="lab-readouts">{rows}</table>'
+
+
+def _check_view(result: Any, where: str) -> View:
+    """Reject a view function's result early, naming the call, so the author sees one clear line."""
+    if not isinstance(result, View):
+        raise LabError(f"{where} returned {type(result).__name__}; expected a lab.book.explorer.View")
+    if not isinstance(result.readouts, (list, tuple)) or not all(isinstance(r, Readout) for r in result.readouts):
+        raise LabError(f"{where}: View.readouts must be a list of Readout")
+    chart = result.chart
+    if chart is not None:
+        if not isinstance(chart, Chart):
+            raise LabError(f"{where}: View.chart is {type(chart).__name__}; expected a Chart or None")
+        if not all(isinstance(s, Series) for s in chart.series):
+            raise LabError(f"{where}: Chart.series must be a list of Series")
+        if chart.marker is not None and not isinstance(chart.marker, Marker):
+            raise LabError(f"{where}: Chart.marker is {type(chart.marker).__name__}; expected a Marker or None")
+    if not isinstance(result.note, str):
+        raise LabError(f"{where}: View.note is {type(result.note).__name__}; expected text")
+    return result
+
+
+def _inline_renderer() -> str:
+    """explorer.js as an inline <script> ("</" escaped so the script cannot end early)."""
+    source = EXPLORER_JS.read_text(encoding="utf-8").replace("</", "<\\/")
+    return f"<script>{source}</script>"
+
+
+def _static_requested() -> bool:
+    """Static face when the book build asks for it, or when no kernel with ipywidgets can show a widget."""
+    if env.static_build():
+        return True
+    try:
+        import ipywidgets  # noqa: F401
+        from IPython import get_ipython
+    except ImportError:
+        return True
+    shell = get_ipython()
+    return shell is None or getattr(shell, "kernel", None) is None
+
+
+# --- the explorer -------------------------------------------------------------------------------
+
+@dataclass
+class Explorer:
+    key: str
+    title: str
+    controls: list[Control]
+    view: Callable[..., View]
+    caption: str = ""
+
+    def __post_init__(self):
+        if not _KEY.match(self.key):
+            raise LabError(f"explorer key {self.key!r}: use lower-case letters, digits and '-' (it becomes an HTML attribute)")
+        if not self.controls or not all(isinstance(c, Control) for c in self.controls):
+            raise LabError(f"explorer '{self.key}': controls must be a non-empty list of Control")
+        names = [c.name for c in self.controls]
+        if len(set(names)) != len(names):
+            raise LabError(f"explorer '{self.key}': control names repeat in {names}")
+        sizes = [len(c.values) for c in self.controls]
+        if math.prod(sizes) > MAX_COMBINATIONS:
+            raise LabError(f"explorer '{self.key}' has {math.prod(sizes)} combinations of control values "
+                           f"({' x '.join(map(str, sizes))}); the static page holds at most {MAX_COMBINATIONS}: offer fewer values")
+
+    # -- computing views
+    @property
+    def defaults(self) -> dict:
+        return {c.name: c.default for c in self.controls}
+
+    def combinations(self) -> list[dict]:
+        """Every combination of control values, first control slowest (the order of the static JSON)."""
+        names = [c.name for c in self.controls]
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(c.values for c in self.controls))]
+
+    def compute(self, **values) -> View:
+        """``view`` for these control values (missing ones take their defaults), checked."""
+        unknown = set(values) - {c.name for c in self.controls}
+        if unknown:
+            raise LabError(f"explorer '{self.key}' has no control named {sorted(unknown)[0]!r}")
+        chosen = {**self.defaults, **values}
+        where = f"explorer '{self.key}': view({', '.join(f'{k}={v!r}' for k, v in chosen.items())})"
+        return _check_view(self.view(**chosen), where)
+
+    # -- static face
+    def static_data(self) -> dict:
+        """Everything the browser needs, with identical series stored once and referenced by index."""
+        series_table: list[dict] = []
+        series_index: dict[str, int] = {}
+        charts: list[dict] = []
+        chart_index: dict[str, int] = {}
+        views = []
+        readout_heads = None
+
+        def intern(table, index, item) -> int:
+            token = json.dumps(item, sort_keys=True)
+            if token not in index:
+                index[token] = len(table)
+                table.append(item)
+            return index[token]
+
+        for combo in self.combinations():
+            view = self.compute(**combo)
+            heads = [{"name": r.name, "label": r.label} for r in view.readouts]
+            if readout_heads is None:
+                readout_heads = heads
+            elif heads != readout_heads:
+                raise LabError(f"explorer '{self.key}': view({combo}) returned readouts "
+                               f"{[h['name'] for h in heads]} but the first combination returned "
+                               f"{[h['name'] for h in readout_heads]}; every combination needs the same readouts")
+            entry: dict[str, Any] = {"r": [r.text for r in view.readouts], "n": view.note}
+            chart = view.chart
+            if chart is not None:
+                axes = {"xl": chart.x_label, "yl": chart.y_label, "logx": bool(chart.log_x), "logy": bool(chart.log_y),
+                        "xt": [_native(t) for t in chart.x_ticks] if chart.x_ticks else None,
+                        "yt": [_native(t) for t in chart.y_ticks] if chart.y_ticks else None, "src": chart.source}
+                entry["c"] = intern(charts, chart_index, axes)
+                entry["s"] = [intern(series_table, series_index,
+                                     {"name": s.name, "kind": s.kind, "dashed": s.dashed, "color": s.color,
+                                      "x": s.xs, "y": s.ys}) for s in chart.series]
+                m = chart.marker
+                entry["m"] = [m.x, m.y, m.label] if m is not None and m.visible else None
+            views.append(entry)
+        return {
+            "key": self.key,
+            # Where the view was defined, so a test can rebuild the explorer and recompute every value.
+            "origin": f"{getattr(self.view, '__module__', '?')}:{getattr(self.view, '__qualname__', '?')}",
+            "controls": [{"name": c.name, "label": c.label, "labels": c.labels, "values": c.values,
+                          "numeric": c.numeric, "default": c.values.index(c.default)} for c in self.controls],
+            "readouts": readout_heads or [],
+            "charts": charts,
+            "series": series_table,
+            "views": views,
+        }
+
+    def static_html(self) -> str:
+        """The static face: an HTML fragment (skeleton + JSON) that explorer.js brings to life."""
+        data = self.static_data()
+        # "<" escaped so no value can close the <script> element early.
+        payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+        first = self.compute()
+        key = html.escape(self.key)
+        parts = [f'<div class="lab-explorer" data-explorer="{key}">',
+                 f'<div class="lab-explorer-title">{html.escape(self.title)}</div>',
+                 '<div class="lab-controls">']
+        for c in self.controls:
+            name = html.escape(c.name)
+            index = c.values.index(c.default)
+            parts.append(f'<label class="lab-control"><span class="lab-control-label">{html.escape(c.label)}</span>')
+            if c.numeric:
+                parts.append(f'<input type="range" data-control="{name}" min="0" max="{len(c.values) - 1}" step="1" '
+                             f'value="{index}" aria-label="{html.escape(c.label)}">'
+                             f'<output data-value-for="{name}">{html.escape(c.labels[index])}</output>')
+            else:
+                options = "".join(f'<option value="{i}"{" selected" if i == index else ""}>{html.escape(text)}</option>'
+                                  for i, text in enumerate(c.labels))
+                parts.append(f'<select data-control="{name}" aria-label="{html.escape(c.label)}">{options}</select>')
+            parts.append("</label>")
+        parts.append("</div>")
+        parts.append('<div class="lab-explorer-body">')
+        if first.chart is not None or data["charts"]:
+            parts.append(f'<svg data-chart viewBox="0 0 640 360" role="img" aria-label="{html.escape(self.title)}" '
+                         'xmlns="http://www.w3.org/2000/svg"></svg>')
+        parts.append(readouts_html(first.readouts))
+        parts.append("</div>")
+        parts.append(f'<p class="lab-note" data-note>{html.escape(first.note)}</p>')
+        if self.caption:
+            parts.append(f'<p class="lab-caption">{html.escape(self.caption)}</p>')
+        parts.append('<noscript>This explorer needs JavaScript; the values shown are for the default choices.</noscript>')
+        parts.append(f'<script type="application/json" data-explorer-data>{payload}</script>')
+        parts.append("</div>")
+        return "".join(parts)
+
+    def standalone_html(self) -> str:
+        """A complete page with the renderer inlined: for trying one explorer without building the book."""
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>{html.escape(self.title)}</title>{_inline_renderer()}</head>"
+                f"<body>{self.static_html()}</body></html>\n")
+
+    # -- live face
+    def live(self) -> LiveExplorer:
+        return LiveExplorer(self)
+
+    # -- display hooks (IPython calls _ipython_display_ first; other front ends use the mime bundle)
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        # The book lists explorer.js once per page (LAB_STATIC=1); elsewhere (nbconvert, a notebook
+        # viewer) the fragment carries the renderer itself. Several copies on one page are harmless.
+        fragment = self.static_html()
+        if not env.static_build():
+            fragment = _inline_renderer() + fragment
+        return {"text/html": fragment, "text/plain": f"Explorer({self.key!r}: {self.title})"}
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        if _static_requested():
+            display(self._repr_mimebundle_(), raw=True)
+        else:
+            display(self.live().widget)
+
+
+class LiveExplorer:
+    """The ipywidgets face: one widget per control, a readout table and a matplotlib figure."""
+
+    def __init__(self, explorer: Explorer):
+        import ipywidgets as w
+
+        self.explorer = explorer
+        self.controls: dict[str, Any] = {}
+        for c in explorer.controls:
+            options = list(zip(c.labels, c.values, strict=True))
+            style = {"description_width": "initial"}
+            if c.numeric:
+                widget = w.SelectionSlider(options=options, value=c.default, description=c.label,
+                                           continuous_update=False, style=style, layout=w.Layout(width="28em"))
+            else:
+                widget = w.Dropdown(options=options, value=c.default, description=c.label, style=style)
+            widget.observe(self._on_change, names="value")
+            self.controls[c.name] = widget
+        self.readouts = w.HTML()
+        self.note = w.HTML()
+        self.output = w.Output()
+        self.view: View | None = None
+        self.figure = None
+        title = w.HTML(f"<b>{html.escape(explorer.title)}</b>")
+        caption = w.HTML(f"<small>{html.escape(explorer.caption)}</small>") if explorer.caption else w.HTML()
+        self.widget = w.VBox([title, w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
+                              w.HBox([self.output, self.readouts]), self.note, caption])
+        self.refresh()
+
+    @property
+    def values(self) -> dict:
+        return {name: widget.value for name, widget in self.controls.items()}
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+
+    def _on_change(self, _change) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the view for the current control values and redraw."""
+        import matplotlib.pyplot as plt
+
+        from lab.book.plots.explorer import draw_view
+
+        self.view = self.explorer.compute(**self.values)
+        self.readouts.value = readouts_html(self.view.readouts)
+        self.note.value = f"<i>{html.escape(self.view.note)}</i>" if self.view.note else ""
+        self.figure = None
+        outputs = ()
+        if self.view.chart is not None:
+            self.figure = draw_view(self.view)
+            png = io.BytesIO()
+            self.figure.savefig(png, format="png")
+            plt.close(self.figure)
+            # Set the Output widget's outputs directly (not `with output: display(...)`), so the figure is
+            # replaced in one step from any callback, in any front end, and a test can see it.
+            outputs = ({"output_type": "display_data", "metadata": {},
+                        "data": {"image/png": base64.b64encode(png.getvalue()).decode("ascii"),
+                                 "text/plain": "<explorer figure>"}},)
+        self.output.outputs = outputs

@@ -1,0 +1,63 @@
+"""Census figures: stacked bars of attention / matmul / other GPU time per profiler window."""
+
+from __future__ import annotations
+
+from lab.measure.census import FAMILIES
+from lab.book.plots import caption, color, figure
+
+UNBROKEN = "not broken down"
+
+
+def _bars(ax, windows, unit_scale: float) -> set[str]:
+    """Draw one stacked bar per window on ``ax``; return the legend entries used."""
+    used = set()
+    for i, w in enumerate(windows):
+        left = 0.0
+        for fam in FAMILIES:
+            value = w.ms.get(fam)
+            if value is None:
+                continue
+            ax.barh(i, value * unit_scale, left=left, color=color(fam), edgecolor="white", height=0.7)
+            left += value * unit_scale
+            used.add(fam)
+        if w.window_ms is not None and w.window_ms * unit_scale > left * 1.001:
+            ax.barh(i, w.window_ms * unit_scale - left, left=left, color="none", edgecolor="#999999",
+                    hatch="///", height=0.7)
+            used.add(UNBROKEN)
+    ax.set_yticks(range(len(windows)), [w.backend for w in windows], fontsize=8)
+    ax.set_ylim(len(windows) - 0.5, -0.5)
+    return used
+
+
+def plot_census_panels(groups: dict, source: str, seconds_above_ms: float = 2000.0):
+    """One panel per window kind (e.g. "prefill 28k"), one stacked bar per backend, own x scale each.
+
+    ``groups`` maps a panel title to a list of :class:`lab.results.census_windows.WindowCensus`; windows with
+    no data are left out and a panel with none says so. A window whose total is known but whose
+    split is only partly published gets a hatched "not broken down" segment for the rest, so the
+    bar keeps its true length.
+    """
+    import matplotlib.patches as mpatches
+
+    titles = list(groups)
+    fig, axes = figure(len(titles), 1, figsize=(7.0, 1.25 * len(titles) + 1.0), squeeze=False)
+    used: set[str] = set()
+    for ax, title in zip(axes[:, 0], titles, strict=True):
+        windows = [w for w in groups[title] if w.known]
+        if not windows:
+            ax.set_axis_off()
+            ax.text(0.0, 0.5, f"{title}: no data", transform=ax.transAxes, fontsize=9, color="#777777")
+            continue
+        longest = max((w.window_ms or sum(v or 0 for v in w.ms.values())) for w in windows)
+        seconds = longest > seconds_above_ms
+        used |= _bars(ax, windows, 1e-3 if seconds else 1.0)
+        ax.set_title(title, fontsize=9, loc="left")
+        ax.set_xlabel("s" if seconds else "ms", fontsize=8, labelpad=1)
+        ax.xaxis.set_label_coords(1.02, -0.08)
+    handles = [mpatches.Patch(color=color(f), label=f) for f in FAMILIES if f in used]
+    if UNBROKEN in used:
+        handles.append(mpatches.Patch(facecolor="none", edgecolor="#999999", hatch="///", label=UNBROKEN))
+    fig.legend(handles=handles, loc="upper right", fontsize=8, ncol=len(handles))
+    fig.tight_layout(rect=(0, 0.04, 1, 0.95))
+    caption(axes[-1, 0], source)
+    return fig

@@ -1,0 +1,83 @@
+"""Figures of the vLLM sweep chapter: TTFT and ITL against prompt length, one panel per GPU study."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lab.results.fit import fit_quadratic
+from lab.book.plots import caption, color, figure
+from lab.results import sweeps as report
+
+_FLOOR_STYLE = dict(color="#444444", linestyle=":", linewidth=1.3)
+
+
+def _panels(studies):
+    fig, axes = figure(1, len(studies), figsize=(5.2 * len(studies), 3.9), squeeze=False)
+    return fig, axes[0]
+
+
+def _arms(table, study):
+    return sorted(table.loc[table["study"] == study, "arm"].unique())
+
+
+def _source(table, studies, what: str) -> str:
+    return f"{what}. Qwen2.5-7B shape, bf16, batch 1; GPU and vLLM version in each title. Data: " + ", ".join(
+        f"data/{s}" for s in studies)
+
+
+def _finish(fig, axes, source: str) -> None:
+    import textwrap
+
+    # lay the panels out first: a caption placed before would be counted as part of the first axes
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    caption(axes[0], "\n".join(textwrap.wrap(source, width=88 * len(axes))))
+
+
+def _floor_and_axes(ax, table, study: str, phase: str, x_label: str, y_label: str) -> None:
+    """The roofline floor of the study's GPU over its measured lengths, log-2 x axis, labels, title, legend."""
+    rows = table[table["study"] == study]
+    xs = np.geomspace(rows["actual_len"].min(), rows["actual_len"].max(), 48).astype(int)
+    floor = report.floors(str(rows["gpu"].iloc[0]), xs)
+    if phase == "prefill":
+        ax.plot(floor["n"], floor["prefill_s"], label="roofline floor (FLOPs / peak)", **_FLOOR_STYLE)
+    else:
+        ax.plot(floor["n"], floor["decode_s"] * 1e3, label="roofline floor (bytes / bandwidth)", **_FLOOR_STYLE)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel(y_label)
+    ax.set_title(report.study_label(table, study), fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+
+
+def plot_prefill(table, studies: list[str]):
+    """TTFT against prompt length: measured points, the quadratic fit (dashed), the FLOP floor (dotted)."""
+    fig, axes = _panels(studies)
+    for ax, study in zip(axes, studies, strict=True):
+        for arm in _arms(table, study):
+            rows = report.arm_rows(table, study, arm)
+            ax.plot(rows["actual_len"], rows["ttft_s"], "o", color=color(arm), label=arm, ms=4.5)
+            if rows["actual_len"].nunique() >= 3:  # the fit is drawn over the measured range only
+                fit = fit_quadratic(rows["actual_len"], rows["ttft_s"])
+                span = np.geomspace(rows["actual_len"].min(), rows["actual_len"].max(), 48)
+                ax.plot(span, fit.predict(span), "--", color=color(arm), lw=1.2)
+        _floor_and_axes(ax, table, study, "prefill", "prompt length (tokens)", "time to first token (s)")
+    _finish(fig, axes, _source(table, studies, "Dashed: t = a + b·n + c·n² fitted per backend"))
+    return fig
+
+
+def plot_decode(table, studies: list[str]):
+    """Decode ITL (median, p10-p90 bars where recorded) against context length, with the bandwidth floor."""
+    fig, axes = _panels(studies)
+    for ax, study in zip(axes, studies, strict=True):
+        for arm in _arms(table, study):
+            rows = report.arm_rows(table, study, arm).dropna(subset=["itl_ms"])
+            if "itl_p10_ms" in rows and rows["itl_p10_ms"].notna().all() and len(rows):
+                err = [rows["itl_ms"] - rows["itl_p10_ms"], rows["itl_p90_ms"] - rows["itl_ms"]]
+                ax.errorbar(rows["actual_len"], rows["itl_ms"], yerr=err, fmt="o-", color=color(arm), label=arm,
+                            ms=4, lw=1.2, capsize=2)
+            else:
+                ax.plot(rows["actual_len"], rows["itl_ms"], "o-", color=color(arm), label=arm, ms=4, lw=1.2)
+        _floor_and_axes(ax, table, study, "decode", "context length (tokens)", "inter-token latency (ms)")
+        ax.set_ylim(bottom=0)
+    _finish(fig, axes, _source(table, studies, "Median decode gap; bars p10-p90 where recorded"))
+    return fig

@@ -1,0 +1,485 @@
+"""Export chapters as reveal.js slide decks that work offline (run after the site is built).
+
+Each chapter's MyST notebook becomes a Jupyter notebook with slide metadata derived from its
+headings (# and ## start a slide, ### a sub-slide), then nbconvert's reveal exporter turns it into
+``<out>/<chapter>.slides.html``. Only the opening of each section stays on the slide; the rest of its
+prose goes to the speaker notes (press S). Dropdown answers become fragments that appear on the next
+key press, so a class can guess first. Glued numbers are filled in from the values the book build
+stored (``_build/jupyter_execute/book/<chapter>.glue.json``), and figures come from the executed
+notebook there, so nothing is executed twice; ``--execute`` runs a chapter instead (for a chapter the
+site build did not execute).
+
+Every script, style sheet and font a deck loads is one of the site's vendored files
+(``book/_static/vendor``: reveal.js, require.js, MathJax), referenced by a relative path. After
+writing a deck the exporter checks that no ``<script>``/``<link>`` points at the network and that
+every local one exists; otherwise it fails.
+
+    python -m lab slides                      # every chapter of _toc.yml into _build/html/slides/
+    python -m lab slides 06-vllm-sweeps 08-interview-prep
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab import REPO_ROOT
+
+from lab import LabError
+
+BOOK_DIR = REPO_ROOT / "book"
+SITE_DIR = REPO_ROOT / "_build" / "html"
+EXECUTED_DIR = REPO_ROOT / "_build" / "jupyter_execute"
+TEMPLATE_DIR = Path(__file__).resolve().parent / "slides_template"
+TEMPLATE_NAME = "reveal_offline"
+#: Characters of a section's opening kept on the slide; the rest of the section goes to speaker notes.
+SLIDE_TEXT_BUDGET = 700
+ADMONITIONS = {"note", "tip", "hint", "important", "warning", "caution", "attention", "danger", "error",
+               "seealso", "admonition"}
+REVEALED = {"dropdown", "toggle"}  # hidden until asked for on the page: a fragment on a slide
+
+_FENCE_OPEN = re.compile(r"^(?P<fence>:{3,}|`{3,}|~{3,})\{(?P<name>[\w:.-]+)\}\s*(?P<arg>.*)$")
+_PLAIN_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})(?!\{)")
+_OPTION = re.compile(r"^:[\w-]+:")
+_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
+_TARGET = re.compile(r"^\([^)\s]+\)=\s*$")
+_ROLE = re.compile(r"\{(?P<name>[\w:.-]+)\}`(?P<text>[^`]*)`")
+_MD_LINK = re.compile(r"\]\((?P<target>[^)\s:#]+\.(?:md|ipynb))(?P<anchor>#[^)\s]*)?\)")
+_REMOTE = re.compile(r"""<(?:script|link|img|iframe|source|video|audio)\b[^>]*?\b(?:src|href)\s*=\s*["']?(?:https?:)?//""",
+                     re.I)
+# a quoted URL to a script or style sheet inside inline JavaScript (require([...]), import ... from '...')
+_JS_REMOTE = re.compile(r"""["'](?:https?:)?//[^"'\s]+\.(?:m?js|css)(?:\?[^"'\s]*)?["']""", re.I)
+_CSS_REMOTE = re.compile(r"""(?:@import\s+(?:url\()?|url\()\s*["']?(?:https?:)?//""", re.I)
+_LOCAL_REF = re.compile(r"""<(?:script|link)\b[^>]*?\b(?:src|href)\s*=\s*["'](?P<url>[^"'#?]+)""", re.I)
+
+
+# --- MyST -> plain Markdown --------------------------------------------------------------------------
+
+def _glue_text(output: dict | None, name: str, fmt: str) -> str:
+    from myst_nb.core.variables import format_plain_text
+
+    if output is None:
+        raise LabError(f"glue name {name!r} has no value: build the site first or pass --execute")
+    data = output.get("data", {})
+    for mime in ("image/png", "image/jpeg", "image/svg+xml"):
+        if mime in data and not fmt:
+            payload = data[mime] if mime != "image/svg+xml" else base64.b64encode(data[mime].encode()).decode()
+            return f'<img src="data:{mime};base64,{"".join(payload)}" alt="{name}">'
+    text = data.get("text/plain")
+    if text is None:
+        raise LabError(f"glue name {name!r} has no text/plain value to show")
+    return format_plain_text("".join(text) if isinstance(text, list) else text, fmt)
+
+
+def _inline(line: str, glue: dict, link) -> str:
+    def role(m: re.Match) -> str:
+        name, text = m["name"], m["text"]
+        if name.startswith("glue"):
+            key, _, fmt = text.partition(":")
+            return _glue_text(glue.get(key), key, fmt)
+        if name == "math":
+            return f"${text}$"
+        titled = re.match(r"^(.*?)\s*<[^>]+>$", text)  # {doc}`title <target>`
+        return titled.group(1) if titled else text.lstrip("~")
+
+    line = _ROLE.sub(role, line)
+    return _MD_LINK.sub(lambda m: f"]({link(m['target'], m['anchor'] or '')})", line)
+
+
+def _close_index(lines: list[str], start: int, fence: str) -> int:
+    """Index of the line that closes the fence opened at ``start`` (MyST: the same char, at least as long)."""
+    char, width = fence[0], len(fence)
+    for j in range(start + 1, len(lines)):
+        stripped = lines[j].strip()
+        if stripped and set(stripped) == {char} and len(stripped) >= width:
+            return j
+    return len(lines)
+
+
+@dataclass
+class Segment:
+    """A run of Markdown and how it shows: '-' on the slide, 'fragment' on the next key press."""
+
+    kind: str
+    lines: list[str]
+
+
+def convert_myst(text: str, glue: dict, link=lambda target, anchor: target + anchor) -> list[Segment]:
+    """MyST Markdown -> CommonMark segments nbconvert renders: roles resolved, directives flattened."""
+    segments = [Segment("-", [])]
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        plain = _PLAIN_FENCE.match(line)
+        opened = _FENCE_OPEN.match(line)
+        if plain and not opened:  # an ordinary code block: copy verbatim (a '#' inside is not a heading)
+            j = _close_index(lines, i, plain["fence"])
+            segments[-1].lines += lines[i:j + 1]
+            i = j + 1
+            continue
+        if opened:
+            j = _close_index(lines, i, opened["fence"])
+            body = lines[i + 1:j]
+            while body and _OPTION.match(body[0]):
+                body = body[1:]
+            name, arg = opened["name"], _inline(opened["arg"].strip(), glue, link)
+            i = j + 1
+            if name in ("math",):
+                segments[-1].lines += ["$$", *body, "$$", ""]
+            elif name in ("code-block", "code", "sourcecode"):
+                segments[-1].lines += [f"```{arg}", *body, "```", ""]
+            elif name.startswith("glue"):
+                key = arg.split()[0] if arg else ""
+                segments[-1].lines += [_glue_text(glue.get(key), key, ""), ""]
+            else:
+                inner = convert_myst("\n".join(body), glue, link)
+                inner_text = [ln for seg in inner for ln in seg.lines]
+                if name in REVEALED:
+                    segments[-1].lines += [f"**{arg or 'Answer'}**", ""]
+                    segments.append(Segment("fragment", inner_text + [""]))
+                    segments.append(Segment("-", []))
+                elif name in ADMONITIONS:
+                    title = arg if name == "admonition" else (arg or name.capitalize())
+                    segments[-1].lines += [f"> **{title}**", ">"] + [f"> {ln}" if ln else ">" for ln in inner_text] + [""]
+                else:  # figure, margin, card, tab-set, ...: keep the text, drop the frame
+                    segments[-1].lines += ([f"*{arg}*", ""] if arg and name not in ("figure", "image") else [])
+                    segments[-1].lines += inner_text + [""]
+            continue
+        if _TARGET.match(line) or line.startswith("%"):
+            i += 1
+            continue
+        segments[-1].lines.append(_inline(line, glue, link))
+        i += 1
+    return [s for s in segments if any(ln.strip() for ln in s.lines)]
+
+
+def _blocks(lines: list[str]) -> list[str]:
+    """Blank-line separated blocks, never splitting a fenced code block or $$ math."""
+    blocks, current, fence = [], [], None
+    for line in lines:
+        marker = re.match(r"^(`{3,}|~{3,}|\$\$)", line.strip())
+        if marker:
+            token = marker.group(1)
+            fence = None if fence and token.startswith(fence[0]) else (fence or token)
+        if not line.strip() and fence is None:
+            if current:
+                blocks.append("\n".join(current))
+                current = []
+        else:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
+    """(slide_type, markdown) cells: headings open slides, a section's opening stays, the rest is notes."""
+    cells: list[tuple[str, str]] = []
+    for seg in segments:
+        if seg.kind == "fragment":
+            cells.append(("fragment", "\n".join(seg.lines).strip()))
+            continue
+        sections: list[tuple[str, list[str]]] = [("-", [])]
+        for line in seg.lines:
+            heading = _HEADING.match(line)
+            if heading:
+                level = len(heading.group(1))
+                kind = "slide" if level <= 2 else "subslide" if level == 3 else "-"
+                sections.append((kind, [line]))
+            else:
+                sections[-1][1].append(line)
+        for kind, lines in sections:
+            blocks = [part for block in _blocks(lines) for part in _split_list(block)]
+            if not blocks:
+                continue
+            # The heading and the section's opening fill the slide; a list that runs over continues on
+            # sub-slides (it is the content); prose that runs over goes to the speaker notes.
+            slides, notes, used = [(kind, [])], [], 0
+            for block in blocks:
+                over = used + len(block) > SLIDE_TEXT_BUDGET and slides[-1][1] and not _HEADING.match(slides[-1][1][-1])
+                if over and _LIST_ITEM.match(block):
+                    slides.append(("subslide", []))
+                    used = 0
+                elif over or notes:
+                    notes.append(block)
+                    continue
+                slides[-1][1].append(block)
+                used += len(block)
+            cells += [(k, "\n\n".join(b)) for k, b in slides if b]
+            if notes:
+                cells.append(("notes", "\n\n".join(notes)))
+    return [(k, t) for k, t in cells if t]
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
+
+def _split_list(block: str) -> list[str]:
+    """A list longer than a slide, cut between items into parts that each fit."""
+    if len(block) <= SLIDE_TEXT_BUDGET or not _LIST_ITEM.match(block):
+        return [block]
+    items: list[list[str]] = []
+    for line in block.splitlines():
+        if _LIST_ITEM.match(line) and not line.startswith((" ", "\t")):
+            items.append([line])
+        elif items:
+            items[-1].append(line)
+    parts, current = [], []
+    for item in items:
+        text = "\n".join(item)
+        if current and len("\n".join(current)) + len(text) > SLIDE_TEXT_BUDGET:
+            parts.append("\n".join(current))
+            current = []
+        current.append(text)
+    if current:
+        parts.append("\n".join(current))
+    return parts
+
+
+# --- notebooks ---------------------------------------------------------------------------------------
+
+def _is_glue_output(output: dict) -> bool:
+    return "scrapbook" in (output.get("metadata") or {})
+
+
+def _glue_from_outputs(nb) -> dict:
+    glue = {}
+    prefix = "application/papermill.record/"
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if _is_glue_output(output):
+                name = output["metadata"]["scrapbook"]["name"]
+                data = {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in output.get("data", {}).items()}
+                glue[name] = {"data": data}
+    return glue
+
+
+def load_chapter(stem: str, execute: bool = False, book_dir: Path = BOOK_DIR, executed_dir: Path = EXECUTED_DIR):
+    """The chapter as a notebook with outputs, plus its glue values: from the site build, or executed now."""
+    import jupytext
+    import nbformat
+
+    source = book_dir / f"{stem}.md"
+    if not source.exists():
+        raise LabError(f"{source}: no such chapter")
+    executed = executed_dir / book_dir.name / f"{stem}.ipynb"
+    if not execute:
+        if not executed.exists():
+            raise LabError(f"{executed}: the site build has not executed {stem} (build the site first, "
+                           "or pass --execute to run the chapter now)")
+        nb = nbformat.read(executed, as_version=4)
+        glue_file = executed.with_name(f"{stem}.glue.json")
+        glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.exists() else {}
+        return nb, glue
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(source)
+    env_before = os.environ.get("LAB_STATIC")
+    os.environ["LAB_STATIC"] = "1"  # the same faces the site shows: static explorers, no inline quiz script
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(book_dir)}}).execute()
+    except Exception as exc:  # a failing cell: say which chapter, keep nbclient's one-line reason
+        raise LabError(f"{source}: executing the chapter failed: {str(exc).strip().splitlines()[-1]}") from None
+    finally:
+        if env_before is None:
+            os.environ.pop("LAB_STATIC", None)
+        else:
+            os.environ["LAB_STATIC"] = env_before
+    return nb, _glue_from_outputs(nb)
+
+
+def _title(nb) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                m = _HEADING.match(line)
+                if m and len(m.group(1)) == 1:
+                    return m.group(2).strip()
+    return ""
+
+
+def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anchor):
+    """A new notebook: MyST flattened, cells split and marked with reveal slide types."""
+    import nbformat
+
+    metadata = {key: nb.metadata[key] for key in ("kernelspec", "language_info") if nb.metadata.get(key)}
+    out = nbformat.v4.new_notebook(metadata={**metadata, "title": _title(nb)})
+    for cell in nb.cells:
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        if cell.cell_type == "markdown":
+            for kind, text in slide_cells(convert_myst(cell.source, glue, link)):
+                out.cells.append(nbformat.v4.new_markdown_cell(text, metadata={"slideshow": {"slide_type": kind}}))
+        elif cell.cell_type == "code":
+            if "remove-cell" in tags:
+                continue
+            new = copy.deepcopy(cell)
+            new.outputs = [o for o in new.get("outputs", []) if not _is_glue_output(o)]
+            if tags & {"remove-output", "hide-output"}:
+                new.outputs = []
+            hide_input = bool(tags & {"remove-input", "hide-input"})
+            if hide_input and not new.outputs:
+                continue
+            rich = any(k.startswith("image/") or k == "text/html" for o in new.outputs for k in o.get("data", {}))
+            new.metadata = {"tags": sorted(tags), "slideshow": {"slide_type": "subslide" if rich else "-"}}
+            if hide_input:
+                new.metadata["transient"] = {"remove_source": True}
+            out.cells.append(new)
+    return out
+
+
+# --- export ------------------------------------------------------------------------------------------
+
+def _rel(target: Path, start: Path) -> str:
+    return Path(os.path.relpath(target, start)).as_posix()
+
+
+def remote_references(html_text: str) -> list[str]:
+    """Every script/style/image/frame the page would load from the network: tags, CSS imports, and
+    script or style URLs quoted inside inline JavaScript."""
+    found = [m.group(0) for m in _REMOTE.finditer(html_text)]
+    for script in re.findall(r"<script[^>]*>(.*?)</script>", html_text, re.S | re.I):
+        found += [m.group(0) for m in _JS_REMOTE.finditer(script)]
+    for style in re.findall(r"<style[^>]*>(.*?)</style>", html_text, re.S | re.I):
+        found += [m.group(0) for m in _CSS_REMOTE.finditer(style)]
+    return found
+
+
+def missing_local_references(html_text: str, page: Path) -> list[str]:
+    """Local <script src>/<link href> targets that do not exist next to the page."""
+    missing = []
+    for m in _LOCAL_REF.finditer(html_text):
+        url = m["url"]
+        if url.startswith(("data:", "#")):
+            continue
+        if not (page.parent / url).resolve().exists():
+            missing.append(url)
+    return missing
+
+
+def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE_DIR, execute: bool = False,
+           book_dir: Path = BOOK_DIR, executed_dir: Path = EXECUTED_DIR) -> Path:
+    """Write ``<out_dir>/<stem>.slides.html`` and return its path; fail if it would load anything remote."""
+    from nbconvert import SlidesExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+    from traitlets.config import Config
+
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Vendored files: the built site's copy when there is one, else the repository's (same files).
+    static = Path(site_dir) / "_static"
+    if not (static / "vendor" / "reveal.js").exists():
+        static = BOOK_DIR / "_static"
+    vendor = static / "vendor"
+    for needed in (vendor / "reveal.js" / "dist" / "reveal.js", vendor / "require.js",
+                   vendor / "mathjax" / "tex-chtml-full.js"):
+        if not needed.exists():
+            raise LabError(f"{needed}: vendored file missing (scripts/vendor_js.sh fetches it)")
+
+    # Links between chapters point at the site's pages, relative to the deck.
+    pages = Path(site_dir) / book_dir.name
+
+    def link(target: str, anchor: str) -> str:
+        return _rel(pages / Path(target).with_suffix(".html"), out_dir) + anchor
+
+    nb, glue = load_chapter(stem, execute=execute, book_dir=book_dir, executed_dir=executed_dir)
+    slides_nb = to_slides_notebook(nb, glue, link)
+
+    c = Config()
+    c.SlidesExporter.extra_template_basedirs = [str(TEMPLATE_DIR)]
+    c.SlidesExporter.template_name = TEMPLATE_NAME
+    c.SlidesExporter.reveal_url_prefix = _rel(vendor / "reveal.js", out_dir)
+    c.SlidesExporter.reveal_theme = "white"
+    c.SlidesExporter.reveal_scroll = False
+    c.SlidesExporter.require_js_url = _rel(vendor / "require.js", out_dir)
+    c.SlidesExporter.mathjax_url = _rel(vendor / "mathjax" / "tex-chtml-full.js", out_dir)
+    c.SlidesExporter.jquery_url = ""
+    c.SlidesExporter.font_awesome_url = ""
+    c.SlidesExporter.jupyter_widgets_base_url = ""
+    c.SlidesExporter.exclude_input_prompt = True
+    c.SlidesExporter.exclude_output_prompt = True
+    exporter = SlidesExporter(config=c)
+    exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
+    lab_css = [_rel(static / name, out_dir) for name in ("quiz.css",) if (static / name).exists()]
+    lab_js = [_rel(static / name, out_dir) for name in ("explorer.js", "quiz.js") if (static / name).exists()]
+    body, _ = exporter.from_notebook_node(slides_nb, resources={"lab_css": lab_css, "lab_js": lab_js,
+                                                                "metadata": {"name": stem}})
+
+    page = out_dir / f"{stem}.slides.html"
+    remote = remote_references(body)
+    if remote:
+        raise LabError(f"{page.name}: the slides would load {remote[0]!r} from the network; "
+                       "override that URL in lab/slides.py or the template")
+    missing = missing_local_references(body, page)
+    if missing:
+        raise LabError(f"{page.name}: the slides reference {missing[0]!r}, which does not exist")
+    from lab.store import write_atomic
+
+    return write_atomic(page, lambda tmp: tmp.write_text(body, encoding="utf-8"))
+
+
+def toc_chapters() -> list[str]:
+    """Chapter stems listed in _toc.yml (the root page included), in order."""
+    import yaml
+
+    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files, stack = [toc["root"]], list(toc.get("chapters") or toc.get("sections") or [])
+    stack += [c for part in toc.get("parts") or [] for c in part.get("chapters", [])]
+    while stack:
+        entry = stack.pop(0)
+        if "file" in entry:
+            files.append(entry["file"])
+        stack.extend(entry.get("sections") or [])
+    return [Path(f).name for f in files if Path(f).parent.name == BOOK_DIR.name]
+
+
+class DeckLinks:
+    """An HTML list of links from a book page to the chapters' decks (``../slides/<stem>.slides.html``)."""
+
+    def __init__(self, stems: list[str] | None = None, book_dir: Path = BOOK_DIR):
+        self.rows = []
+        for stem in stems if stems is not None else toc_chapters():
+            source = book_dir / f"{stem}.md"
+            if not source.exists():
+                continue
+            title = next((m.group(2).strip() for line in source.read_text(encoding="utf-8").splitlines()
+                          if (m := _HEADING.match(line)) and len(m.group(1)) == 1), stem)
+            self.rows.append((stem, title))
+
+    def _repr_html_(self) -> str:
+        import html
+
+        items = "".join(f'<li><a href="../slides/{stem}.slides.html">{html.escape(title)}</a></li>'
+                        for stem, title in self.rows)
+        return f'<ul class="lab-decks">{items}</ul>'
+
+    def __repr__(self) -> str:
+        return "\n".join(f"slides/{stem}.slides.html  {title}" for stem, title in self.rows)
+
+
+# --- CLI ---------------------------------------------------------------------------------------------
+
+def add_arguments(parser) -> None:
+    parser.add_argument("chapters", nargs="*", metavar="CHAPTER",
+                        help="chapter file stems, e.g. 06-vllm-sweeps (default: every chapter in _toc.yml)")
+    parser.add_argument("--out", type=Path, default=SITE_DIR / "slides", help="folder for the decks (default: %(default)s)")
+    parser.add_argument("--site", type=Path, default=SITE_DIR, help="the built site (default: %(default)s)")
+    parser.add_argument("--execute", action="store_true",
+                        help="run each chapter now instead of reading the site build's executed notebooks")
+
+
+def main(args) -> int:
+    from tqdm import tqdm
+
+    chapters = args.chapters or toc_chapters()
+    if not args.execute and not (args.site / "index.html").exists():
+        raise LabError(f"{args.site}: no built site; run scripts/build_site.sh first (or pass --execute)")
+    for stem in tqdm(chapters, desc="slides", unit="deck", disable=len(chapters) < 2):
+        page = export(stem, out_dir=args.out, site_dir=args.site, execute=args.execute)
+        print(f"wrote {page}")
+    return 0

@@ -1,0 +1,58 @@
+"""Sphinx extension for the book's HTML: every page must load with no browser console error.
+
+Sphinx 7.4's HTML builder adds, in ``prepare_writing``, every script registered after
+``Builder.init()`` a second time (once with filename ``None``, once with ``''``). Inline scripts
+added then (sphinx-thebe's ``const THEBE_JS_URL = ...``, sphinx-togglebutton's selector) so appear
+twice on every page, and the second ``const`` declaration is a SyntaxError in the browser.
+This extension drops such duplicates from each page's script list just before it is written, and
+drops sphinx-thebe's files when no thebe launch button is configured (its inline line names a CDN).
+
+Enable it in ``_config.yml``: ``sphinx: extra_extensions: [lab.book.sphinxext]``.
+"""
+
+from __future__ import annotations
+
+
+def _script_key(script) -> tuple:
+    filename = getattr(script, "filename", script) or ""
+    attributes = getattr(script, "attributes", {}) or {}
+    return filename, getattr(script, "priority", 500), tuple(sorted((k, str(v)) for k, v in attributes.items()))
+
+
+def unique_scripts(scripts: list) -> list:
+    """``scripts`` without later copies of a script (same file or same inline body and attributes)."""
+    seen, kept = set(), []
+    for script in scripts:
+        key = _script_key(script)
+        if key not in seen:
+            seen.add(key)
+            kept.append(script)
+    return kept
+
+
+def _thebe_off(app) -> bool:
+    return not (app.config.html_theme_options or {}).get("launch_buttons", {}).get("thebe")
+
+
+def _is_thebe(asset) -> bool:
+    """sphinx-thebe's loader, style sheet, or the inline line that names its CDN address."""
+    filename = getattr(asset, "filename", asset) or ""
+    body = (getattr(asset, "attributes", {}) or {}).get("body", "")
+    return "sphinx-thebe" in filename or "THEBE_JS_URL" in body
+
+
+def _dedupe_page_scripts(app, pagename, templatename, context, doctree) -> None:
+    scripts = context.get("script_files")
+    if isinstance(scripts, list):
+        scripts[:] = unique_scripts(scripts)  # in place: the builder restores its list after each page
+    if _thebe_off(app):
+        # With no thebe launch button nothing can start thebe, so its loader (and the CDN address it
+        # names) has no business on an offline page.
+        for key in ("script_files", "css_files"):
+            if isinstance(context.get(key), list):
+                context[key][:] = [a for a in context[key] if not _is_thebe(a)]
+
+
+def setup(app):
+    app.connect("html-page-context", _dedupe_page_scripts, priority=900)  # after extensions that add scripts
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

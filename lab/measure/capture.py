@@ -1,0 +1,503 @@
+"""Bounded profiler windows: chrome-trace JSON (gzipped) from a vLLM server or around any callable.
+
+Two sources, one output format (``*.trace.json.gz`` that ``python -m lab census`` reads):
+
+* **vLLM** (``python -m lab capture vllm``): start one server per arm with the torch profiler on
+  (``lab.measure.vllm.server.Server(profiler_dir=...)``), then capture windows with ``/start_profile`` and
+  ``/stop_profile`` around controlled requests:
+
+  - ``prefill:N``: a warm request, then one ``max_tokens=1`` request of N prompt tokens;
+  - ``decode:N``: a long generation on top of an N-token prompt; profiling starts after the first
+    token arrived (the prefill is done) and stops after a fixed number of tokens, so the window
+    holds decode steps only;
+  - ``decode-naive:N``: the reference study's method (profile the whole 30-token request). With
+    prefix caching off the window re-prefills the prompt first: kept to show the pitfall.
+
+  vLLM's profiler config can also skip engine steps (``delay_iterations``, ``max_iterations``),
+  but those are fixed when the server starts and would apply to the prefill windows as well, so
+  the decode window is bounded by the stream instead; ``census --phase decode`` then checks, step
+  by step, that the window holds decode steps only.
+
+  Every window's census is written beside it; a trace over ``--max-trace-mb`` is trimmed to the
+  events the census reads (kernels, launches, classifying CPU ops, step annotations), so the
+  census of the kept file equals the census of the original.
+* **in-process** (``python -m lab capture call MODULE:FUNCTION``, or :func:`capture_callable`):
+  ``torch.profiler`` around a function, for the kernel benchmarks.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab import LabError
+
+#: The windows of the reference study, re-measured: prefill at 2k/8k/28k, decode at 2k/28k.
+DEFAULT_WINDOWS = "prefill:2048,prefill:8192,prefill:28672,decode:2048,decode:28672,decode-naive:28672"
+PHASES = ("prefill", "decode", "decode-naive")
+#: Tokens generated inside a decode window (the reference study generated 30).
+DECODE_TOKENS = 30
+#: Per-trace size limit for committing a trace; above it the trace is trimmed.
+MAX_TRACE_MB = 5.0
+#: Profiler settings for windows: no Python stacks (they triple the file and the census never reads them).
+PROFILER_OPTIONS = {"torch_profiler_with_stack": False, "torch_profiler_dump_cuda_time_total": False}
+
+
+@dataclass(frozen=True)
+class Window:
+    phase: str
+    tokens: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.phase}-{self.tokens}"
+
+
+def parse_windows(text: str) -> list[Window]:
+    """``"prefill:2048,decode:28672"`` -> windows; a clear error for anything else."""
+    windows = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        phase, _, tokens = part.partition(":")
+        if phase not in PHASES or not tokens.isdigit() or int(tokens) < 1:
+            raise LabError(f"window {part!r}: expected PHASE:TOKENS with PHASE one of {', '.join(PHASES)} "
+                           "and TOKENS a positive integer, e.g. prefill:2048")
+        windows.append(Window(phase, int(tokens)))
+    if not windows:
+        raise LabError(f"no windows in {text!r}; e.g. {DEFAULT_WINDOWS}")
+    return windows
+
+
+def prompt_ids(n: int, salt: int = 0) -> list[int]:
+    """A reproducible prompt of ``n`` token ids (the probe's generator); ``salt`` picks another one."""
+    from lab.measure.vllm.probe import make_prompt
+
+    return make_prompt(n, seed=1_000_003 * (salt + 1) + n)
+
+
+# --- talking to the server ------------------------------------------------------------------------
+
+def complete(base_url: str, model: str, ids: list[int], max_tokens: int, timeout: float = 600.0):
+    """One whole request (greedy, exactly ``max_tokens`` tokens) through the probe's request primitive."""
+    from lab.measure.vllm.probe import StreamError, stream_completion
+
+    try:
+        return stream_completion(base_url, model, ids, max_tokens, timeout=timeout)
+    except StreamError as exc:
+        raise LabError(f"{base_url}/v1/completions ({len(ids)} prompt tokens): {exc}") from None
+
+
+def stream_chunks(base_url: str, model: str, ids: list[int], max_tokens: int, timeout: float = 600.0):
+    """Yield each streamed completion chunk (a dict) as it arrives (server-sent events).
+
+    The decode window must act *while* the stream runs (start profiling after the first token, stop
+    after N more); ``lab.measure.vllm.probe.stream_completion`` returns only when the request is done, so
+    this generator is the one place that reads a stream chunk by chunk.
+    """
+    payload = {"model": model, "prompt": ids, "max_tokens": max_tokens, "min_tokens": max_tokens,
+               "temperature": 0.0, "ignore_eos": True, "stream": True, "return_token_ids": True}
+    req = urllib.request.Request(base_url.rstrip("/") + "/v1/completions", data=json.dumps(payload).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            for raw in resp:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                yield json.loads(data)
+    except urllib.error.HTTPError as exc:
+        raise LabError(f"{base_url}/v1/completions answered {exc.code}: "
+                       f"{exc.read().decode('utf-8', 'replace')[:200]}") from None
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+        raise LabError(f"{base_url}/v1/completions: no answer ({getattr(exc, 'reason', exc)})") from None
+
+
+class _TraceFolder:
+    """The server's profiler folder: which trace files appeared since the last look."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.seen = self._files()
+
+    def _files(self) -> dict[Path, float]:
+        return {p: p.stat().st_mtime for p in self.folder.rglob("*") if p.is_file() and ".json" in p.name}
+
+    def new_trace(self, since: float, wait_s: float = 120.0) -> Path:
+        """The engine's trace written since ``since`` (the largest new file; the front-end's is CPU-only)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            now = self._files()
+            fresh = [p for p, m in now.items() if m >= since - 1 and self.seen.get(p) != m
+                     and not p.name.endswith(".tmp") and not any(s in p.name for s in _FRONTEND_NAMES)]
+            if fresh:
+                sizes = {p: p.stat().st_size for p in fresh}
+                time.sleep(1.0)   # let a writer finish: sizes must hold still for a second
+                if all(p.exists() and p.stat().st_size == s for p, s in sizes.items()):
+                    self.seen = self._files()
+                    return max(fresh, key=lambda p: sizes[p])
+            if time.monotonic() > deadline:
+                raise LabError(f"{self.folder}: no new trace file {wait_s:.0f} s after /stop_profile")
+            time.sleep(0.5)
+
+
+#: Trace files of vLLM's API-server process (CPU only) carry one of these in their names.
+_FRONTEND_NAMES = ("async_llm", "api_server", "frontend")
+
+
+def _profile_call(server, path: str) -> None:
+    status, body = server.post(path)
+    if status != 200:
+        raise LabError(f"{server.base_url}{path} answered {status}: {body[:200]} "
+                       "(was the server started with a profiler folder?)")
+
+
+class _NoClocks:
+    """Stands in for a ClockSampler where nvidia-smi is missing."""
+
+    def start(self):
+        pass
+
+    def stop(self):
+        return None
+
+
+def capture_window(server, folder: _TraceFolder, window: Window, *, decode_tokens: int = DECODE_TOKENS,
+                   clocks=None) -> Path:
+    """Capture one window on a running server; return the raw trace file it wrote.
+
+    ``clocks`` (a :class:`lab.measure.gpuclocks.ClockSampler`) samples the GPU from just after /start_profile
+    to just before /stop_profile."""
+    model = server.model_name
+    n = window.tokens
+    clocks = clocks or _NoClocks()
+    since = time.time()
+
+    def start():
+        _profile_call(server, "/start_profile")
+        clocks.start()
+
+    def stop():
+        clocks.stop()
+        _profile_call(server, "/stop_profile")
+
+    if window.phase == "prefill":
+        complete(server.base_url, model, prompt_ids(n, salt=1), max_tokens=1)        # warm: same shapes
+        start()
+        complete(server.base_url, model, prompt_ids(n, salt=2), max_tokens=1)
+        stop()
+    elif window.phase == "decode-naive":
+        complete(server.base_url, model, prompt_ids(n, salt=1), max_tokens=4)        # the study's warm request
+        start()
+        complete(server.base_url, model, prompt_ids(n, salt=2), max_tokens=decode_tokens)
+        stop()
+    else:
+        complete(server.base_url, model, prompt_ids(n, salt=1), max_tokens=4)
+        # Generate well past the window; start profiling once the first token arrived (the prefill is
+        # done) and stop after decode_tokens more tokens arrived: the window holds decode steps only.
+        # /stop_profile runs in a thread so the stream keeps being read while the trace is written.
+        margin = max(64, decode_tokens * 4)
+        received, mark, stopper = 0, None, None
+        errors: list[BaseException] = []
+
+        def stop_in_thread():
+            try:
+                stop()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread below
+                errors.append(exc)
+
+        for chunk in stream_chunks(server.base_url, model, prompt_ids(n, salt=2), max_tokens=decode_tokens + margin):
+            received += sum(len(c.get("token_ids") or [0]) for c in chunk.get("choices", []))
+            if mark is None and received >= 1:
+                start()
+                mark = received
+            elif mark is not None and stopper is None and received - mark >= decode_tokens:
+                stopper = threading.Thread(target=stop_in_thread, daemon=True)
+                stopper.start()
+        if stopper is None:
+            stop_in_thread()
+        else:
+            stopper.join(timeout=600)
+        if errors:
+            raise errors[0]
+    return folder.new_trace(since)
+
+
+# --- keeping a trace: size limit and trimming ----------------------------------------------------
+
+def trim_trace(src: Path, dst: Path) -> dict:
+    """Write only the events the census reads (same census, a fraction of the size); returns counts."""
+    from lab.measure import census as cz
+
+    kept = dropped = 0
+    with gzip.open(dst, "wt", encoding="utf-8", compresslevel=9) as out:
+        out.write('{"traceName": "trimmed by lab.measure.capture: kernels, launches, classifying CPU ops and step '
+                  'annotations only; open the original for the full timeline",\n"traceEvents": [\n')
+        first = True
+        for ev in cz.iter_events(src):
+            cat = ev.get("cat")
+            if not (cz.read_by_census(ev) or ev.get("ph") == "M"):  # metadata keeps the viewer's thread names
+                dropped += 1
+                continue
+            if cat == "kernel":   # the census reads name, ts, dur and the correlation id
+                args = ev.get("args") or {}
+                ev = {k: ev[k] for k in ("ph", "cat", "name", "pid", "tid", "ts", "dur") if k in ev}
+                ev["args"] = {k: args[k] for k in ("correlation", "External id", "stream", "grid", "block")
+                              if k in args}
+            out.write(("" if first else ",\n") + json.dumps(ev, separators=(",", ":")))
+            first = False
+            kept += 1
+        out.write("\n]}\n")
+    return {"kept": kept, "dropped": dropped}
+
+
+def keep_trace(raw: Path, dest: Path, *, phase: str = "all", max_mb: float = MAX_TRACE_MB) -> dict:
+    """Store ``raw`` as ``dest`` (gzipped, trimmed if over ``max_mb``), write its census beside it.
+
+    Returns a summary row. The census is computed on the stored file, so it reproduces exactly.
+    """
+    from lab.measure import census as cz
+    from lab.store import write_json_atomic
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(raw, "rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    if gz:
+        shutil.copyfile(raw, dest)
+    else:
+        with open(raw, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+    original_bytes = dest.stat().st_size
+    trimmed = None
+    if original_bytes > max_mb * 1e6:
+        tmp = dest.with_name(dest.name + ".trim.tmp")
+        trimmed = trim_trace(dest, tmp)
+        os.replace(tmp, dest)
+    kept_bytes = dest.stat().st_size
+    stored = dest
+    if kept_bytes > max_mb * 1e6:
+        trimmed = {**(trimmed or {}), "trace_dropped": True}
+    try:
+        result = cz.census(dest, phase=phase)
+    except LabError as exc:
+        if phase == "all":
+            raise
+        result = cz.census(dest)              # no step annotations: the whole window, said so
+        result["phase_note"] = f"asked for {phase} steps only, but: {exc}"
+    result["trace"] = dest.name
+    result["capture"] = {"original_gz_bytes": original_bytes, "stored_gz_bytes": kept_bytes, "trimmed": trimmed}
+    write_json_atomic(dest.with_name(dest.name.replace(".trace.json.gz", "") + ".census.json"), result)
+    if trimmed and trimmed.get("trace_dropped"):
+        dest.unlink()        # still over the limit after trimming: keep the census JSON only
+        stored = None
+    return {"census": result, "trace": stored}
+
+
+def census_rows(result: dict, phase: str, tokens: int, arm: str) -> list[dict]:
+    """Long-format rows (phase, tokens, arm, metric, value, unit) like the reference ``census.csv``."""
+    rows = [{"phase": phase, "tokens": tokens, "arm": arm, "metric": "window_ms", "value": result["kernel_ms"],
+             "unit": "ms"}]
+    for fam, f in result["families"].items():
+        rows.append({"phase": phase, "tokens": tokens, "arm": arm, "metric": f"{fam}_ms", "value": f["ms"],
+                     "unit": "ms"})
+        rows.append({"phase": phase, "tokens": tokens, "arm": arm, "metric": f"{fam}_share_pct",
+                     "value": 100 * f["share"], "unit": "%"})
+    for p, ms in result["steps"].get("kernel_ms_by_phase", {}).items():
+        rows.append({"phase": phase, "tokens": tokens, "arm": arm, "metric": f"steps_{p.replace(' ', '_')}_ms",
+                     "value": ms, "unit": "ms"})
+    return rows
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    """Write census rows as CSV through a temporary file (plain csv: the GPU box may lack pandas)."""
+    import csv
+
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["phase", "tokens", "arm", "metric", "value", "unit"])
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+    return path
+
+
+# --- vLLM: one arm, several windows ---------------------------------------------------------------
+
+_ARMS = {"FLASH_ATTN/FA3": ("FLASH_ATTN", 3), "FLASH_ATTN/FA2": ("FLASH_ATTN", 2),
+         "FLEX_ATTENTION": ("FLEX_ATTENTION", None), "TRITON_ATTN": ("TRITON_ATTN", None)}
+
+
+def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_model_len: int,
+                 max_num_batched_tokens: int | None, decode_tokens: int = DECODE_TOKENS,
+                 max_mb: float = MAX_TRACE_MB, ready_timeout: float | None = None,
+                 profiler_options: dict | None = None) -> Path:
+    """Start a server for ``arm``, capture every window, write traces + census under ``out/<arm>/``."""
+    from lab.measure import gpuclocks
+    from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
+    from lab.measure.vllm.sweep import arm_slug  # folders named as the sweeps name theirs
+    from lab.store import new_provenance, write_json_atomic, write_provenance
+
+    if arm not in _ARMS:
+        raise LabError(f"unknown arm {arm!r}; choose one of {', '.join(_ARMS)}")
+    backend, fa_version = _ARMS[arm]
+    longest = max(w.tokens for w in windows) + decode_tokens * 6 + 64
+    if longest > max_model_len:
+        raise LabError(f"window of {max(w.tokens for w in windows)} tokens plus generation needs "
+                       f"--max-model-len >= {longest} (have {max_model_len})")
+    folder = Path(out) / arm_slug(backend, fa_version)
+    folder.mkdir(parents=True, exist_ok=True)
+    raw_dir = Path(tempfile.mkdtemp(prefix="vllm-traces-"))
+    rows, summary = [], []
+    options = {**PROFILER_OPTIONS, **(profiler_options or {})}
+    try:
+        with Server(model, backend, fa_version=fa_version, log_path=folder / "server.log",
+                    max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+                    profiler_dir=raw_dir, profiler_options=options,
+                    ready_timeout=ready_timeout or DEFAULT_READY_TIMEOUT_S) as server:
+            traces = _TraceFolder(raw_dir)
+            clocks = gpuclocks.ClockSampler() if gpuclocks.available() else None
+            for window in windows:
+                t0 = time.monotonic()
+                raw = capture_window(server, traces, window, decode_tokens=decode_tokens, clocks=clocks)
+                sm = None
+                if clocks is not None:  # beside the trace: what the clocks did during this window
+                    record = clocks.record()
+                    write_json_atomic(folder / f"{window.name}.clocks.json", record)
+                    sm = (record["sm_mhz"] or {}).get("median")
+                phase = "decode" if window.phase == "decode" else "all"
+                kept = keep_trace(raw, folder / f"{window.name}.trace.json.gz", phase=phase, max_mb=max_mb)
+                raw.unlink(missing_ok=True)
+                result = kept["census"]
+                rows += census_rows(result, window.phase, window.tokens, server.arm_label())
+                fam = result["families"]
+                line = (f"{server.arm_label():16s} {window.name:20s} window {result['kernel_ms']:10.1f} ms  "
+                        f"attention {fam['attention']['ms']:9.1f} ms ({100 * fam['attention']['share']:4.1f}%)  "
+                        f"matmul {fam['matmul']['ms']:9.1f} ms  steps {result['steps']['prefill']}p/"
+                        f"{result['steps']['decode']}d  {result['attention_signature']['label']}  "
+                        f"[{time.monotonic() - t0:.0f} s{', trimmed' if result['capture']['trimmed'] else ''}"
+                        f"{f', SM clock median {sm:.0f} MHz' if sm else ''}]")
+                print(line, flush=True)
+                summary.append(line)
+                write_rows(folder / "census.csv", rows)   # after every window: nothing lost on a crash
+            record = server.record()
+    finally:
+        shutil.rmtree(raw_dir, ignore_errors=True)
+    write_provenance(folder, new_provenance(
+        "census", model="Qwen2.5-7B-Instruct shape (dummy weights)", dtype="bfloat16",
+        flags={"arm": arm, "windows": [w.name for w in windows], "decode_tokens": decode_tokens,
+               "max_trace_mb": max_mb, "profiler_options": options, "server": record}))
+    return folder
+
+
+# --- in-process: any callable -------------------------------------------------------------------
+
+def capture_callable(fn, out: Path, *, warmup: int = 1, repeat: int = 1, record_shapes: bool = False) -> Path:
+    """Run ``fn()`` ``warmup`` times unprofiled, then ``repeat`` times under torch.profiler; write gzipped JSON."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    out = Path(out)
+    if not out.name.endswith(".json.gz"):
+        raise LabError(f"{out}: name the output *.json.gz (the trace is written gzipped)")
+    for _ in range(warmup):
+        fn()
+    activities = [ProfilerActivity.CPU]
+    cuda = torch.cuda.is_available()
+    if cuda:
+        activities.append(ProfilerActivity.CUDA)
+        torch.cuda.synchronize()
+    with profile(activities=activities, record_shapes=record_shapes) as prof:
+        for _ in range(repeat):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(raw))
+        part = out.with_name(out.name + ".tmp")
+        with open(raw, "rb") as src, gzip.open(part, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(part, out)
+    return out
+
+
+def _load_callable(spec: str):
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise LabError(f"{spec!r}: expected MODULE:FUNCTION, e.g. lab.measure.attention.reference:demo")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise LabError(f"{spec!r}: cannot import {exc.name}") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise LabError(f"{spec!r}: {module_name} has no function {attr}")
+    return fn
+
+
+# --- CLI -------------------------------------------------------------------------------------------
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="source", metavar="SOURCE")
+    v = sub.add_parser("vllm", help="windows from a vLLM server started here (one arm)")
+    v.add_argument("--arm", required=True, choices=list(_ARMS), help="attention backend arm")
+    v.add_argument("--out", required=True, help="output folder; traces land in OUT/<arm>/")
+    v.add_argument("--windows", default=DEFAULT_WINDOWS, help=f"PHASE:TOKENS list (default {DEFAULT_WINDOWS})")
+    v.add_argument("--model", default="data/models/qwen2.5-7b", help="model folder or name (dummy weights)")
+    v.add_argument("--max-model-len", type=int, default=33024)
+    v.add_argument("--max-num-batched-tokens", type=int, default=None,
+                   help="chunked-prefill chunk size (default: vLLM's; the log records it)")
+    v.add_argument("--decode-tokens", type=int, default=DECODE_TOKENS, help="tokens inside a decode window")
+    v.add_argument("--max-trace-mb", type=float, default=MAX_TRACE_MB, help="trim traces above this size")
+    v.add_argument("--ready-timeout", type=float, default=None, help="seconds to wait for the server")
+    v.add_argument("--profiler-option", action="append", default=[], metavar="KEY=JSON",
+                   help="extra vLLM profiler-config field, e.g. torch_profiler_with_stack=false")
+    c = sub.add_parser("call", help="profile a Python function in this process (torch.profiler)")
+    c.add_argument("function", metavar="MODULE:FUNCTION", help="a function that takes no arguments")
+    c.add_argument("--out", required=True, help="output trace, *.json.gz")
+    c.add_argument("--warmup", type=int, default=1)
+    c.add_argument("--repeat", type=int, default=1)
+    t = sub.add_parser("trim", help="keep only the events the census reads (for committing a large trace)")
+    t.add_argument("trace")
+    t.add_argument("--out", required=True, help="output trace, *.json.gz")
+
+
+def main(args) -> int:
+    if args.source == "vllm":
+        options = {}
+        for item in args.profiler_option:
+            key, _, value = item.partition("=")
+            try:
+                options[key] = json.loads(value)
+            except json.JSONDecodeError:
+                raise LabError(f"--profiler-option {item!r}: the value must be JSON (true, 3, \"x\")") from None
+        folder = capture_vllm(args.arm, Path(args.out), parse_windows(args.windows), model=args.model,
+                              max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
+                              decode_tokens=args.decode_tokens, max_mb=args.max_trace_mb,
+                              ready_timeout=args.ready_timeout, profiler_options=options)
+        print(f"wrote {folder}")
+        return 0
+    if args.source == "call":
+        out = capture_callable(_load_callable(args.function), Path(args.out), warmup=args.warmup, repeat=args.repeat)
+        print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB)")
+        return 0
+    if args.source == "trim":
+        counts = trim_trace(Path(args.trace), Path(args.out))
+        print(f"wrote {args.out}: kept {counts['kept']:,} events, dropped {counts['dropped']:,}")
+        return 0
+    print("choose a source: python -m lab capture {vllm,call,trim} --help", file=sys.stderr)
+    return 2

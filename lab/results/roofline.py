@@ -1,0 +1,180 @@
+"""Arithmetic intensity and the roofline: which kernels of LLM serving are memory-bound, and by how much.
+
+A kernel that does F FLOPs and moves B bytes through device memory has arithmetic intensity
+I = F / B. On a device with peak P FLOP/s and bandwidth W bytes/s it can run no faster than
+min(P, I·W) FLOP/s (the roofline, Williams, Waterman & Patterson, CACM 2009), so its time is at least
+max(F/P, B/W). The ridge point P/W is the intensity where the two roofs meet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab import LabError
+from lab.results import iomodel
+from lab.results.hardware import DTYPE_BYTES, Ceilings, Device
+
+#: FLOPs charged per score in softmax with a mask: running max, subtract, exp, sum, divide (exp counted as one
+#: FLOP although the special-function unit spends more). The mask's select rides along uncharged.
+SOFTMAX_FLOPS_PER_SCORE = 5
+
+
+@dataclass(frozen=True)
+class Roof:
+    """The two ceilings of one device for one dtype."""
+
+    name: str
+    peak_flops: float
+    bandwidth: float
+    dtype: str = "bf16"
+
+    @property
+    def ridge(self) -> float:
+        return self.peak_flops / self.bandwidth
+
+    def attainable(self, intensity: float) -> float:
+        return attainable(intensity, self.peak_flops, self.bandwidth)
+
+
+def roof(hardware: Device | Ceilings | Roof, dtype: str = "bf16") -> Roof:
+    """The roof of a datasheet device (for ``dtype``) or of a measured machine (its measured dtype)."""
+    if isinstance(hardware, Roof):
+        return hardware
+    if isinstance(hardware, Device):
+        return Roof(hardware.key, hardware.peak_flops(dtype), hardware.bandwidth, dtype)
+    if isinstance(hardware, Ceilings):
+        return Roof(f"{hardware.name} (measured)", hardware.peak_flops, hardware.bandwidth, hardware.dtype)
+    raise LabError(f"expected a hardware.Device, hardware.Ceilings or roofline.Roof, got {type(hardware).__name__}")
+
+
+def attainable(intensity: float, peak_flops: float, bandwidth: float) -> float:
+    """min(peak, intensity × bandwidth): the best FLOP/s a kernel of this intensity can reach."""
+    if intensity < 0 or peak_flops <= 0 or bandwidth <= 0:
+        raise LabError("intensity must be >= 0 and peak FLOP/s and bandwidth > 0")
+    return min(peak_flops, intensity * bandwidth)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A unit of work: FLOPs done and bytes moved through device memory."""
+
+    name: str
+    flops: float
+    bytes: float
+
+    @property
+    def intensity(self) -> float:
+        """FLOP per byte (infinite for a stage that moves no bytes through HBM, e.g. a fused softmax)."""
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+    def time(self, r: Roof) -> float:
+        """Lower bound on run time: the slower of doing the FLOPs at peak and moving the bytes at full bandwidth."""
+        return max(self.flops / r.peak_flops, self.bytes / r.bandwidth)
+
+    def bound(self, r: Roof) -> str:
+        """'memory' when below the ridge, else 'compute'."""
+        return "memory" if self.intensity < r.ridge else "compute"
+
+    def __add__(self, other: Kernel) -> Kernel:
+        return Kernel(f"{self.name}+{other.name}", self.flops + other.flops, self.bytes + other.bytes)
+
+
+def _bpe(dtype: str) -> int:
+    if dtype not in DTYPE_BYTES:
+        raise LabError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPE_BYTES)}")
+    return DTYPE_BYTES[dtype]
+
+
+# --- matmul ----------------------------------------------------------------------------------------
+
+def matmul_kernel(m: int, n: int, k: int, dtype: str = "bf16", name: str | None = None) -> Kernel:
+    """C[m,n] = A[m,k]·B[k,n]: 2·m·n·k FLOPs; A and B read once, C written once."""
+    b = _bpe(dtype)
+    return Kernel(name or f"matmul {m}x{k}x{n}", 2.0 * m * n * k, float(b * (m * k + k * n + m * n)))
+
+
+def matmul_intensity(m: int, n: int, k: int, dtype: str = "bf16") -> float:
+    """2mnk / (bytes·(mk + kn + mn)); for a square n×n×n product this is n/(3·bytes) FLOP/byte."""
+    return matmul_kernel(m, n, k, dtype).intensity
+
+
+# --- attention, stage by stage ---------------------------------------------------------------------
+
+def attention_stages(n_q: int, n_k: int, d: int, dtype: str = "bf16", fused: bool = False,
+                     sram_bytes: int | None = None, causal: bool = True) -> list[Kernel]:
+    """QKᵀ, softmax with mask, PV for one head, each with its FLOPs and HBM bytes.
+
+    Naive (``fused=False``): each stage is its own kernel and the n_q×n_k matrices S and P go through HBM
+    (passes as in :func:`lab.results.iomodel.naive_attention_passes`); the scores are computed in full and then
+    masked, as eager PyTorch does. Fused: one kernel over tiles (``sram_bytes`` sizes them): only visited
+    tiles are computed; its HBM bytes are charged to the stage that needs them (Q, K to QKᵀ; V, O to PV)
+    and softmax moves nothing through HBM.
+    """
+    b = _bpe(dtype)
+    if not fused:
+        passes = {p["stage"]: p["read"] + p["written"] for p in iomodel.naive_attention_passes(n_q, n_k, d, b)}
+        scores = n_q * n_k
+        return [Kernel("QK^T", 2.0 * scores * d, passes["QK^T"]),
+                Kernel("softmax+mask", float(SOFTMAX_FLOPS_PER_SCORE * scores), passes["softmax"]),
+                Kernel("PV", 2.0 * scores * d, passes["PV"])]
+    if sram_bytes is None:
+        raise LabError("fused attention needs sram_bytes (shared memory per SM) to size its tiles")
+    block = iomodel.flash_block_size(d, sram_bytes, b)
+    total = iomodel.tiled_attention_hbm_bytes(n_q, n_k, d, block, block, b, causal)
+    pairs = iomodel.tiled_attention_pairs(n_q, n_k, block, block, causal)
+    q_and_o = 2 * n_q * d * b
+    kv = total - q_and_o
+    return [Kernel("QK^T", 2.0 * pairs * d, n_q * d * b + kv / 2),
+            Kernel("softmax+mask", float(SOFTMAX_FLOPS_PER_SCORE * pairs), 0.0),
+            Kernel("PV", 2.0 * pairs * d, kv / 2 + n_q * d * b)]
+
+
+def attention_kernel(n_q: int, n_k: int, d: int, dtype: str = "bf16", fused: bool = False,
+                     sram_bytes: int | None = None, causal: bool = True) -> Kernel:
+    """All three stages of one head as one point on the roofline."""
+    stages = attention_stages(n_q, n_k, d, dtype, fused, sram_bytes, causal)
+    return Kernel("flash attention" if fused else "naive attention",
+                  sum(s.flops for s in stages), sum(s.bytes for s in stages))
+
+
+# --- a whole model: prefill and decode -------------------------------------------------------------
+
+def _activation_elements_per_token_per_layer(shape) -> int:
+    """Activations the layer's matmuls read and write per token: QKV in/out, O in/out, gate+up in/out, down in/out."""
+    h, q, kv, i = shape.hidden, shape.q_dim, shape.kv_dim, shape.intermediate
+    return (h + q + 2 * kv) + (q + h) + (h + 2 * i) + (i + h)
+
+
+def model_phase(shape, phase: str, n: int, dtype: str = "bf16", fused: bool = True, sram_bytes: int | None = None,
+                batch: int = 1) -> dict[str, Kernel]:
+    """The matmuls ('linear', LM head included) and attention of one forward step of the whole model.
+
+    prefill: ``batch`` prompts of n tokens; decode: one new token for each of ``batch`` sequences holding n
+    tokens of context. Weights are read once per step; activations of each matmul are read and written.
+    Returns {'linear', 'attention', 'total'}.
+    """
+    if phase not in iomodel.PHASES:
+        raise LabError(f"unknown phase {phase!r}; expected one of {', '.join(iomodel.PHASES)}")
+    b = _bpe(dtype)
+    tokens = n * batch if phase == "prefill" else batch
+    lm_rows = batch  # logits for the last position of each sequence only
+    weights = shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights
+    linear = Kernel(
+        "matmuls",
+        float(tokens * shape.linear_flops_per_token() + 2 * lm_rows * shape.lm_head_weights),
+        float(b * (weights + tokens * shape.layers * _activation_elements_per_token_per_layer(shape)
+                   + lm_rows * (shape.hidden + shape.vocab))),
+    )
+    method = "flash" if fused else "naive"
+    if fused and phase == "prefill" and sram_bytes is None:
+        raise LabError("fused attention needs sram_bytes (shared memory per SM) to size its tiles")
+    attn_bytes = iomodel.attention_hbm_bytes(shape, n, phase, method, sram_bytes or 1, b, batch=batch)
+    if phase == "prefill":
+        per_head = attention_kernel(n, n, shape.head_dim, dtype, fused, sram_bytes, causal=True)
+        attn_flops = per_head.flops * shape.q_heads * shape.layers * batch
+    else:
+        per_score = 4 * shape.head_dim + SOFTMAX_FLOPS_PER_SCORE
+        attn_flops = float(per_score * n * shape.q_heads * shape.layers * batch)
+    attention = Kernel("attention", attn_flops, float(attn_bytes))
+    return {"linear": linear, "attention": attention, "total": Kernel(f"{phase} step", linear.flops + attention.flops,
+                                                                      linear.bytes + attention.bytes)}

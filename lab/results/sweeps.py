@@ -1,0 +1,230 @@
+"""What the sweep chapter reports: the studies on file, their fits, and the roofline floor under them.
+
+A *study* is one GPU and engine (``reference/a10g-vllm0.11-qwen2.5-7b``, ``h200/vllm0.26-qwen2.5-7b``,
+a reader's ``local/vllm``); its arms are the attention backends. Everything here reads the cached
+``sweep.csv`` tables through :func:`sweep_table`, so new runs show up without code.
+
+The floor is the roofline's answer to "how fast could this be at best" for Qwen2.5-7B on that GPU
+(datasheet peak and bandwidth from :mod:`lab.results.hardware`, FLOPs and bytes from :mod:`lab.results.roofline`):
+prefill can be no faster than its FLOPs over peak FLOP/s, a decode step no faster than the weights
+plus the KV cache it reads over memory bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from lab import LabError
+from lab.results import reference
+from lab.results.data import DATA_DIR, load, load_sweeps
+from lab.results.fit import decode_growth, fit_quadratic, ok_rows
+
+A10G_STUDY = reference.DATASET
+SHARE_AT = (2048, 8192, 32768)
+
+
+def study_of(dataset: str, root: Path = DATA_DIR) -> str:
+    """The study a dataset belongs to: the first two folders of its path under ``root`` (data/).
+
+    ``h200/vllm0.26-qwen2.5-7b/FLASH_ATTN_FA3`` -> ``h200/vllm0.26-qwen2.5-7b``: one arm per folder,
+    one study per GPU and engine version, so every arm of that GPU is drawn together.
+    """
+    path = Path(dataset)
+    if path.is_absolute():
+        path = path.relative_to(root)
+    return "/".join(path.parts[:2])
+
+
+def fits_by_arm(table) -> dict:
+    """(study, arm) -> the quadratic prefill fit from lab.results.fit, for every arm with 3+ measured lengths."""
+    fits = {}
+    for (study, arm), rows in ok_rows(table).groupby(["study", "arm"]):
+        if rows["actual_len"].nunique() >= 3:  # a reader's partial run may have fewer: no curve, no share
+            fits[study, arm] = fit_quadratic(rows["actual_len"], rows["ttft_s"])
+    return fits
+
+
+def sweep_table(root=DATA_DIR):
+    """All sweeps with a ``study`` column; a re-run of the same arm and length replaces the earlier row."""
+    table = load_sweeps(root)
+    table.insert(0, "study", table["dataset"].map(lambda name: study_of(name, Path(root))))
+    return table.drop_duplicates(["study", "arm", "target_len"], keep="last").reset_index(drop=True)
+
+
+def sweeps(root=DATA_DIR):
+    """Every measured row of every sweep (failed lengths dropped), with a ``study`` column."""
+    return ok_rows(sweep_table(root)).reset_index(drop=True)
+
+
+def provenance(table, study: str) -> dict:
+    """Provenance of a study's first arm (GPU, engine and flags are shared by its arms)."""
+    return load(table.loc[table["study"] == study, "dataset"].iloc[0]).provenance
+
+
+def flag_values(table, study: str, key: str) -> list:
+    """The distinct values a provenance flag takes over the arms of a study (e.g. max_model_len)."""
+    values = {load(d).provenance.get("flags", {}).get(key) for d in table.loc[table["study"] == study, "dataset"].unique()}
+    return sorted(v for v in values if v is not None)
+
+
+def chunk_size(table, study: str) -> int | None:
+    """max_num_batched_tokens the study's server prefilled with (from provenance flags)."""
+    value = provenance(table, study).get("flags", {}).get("max_num_batched_tokens")
+    return None if value is None else int(value)
+
+
+def find_study(table, gpu: str, chunk: int | None = None) -> str | None:
+    """The committed study measured on a GPU whose name contains ``gpu`` (local runs excluded).
+
+    With ``chunk``, only studies whose server used that chunk size; otherwise the one with most arms
+    (then most measured rows: a side experiment with one arm never wins over the main sweep).
+    """
+    candidates = []
+    for study, rows in table.groupby("study"):
+        if study.startswith("local/") or gpu.lower() not in str(rows["gpu"].iloc[0]).lower():
+            continue
+        if chunk is not None and chunk_size(table, study) != chunk:
+            continue
+        candidates.append((rows["arm"].nunique(), len(rows), -len(study), study))
+    return max(candidates)[-1] if candidates else None  # most arms, then most rows, then the plainer name
+
+
+def arm_rows(table, study: str, arm: str):
+    rows = table[(table["study"] == study) & (table["arm"] == arm)]
+    return rows.sort_values("actual_len")
+
+
+def fit_summary(table, study: str):
+    """One row per arm: the quadratic fit with 95% intervals, quad shares, decode growth."""
+    import pandas as pd
+
+    out = []
+    for arm in sorted(table.loc[table["study"] == study, "arm"].unique()):
+        rows = arm_rows(table, study, arm)
+        if rows["actual_len"].nunique() < 3:
+            continue
+        fit = fit_quadratic(rows["actual_len"], rows["ttft_s"])
+        row = {"arm": arm, "points": fit.points, "a_s": fit.a,
+               "b_us_per_token": fit.b_us_per_token, "b_lo": fit.b_ci[0] * 1e6, "b_hi": fit.b_ci[1] * 1e6,
+               "c_ps_per_token2": fit.c_ps_per_token2, "c_lo": fit.c_ci[0] * 1e12, "c_hi": fit.c_ci[1] * 1e12,
+               "longest": int(rows["actual_len"].max())}
+        for n in SHARE_AT:
+            row[f"share_{n}_pct"] = fit.quad_share(n) * 100
+        itl = rows.dropna(subset=["itl_ms"])
+        if len(itl) >= 2:
+            growth = decode_growth(itl["actual_len"], itl["itl_ms"])
+            row.update(itl_short_ms=growth.short_itl_ms, short_len=growth.short_len,
+                       itl_long_ms=growth.long_itl_ms, long_len=growth.long_len, itl_growth_pct=growth.growth_pct)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _shape():
+    from lab.results.modelshape import qwen25_7b
+
+    return qwen25_7b()
+
+
+def _device(gpu_name: str):
+    from lab.results.hardware import match_device
+
+    device = match_device(gpu_name)
+    if device is None:
+        raise LabError(f"no datasheet figures for {gpu_name!r} in lab.results.hardware; the floor cannot be drawn")
+    return device
+
+
+def floors(gpu_name: str, lengths) -> dict:
+    """Roofline floors of Qwen2.5-7B on this GPU at each prompt/context length (arrays, SI units).
+
+    prefill_s: all prefill FLOPs (matmuls + causal attention) over peak bf16 FLOP/s;
+    decode_s: one decode step's bytes (weights, activations, the KV cache of n tokens) over bandwidth.
+    Also the per-token constants of the prefill floor: b_floor (s/token) and c_floor (s/token²).
+    """
+    from lab.results.roofline import model_phase, roof
+
+    device, shape = _device(gpu_name), _shape()
+    r = roof(device)
+    lengths = np.asarray(sorted(set(int(n) for n in lengths)), dtype=int)
+    prefill, prefill_attention, decode, decode_kv = [], [], [], []
+    for n in lengths:
+        p = model_phase(shape, "prefill", int(n), fused=True, sram_bytes=device.smem_per_sm)
+        d = model_phase(shape, "decode", int(n), fused=True, sram_bytes=device.smem_per_sm)
+        prefill.append(p["total"].flops / r.peak_flops)
+        prefill_attention.append(p["attention"].flops / r.peak_flops)
+        decode.append(d["total"].bytes / r.bandwidth)
+        decode_kv.append(d["attention"].bytes / r.bandwidth)
+    # per-token constants of the floor, whatever lengths were asked for: the matmul FLOPs of one token,
+    # and causal attention's FLOPs per token² at a long prompt (where partly-masked tiles no longer count)
+    n_ref = 1 << 17
+    attention_ref = model_phase(shape, "prefill", n_ref, fused=True, sram_bytes=device.smem_per_sm)["attention"]
+    return {"n": lengths, "prefill_s": np.array(prefill), "prefill_attention_s": np.array(prefill_attention),
+            "decode_s": np.array(decode), "decode_kv_s": np.array(decode_kv),
+            "b_floor": shape.linear_flops_per_token() / r.peak_flops,
+            "c_floor": attention_ref.flops / n_ref**2 / r.peak_flops,
+            "device": device.name, "peak_flops": r.peak_flops, "bandwidth": r.bandwidth,
+            "kv_bytes_per_token": shape.kv_bytes_per_token()}
+
+
+def against_floor(table, study: str):
+    """Per arm and length: measured TTFT and ITL beside their floors, and the ratio measured / floor."""
+    import pandas as pd
+
+    rows = table[table["study"] == study]
+    gpu = str(rows["gpu"].iloc[0])
+    floor = floors(gpu, rows["actual_len"])
+    index = {int(n): i for i, n in enumerate(floor["n"])}
+    out = []
+    for row in rows.itertuples():
+        i = index[int(row.actual_len)]
+        out.append({"arm": row.arm, "n": int(row.actual_len), "ttft_s": row.ttft_s,
+                    "prefill_floor_s": floor["prefill_s"][i], "ttft_x_floor": row.ttft_s / floor["prefill_s"][i],
+                    "itl_ms": row.itl_ms, "decode_floor_ms": floor["decode_s"][i] * 1e3,
+                    "itl_x_floor": row.itl_ms / (floor["decode_s"][i] * 1e3)})
+    return pd.DataFrame(out).sort_values(["arm", "n"]).reset_index(drop=True)
+
+
+def kv_read_rate(table, study: str, arm: str) -> dict:
+    """How fast decode absorbs a longer context: the slope of ITL against context length.
+
+    The slope (ms per 1000 tokens) is the extra time each step spends per 1000 more cached tokens;
+    dividing the KV bytes of those tokens by it gives the rate at which attention reads the cache.
+    """
+    rows = arm_rows(table, study, arm).dropna(subset=["itl_ms"])
+    if len(rows) < 2:
+        raise LabError(f"{study} {arm}: fewer than two ITL measurements")
+    slope_ms_per_token = float(np.polyfit(rows["actual_len"].to_numpy(float), rows["itl_ms"].to_numpy(float), 1)[0])
+    kv = _shape().kv_bytes_per_token()
+    rate = kv / (slope_ms_per_token / 1e3) if slope_ms_per_token > 0 else math.inf
+    return {"ms_per_1k_tokens": slope_ms_per_token * 1000, "kv_gb_per_s": rate / 1e9, "kv_bytes_per_token": kv}
+
+
+def compare_arms(table, study: str, slow: str, fast: str):
+    """TTFT and ITL of two arms at the lengths both measured: ratio slow / fast."""
+    a = arm_rows(table, study, slow).set_index("target_len")
+    b = arm_rows(table, study, fast).set_index("target_len")
+    common = a.index.intersection(b.index)
+    import pandas as pd
+
+    return pd.DataFrame({"n": a.loc[common, "actual_len"].astype(int),
+                         f"{slow} TTFT (s)": a.loc[common, "ttft_s"], f"{fast} TTFT (s)": b.loc[common, "ttft_s"],
+                         "TTFT ratio": a.loc[common, "ttft_s"] / b.loc[common, "ttft_s"],
+                         f"{slow} ITL (ms)": a.loc[common, "itl_ms"], f"{fast} ITL (ms)": b.loc[common, "itl_ms"],
+                         "ITL ratio": a.loc[common, "itl_ms"] / b.loc[common, "itl_ms"]}).reset_index(drop=True)
+
+
+def study_label(table, study: str) -> str:
+    prov = provenance(table, study)
+    return f"{prov['gpu']}, vLLM {prov['vllm'] or '?'}"
+
+
+def finite_number(value):
+    """A finite float, or None for a missing or failed measurement."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None

@@ -1,7 +1,0 @@
-"""Live vLLM sweeps: serve a model with one attention backend, probe TTFT and ITL against prompt length.
-
-- :mod:`lab.vllm.server`: start/stop ``vllm serve`` for one arm, confirm from its log what runs.
-- :mod:`lab.vllm.serverlog`: read backend, FlashAttention version and chunk size from a server log.
-- :mod:`lab.vllm.probe`: stream completions, time every chunk, append measurements to JSONL.
-- :mod:`lab.vllm.sweep`: ``python -m lab vllm-sweep``: one arm end to end into a dataset folder.
-"""
