@@ -51,7 +51,7 @@ def test_tiled_causal_needs_enough_keys():
 
 import math  # noqa: E402
 
-from lab import iomodel  # noqa: E402
+from lab.results import iomodel  # noqa: E402
 from lab.results.modelshape import QWEN25_7B  # noqa: E402
 
 
