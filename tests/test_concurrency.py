@@ -210,3 +210,60 @@ def test_help_and_dry_run():
                "--dry-run", "--vllm-version", "0.26.0"])
     assert dry.returncode == 0 and "--max-model-len 34816" in dry.stdout
     assert "64 requests x  32768" not in dry.stdout and "4 requests x  32768" in dry.stdout
+
+
+# --- lab.results.concurrency: the floor and the KV-bound batch ----------------------------------------
+
+# Qwen2.5-7B by hand: per layer Q and O (3584 x 3584 each), K and V (3584 x 512 each), MLP 3 x 3584 x 18944;
+# LM head 3584 x 152064; bf16. KV per token: K and V, 28 layers, 4 heads x 128, 2 bytes.
+WEIGHTS = 2 * (28 * (2 * 3584 * 3584 + 2 * 3584 * 512 + 3 * 3584 * 18944) + 3584 * 152064)
+KV_PER_TOKEN = 2 * 28 * 512 * 2
+
+
+def _points():
+    import pandas as pd
+
+    rows = [("FLASH_ATTN/FA3", 2048, 1, 1, 5.0, 200.0), ("FLASH_ATTN/FA3", 2048, 64, 64, 10.0, 6400.0),
+            ("FLASH_ATTN/FA3", 32768, 1, 1, 5.2, 190.0), ("FLASH_ATTN/FA3", 32768, 64, 58, 40.0, 1450.0)]
+    table = pd.DataFrame(rows, columns=["arm", "context", "concurrency", "admitted", "itl_ms", "decode_tok_s"])
+    return table.assign(window_s=1.0, steps=64, ok=True)
+
+
+def test_floor_is_weights_once_plus_every_sequences_kv():
+    from lab.results import concurrency as rc
+    assert rc.weight_bytes_per_step() == WEIGHTS and 14e9 < WEIGHTS < 14.3e9
+    assert rc.kv_bytes_per_step(16, 32768) == 16 * 32768 * KV_PER_TOKEN
+    assert rc.floor_step_s(4, 2048, 4e12) == pytest.approx((WEIGHTS + 4 * 2048 * KV_PER_TOKEN) / 4e12)
+    assert rc.kv_bound_batch(32768) == pytest.approx(WEIGHTS / (32768 * KV_PER_TOKEN))   # ~7.5
+    assert rc.kv_bound_from(32768, [1, 4, 16, 64]) == 16 and rc.kv_bound_from(2048, [1, 4, 16, 64]) is None
+    with pytest.raises(LabError, match="bandwidth must be positive"):
+        rc.floor_step_s(1, 1, 0)
+
+
+def test_points_beside_their_floor_use_the_admitted_batch():
+    from lab.results import concurrency as rc
+    table = rc.with_floor(_points(), bandwidth=4e12)
+    last = table.iloc[-1]                     # 64 sent at 32k, 58 admitted
+    floor_ms = (WEIGHTS + 58 * 32768 * KV_PER_TOKEN) / 4e12 * 1e3
+    assert last["floor_ms"] == pytest.approx(floor_ms) and last["itl_x_floor"] == pytest.approx(40.0 / floor_ms)
+    assert last["floor_tok_s"] == pytest.approx(58 / (floor_ms / 1e3)) and bool(last["kv_bound"])
+    assert not table.iloc[1]["kv_bound"]      # 64 x 2k reads less KV than weights
+    growth = rc.itl_growth(table)
+    assert growth.iloc[3]["itl_x_single"] == pytest.approx(40.0 / 5.2)
+    facts = rc.summary(_points(), bandwidth=4e12)
+    assert facts["contexts"][32768]["kv_bound_from"] == 64 and facts["contexts"][32768]["admitted_max"] == 58
+    assert facts["contexts"][2048]["arms"]["FLASH_ATTN/FA3"]["decode_tok_s"] == 6400.0
+    assert rc.summary(_points().iloc[:0], bandwidth=None)["contexts"] == {}
+
+
+def test_load_points_reads_the_command_output_and_is_empty_without_it(tmp_path):
+    from lab import store
+    from lab.results import concurrency as rc
+    assert rc.load_points("nowhere", root=tmp_path).empty
+    folder = tmp_path / "h200" / "study" / "flash_attn-fa3"
+    folder.mkdir(parents=True)
+    _points().to_csv(folder / "concurrency.csv", index=False)
+    store.write_provenance(folder, store.new_provenance("vllm-sweep", flags={"experiment": "concurrency"}, command="x"))
+    assert len(rc.load_points("h200/study", root=tmp_path)) == 4
+    assert rc.measured_bandwidth(tmp_path / "no-hardware") is None
+    assert rc.measured_bandwidth() is None or rc.measured_bandwidth() > 1e12
