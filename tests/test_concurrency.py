@@ -267,3 +267,17 @@ def test_load_points_reads_the_command_output_and_is_empty_without_it(tmp_path):
     assert len(rc.load_points("h200/study", root=tmp_path)) == 4
     assert rc.measured_bandwidth(tmp_path / "no-hardware") is None
     assert rc.measured_bandwidth() is None or rc.measured_bandwidth() > 1e12
+
+
+def test_sweep_takes_a_tensor_parallel_size_and_checks_the_gpus():
+    from lab.measure.vllm import sweep
+    dry = subprocess.run([sys.executable, "-m", "lab", "vllm-sweep", "--backend", "FLASH_ATTN", "--fa-version", "3",
+                          "--tensor-parallel-size", "2", "--lengths", "256", "--dry-run", "--vllm-version", "0.26.0"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert dry.returncode == 0 and "--tensor-parallel-size 2" in dry.stdout
+    sweep.check_gpu_count(1)                  # one GPU (or none: the GPU check comes earlier) asks nothing
+    import torch
+    if torch.cuda.device_count() < 2:
+        with pytest.raises(LabError, match="--tensor-parallel-size 2 needs 2 GPUs"):
+            sweep.check_gpu_count(2)

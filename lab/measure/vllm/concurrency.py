@@ -9,24 +9,23 @@ how many requests were decoding in it (``admitted``). The point ends, and every 
 aborts a request whose client went away), as soon as the window holds ``--steps`` steps, when a
 request finishes, or at ``--point-timeout``.
 
-vLLM may not admit all N: 64 requests of 32k tokens need more KV cache than an H200 holds, so the
-last ones wait in its queue. When no request has got its first token for ``--stall`` seconds while
-the others decode, the waiting ones are counted as not admitted and the window is measured without
-them.
+vLLM may not admit all N (64 requests of 32k tokens need more KV cache than an H200 holds): when no
+request has got its first token for ``--stall`` seconds while the others decode, the waiting ones
+count as not admitted and the window is measured without them.
 
 Example (an H200, vLLM 0.26, random weights in the Qwen2.5-7B shape)::
 
     python -m lab vllm-concurrency --backend FLASH_ATTN --fa-version 3 --contexts 2048,32768 \\
         --concurrency 1,4,16,64 --max-num-batched-tokens 8192
 
-The folder (default ``data/local/vllm-concurrency/<arm>``) gets ``measurements.jsonl`` (one record
-per point with every request's chunk times, written when the point ends), ``concurrency.csv`` (one
-row per point), ``server.log`` and ``provenance.json``. A rerun into the same folder resumes: points
-already measured are skipped.
+The folder (default ``data/local/vllm-concurrency/<arm>``) gets ``measurements.jsonl`` (a record per
+point, every request's chunk times, written as the point ends), ``concurrency.csv`` (a row per point),
+``server.log`` and ``provenance.json``. A rerun into the same folder skips the points already measured.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import shlex
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
-from lab.measure.vllm.probe import Endpoint, make_prompt, percentile, read_records, stream_completion
+from lab.measure.vllm.probe import Endpoint, StreamError, make_prompt, percentile, read_records, stream_completion
 from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command, request
 from lab.measure.vllm.sweep import (
     DEFAULT_MODEL,
@@ -88,10 +87,8 @@ class Stream(threading.Thread):
         with self._lock:
             self.cancelled = True
             if self._sock is not None:
-                try:
+                with contextlib.suppress(OSError):
                     self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked read in run()
-                except OSError:
-                    pass
 
     def run(self) -> None:
         conn = http.client.HTTPConnection(self.url.hostname, self.url.port or 80, timeout=self.timeout)
@@ -443,8 +440,11 @@ def run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int,
         say(f"ready in {server.ready_s:.0f} s: backend {facts.backend}, FlashAttention {facts.fa_version or '-'}, "
             f"max_num_batched_tokens {facts.max_num_batched_tokens}, KV cache {facts.kv_cache_tokens} tokens")
         # one short request first: the server's first request pays one-off costs no point should carry
-        stream_completion(server.base_url, server.model_name, make_prompt(min(c for c, _ in points), args.seed - 1),
-                          16, timeout=args.point_timeout)
+        try:
+            stream_completion(server.base_url, server.model_name, make_prompt(min(c for c, _ in points), args.seed - 1),
+                              16, timeout=args.point_timeout)
+        except StreamError as exc:
+            raise LabError(f"the warm-up request failed ({exc.kind}: {exc}); log: {log_path}") from None
         jsonl = out / "measurements.jsonl"
         try:
             run_points(server, points, template, jsonl, say=say)
