@@ -20,6 +20,7 @@ COMMANDS = {
     "hardware": "lab.results.hardware",
     "bench": "lab.measure.bench",
     "vllm-sweep": "lab.measure.vllm.sweep",
+    "vllm-concurrency": "lab.measure.vllm.concurrency",
     "fit": "lab.results.fit",
     "capture": "lab.measure.capture",
     "census": "lab.measure.census",

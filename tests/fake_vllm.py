@@ -30,7 +30,7 @@ class FakeVLLM:
 
     def __init__(self, *, model="fake-model", prefill_s_per_token=2e-6, decode_s=0.002, tokens_per_chunk=1,
                  die_after_tokens=None, die_from_request=1, fail_lengths=(), oom_lengths=(), never_ready=False, on_death=None,
-                 host="127.0.0.1", port=0):
+                 max_running=None, host="127.0.0.1", port=0):
         self.model = model
         self.prefill_s_per_token = prefill_s_per_token
         self.decode_s = decode_s
@@ -43,6 +43,11 @@ class FakeVLLM:
         self.on_death = on_death
         self.dead = False
         self.requests: list[dict] = []
+        # like vLLM's KV-cache limit: at most max_running requests generate, the rest wait for a slot
+        # (a finished or disconnected request frees one); /metrics reports both counts
+        self.slots = threading.Semaphore(max_running) if max_running else None
+        self.running = self.waiting = 0
+        self.counts_lock = threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -52,6 +57,13 @@ class FakeVLLM:
                 pass
 
             def do_GET(self):
+                if self.path == "/metrics":
+                    text = (f"vllm:num_requests_running{{engine=\"0\"}} {fake.running}.0\n"
+                            f"vllm:num_requests_waiting{{engine=\"0\"}} {fake.waiting}.0\n").encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(text)))
+                    self.end_headers()
+                    return self.wfile.write(text)
                 if self.path == "/v1/models":
                     return self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
                 if self.path != "/health":
@@ -78,7 +90,18 @@ class FakeVLLM:
                     return self._json(400, {"error": {"message": f"This model's maximum context length is 8 tokens. "
                                                       f"However, you requested {len(prompt)} tokens.",
                                                       "type": "BadRequestError", "code": 400}})
-                self._stream(body, prompt)
+                fake._count(waiting=1)
+                if fake.slots is not None:
+                    fake.slots.acquire()
+                fake._count(waiting=-1, running=1)
+                try:
+                    self._stream(body, prompt)
+                except OSError:
+                    pass  # the client went away: a cancelled request
+                finally:
+                    fake._count(running=-1)
+                    if fake.slots is not None:
+                        fake.slots.release()
 
             def _json(self, status, obj):
                 data = json.dumps(obj).encode()
@@ -144,6 +167,11 @@ class FakeVLLM:
         self.port = self.httpd.server_address[1]
         self.base_url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def _count(self, running=0, waiting=0):
+        with self.counts_lock:
+            self.running += running
+            self.waiting += waiting
 
     # the probe's Endpoint protocol
     @property

@@ -4,4 +4,5 @@
 - :mod:`lab.measure.vllm.serverlog`: read backend, FlashAttention version and chunk size from a server log.
 - :mod:`lab.measure.vllm.probe`: stream completions, time every chunk, append measurements to JSONL.
 - :mod:`lab.measure.vllm.sweep`: ``python -m lab vllm-sweep``: one arm end to end into a dataset folder.
+- :mod:`lab.measure.vllm.concurrency`: ``python -m lab vllm-concurrency``: decode ITL and throughput against concurrency.
 """

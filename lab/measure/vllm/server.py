@@ -50,6 +50,8 @@ DEFAULT_LAUNCHER = (sys.executable, "-m", "vllm.entrypoints.cli.main")
 #: FlashAttention 2 on Hopper starts slowly (shared/offline-vllm notes a PTX JIT; our H200 run: 264 s, mostly CUDA
 #: graph capture), so its readiness wait is long.
 DEFAULT_READY_TIMEOUT_S = 480.0
+#: Always set for the server: NVLink multicast off in NCCL, torch symmetric memory, NVSHMEM (it can wreck a shared host).
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 # Run in the child before exec: ask Linux to SIGKILL it if this process dies without cleaning up
 # (kill -9, an out-of-memory kill), so no server is left holding the GPU.
@@ -81,6 +83,7 @@ class ServeSpec:
     max_model_len: int = 32768
     max_num_batched_tokens: int | None = None   # None: vLLM's default (printed in the log)
     gpu_memory_utilization: float = 0.85
+    tensor_parallel_size: int = 1                # GPUs one model is split across (vLLM's own tensor parallelism)
     load_format: str | None = "dummy"          # random weights: timing depends on shapes only
     skip_tokenizer_init: bool = True           # prompts are token-id lists
     host: str = "127.0.0.1"
@@ -98,6 +101,8 @@ class ServeSpec:
             raise LabError(f"FlashAttention version {self.fa_version} does not exist; use 2, 3 or 4")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise LabError(f"gpu memory utilization {self.gpu_memory_utilization} must be in (0, 1]")
+        if self.tensor_parallel_size < 1:
+            raise LabError(f"tensor parallel size {self.tensor_parallel_size} must be at least 1")
         if self.profiler_dir is not None and not os.path.isabs(self.profiler_dir):
             raise LabError(f"profiler folder {self.profiler_dir!r} must be an absolute path (vLLM requires it)")
 
@@ -123,6 +128,8 @@ def build_command(spec: ServeSpec, vllm_version: str,
         argv += ["--skip-tokenizer-init"]
     if spec.max_num_batched_tokens is not None:
         argv += ["--max-num-batched-tokens", str(spec.max_num_batched_tokens)]
+    if spec.tensor_parallel_size > 1:
+        argv += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
     if modern:
         argv += ["--attention-backend", spec.backend]
         if spec.fa_version is not None:
@@ -188,7 +195,7 @@ class Server:
     def __init__(self, model: str | os.PathLike, backend: str, *, log_path: str | os.PathLike,
                  fa_version: int | None = None, max_model_len: int = 32768,
                  max_num_batched_tokens: int | None = None, gpu_memory_utilization: float = 0.85,
-                 load_format: str | None = "dummy", port: int | None = None,
+                 tensor_parallel_size: int = 1, load_format: str | None = "dummy", port: int | None = None,
                  profiler_dir: str | os.PathLike | None = None, profiler_options: dict | None = None,
                  extra_args: tuple[str, ...] = (), vllm_version: str | None = None,
                  launcher: tuple[str, ...] | list[str] | None = None,
@@ -199,13 +206,14 @@ class Server:
         self.spec = ServeSpec(
             model=model, backend=backend, fa_version=fa_version, max_model_len=max_model_len,
             max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
-            load_format=load_format, port=port or free_port(),
+            tensor_parallel_size=tensor_parallel_size, load_format=load_format, port=port or free_port(),
             profiler_dir=None if profiler_dir is None else os.path.abspath(profiler_dir),
             profiler_options=dict(profiler_options or {}), extra_args=tuple(extra_args))
         self.spec.check()
         self.vllm_version = vllm_version or _installed_vllm_version()
         self.argv, self.env_overrides = build_command(self.spec, self.vllm_version,
                                                       launcher or DEFAULT_LAUNCHER)
+        self.env_overrides.update(MULTICAST_OFF)  # last: overrides whatever the caller's environment says
         self.log_path = Path(log_path)
         self.pgid_path = self.log_path.with_suffix(".pgid")
         self.ready_timeout = ready_timeout
@@ -293,10 +301,7 @@ class Server:
             self.pgid_path.unlink(missing_ok=True)
         self._close_log()
         self._restore_sigterm_handler()
-        try:
-            atexit.unregister(self.stop)
-        except Exception:
-            pass
+        atexit.unregister(self.stop)  # never raises, registered or not
 
     # --- talking to it ---------------------------------------------------------------------------
     def post(self, path: str, payload: dict | None = None, timeout: float = 600.0) -> tuple[int, str]:
@@ -330,7 +335,7 @@ class Server:
             "fa_version_requested": self.spec.fa_version,
             "max_model_len": self.spec.max_model_len,
             "max_num_batched_tokens_requested": self.spec.max_num_batched_tokens,
-            "gpu_memory_utilization": self.spec.gpu_memory_utilization,
+            "gpu_memory_utilization": self.spec.gpu_memory_utilization, "tensor_parallel_size": self.spec.tensor_parallel_size,
             "load_format": self.spec.load_format,
             "skip_tokenizer_init": self.spec.skip_tokenizer_init,
             "prefix_caching": False,

@@ -97,6 +97,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-num-batched-tokens", type=int,
                         help="chunked-prefill chunk size (default: vLLM's own; the log's value is recorded either way)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vLLM memory fraction (default 0.85)")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1,
+                        help="GPUs the model is split across with vLLM's tensor parallelism (default 1)")
     parser.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S,
                         help=f"seconds to wait for the server (default {DEFAULT_READY_TIMEOUT_S:.0f}; FA2 on Hopper needs ~300)")
     parser.add_argument("--request-timeout", type=float, default=600.0, help="seconds one request may take (default 600)")
@@ -142,7 +144,7 @@ def main(args) -> int:
         spec = ServeSpec(model=model, backend=args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
                          max_num_batched_tokens=args.max_num_batched_tokens,
                          gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
-                         port=8000)
+                         tensor_parallel_size=args.tensor_parallel_size, port=8000)
         version = args.vllm_version or _installed_version_or("0.26.0")
         argv, env = build_command(spec, version)
         print(f"vLLM {version}: " + " ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "") + " ".join(argv))
@@ -161,7 +163,18 @@ def main(args) -> int:
     if caps.vllm is None and not args.vllm_version:
         raise LabError("vLLM is not installed for this Python: run `pip install -r requirements-gpu.txt` "
                        "(or put a vLLM site tree on PYTHONPATH), then rerun")
+    check_gpu_count(args.tensor_parallel_size)
     return run_arm(args, model, lengths, max_model_len, out, caps.vllm or args.vllm_version)
+
+
+def check_gpu_count(tensor_parallel_size: int) -> None:
+    """Refuse a tensor-parallel run on a machine with fewer GPUs than it splits the model across."""
+    if tensor_parallel_size > 1:
+        import torch
+
+        if torch.cuda.device_count() < tensor_parallel_size:
+            raise LabError(f"--tensor-parallel-size {tensor_parallel_size} needs {tensor_parallel_size} GPUs; "
+                           f"this machine has {torch.cuda.device_count()}")
 
 
 def _installed_version_or(default: str) -> str:
@@ -185,11 +198,13 @@ def run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path,
                "max_tokens": args.max_tokens, "max_model_len": max_model_len,
                "max_num_batched_tokens": args.max_num_batched_tokens, "load_format": args.load_format,
                "seed": args.seed}
+    if args.tensor_parallel_size != 1:  # only then: runs from before the option keep resuming
+        run_key["tensor_parallel_size"] = args.tensor_parallel_size
     plan = _plan(args, lengths, max_model_len, run_key)
     server = Server(model, args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
                     max_num_batched_tokens=args.max_num_batched_tokens,
                     gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
-                    log_path=log_path, vllm_version=vllm_version,
+                    tensor_parallel_size=args.tensor_parallel_size, log_path=log_path, vllm_version=vllm_version,
                     ready_timeout=args.ready_timeout)
     print(f"[vllm-sweep] starting {args.backend}{f' FA{args.fa_version}' if args.fa_version else ''}: "
           f"{server.command_line()}", file=sys.stderr, flush=True)
@@ -231,6 +246,7 @@ def write_dataset(out: Path, records: list[dict], server: Server, args, model: s
         "max_num_batched_tokens": facts.max_num_batched_tokens or args.max_num_batched_tokens,
         "max_num_batched_tokens_requested": args.max_num_batched_tokens,
         "gpu_memory_utilization": args.gpu_memory_utilization, "prefix_caching": False,
+        "tensor_parallel_size": args.tensor_parallel_size,
         "load_format": args.load_format, "skip_tokenizer_init": True,
         "lengths": lengths, "reps": args.reps, "long_reps": args.long_reps,
         "long_from": args.long_from if args.long_reps else None,
