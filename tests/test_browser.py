@@ -297,3 +297,113 @@ def test_standalone_explorer_page(tmp_path, browser_context, serve):
         problems = browser_context[1].take()
         page.close()
     assert not problems, "\n".join(problems)
+
+
+# --- reading on a phone and on a laptop (issue: the static site as readers use it) ------------------
+
+PHONE, LAPTOP = {"width": 390, "height": 844}, {"width": 1366, "height": 900}
+CHAPTERS_TO_TAP = ("index.html", "book/01-roofline.html", "book/06-vllm-sweeps.html")
+
+
+def open_sized(browser_context, url: str, viewport: dict):
+    context, watcher = browser_context
+    page = context.new_page()
+    page.set_viewport_size(viewport)
+    watcher.watch(page)
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    return page
+
+
+def visible_toggle(page, name: str):
+    """The sidebar button a reader can see and tap (the theme also keeps a hidden copy)."""
+    buttons = [b for b in page.locator(f"button.{name}").all() if b.is_visible()]
+    assert buttons, f"no visible .{name} button"
+    return buttons[0]
+
+
+@pytest.mark.slow
+def test_the_phone_drawer_opens_and_closes(browser_context, served_site):
+    base, html = served_site
+    for name in CHAPTERS_TO_TAP:
+        page = open_sized(browser_context, base + name, PHONE)
+        drawer = page.locator("#pst-primary-sidebar-modal")
+        assert drawer.get_attribute("open") is None, f"{name}: the drawer is open before any tap"
+        visible_toggle(page, "primary-toggle").click()
+        page.wait_for_function("() => document.querySelector('#pst-primary-sidebar-modal').open")
+        assert page.locator("#pst-primary-sidebar-modal nav a").first.is_visible(), f"{name}: the drawer shows no links"
+        page.keyboard.press("Escape")
+        page.wait_for_function("() => !document.querySelector('#pst-primary-sidebar-modal').open")
+        visible_toggle(page, "secondary-toggle").click()
+        page.wait_for_function("() => document.querySelector('#pst-secondary-sidebar-modal').open")
+        page.keyboard.press("Escape")
+        assert not browser_context[1].take()
+        page.close()
+
+
+@pytest.mark.slow
+def test_the_desktop_menu_button_hides_and_shows_the_sidebar(browser_context, served_site):
+    base, _ = served_site
+    page = open_sized(browser_context, base + CHAPTERS_TO_TAP[1], LAPTOP)
+    sidebar = page.locator("#pst-primary-sidebar")
+    assert sidebar.is_visible()
+    visible_toggle(page, "primary-toggle").click()
+    page.wait_for_function("() => document.querySelector('#pst-primary-sidebar').classList.contains('pst-sidebar-hidden')")
+    visible_toggle(page, "primary-toggle").click()
+    page.wait_for_function("() => !document.querySelector('#pst-primary-sidebar').classList.contains('pst-sidebar-hidden')")
+    page.close()
+
+
+@pytest.mark.slow
+def test_no_page_is_wider_than_a_phone(browser_context, served_site):
+    base, html = served_site
+    wide = []
+    for name in site_pages(html):
+        if name.startswith(("slides/", "genindex", "search")):
+            continue
+        page = open_sized(browser_context, base + name, PHONE)
+        width = page.evaluate("() => document.documentElement.scrollWidth")
+        if width > PHONE["width"]:
+            culprit = page.evaluate("""w => { const out = [];
+                for (const e of document.querySelectorAll('.bd-article *')) {
+                  const r = e.getBoundingClientRect();
+                  if (r.right > w + 1 && e.children.length === 0) out.push(e.tagName + ': ' + (e.textContent || '').slice(0, 50));
+                } return out.slice(0, 3); }""", PHONE["width"])
+            wide.append(f"{name}: {width} px ({culprit})")
+        browser_context[1].take()
+        page.close()
+    assert not wide, "\n".join(wide)
+
+
+@pytest.mark.slow
+def test_sliders_say_their_value_and_readouts_are_announced(browser_context, served_site):
+    base, html = served_site
+    pages = [n for n in site_pages(html) if "data-explorer=" in (html / n).read_text(encoding="utf-8")
+             and not n.startswith("slides/")]
+    checked = 0
+    for name in pages:
+        page = open_sized(browser_context, base + name, LAPTOP)
+        for root in page.locator("[data-explorer]").all():
+            assert root.locator('[aria-live="polite"]').count() >= 1, f"{name}: an explorer with no aria-live readout"
+            for slider in root.locator('input[type="range"]').all():
+                control = slider.get_attribute("data-control")
+                label = root.locator(f'[data-value-for="{control}"]')
+                assert slider.get_attribute("aria-valuetext") == label.text_content()
+                slider.fill(slider.get_attribute("max"))
+                assert slider.get_attribute("aria-valuetext") == label.text_content(), f"{name}: {control}"
+                checked += 1
+        page.close()
+    assert checked, "no slider found on any page"
+
+
+@pytest.mark.slow
+def test_a_quiz_answered_from_the_keyboard_keeps_focus_in_the_question(browser_context, served_site):
+    base, html = served_site
+    page = open_sized(browser_context, base + "book/01-roofline.html", LAPTOP)
+    question = page.locator(".lab-quiz-question").first
+    question.locator("[data-option]").first.focus()
+    page.keyboard.press("Enter")
+    inside = page.evaluate("() => !!document.activeElement.closest('.lab-quiz-question')")
+    assert inside, "focus fell out of the question after answering with Enter"
+    assert question.locator("[data-feedback]").get_attribute("aria-live") == "polite"
+    page.close()

@@ -46,3 +46,12 @@ def test_thebe_files_dropped_only_without_a_thebe_button():
     with_button = page()
     _dedupe_page_scripts(_App({"launch_buttons": {"thebe": True}}), "intro", "page.html", with_button, None)
     assert len(with_button["script_files"]) == 3 and len(with_button["css_files"]) == 2
+
+
+def test_the_icon_script_is_dropped_and_nothing_else():
+    from lab.book.sphinxext import drop_icon_script
+
+    page = ('<head>\n  <script defer src="../_static/scripts/bootstrap.js?digest=1"></script>\n'
+            '  <script defer src="../_static/scripts/fontawesome.js?digest=55c2"></script>\n</head>')
+    assert drop_icon_script(page) == '<head>\n  <script defer src="../_static/scripts/bootstrap.js?digest=1"></script>\n</head>'
+    assert drop_icon_script("<p>fontawesome.js is named here in prose</p>") == "<p>fontawesome.js is named here in prose</p>"

@@ -192,6 +192,8 @@
       data.controls.forEach(function (c, i) {
         var shown = root.querySelector('[data-value-for="' + c.name + '"]');
         if (shown) shown.textContent = c.labels[chosen[i]];
+        // a screen reader says "8192 tokens", not the slider's index "5"
+        if (inputs[i].type === "range") inputs[i].setAttribute("aria-valuetext", c.labels[chosen[i]]);
       });
       var view = data.views[viewIndex(data, chosen)];
       data.readouts.forEach(function (r, i) {

@@ -38,6 +38,9 @@
       feedback.appendChild(retry);
     }
     feedback.hidden = false;
+    // the chosen button is now disabled, which drops keyboard focus to the page body: keep the reader here
+    verdict.setAttribute("tabindex", "-1");
+    verdict.focus({ preventScroll: true });
   }
 
   function reset(question) {
@@ -51,6 +54,14 @@
     question.querySelector("[data-feedback]").hidden = true;
   }
 
+  // feedback is announced when it appears (a screen reader hears "Right." or the answer)
+  function announceFeedback() {
+    var blocks = document.querySelectorAll("[data-quiz] [data-feedback]");
+    for (var i = 0; i < blocks.length; i++) blocks[i].setAttribute("aria-live", "polite");
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", announceFeedback);
+  else announceFeedback();
+
   document.addEventListener("click", function (event) {
     var target = event.target;
     if (!target || !target.closest) return;
@@ -61,6 +72,8 @@
       commit(question, parseInt(option.getAttribute("data-option"), 10));
     } else if (target.closest(".lab-quiz-retry")) {
       reset(question);
+      var first = question.querySelector("[data-option]");
+      if (first) first.focus();
     }
   });
 })();

@@ -204,7 +204,7 @@ def readouts_html(readouts: Sequence[Readout]) -> str:
         f"{html.escape(r.text)}</span></td></tr>"
         for r in readouts
     )
-    return f'<table class="lab-readouts">{rows}</table>'
+    return f'<table class="lab-readouts" aria-live="polite">{rows}</table>'
 
 
 def _check_view(result: Any, where: str) -> View:
@@ -354,7 +354,7 @@ class Explorer:
             parts.append(f'<label class="lab-control"><span class="lab-control-label">{html.escape(c.label)}</span>')
             if c.numeric:
                 parts.append(f'<input type="range" data-control="{name}" min="0" max="{len(c.values) - 1}" step="1" '
-                             f'value="{index}" aria-label="{html.escape(c.label)}">'
+                             f'value="{index}" aria-label="{html.escape(c.label)}" aria-valuetext="{html.escape(c.labels[index])}">'
                              f'<output data-value-for="{name}">{html.escape(c.labels[index])}</output>')
             else:
                 options = "".join(f'<option value="{i}"{" selected" if i == index else ""}>{html.escape(text)}</option>'
@@ -368,7 +368,7 @@ class Explorer:
                          'xmlns="http://www.w3.org/2000/svg"></svg>')
         parts.append(readouts_html(first.readouts))
         parts.append("</div>")
-        parts.append(f'<p class="lab-note" data-note>{html.escape(first.note)}</p>')
+        parts.append(f'<p class="lab-note" data-note aria-live="polite">{html.escape(first.note)}</p>')
         if self.caption:
             parts.append(f'<p class="lab-caption">{html.escape(self.caption)}</p>')
         parts.append('<noscript>This explorer needs JavaScript; the values shown are for the default choices.</noscript>')
