@@ -174,7 +174,7 @@ def child(candidate: str, lengths, q_heads: int, kv_heads: int, head_dim: int) -
 
 def ncu_command(ncu: str, candidate: str, lengths, args, base_units: bool = True) -> list[str]:
     return [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{RANGE}/", "--metrics", ",".join(METRICS),
-            "--csv", *(["--print-units", "base"] if base_units else []), "--target-processes", "all",
+            "--csv", *(["--print-units", "base"] if base_units else []), "--target-processes", "application-only",
             sys.executable, "-m", "lab.measure.dram_bytes", "--child", "--candidates", candidate,
             "--lengths", ",".join(map(str, lengths)), "--q-heads", str(args.q_heads), "--kv-heads", str(args.kv_heads),
             "--head-dim", str(args.head_dim)]
