@@ -110,3 +110,9 @@ def test_help_runs_without_a_gpu(capsys):
     with pytest.raises(SystemExit) as done:
         fd.cli(["--help"])
     assert done.value.code == 0 and "FORCE_USE_FLEX_ATTENTION" in capsys.readouterr().out
+
+
+def test_the_installed_torch_is_inspected_for_the_decode_template_rules():
+    markers = fd.source_markers()
+    assert markers.get("torch_use_flex_decoding_honours_force") is True  # the torch here has the rule too
+    assert "vllm_flex_file" in markers

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -58,6 +59,7 @@ PREFILL_VARIANTS = ("flex-default", "flex-forced", "flex-tiles16", "flex-paged",
 PAGE = 16          # vLLM's default KV block size, and the block mask's KV block with a direct build
 Q_BLOCK = 16       # vLLM's q_block_size with a direct build (torch >= 2.9)
 MAX_ABS_ERR = 2e-2
+SPIN_CYCLES = 1_000_000   # ~0.5 ms at the H200's 1.98 GHz: longer than a compiled call's CPU overhead
 FORCED = {"FORCE_USE_FLEX_ATTENTION": True}
 TILES16 = {**FORCED, "BLOCK_M": 16, "BLOCK_N": 16}
 
@@ -279,13 +281,18 @@ def kernel_names(fn) -> str:
 
 def time_call_ms(fn, rep_ms: float, flush) -> float:
     """Median of CUDA-event timings of single calls, L2 flushed before each; at least 3 calls, more while
-    ``rep_ms`` lasts (a slow variant is not timed for seconds)."""
+    ``rep_ms`` lasts (a slow variant is not timed for seconds). A short GPU spin before each call lets the
+    CPU enqueue the call before its start event fires, so Python and launch overhead are not timed (vLLM
+    replays decode from CUDA graphs, where there is none)."""
     import torch
 
+    spin = getattr(torch.cuda, "_sleep", None)
     starts, ends = [], []
     spent, calls = 0.0, 0
-    while calls < 3 or (spent < rep_ms and calls < 500):
+    while calls < 3 or (spent < rep_ms and calls < 200):
         flush.zero_()
+        if spin is not None:
+            spin(SPIN_CYCLES)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -391,15 +398,16 @@ def source_markers() -> dict:
     except Exception as exc:  # a torch without this module: say so
         markers["torch_flex_decoding"] = f"not inspected ({type(exc).__name__})"
     spec = importlib.util.find_spec("vllm")
-    if spec is not None and spec.origin:
-        path = Path(spec.origin).parent / "v1" / "attention" / "backends" / "flex_attention.py"
-        text = path.read_text() if path.exists() else ""
-        markers["vllm_flex_file"] = str(path) if text else "absent"
+    roots = [Path(spec.origin).parent] if spec is not None and spec.origin else []
+    roots.append(Path(os.environ.get("VLLM_SITE", "/tmp/site")) / "vllm")  # the offline bundle, not imported
+    path = next((r / "v1/attention/backends/flex_attention.py" for r in roots
+                 if (r / "v1/attention/backends/flex_attention.py").exists()), None)
+    markers["vllm_flex_file"] = str(path) if path else "not found (vLLM not installed here)"
+    if path:
+        text = path.read_text(errors="replace")
         for key in ('"FORCE_USE_FLEX_ATTENTION": True', "_build_block_mask_direct", "physical_to_logical",
-                    "q_block_size = 16"):
+                    "q_block_size = 16", "K and V are packed into the content dim", "compute_q_blocks"):
             markers[f"vllm has {key}"] = key in text
-    else:
-        markers["vllm_flex_file"] = "vllm not importable here"
     return markers
 
 
@@ -439,8 +447,8 @@ def main(args) -> int:
     started = time.time()
     flags = {"experiment": "flex-decomposition", "q_heads": 28, "kv_heads": 4, "head_dim": 128,
              "shapes": [list(s) for s in shapes], "rep_ms": args.rep_ms, "rounds": args.rounds,
-             "page": PAGE, "q_block": Q_BLOCK, "timer": "CUDA events per call, 256 MB L2 flush before each, "
-             "median call per round, median round (ms_rounds lists the rounds)",
+             "page": PAGE, "q_block": Q_BLOCK, "timer": "CUDA events per call, 256 MB L2 flush and a ~0.5 ms GPU spin (torch.cuda._sleep) before "
+             "each so CPU launch overhead is not timed; median call per round, median round (ms_rounds lists them)",
              "reference": "fp32 attention (lab.measure.attention.reference.attention_torch)",
              "max_abs_err": MAX_ABS_ERR, "sources": source_markers()}
     store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags, complete=False))

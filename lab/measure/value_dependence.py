@@ -109,9 +109,10 @@ def measure_op(op: str, rep_ms: int, rounds: int, clocks=None, timer=None, devic
 def add_arguments(parser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--ops", default=",".join(OPS), help=f"subset of {','.join(OPS)}")
-    parser.add_argument("--rep-ms", type=int, default=1600, help="milliseconds of timed calls per op and input set, "
-                        "shared out among the rounds (long enough for the power draw to settle)")
-    parser.add_argument("--rounds", type=int, default=4, help="interleaved rounds")
+    parser.add_argument("--rep-ms", type=int, default=3600, help="milliseconds of timed calls per op and input set, "
+                        "shared out among the rounds (a round of about a second: nvidia-smi's power reading "
+                        "averages over a window, so shorter rounds would mix in the previous input set)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
 
 
 def main(args) -> int:
