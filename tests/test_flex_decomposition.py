@@ -116,3 +116,52 @@ def test_the_installed_torch_is_inspected_for_the_decode_template_rules():
     markers = fd.source_markers()
     assert markers.get("torch_use_flex_decoding_honours_force") is True  # the torch here has the rule too
     assert "vllm_flex_file" in markers
+
+
+class FakeEvent:
+    """torch.cuda.Event on the CPU: each start/end pair is 'timed' by a counter."""
+    clock = 0.0
+
+    def __init__(self, enable_timing=True):
+        self.t = 0.0
+
+    def record(self):
+        FakeEvent.clock += 1.0
+        self.t = FakeEvent.clock
+
+    def synchronize(self):
+        pass
+
+    def elapsed_time(self, other):
+        return other.t - self.t
+
+
+def test_measure_phase_checks_times_and_reports_each_variant(monkeypatch):
+    from lab.measure.attention.reference import attention_torch as exact
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: None, raising=False)
+    monkeypatch.setattr(fd, "kernel_names", lambda fn: "k0 grid=[1, 1, 1]")
+
+    def fake_variant(name, q, k, v, causal):
+        if name == "flex-default":   # right
+            return (lambda: exact(q, k, v, causal)), (lambda out: out)
+        if name == "flex-forced":    # wrong answer: reported, not timed
+            return (lambda: exact(q, k, v, causal) + 1), (lambda out: out)
+        if name == "flex-paged":     # cannot run
+            raise RuntimeError("no such kernel\nsecond line")
+        return (lambda: None), None  # copy: nothing to check
+    monkeypatch.setattr(fd, "variant_fn", fake_variant)
+    rows = fd.measure_phase("decode", 2, 64, ["flex-default", "flex-forced", "flex-paged", "copy"], rep_ms=3,
+                            rounds=3, q_heads=4, kv_heads=2, head_dim=16, progress=lambda text: None, device="cpu")
+    by = {r["variant"]: r for r in rows}
+    assert set(by["flex-default"]) == set(fd.COLUMNS)
+    assert by["flex-default"]["ms"] == 1.0 and by["flex-default"]["ms_rounds"] == "1 1 1"
+    assert by["flex-default"]["kv_bytes"] == 2 * 2 * 2 * 64 * 16 * 2   # K and V of 2 requests, bf16
+    assert by["flex-default"]["gb_per_s"] == pytest.approx(by["flex-default"]["kv_bytes"] / 1e-3 / 1e9)
+    assert "enable_gqa=True" in by["flex-default"]["note"] and "k0 grid" in by["flex-default"]["note"]
+    assert by["flex-forced"]["note"].startswith("WRONG") and math.isnan(by["flex-forced"]["ms"])
+    assert by["flex-paged"]["note"] == "error: RuntimeError: no such kernel"
+    assert by["copy"]["gb_per_s"] == pytest.approx(2 * by["copy"]["kv_bytes"] / 1e-3 / 1e9)  # read + write

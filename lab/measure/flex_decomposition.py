@@ -42,6 +42,7 @@ max_abs_err,note; ``kv_bytes`` = K and V once, ``gb_per_s`` = kv_bytes / ms for 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import statistics
@@ -320,8 +321,9 @@ def random_inputs(batch, q_heads, kv_heads, n_q, n, head_dim, seed: int, device:
 
 
 def measure_phase(phase: str, batch: int, n: int, variants, rep_ms: int, rounds: int, q_heads: int = 28,
-                  kv_heads: int = 4, head_dim: int = 128, progress=print) -> list[dict]:
-    """Check every variant of one shape against the fp32 reference, then time them in interleaved rounds."""
+                  kv_heads: int = 4, head_dim: int = 128, progress=print, device: str = "cuda") -> list[dict]:
+    """Check every variant of one shape against the fp32 reference, then time them in interleaved rounds
+    (``device`` exists for the CPU test of the bookkeeping)."""
     import torch
 
     from lab.measure import bench
@@ -329,11 +331,11 @@ def measure_phase(phase: str, batch: int, n: int, variants, rep_ms: int, rounds:
 
     causal = phase == "prefill"
     shape = bench.Shape(phase, batch, q_heads, kv_heads, n, head_dim)
-    q, k, v = random_inputs(batch, q_heads, kv_heads, shape.n_q, n, head_dim, seed=n + 7 * batch)
+    q, k, v = random_inputs(batch, q_heads, kv_heads, shape.n_q, n, head_dim, seed=n + 7 * batch, device=device)
     reference = attention_torch(q, k, v, causal)
     kv_bytes = 2 * k.numel() * k.element_size()
     flops = attention_flops(batch, q_heads, shape.n_q, n, head_dim, causal)
-    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")  # as triton's do_bench: evict L2
+    flush = torch.empty(256 << 20 if device == "cuda" else 1, dtype=torch.int8, device=device)  # evicts L2
     rows, ready = [], []
     for name in variants:
         row = {"phase": phase, "batch": batch, "n": n, "variant": name, "ms": math.nan, "ms_rounds": "",
@@ -359,7 +361,8 @@ def measure_phase(phase: str, batch: int, n: int, variants, rep_ms: int, rounds:
                 ready.append((row, fn))
         except Exception as exc:  # a variant this torch cannot run is a result, not a crash
             row["note"] = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
-            torch.cuda.synchronize()
+            with contextlib.suppress(Exception):  # a sticky CUDA error surfaces in the next shape's rows
+                torch.cuda.synchronize()
         progress(f"{phase} b={batch} n={n} {name}: checked in {time.time() - started:.1f} s "
                  f"(max abs err {row['max_abs_err']:.3g})")
     times = {row["variant"]: [] for row, _ in ready}
@@ -459,7 +462,12 @@ def main(args) -> int:
 
     for phase, batch, n in shapes:
         variants = [v for v in (DECODE_VARIANTS if phase == "decode" else PREFILL_VARIANTS) if not chosen or v in chosen]
-        rows += measure_phase(phase, batch, n, variants, args.rep_ms, args.rounds, progress=say)
+        try:
+            rows += measure_phase(phase, batch, n, variants, args.rep_ms, args.rounds, progress=say)
+        except Exception as exc:  # e.g. out of memory in the reference: the other shapes still run
+            say(f"{phase} b={batch} n={n} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+            rows += [{"phase": phase, "batch": batch, "n": n, "variant": v, "note": f"shape failed: {type(exc).__name__}"}
+                     for v in variants]
         store.write_csv(out_dir, "flex_decomposition.csv", pd.DataFrame(rows).reindex(columns=COLUMNS))  # partial runs keep rows
     store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags, complete=True,
                                                        seconds=round(time.time() - started, 1)))
