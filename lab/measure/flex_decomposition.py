@@ -472,6 +472,9 @@ def main(args) -> int:
     store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags, complete=True,
                                                        seconds=round(time.time() - started, 1)))
     table = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    for row in rows:  # which kernels ran: the evidence for the decode-template rules
+        if str(row["variant"]).startswith("flex"):
+            print(f"{row['phase']} b={row['batch']} {row['variant']}: {str(row.get('note', ''))[:220]}")
     with pd.option_context("display.width", 200):
         print(table.drop(columns=["note", "ms_rounds"]).round(4).to_string(index=False))
     return 0
