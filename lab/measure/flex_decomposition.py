@@ -12,9 +12,11 @@ Variants (``enable_gqa=True`` in every FlexAttention and SDPA call: K/V are neve
   batch x KV heads, SPLIT_KV), the query heads of one KV group packed into the tile's rows). The choice
   is ``_use_flex_decoding`` in that file: it refuses the decode template under
   ``FORCE_USE_FLEX_ATTENTION``, for ``q_len >= 128``, and when the query heads per KV head are not a
-  power of two (``pw_of_two``; pytorch/pytorch PR #160904, merged 2025-08, in torch >= 2.9). Qwen2.5-7B
-  has 28/4 = 7, so even standalone its decode runs the general kernel, one program per query head with
-  the single query row padded to a whole BLOCK_M tile. The kernel names in ``note`` show which ran.
+  power of two (``pw_of_two``, added by pytorch/pytorch PR #160904, Aug 2025, in place of a lowering
+  error; provenance flags.sources records whether the installed torch has it). Qwen2.5-7B has 28/4 = 7,
+  so even standalone its decode would run the general kernel (``flex_attention_grid``: one program per
+  batch x query head x BLOCK_M query rows, so a single query row fills one row of the tile). The
+  kernel names and grids in ``note`` show which template ran.
 * ``flex-pad8`` (decode) -- the same call with each group's 7 query heads padded to 8 (zeros, outputs
   dropped): the decode template becomes eligible; what the split-KV decode path is worth here.
 * ``flex-forced`` -- ``kernel_options={"FORCE_USE_FLEX_ATTENTION": True}``, what vLLM passes.
