@@ -19,6 +19,7 @@ COMMANDS = {
     "env": "lab.env",
     "hardware": "lab.results.hardware",
     "bench": "lab.measure.bench",
+    "paged-bench": "lab.measure.paged_bench",
     "vllm-sweep": "lab.measure.vllm.sweep",
     "fit": "lab.results.fit",
     "capture": "lab.measure.capture",
