@@ -242,6 +242,7 @@ def time_mask(name: str, n: int, rep_ms: int = 90, rounds: int = 3, q_heads: int
     import statistics
 
     import torch
+
     from lab.measure.bench import round_order, rounds_text
 
     if timer is None:
