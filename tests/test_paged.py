@@ -149,3 +149,102 @@ def test_paged_bf16_at_real_sizes(page_size, config):
     assert (paged_decode(q, *full, config=config).float() - contiguous.float()).abs().max().item() <= 2e-2
     assert triton_paged_decode.best_paged_config(4, 28, 4, page_size, 32768, 128, torch.bfloat16) is not None \
         or config is not None
+
+
+# --- lab.results.paged and the explorer (synthetic data; the committed run may be absent) ---------------
+
+def write_synthetic_runs(root):
+    """A paged-decode run and a flex-masks run shaped like the H200's, under ``root`` (numbers made up)."""
+    import pandas as pd
+
+    from lab import store
+
+    rows = []
+    for batch in (1, 16):
+        for n in (32768, 131072):
+            nbytes = paged_bench.kv_bytes(batch, 4, n, 128)
+            base = nbytes / 4.0e12 * 1e3
+            for kernel, page, ms in (("contiguous", None, base), ("paged", 16, base * 1.05), ("paged", 128, base * 1.01),
+                                     ("copy", None, 2 * base * 1.02)):
+                rows.append({"kernel": kernel, "page_size": page, "batch": batch, "n": n, "ms": ms,
+                             "ms_rounds": f"{ms:.5g} {ms:.5g} {ms:.5g}", "kv_bytes": nbytes,
+                             "gb_per_s": (2 if kernel == "copy" else 1) * nbytes / ms / 1e6,
+                             "copy_gb_per_s": nbytes / base / 1.02 / 1e6,
+                             "fraction_of_contiguous": base / ms if kernel != "copy" else None,
+                             "max_abs_err": 0.004 if kernel != "copy" else None})
+    folder = root / "h200" / "paged-decode"
+    store.write_csv(folder, "paged.csv", pd.DataFrame(rows).reindex(columns=paged_bench.COLUMNS))
+    store.write_provenance(folder, store.new_provenance("kernels", flags={"experiment": "paged-decode"}))
+    masks = []
+    for mask in ("causal", "sliding-window", "document"):
+        for n in (16384, 4096):
+            for impl, ms in (("flex", 1.0), ("sdpa-flash", 0.8 if mask == "causal" else None), ("sdpa-efficient", 3.0),
+                             ("sdpa-cudnn", None)):
+                masks.append({"mask": mask, "impl": impl, "n": n, "ms": ms * n / 16384 if ms else None,
+                              "ms_rounds": "", "tflops_effective": 300.0 / ms if ms else None,
+                              "max_abs_err": 0.004 if ms else None, "note": "" if ms else "refused"})
+    folder = root / "h200" / "flex-masks"
+    store.write_csv(folder, "masks.csv", pd.DataFrame(masks))
+    store.write_provenance(folder, store.new_provenance("kernels", flags={"experiment": "flex-masks"}))
+
+
+def test_paged_cache_arithmetic():
+    from lab.results.paged import PagedCache
+
+    cache = PagedCache(16, 4500, 2, bytes_per_token=100)
+    assert cache.pages_per_sequence == 282 and cache.pages == 564
+    assert cache.wasted_slots == 2 * 12 and cache.kv_bytes == 2 * 4500 * 100
+    assert cache.allocated_bytes == cache.kv_bytes + cache.wasted_bytes
+    assert cache.block_table_bytes == 564 * 4
+    assert cache.reserved_waste_fraction(9000) == 0.5
+    assert PagedCache(16, 32768, 1).wasted_slots == 0
+    assert PagedCache(1, 4500, 1).wasted_slots == 0
+    assert PagedCache(16, 1000, 1).bytes_per_token == 2 * 28 * 4 * 128 * 2  # Qwen2.5-7B, bf16
+    with pytest.raises(LabError):
+        PagedCache(0, 10, 1)
+    with pytest.raises(LabError):
+        cache.reserved_waste_fraction(100)
+
+
+def test_results_say_not_measured_without_data(tmp_path):
+    from lab.results import paged
+
+    assert paged.paged_table(tmp_path) is None and paged.masks_table(tmp_path) is None
+    assert paged.paged_value("ms", "paged", 16, 32768, 16, root=tmp_path) is None
+    assert paged.mask_value("ms", "causal", "flex", 16384, root=tmp_path) is None
+    assert paged.fastest_sdpa("causal", 16384, root=tmp_path) == (None, None)
+    assert paged.measured_page_sizes(tmp_path) == []
+
+
+def test_results_read_a_run(tmp_path):
+    from lab.results import paged
+
+    write_synthetic_runs(tmp_path)
+    assert paged.measured_page_sizes(tmp_path) == [16, 128]
+    assert paged.paged_value("fraction_of_contiguous", "paged", 16, 32768, 16, root=tmp_path) == pytest.approx(1 / 1.05)
+    assert paged.paged_value("ms", "paged", 16, 32768, 64, root=tmp_path) is None  # a page size not measured
+    assert paged.fastest_sdpa("sliding-window", 16384, root=tmp_path) == ("sdpa-efficient", 3.0)
+    assert paged.fastest_sdpa("causal", 16384, root=tmp_path) == ("sdpa-flash", 0.8)
+    assert paged.mask_value("ms", "causal", "sdpa-cudnn", 16384, root=tmp_path) is None  # refused: no time
+
+
+@pytest.mark.parametrize("with_data", [False, True], ids=["absent", "present"])
+def test_explorer_shows_data_in_every_state(tmp_path, monkeypatch, with_data):
+    from lab.book.paged_explorer import paged_explorer
+    from lab.results import paged
+
+    if with_data:
+        write_synthetic_runs(tmp_path)
+    monkeypatch.setattr(paged, "DATA_DIR", tmp_path)
+    explorer = paged_explorer()
+    measured_states = 0
+    for combo in explorer.combinations():
+        view = explorer.compute(**combo)
+        texts = {r.name: r.text for r in view.readouts}
+        assert all(texts[name] != "n/a" for name in ("kv", "pages", "wasted", "table"))
+        measured_states += texts["paged_ms"] != "n/a"
+        assert view.note
+    assert measured_states == (2 * 2 * 2 if with_data else 0)  # page 16/128 x batch 1/16 x 32k/128k
+    view = explorer.compute(page_size=16, context=32768, batch=16)
+    assert ("measured on the H200" in view.note) == with_data
+    explorer.static_html()  # the static page embeds every state

@@ -88,26 +88,26 @@ class PagedCache:
 
 # --- measured: the committed H200 runs ---------------------------------------------------------------
 
-def _table(run: str, name: str, columns: tuple[str, ...], root=DATA_DIR):
+def _table(run: str, name: str, columns: tuple[str, ...], root=None):
     """The run's table, or None when the run is not on file (not measured yet)."""
-    folder = root / run
+    folder = (root or DATA_DIR) / run
     if not (folder / "provenance.json").exists() or not (folder / name).exists():
         return None
     return load(folder).csv(name, columns)
 
 
-def paged_table(root=DATA_DIR):
+def paged_table(root=None):
     """data/h200/paged-decode/paged.csv (kernel, page_size, batch, n, ms, gb_per_s, ...) or None."""
     return _table(PAGED_RUN, "paged.csv", ("kernel", "page_size", "batch", "n", "ms", "gb_per_s", "copy_gb_per_s",
                                            "fraction_of_contiguous", "max_abs_err"), root)
 
 
-def masks_table(root=DATA_DIR):
+def masks_table(root=None):
     """data/h200/flex-masks/masks.csv (mask, impl, n, ms, tflops_effective, max_abs_err) or None."""
     return _table(MASKS_RUN, "masks.csv", ("mask", "impl", "n", "ms", "tflops_effective", "max_abs_err"), root)
 
 
-def paged_row(kernel: str, batch: int, n: int, page_size: int | None = None, root=DATA_DIR) -> dict | None:
+def paged_row(kernel: str, batch: int, n: int, page_size: int | None = None, root=None) -> dict | None:
     """One row of the paged-decode run ('contiguous', 'paged' with a page size, or 'copy'), or None."""
     table = paged_table(root)
     if table is None:
@@ -118,7 +118,7 @@ def paged_row(kernel: str, batch: int, n: int, page_size: int | None = None, roo
     return sel.iloc[0].to_dict() if len(sel) and not math.isnan(sel.iloc[0]["ms"]) else None
 
 
-def paged_value(column: str, kernel: str, batch: int, n: int, page_size: int | None = None, root=DATA_DIR):
+def paged_value(column: str, kernel: str, batch: int, n: int, page_size: int | None = None, root=None):
     """A number from the paged-decode run, or None (not measured)."""
     row = paged_row(kernel, batch, n, page_size, root)
     if row is None:
@@ -127,31 +127,31 @@ def paged_value(column: str, kernel: str, batch: int, n: int, page_size: int | N
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
-def measured_page_sizes(root=DATA_DIR) -> list[int]:
+def measured_page_sizes(root=None) -> list[int]:
     table = paged_table(root)
     if table is None:
         return []
     return sorted(int(p) for p in table[table.kernel == "paged"].page_size.dropna().unique())
 
 
-def mask_value(column: str, mask: str, impl: str, n: int, root=DATA_DIR):
+def mask_value(column: str, mask: str, impl: str, n: int, root=None):
     """A number from the FlexAttention mask run, or None (not measured, or that backend refused the mask)."""
     table = masks_table(root)
     if table is None:
         return None
-    sel = table[(table.mask == mask) & (table.impl == impl) & (table.n == n)]
+    sel = table[(table["mask"] == mask) & (table.impl == impl) & (table.n == n)]
     if not len(sel):
         return None
     value = sel.iloc[0][column]
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def fastest_sdpa(mask: str, n: int, root=DATA_DIR) -> tuple[str | None, float | None]:
+def fastest_sdpa(mask: str, n: int, root=None) -> tuple[str | None, float | None]:
     """(impl, ms) of the fastest SDPA backend that ran this mask, or (None, None)."""
     table = masks_table(root)
     if table is None:
         return None, None
-    sel = table[(table.mask == mask) & (table.n == n) & table.impl.str.startswith("sdpa") & table.ms.notna()]
+    sel = table[(table["mask"] == mask) & (table.n == n) & table.impl.str.startswith("sdpa") & table.ms.notna()]
     if not len(sel):
         return None, None
     best = sel.loc[sel.ms.idxmin()]
