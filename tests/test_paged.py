@@ -171,6 +171,7 @@ def write_synthetic_runs(root):
                              "gb_per_s": (2 if kernel == "copy" else 1) * nbytes / ms / 1e6,
                              "copy_gb_per_s": nbytes / base / 1.02 / 1e6,
                              "fraction_of_contiguous": base / ms if kernel != "copy" else None,
+                             "fraction_of_copy": base * 1.02 / ms if kernel != "copy" else None,
                              "max_abs_err": 0.004 if kernel != "copy" else None})
     folder = root / "h200" / "paged-decode"
     store.write_csv(folder, "paged.csv", pd.DataFrame(rows).reindex(columns=paged_bench.COLUMNS))
