@@ -22,6 +22,7 @@ COMMANDS = {
     "dram-bytes": "lab.measure.dram_bytes",
     "flex-decomposition": "lab.measure.flex_decomposition",
     "value-dependence": "lab.measure.value_dependence",
+    "paged-bench": "lab.measure.paged_bench",
     "vllm-sweep": "lab.measure.vllm.sweep",
     "vllm-concurrency": "lab.measure.vllm.concurrency",
     "fit": "lab.results.fit",

@@ -1,0 +1,163 @@
+"""A paged KV cache in numbers: what pages cost in memory (pure arithmetic), and what they cost a kernel
+(the committed H200 runs of ``python -m lab paged-bench`` and of the FlexAttention mask timings).
+
+The memory side needs no GPU: a sequence of ``context`` tokens in pages of ``page_size`` tokens holds
+ceil(context / page_size) pages; only its last page is partly empty. An engine without pages reserves
+a sequence's maximum length up front instead. The measured side returns :class:`lab.book.facts.Fact`-
+compatible values: ``None`` where the run is not on file, never a made-up number.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from lab import LabError
+from lab.results.data import DATA_DIR, load
+from lab.results.modelshape import qwen25_7b
+
+PAGED_RUN = "h200/paged-decode"
+MASKS_RUN = "h200/flex-masks"
+BLOCK_TABLE_ENTRY_BYTES = 4  # int32 page ids, as vLLM's block tables
+
+
+# --- memory: pure arithmetic ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PagedCache:
+    """The KV cache of ``batch`` sequences of ``context`` tokens each, in pages of ``page_size`` tokens.
+
+    ``bytes_per_token`` is K and V of one token over every layer (Qwen2.5-7B in bf16 by default).
+    """
+
+    page_size: int
+    context: int
+    batch: int
+    bytes_per_token: int = 0
+
+    def __post_init__(self):
+        for name in ("page_size", "context", "batch"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise LabError(f"{name} must be a positive whole number, got {value!r}")
+        if self.bytes_per_token == 0:
+            object.__setattr__(self, "bytes_per_token", qwen25_7b().kv_bytes_per_token())
+
+    @property
+    def pages_per_sequence(self) -> int:
+        return math.ceil(self.context / self.page_size)
+
+    @property
+    def pages(self) -> int:
+        return self.batch * self.pages_per_sequence
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of the tokens themselves (what a kernel reads each decode step)."""
+        return self.batch * self.context * self.bytes_per_token
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Bytes of every page handed out, the empty slots of each last page included."""
+        return self.pages * self.page_size * self.bytes_per_token
+
+    @property
+    def wasted_slots(self) -> int:
+        """Token slots allocated but empty: at most page_size - 1 per sequence, all in its last page."""
+        return self.batch * (self.pages_per_sequence * self.page_size - self.context)
+
+    @property
+    def wasted_bytes(self) -> int:
+        return self.wasted_slots * self.bytes_per_token
+
+    @property
+    def wasted_fraction(self) -> float:
+        return self.wasted_bytes / self.allocated_bytes
+
+    @property
+    def block_table_bytes(self) -> int:
+        """One int32 page id per page of every sequence (one table shared by all layers)."""
+        return self.pages * BLOCK_TABLE_ENTRY_BYTES
+
+    def reserved_waste_fraction(self, max_len: int) -> float:
+        """Without pages: the share of a max_len reservation per sequence that these tokens leave empty."""
+        if max_len < self.context:
+            raise LabError(f"max_len ({max_len}) must be at least the context ({self.context})")
+        return 1 - self.context / max_len
+
+
+# --- measured: the committed H200 runs ---------------------------------------------------------------
+
+def _table(run: str, name: str, columns: tuple[str, ...], root=None):
+    """The run's table, or None when the run is not on file (not measured yet)."""
+    folder = (root or DATA_DIR) / run
+    if not (folder / "provenance.json").exists() or not (folder / name).exists():
+        return None
+    return load(folder).csv(name, columns)
+
+
+def paged_table(root=None):
+    """data/h200/paged-decode/paged.csv (kernel, page_size, batch, n, ms, gb_per_s, ...) or None."""
+    return _table(PAGED_RUN, "paged.csv", ("kernel", "page_size", "batch", "n", "ms", "gb_per_s", "copy_gb_per_s",
+                                           "fraction_of_contiguous", "max_abs_err"), root)
+
+
+def masks_table(root=None):
+    """data/h200/flex-masks/masks.csv (mask, impl, n, ms, tflops_effective, max_abs_err) or None."""
+    return _table(MASKS_RUN, "masks.csv", ("mask", "impl", "n", "ms", "tflops_effective", "max_abs_err"), root)
+
+
+def paged_row(kernel: str, batch: int, n: int, page_size: int | None = None, root=None) -> dict | None:
+    """One row of the paged-decode run ('contiguous', 'paged' with a page size, or 'copy'), or None."""
+    table = paged_table(root)
+    if table is None:
+        return None
+    sel = table[(table.kernel == kernel) & (table.batch == batch) & (table.n == n)]
+    if kernel == "paged":
+        sel = sel[sel.page_size == page_size]
+    return sel.iloc[0].to_dict() if len(sel) and not math.isnan(sel.iloc[0]["ms"]) else None
+
+
+def paged_value(column: str, kernel: str, batch: int, n: int, page_size: int | None = None, root=None):
+    """A number from the paged-decode run, or None (not measured)."""
+    row = paged_row(kernel, batch, n, page_size, root)
+    if row is None:
+        return None
+    value = row.get(column)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def measured_page_sizes(root=None) -> list[int]:
+    table = paged_table(root)
+    if table is None:
+        return []
+    return sorted(int(p) for p in table[table.kernel == "paged"].page_size.dropna().unique())
+
+
+def mask_value(column: str, mask: str, impl: str, n: int, root=None):
+    """A number from the FlexAttention mask run, or None (not measured, or that backend refused the mask)."""
+    table = masks_table(root)
+    if table is None:
+        return None
+    sel = table[(table["mask"] == mask) & (table.impl == impl) & (table.n == n)]
+    if not len(sel):
+        return None
+    value = sel.iloc[0][column]
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def fastest_sdpa(mask: str, n: int, root=None) -> tuple[str | None, float | None]:
+    """(impl, ms) of the fastest SDPA backend that ran this mask, or (None, None)."""
+    table = masks_table(root)
+    if table is None:
+        return None, None
+    sel = table[(table["mask"] == mask) & (table.n == n) & table.impl.str.startswith("sdpa") & table.ms.notna()]
+    if not len(sel):
+        return None, None
+    best = sel.loc[sel.ms.idxmin()]
+    return str(best.impl), float(best.ms)
+
+
+def source(run: str) -> str:
+    """Where a glued number comes from."""
+    return f"data/{run}/" + ("paged.csv" if run == PAGED_RUN else "masks.csv")
