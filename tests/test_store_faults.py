@@ -26,13 +26,13 @@ _PAD = 4_000_000
 _APPENDER = textwrap.dedent("""
     import sys
     from lab import store
-    path, first = sys.argv[1], int(sys.argv[2])
+    path, first, pad = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     print("ready", flush=True)
     i = first
     while True:
-        store.append_jsonl(path, {"i": i, "pad": "x" * %d})
+        store.append_jsonl(path, {"i": i, "pad": "x" * pad})
         i += 1
-""" % _PAD)
+""")
 
 _REPLACER = textwrap.dedent("""
     import sys
@@ -66,7 +66,7 @@ def test_resume_after_a_writer_killed_mid_line_keeps_every_record_and_appends(tm
         kills += 1
         path = tmp_path / f"run{kills}" / "measurements.jsonl"
         path.parent.mkdir()
-        _kill_at_random(_start(_APPENDER, path, 0), rng, 0.4)
+        _kill_at_random(_start(_APPENDER, path, 0, _PAD), rng, 0.4)
         if not path.exists():
             continue
         before = path.read_bytes()
