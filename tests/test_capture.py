@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from lab import LabError
+from lab import REPO_ROOT, LabError
 from lab.measure import capture, census
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+from census_synthetic import write_synthetic  # noqa: E402  (scripts/ is not a package)
+
 from lab.measure.vllm.server import post
 
 
@@ -57,7 +62,7 @@ class FakeVllm:
                 elif self.path == "/stop_profile":
                     fake.log.append(f"stop at token {fake.tokens_sent}")
                     stamp = time.time_ns()
-                    census.write_synthetic(fake.folder / f"rank0.{stamp}.pt.trace.json.gz", 0.3)
+                    write_synthetic(fake.folder / f"rank0.{stamp}.pt.trace.json.gz", 0.3)
                     (fake.folder / f"async_llm.{stamp}.pt.trace.json").write_text(
                         json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1,
                                                      "dur": 1, "pid": 1, "tid": 1}]}))
@@ -149,7 +154,7 @@ def test_keep_trace_trims_over_the_limit_and_the_census_reproduces(fake, tmp_pat
 
 def test_keep_trace_drops_a_trace_that_stays_too_big(tmp_path):
     raw = tmp_path / "raw.json"
-    census.write_synthetic(raw, 0.5)
+    write_synthetic(raw, 0.5)
     kept = capture.keep_trace(raw, tmp_path / "out" / "prefill-1.trace.json.gz", max_mb=0.001)
     assert kept["trace"] is None and not (tmp_path / "out" / "prefill-1.trace.json.gz").exists()
     assert (tmp_path / "out" / "prefill-1.census.json").exists()
@@ -200,7 +205,7 @@ def test_stored_census_verifies_and_a_tampered_one_does_not(tmp_path, capsys):
     from lab.__main__ import main as lab_main
 
     raw = tmp_path / "raw.json"
-    census.write_synthetic(raw, 0.1)
+    write_synthetic(raw, 0.1)
     folder = tmp_path / "arm"
     capture.keep_trace(raw, folder / "prefill-2048.trace.json.gz")
     assert lab_main(["census", "--verify", str(folder)]) == 0
