@@ -129,7 +129,7 @@ def _compare_backends(megabytes: float = 10.0) -> dict[str, float]:
     return results
 
 
-def bench(megabytes: float, keep: Path | None = None) -> dict:
+def bench(megabytes: float, keep: Path | None = None, compare_mb: float = 10.0) -> dict:
     """Census throughput (MB/s of uncompressed JSON, per CPU second and per wall second) and peak RSS.
 
     Also times the bare parse (every event through the same streaming parser, nothing kept) as
@@ -156,7 +156,7 @@ def bench(megabytes: float, keep: Path | None = None) -> dict:
         if keep is None:
             path.unlink(missing_ok=True)
             folder.rmdir()
-    backends = _compare_backends()
+    backends = _compare_backends(compare_mb)
     return {"mb": mb, "kernels": info["kernels"], "cpu_seconds": cpu, "wall_seconds": wall,
             "parse_only_mb_per_cpu_s_by_backend": backends,
             "mb_per_cpu_s": mb / cpu, "mb_per_wall_s": mb / wall, "parse_only_mb_per_cpu_s": mb / floor_cpu,

@@ -421,3 +421,22 @@ def test_verify_with_a_malformed_stored_census_is_one_line(tmp_path, capsys, con
     assert lab_main(["census", "--verify", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "prefill-8.census.json" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_synthetic_benchmark_script_refuses_a_bad_size(capsys):
+    from census_synthetic import main as synthetic_main
+
+    for bad in ("nan", "0", "-3", "abc"):
+        with pytest.raises(SystemExit) as info:
+            synthetic_main(["--bench", bad])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "expected a size in MB" in err and len(err.strip().splitlines()) <= 3 and "Traceback" not in err
+
+
+def test_synthetic_benchmark_runs_on_a_small_trace(capsys):
+    from census_synthetic import bench, print_bench
+
+    r = bench(0.2, compare_mb=0.2)
+    print_bench(r)
+    assert r["kernels"] > 0 and r["mb_per_cpu_s"] > 0 and "census benchmark" in capsys.readouterr().out
