@@ -306,3 +306,19 @@ def test_capture_vllm_refuses_bad_numbers_before_starting(tmp_path, capsys, flag
     code, err = _run(["capture", "vllm", "--arm", "FLEX_ATTENTION", "--out", str(tmp_path / "o"), flag, value], capsys)
     assert code == 2 and err.count("\n") == 1 and f"{flag} " in err
     assert not (tmp_path / "o").exists()
+
+
+def test_keep_trace_keeps_the_whole_trace_when_trimming_fails(tmp_path, monkeypatch):
+    from lab.measure import trace_store
+
+    raw = tmp_path / "raw.json"
+    write_synthetic(raw, 0.1)
+
+    def broken(src, dst):
+        raise LabError("disk full")
+    monkeypatch.setattr(trace_store, "trim_trace", broken)
+    dest = tmp_path / "arm" / "prefill-8.trace.json.gz"
+    with pytest.raises(LabError, match="disk full"):
+        capture.keep_trace(raw, dest, max_mb=0.001)
+    assert census.census(dest)["stats"]["kernels"] == census.census(raw)["stats"]["kernels"]
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["prefill-8.trace.json.gz"]

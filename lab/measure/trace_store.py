@@ -79,8 +79,10 @@ def keep_trace(raw: Path, dest: Path, *, phase: str = "all", max_mb: float = MAX
         os.replace(dest, full)
         try:
             trimmed = trim_trace(full, dest)
-        finally:
-            full.unlink(missing_ok=True)
+        except BaseException:
+            os.replace(full, dest)       # a failed trim keeps the whole trace
+            raise
+        full.unlink()
     kept_bytes = dest.stat().st_size
     stored = dest
     if kept_bytes > max_mb * 1e6:
