@@ -184,6 +184,10 @@ def _fsync_path(path: Path, directory: bool = False) -> None:
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
     try:
         os.fsync(fd)
+    except OSError:
+        if not directory:
+            raise
+        # some file systems cannot fsync a folder; the file itself is already on disk
     finally:
         os.close(fd)
 
