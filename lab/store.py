@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -68,30 +69,52 @@ def validate_provenance(record: Any, where: Path | str) -> dict:
 
 
 
-def read_json(path: Path) -> Any:
+def _read_text(path: Path) -> str:
+    """A UTF-8 text file's contents; a missing, folder, unreadable or binary file is a LabError."""
+    path = Path(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise LabError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise LabError(f"{path}: is a folder, expected a file") from None
+    except UnicodeDecodeError as exc:
+        raise LabError(f"{path}: not UTF-8 text (byte {exc.start}); expected a JSON text file") from None
+    except OSError as exc:
+        raise LabError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(_read_text(path))
     except json.JSONDecodeError as exc:
         raise LabError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """Read a JSON-lines file. A truncated last line (a run killed mid-write) is skipped."""
+def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> list[dict]:
+    """Read a JSON-lines file of objects. A truncated last line (a run killed mid-write) is skipped.
+
+    ``required`` names fields every record must have; a line without one is a LabError naming it.
+    """
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
+    lines = _read_text(path).splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
             if number == len(lines):
                 continue
             raise LabError(f"{path}: line {number} is not valid JSON; expected one JSON object per line") from None
+        if not isinstance(row, dict):
+            raise LabError(f"{path}: line {number} is {line.strip()[:40]}, not a JSON object; "
+                           "expected one JSON object per line")
+        missing = [f for f in required if f not in row]
+        if missing:
+            raise LabError(f"{path}: line {number} has no field '{missing[0]}'; "
+                           f"expected records with {', '.join(required)}")
+        rows.append(row)
     return rows
 
 
@@ -125,13 +148,80 @@ def new_provenance(kind: str, *, model: str | None = None, dtype: str | None = N
     return record
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+#: Permissions a new file gets (mkstemp makes its file private; the result should not be).
+_FILE_MODE = 0o666 & ~_umask()
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Temporary files of ``path`` left by writers that were killed (their process is gone)."""
+    for tmp in path.parent.glob(_temp_prefix(path) + "*.tmp"):
+        pid = tmp.name[len(_temp_prefix(path)):].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not directory:
+            raise
+        # some file systems cannot fsync a folder; the file itself is already on disk
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, write) -> Path:
-    """Call ``write(tmp_path)``, then move the file into place: a crash never leaves half a file."""
+    """Call ``write(tmp_path)``, then move the file into place: a crash never leaves half a file.
+
+    The temporary file is unique (two writers of one path never share it), lives in the same folder
+    (so the move is atomic), is flushed to disk before the move (the folder after it), and is removed
+    if ``write`` fails. One left by a writer that was killed is removed by the next writer.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
+    if path.is_dir():
+        raise LabError(f"{path}: is a folder; expected a file name to write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temps(path)
+        fd, name = tempfile.mkstemp(prefix=f"{_temp_prefix(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise LabError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.chmod(tmp, _FILE_MODE)
+        _fsync_path(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise LabError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_path(path.parent, directory=True)
     return path
 
 
@@ -149,9 +239,60 @@ def write_csv(folder: Path, name: str, table) -> Path:
 
 
 def append_jsonl(path: Path, record: dict) -> None:
-    """Append one measurement and flush it to disk at once, so a crash loses nothing already measured."""
+    """Append one measurement and flush it to disk at once, so a crash loses nothing already measured.
+
+    A run killed mid-write leaves a torn last line; before appending after it, the fragment is moved
+    to ``<file>.torn`` (every complete record stays), so the file never gets a corrupt line inside.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(record) + "\n")
+    line = (json.dumps(record) + "\n").encode("utf-8")
+    with open(path, "a+b") as fh:
+        _end_with_a_whole_line(path, fh)
+        fh.write(line)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _end_with_a_whole_line(path: Path, fh) -> None:
+    """If the file's last line has no newline (a torn write), finish it or set it aside in ``.torn``."""
+    end = fh.seek(0, os.SEEK_END)
+    if end == 0:
+        return
+    fh.seek(end - 1)
+    if fh.read(1) == b"\n":
+        return
+    start = end
+    while start > 0:                      # find the last newline, reading backwards in blocks
+        block = min(1 << 20, start)
+        fh.seek(start - block)
+        chunk = fh.read(block)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            start = start - block + cut + 1
+            break
+        start -= block
+    fh.seek(start)
+    fragment = fh.read()
+    try:
+        whole = isinstance(json.loads(fragment), dict)
+    except ValueError:
+        whole = False
+    if whole:                             # killed between the record and its newline: keep it
+        fh.write(b"\n")
+    else:
+        torn = path.with_name(path.name + ".torn")
+        with open(torn, "ab") as side:
+            side.write(fragment + b"\n")
+            side.flush()
+            os.fsync(side.fileno())
+        fh.truncate(start)
+        print(f"note: {path}: the last line was cut off mid-write ({len(fragment):,} bytes); "
+              f"moved it to {torn.name} and kept the {_count_lines(fh):,} complete records", file=sys.stderr)
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def _count_lines(fh) -> int:
+    fh.seek(0)
+    return sum(1 for line in fh if line.strip())

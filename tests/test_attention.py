@@ -352,7 +352,7 @@ def test_bench_records_the_clocks_while_timing_and_stops_them_on_a_failure():
     assert rows[1]["status"] == "error" and "sm_mhz" not in rows[1]
 
 
-def test_bench_times_candidates_in_interleaved_rounds():
+def test_bench_times_candidates_in_interleaved_rounds(monkeypatch):
     # three rounds, each starting at a different candidate; a row's time is its median round
     from lab.measure import bench
 
@@ -375,14 +375,13 @@ def test_bench_times_candidates_in_interleaved_rounds():
             return inner(*args)
         return fn
 
-    bench.candidate_fn = tagged
-    try:
-        clocks = _FakeClocks()
-        shape = bench.Shape("prefill", 1, 4, 2, 40, head_dim=64)
-        rows = bench.measure_shape(shape, list(made_up), 30, device=DEVICE, timer=lambda fn, **kw: (fn(), timer(fn))[1],
-                                   dtype=torch.float16, clocks=clocks, rounds=3)
-    finally:
-        bench.candidate_fn = real
+    from lab.measure import timing
+
+    monkeypatch.setattr(timing, "candidate_fn", tagged)   # where measure_shape looks the candidates up
+    clocks = _FakeClocks()
+    shape = bench.Shape("prefill", 1, 4, 2, 40, head_dim=64)
+    rows = bench.measure_shape(shape, list(made_up), 30, device=DEVICE, timer=lambda fn, **kw: (fn(), timer(fn))[1],
+                               dtype=torch.float16, clocks=clocks, rounds=3)
     assert order == ["naive", "ours-teaching", "ours-tuned", "ours-teaching", "ours-tuned", "naive",
                      "ours-tuned", "naive", "ours-teaching"]
     by_name = {r["candidate"]: r for r in rows}
@@ -460,6 +459,36 @@ def test_bench_rebuild_from_measurements(tmp_path):
     bars = pd.read_csv(tmp_path / "bars.csv").set_index("bar")
     assert bars.loc["prefill 16k: tuned speed vs SDPA flash", "ratio"] == 1.5
     assert bars.loc["decode 32k batch 16: tuned bandwidth / copy bandwidth", "met"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "no measurements in it"),
+    ('{"phase": "prefill", "note": "schema-less"}\n', "line 1 has no field 'candidate'"),
+    ('{"candidate": "ours-tuned", "n": 16384, "status": "ok", "ms": 4.0}\n{}\n', "line 2 has no field 'candidate'"),
+    ('{"candidate": "ours-tuned", "n": 16384, "status": "ok"}\n', "has status ok but ms None"),
+    ('42\n', "line 1 is 42, not a JSON object"),
+])
+def test_bench_rebuild_refuses_a_file_without_measurements_and_keeps_the_tables(tmp_path, capsys, content, message):
+    from lab.__main__ import main
+
+    (tmp_path / "measurements.jsonl").write_text(content)
+    for name in ("bars.csv", "prefill.csv"):
+        (tmp_path / name).write_text(f"the tables of the run, {name}\n")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert main(["bench", "--rebuild", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_bench_keeps_the_names_other_modules_import():
+    from lab.measure import bench, candidates, timing
+
+    assert bench.Shape is candidates.Shape and bench.measure_shape is timing.measure_shape
+    assert bench._inputs is bench.inputs is candidates.inputs
+    for name in ("candidate_fn", "rotation", "round_order", "copy_bandwidth_gbps", "CANDIDATES", "ablation",
+                 "graph_replay_ms", "rounds_text", "MAX_ABS_ERR", "OURS", "bars", "write_tables"):
+        assert hasattr(bench, name), name
 
 
 def test_cached_h200_kernels_dataset_is_readable():

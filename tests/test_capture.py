@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from lab import LabError
+from lab import REPO_ROOT, LabError
 from lab.measure import capture, census
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+from census_synthetic import write_synthetic  # noqa: E402  (scripts/ is not a package)
+
 from lab.measure.vllm.server import post
 
 
@@ -23,10 +28,15 @@ class FakeVllm:
     Records the order of events so a test can check when profiling started and stopped.
     """
 
+    #: A stream longer than this pauses after its first token until /start_profile arrives: profiling then
+    #: starts at exactly one token, however slowly this machine runs (events, not sleeps, order the test).
+    HOLD_LONGER_THAN = 8
+
     def __init__(self, folder: Path):
         self.folder = folder
         self.log: list[str] = []
         self.tokens_sent = 0
+        self.profiling = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,22 +52,25 @@ class FakeVllm:
                         self.send_response(200)
                         self.send_header("Content-Type", "text/event-stream")
                         self.end_headers()
-                        for _ in range(body["max_tokens"]):
+                        for i in range(body["max_tokens"]):
                             fake.tokens_sent += 1
                             chunk = {"choices": [{"token_ids": [7], "text": ""}]}
                             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                             self.wfile.flush()
-                            time.sleep(0.002)
+                            if i == 0 and body["max_tokens"] > fake.HOLD_LONGER_THAN:
+                                assert fake.profiling.wait(timeout=60), "the client never started profiling"
                         self.wfile.write(b"data: [DONE]\n\n")
                         return
                     answer = json.dumps({"choices": [{"token_ids": [7] * body["max_tokens"]}]}).encode()
                 elif self.path == "/start_profile":
                     fake.log.append(f"start at token {fake.tokens_sent}")
+                    fake.profiling.set()
                     answer = b"{}"
                 elif self.path == "/stop_profile":
                     fake.log.append(f"stop at token {fake.tokens_sent}")
+                    fake.profiling.clear()
                     stamp = time.time_ns()
-                    census.write_synthetic(fake.folder / f"rank0.{stamp}.pt.trace.json.gz", 0.3)
+                    write_synthetic(fake.folder / f"rank0.{stamp}.pt.trace.json.gz", 0.3)
                     (fake.folder / f"async_llm.{stamp}.pt.trace.json").write_text(
                         json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1,
                                                      "dur": 1, "pid": 1, "tid": 1}]}))
@@ -127,8 +140,23 @@ def test_decode_window_starts_after_the_first_token_and_spans_the_asked_tokens(f
     assert fake.log[0] == "request 32 4 stream" and fake.log[1] == "request 32 74 stream"
     start = int(fake.log[2].split()[-1]) - 4        # tokens of this request when profiling started
     stop = int(fake.log[3].split()[-1]) - 4
-    assert fake.log[2].startswith("start") and start >= 1
+    assert fake.log[2].startswith("start") and start == 1   # the fake holds the stream at token 1 until then
     assert fake.log[3].startswith("stop") and stop - start >= 10
+
+
+def test_the_decode_window_is_ordered_by_events_even_on_a_loaded_machine(fake, tmp_path, monkeypatch):
+    # a client that reads slowly (a busy machine): the window must still span the asked tokens
+    real = capture.stream_chunks
+
+    def slow(*args, **kwargs):
+        for chunk in real(*args, **kwargs):
+            time.sleep(0.005)
+            yield chunk
+    monkeypatch.setattr(capture, "stream_chunks", slow)
+    folder = capture._TraceFolder(tmp_path / "raw")
+    capture.capture_window(fake, folder, capture.Window("decode", 32), decode_tokens=10)
+    start, stop = (int(line.split()[-1]) - 4 for line in fake.log[2:4])
+    assert start == 1 and stop - start >= 10
 
 
 def test_keep_trace_trims_over_the_limit_and_the_census_reproduces(fake, tmp_path):
@@ -149,7 +177,7 @@ def test_keep_trace_trims_over_the_limit_and_the_census_reproduces(fake, tmp_pat
 
 def test_keep_trace_drops_a_trace_that_stays_too_big(tmp_path):
     raw = tmp_path / "raw.json"
-    census.write_synthetic(raw, 0.5)
+    write_synthetic(raw, 0.5)
     kept = capture.keep_trace(raw, tmp_path / "out" / "prefill-1.trace.json.gz", max_mb=0.001)
     assert kept["trace"] is None and not (tmp_path / "out" / "prefill-1.trace.json.gz").exists()
     assert (tmp_path / "out" / "prefill-1.census.json").exists()
@@ -200,7 +228,7 @@ def test_stored_census_verifies_and_a_tampered_one_does_not(tmp_path, capsys):
     from lab.__main__ import main as lab_main
 
     raw = tmp_path / "raw.json"
-    census.write_synthetic(raw, 0.1)
+    write_synthetic(raw, 0.1)
     folder = tmp_path / "arm"
     capture.keep_trace(raw, folder / "prefill-2048.trace.json.gz")
     assert lab_main(["census", "--verify", str(folder)]) == 0
@@ -232,3 +260,65 @@ def test_clocks_are_sampled_inside_the_profiled_part_only(fake, tmp_path, window
     capture.capture_window(fake, folder, window, decode_tokens=10, clocks=_RecordingClocks(fake.log))
     marks = [line.split(" at ")[0] if " at " in line else line for line in fake.log if not line.startswith("request")]
     assert marks == ["start", "clocks on", "clocks off", "stop"]
+
+
+# --- faults: trimming onto itself, bad sources, bad numbers (issue 18) ------------------------------
+
+def _run(argv, capsys):
+    from lab.__main__ import main as lab_main
+
+    code = lab_main(argv)
+    err = capsys.readouterr().err
+    return code, err
+
+
+def test_trim_onto_its_own_source_is_refused_and_the_trace_is_untouched(tmp_path, capsys):
+    src = tmp_path / "w.json.gz"
+    write_synthetic(src, 0.05)
+    before = src.read_bytes()
+    code, err = _run(["capture", "trim", str(src), "--out", str(src)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "is the trace being trimmed" in err
+    assert src.read_bytes() == before
+
+
+@pytest.mark.parametrize("make", [lambda p: p.write_text("step,ms\n1,2\n"), lambda p: None,
+                                  lambda p: p.write_bytes(b"\x1f\x8b\x08\x00broken")])
+def test_trim_of_a_bad_source_leaves_the_output_as_it_was(tmp_path, capsys, make):
+    src, out = tmp_path / "bad.json", tmp_path / "kept.json.gz"
+    make(src)
+    out.write_bytes(b"an earlier trimmed trace")
+    code, err = _run(["capture", "trim", str(src), "--out", str(out)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert out.read_bytes() == b"an earlier trimmed trace"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["kept.json.gz"] + (["bad.json"] if src.exists() else []))
+
+
+def test_trim_writes_a_trace_with_the_same_census(tmp_path, capsys):
+    src, out = tmp_path / "w.json.gz", tmp_path / "t.json.gz"
+    write_synthetic(src, 0.05)
+    code, _ = _run(["capture", "trim", str(src), "--out", str(out)], capsys)
+    assert code == 0 and census.census(out)["families"] == census.census(src)["families"]
+
+
+@pytest.mark.parametrize("flag, value", [("--max-model-len", "0"), ("--max-model-len", "-5"), ("--decode-tokens", "0"),
+                                         ("--max-trace-mb", "nan"), ("--max-trace-mb", "-1")])
+def test_capture_vllm_refuses_bad_numbers_before_starting(tmp_path, capsys, flag, value):
+    code, err = _run(["capture", "vllm", "--arm", "FLEX_ATTENTION", "--out", str(tmp_path / "o"), flag, value], capsys)
+    assert code == 2 and err.count("\n") == 1 and f"{flag} " in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_keep_trace_keeps_the_whole_trace_when_trimming_fails(tmp_path, monkeypatch):
+    from lab.measure import trace_store
+
+    raw = tmp_path / "raw.json"
+    write_synthetic(raw, 0.1)
+
+    def broken(src, dst):
+        raise LabError("disk full")
+    monkeypatch.setattr(trace_store, "trim_trace", broken)
+    dest = tmp_path / "arm" / "prefill-8.trace.json.gz"
+    with pytest.raises(LabError, match="disk full"):
+        capture.keep_trace(raw, dest, max_mb=0.001)
+    assert census.census(dest)["stats"]["kernels"] == census.census(raw)["stats"]["kernels"]
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["prefill-8.trace.json.gz"]

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 
 import pytest
 
-from lab import LabError
+from lab import REPO_ROOT, LabError
 from lab.__main__ import main as lab_main
 from lab.measure import census
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+from census_synthetic import write_synthetic  # noqa: E402  (scripts/ is not a package)
 
 # Real kernel names (as they appear in vLLM / torch.profiler traces on A10G and H200).
 FA2_SPLITKV = ("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
@@ -128,7 +132,7 @@ def test_fused_triton_kernel_with_mm_in_its_name_follows_its_launcher(tmp_path):
     # A substring rule on "_mm"/"mm" would call RED_MM a matmul; its launcher decides instead.
     trace = make_trace([(RED_MM, "aten::mm", 4.0), (RED_MM, None, 6.0), (RMSNORM, None, 2.0)])
     c = census.census(write(tmp_path, trace))
-    assert families_of(c) == {"attention": (0.0, 0), "matmul": (0.004, 1), "other": (0.008, 2)}
+    assert families_of(c) == {"attention": (0.0, 0), "matmul": (0.004, 1), "communication": (0.0, 0), "other": (0.008, 2)}
     [u] = c["unconfident"]
     assert u["name"] == RED_MM and u["count"] == 1 and "no launching op" in u["why"]
 
@@ -162,7 +166,8 @@ def test_family_totals_and_shares_by_hand(tmp_path):
                         (XMMA, "aten::mm", 15.0)])
     c = census.census(write(tmp_path, trace))
     assert c["kernel_ms"] == pytest.approx(0.1)
-    assert families_of(c) == {"attention": (0.04, 2), "matmul": (0.055, 2), "other": (0.005, 1)}
+    assert families_of(c) == {"attention": (0.04, 2), "matmul": (0.055, 2), "communication": (0.0, 0),
+                              "other": (0.005, 1)}
     assert c["families"]["matmul"]["share"] == pytest.approx(0.55)
     # Kernels run back to back with 1 us gaps: span = 100 us + 4 gaps.
     assert c["span_ms"] == pytest.approx(0.104)
@@ -196,7 +201,8 @@ def test_decode_phase_keeps_only_single_token_steps(tmp_path):
     assert everything["kernel_ms"] == pytest.approx(0.342)
     decode = census.census(path, phase="decode")
     assert decode["kernel_ms"] == pytest.approx(0.042)
-    assert families_of(decode) == {"attention": (0.012, 3), "matmul": (0.03, 3), "other": (0.0, 0)}
+    assert families_of(decode) == {"attention": (0.012, 3), "matmul": (0.03, 3), "communication": (0.0, 0),
+                                   "other": (0.0, 0)}
     assert decode["steps"]["kept"] == 3
     prefill = census.census(path, phase="prefill")
     assert prefill["kernel_ms"] == pytest.approx(0.3)
@@ -232,7 +238,7 @@ def test_gzip_and_bare_array_traces(tmp_path):
 
 
 def test_synthetic_writer_matches_its_census(tmp_path):
-    info = census.write_synthetic(tmp_path / "s.json.gz", 0.2)
+    info = write_synthetic(tmp_path / "s.json.gz", 0.2)
     c = census.census(tmp_path / "s.json.gz")
     assert c["stats"]["kernels"] == info["kernels"]
     assert c["steps"]["prefill"] == 1 and c["steps"]["decode"] == info["steps"] - 1
@@ -284,7 +290,7 @@ def test_cli_table_json_and_compare(tmp_path, capsys):
     assert "matmul" in table and "unconfident: none" in table
     assert json.loads(out.read_text())["families"]["attention"]["ms"] == pytest.approx(0.02)
     assert lab_main(["census", "--compare", str(a), str(b)]) == 0
-    lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:7]}
+    lines = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:8]}
     # attention: A 0.020 ms, B 0.060 ms -> B-A 0.040 ms, B/A 3.00; matmul identical -> 0.000, 1.00
     assert lines["attention"][-2:] == ["0.040", "3.00"]
     assert lines["matmul"][-2:] == ["0.000", "1.00"]
@@ -326,3 +332,111 @@ def test_a_trimmed_trace_keeps_the_flow_links_the_census_follows(tmp_path):
     capture.trim_trace(src, tmp_path / "trimmed.json.gz")
     again = census.census(tmp_path / "trimmed.json.gz")
     assert again["families"] == full["families"]
+
+
+# --- communication: collectives between GPUs are their own family --------------------------------
+
+@pytest.mark.parametrize("name, op", [
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "nccl:all_reduce"),
+    ("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", None),
+    ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 2>(vllm::RankData*, vllm::RankSignals, "
+     "vllm::Signal*, __nv_bfloat16*, int, int)", "_C_custom_ar::all_reduce"),
+    ("void vllm::cross_device_reduce_2stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, "
+     "vllm::Signal*, __nv_bfloat16*, int, int)", None),
+])
+def test_collectives_are_communication(tmp_path, name, op):
+    assert census.classify_name(name).family == "communication"
+    c = census.census(write(tmp_path, make_trace([(name, op, 20.0), (NVJET, "aten::mm", 30.0)])))
+    assert families_of(c)["communication"] == (0.02, 1) and c["families"]["communication"]["share"] == pytest.approx(0.4)
+    assert c["unconfident"] == []
+
+
+def test_compare_and_verify_read_a_census_stored_before_communication_existed(tmp_path, capsys):
+    trace = write(tmp_path, make_trace([(NVJET, "aten::mm", 30.0)]), "prefill-8.trace.json.gz")
+    old = census.census(trace)
+    del old["families"]["communication"]
+    (tmp_path / "prefill-8.census.json").write_text(json.dumps(old))
+    assert census.verify_folder(tmp_path)[0][1].startswith("ok")
+    assert "communication" in census.format_compare(old, census.census(trace))
+
+
+# --- faults: wrong field types, negative durations, sizes and counts in the header (issue 18) ------
+
+@pytest.mark.parametrize("change, message", [
+    ({"ts": "abc"}, r'has "ts": \'abc\'; expected a number'),
+    ({"dur": None}, r'has "dur": \'None\'; expected a number'),
+    ({"args": [1, 2]}, r'has "args" of type list; expected an object'),
+    ({"name": 42}, r'has "name": \'42\'; expected a string'),
+    ({"dur": -5.0}, r"negative duration \(-5 us\); the trace is corrupt"),
+])
+def test_a_kernel_with_a_wrong_field_is_one_line(tmp_path, capsys, change, message):
+    trace = make_trace([(NVJET, "aten::mm", 30.0), (FA3, "vllm::unified_attention_with_output", 10.0)])
+    kernel = [e for e in trace["traceEvents"] if e["cat"] == "kernel"][1]
+    kernel.update(change)
+    path = write(tmp_path, trace)
+    with pytest.raises(LabError, match=message):
+        census.census(path)
+    assert lab_main(["census", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_wrong_types_in_launches_and_flows_are_one_line(tmp_path):
+    trace = make_trace([(NVJET, "aten::mm", 30.0)], with_flows=True)
+    launch = next(e for e in trace["traceEvents"] if e["cat"] == "cuda_runtime")
+    launch["args"] = "corr 1"
+    with pytest.raises(LabError, match='cuda_runtime .* has "args" of type str'):
+        census.census(write(tmp_path, trace))
+
+
+def test_phase_header_counts_the_kept_kernels_and_both_sizes(tmp_path):
+    kernels, steps = decode_window()
+    path = write(tmp_path, make_trace(kernels, steps), "w.json.gz")
+    decode = census.census(path, phase="decode")
+    assert decode["stats"]["kernels_kept"] == 6 and decode["stats"]["kernels"] == len(kernels)
+    text = census.format_census(decode)
+    assert f"(6 kernels of {len(kernels)} in the trace," in text
+    with gzip.open(path, "rb") as fh:
+        json_bytes = len(fh.read())
+    assert decode["stats"]["json_bytes"] == json_bytes > decode["stats"]["bytes"] == path.stat().st_size
+    assert f"{json_bytes / 1e6:.1f} MB of JSON, {path.stat().st_size / 1e6:.1f} MB gzipped" in text
+    assert "kernels of" not in census.format_census(census.census(path))
+
+
+def test_json_to_a_folder_is_refused_before_reading_and_leaves_nothing(tmp_path, capsys):
+    path = write(tmp_path, make_trace([(NVJET, "aten::mm", 30.0)]))
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert lab_main(["census", str(path), "--json", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "adir: is a folder" in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == before and not any(folder.iterdir())
+
+
+@pytest.mark.parametrize("content", ['{"families": [1, 2]}', "[]", "not json", '{"families": {"matmul": {"ms": "x"}}}'])
+def test_verify_with_a_malformed_stored_census_is_one_line(tmp_path, capsys, content):
+    write(tmp_path, make_trace([(NVJET, "aten::mm", 30.0)]), "prefill-8.trace.json.gz")
+    (tmp_path / "prefill-8.census.json").write_text(content)
+    assert lab_main(["census", "--verify", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "prefill-8.census.json" in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_synthetic_benchmark_script_refuses_a_bad_size(capsys):
+    from census_synthetic import main as synthetic_main
+
+    for bad in ("nan", "0", "-3", "abc"):
+        with pytest.raises(SystemExit) as info:
+            synthetic_main(["--bench", bad])
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert "expected a size in MB" in err and len(err.strip().splitlines()) <= 3 and "Traceback" not in err
+
+
+def test_synthetic_benchmark_runs_on_a_small_trace(capsys):
+    from census_synthetic import bench, print_bench
+
+    r = bench(0.2, compare_mb=0.2)
+    print_bench(r)
+    assert r["kernels"] > 0 and r["mb_per_cpu_s"] > 0 and "census benchmark" in capsys.readouterr().out

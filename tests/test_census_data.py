@@ -57,7 +57,7 @@ def test_published_windows_are_completed_by_arithmetic(root):
     table = cd.census_table(root)
     prefill = cd.window(table, "A10G", "prefill", 28673, "FlashAttention")
     # other = 9200 - 3098 - 5756 = 346 ms
-    assert prefill.ms == {"attention": 3098.0, "matmul": 5756.0, "other": pytest.approx(346.0)}
+    assert prefill.ms == {"attention": 3098.0, "matmul": 5756.0, "communication": 0.0, "other": pytest.approx(346.0)}
     assert prefill.derived == ["other = window - the others"]
     assert prefill.share("attention") == pytest.approx(100 * 3098 / 9200)
     # The study's decode window is filed as decode-naive; attention = 58% of 17.0 s = 9860 ms.
@@ -120,3 +120,34 @@ def test_window_clocks_summarises_limits_and_tolerates_no_census(tmp_path):
                                                                        "software power cap", 0.75)
     assert row.matmul_ms != row.matmul_ms        # no census beside it: NaN, not an error
     assert cd.window_clocks(root=tmp_path / "empty").empty
+
+
+def test_a_window_with_communication_time_reads_back_and_draws(root):
+    # a tensor-parallel capture: NCCL time is its own family; one-GPU windows show 0 ms of it
+    ours = root / "h200" / "study" / "traces" / "FLASH_ATTN-FA3"
+    result = {"kernel_ms": 100.0, "families": {"attention": {"ms": 30.0, "share": 0.3},
+                                                "matmul": {"ms": 50.0, "share": 0.5},
+                                                "communication": {"ms": 12.0, "share": 0.12},
+                                                "other": {"ms": 8.0, "share": 0.08}},
+              "steps": {"kernel_ms_by_phase": {"prefill": 100.0}}}
+    rows = census_rows(result, "prefill", 2048, "FLASH_ATTN/FA3")
+    with open(ours / "census.csv") as fh:
+        old = fh.read()
+    (ours / "census.csv").write_text(old + "".join(f"{r['phase']},{r['tokens']},{r['arm']},{r['metric']},{r['value']},"
+                                                   f"{r['unit']}\n" for r in rows))
+    table = cd.census_table(root)
+    w = cd.window(table, "H200", "prefill", 2048, "FlashAttention")
+    assert w.ms == {"attention": 30.0, "matmul": 50.0, "communication": 12.0, "other": 8.0} and w.derived == []
+    view = census_explorer(root).compute(phase="prefill", length=2048, backend="FlashAttention", gpu="H200")
+    assert {r.name: r.value for r in view.readouts}["communication"] == 12.0
+    assert "communication" in [s.name for s in view.chart.series]
+    from lab.book.plots.census import plot_census_panels
+
+    fig = plot_census_panels({"prefill 2k": [w], "decode 2k": [cd.window(table, "H200", "decode", 2048,
+                                                                           "FlashAttention")]}, "test")
+    assert "communication" in [t.get_text() for t in fig.legends[0].get_texts()]
+    one_gpu = plot_census_panels({"decode 2k": [cd.window(table, "H200", "decode", 2048, "FlashAttention")]}, "test")
+    assert "communication" not in [t.get_text() for t in one_gpu.legends[0].get_texts()]   # 0 ms: no empty entry
+    flat = census_explorer(root).compute(phase="decode", length=2048, backend="FlashAttention", gpu="H200")
+    assert {r.name: r.value for r in flat.readouts}["communication"] == 0.0
+    assert "communication" not in [s.name for s in flat.chart.series]

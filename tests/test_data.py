@@ -93,3 +93,35 @@ def test_load_sweeps_merges_every_sweep_with_gpu_column():
     sweeps = data.load_sweeps()
     a10g = sweeps[sweeps.gpu == "NVIDIA A10G"]
     assert len(a10g) == 16 and set(a10g.dataset) == {"reference/a10g-vllm0.11-qwen2.5-7b"}
+
+
+# --- faults: one broken provenance.json must not hide the other datasets (issue 18) -----------------
+
+@pytest.mark.parametrize("breakage, reason", [
+    (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff"), "not UTF-8 text"),
+    (lambda p: p.mkdir(), "is a folder"),
+    (lambda p: p.write_text('{"kind": "kernels",'), "not valid JSON"),
+])
+def test_a_broken_provenance_is_listed_and_the_rest_carry_on(tmp_path, capsys, breakage, reason):
+    from lab.__main__ import main
+
+    store.write_provenance(tmp_path / "local" / "good", _good())
+    (tmp_path / "local" / "bad").mkdir(parents=True)
+    breakage(tmp_path / "local" / "bad" / "provenance.json")
+    found, broken = data.scan(root=tmp_path)
+    assert [ds.path.name for ds in found] == ["good"] and [f.name for f, _ in broken] == ["bad"]
+    assert reason in broken[0][1]
+    assert [ds.path.name for ds in data.datasets(root=tmp_path)] == ["good"]    # what every explorer reads
+    assert main(["datasets", "--root", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert "good" in captured.out and f"BROKEN {tmp_path / 'local' / 'bad'}" in captured.out and reason in captured.out
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+
+
+def test_load_sweeps_skips_a_broken_dataset(tmp_path):
+    folder = _write(tmp_path / "sweep", {**_good(), "kind": "vllm-sweep"})
+    (folder / "sweep.csv").write_text("arm,backend,target_len,actual_len,ttft_s,prefill_ms_per_token,itl_ms\n"
+                                      "A,A,8,8,0.1,12.5,30\n")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "provenance.json").write_bytes(b"\xff\xfe")
+    assert list(data.load_sweeps(tmp_path)["dataset"]) == [str(folder)]

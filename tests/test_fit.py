@@ -108,3 +108,44 @@ def test_fit_cli_prints_every_arm():
     proc = subprocess.run([sys.executable, "-m", "lab", "fit", REFERENCE, "--arm", "NOPE"], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "no arm 'NOPE'" in proc.stderr
+
+
+# --- faults: bad cells, bad levels, empty tables (issue 18) ----------------------------------------
+
+def _sweep_dataset(tmp_path, body: str):
+    from lab import store
+
+    folder = tmp_path / "ds"
+    store.write_provenance(folder, store.new_provenance("vllm-sweep", flags={}, command="test"))
+    (folder / "sweep.csv").write_text("arm,backend,target_len,actual_len,ttft_s,prefill_ms_per_token,itl_ms\n" + body)
+    return folder
+
+
+GOOD_ROWS = "".join(f"A,A,{n},{n},{0.05 + 2e-4 * n + 4e-9 * n * n:.6f},0.2,30\n" for n in (256, 1024, 4096, 16384, 30000))
+
+
+@pytest.mark.parametrize("body, argv, message", [
+    (GOOD_ROWS.replace("0.2,30\n", "0.2,thirty\n", 1), [], "column 'itl_ms', row 1: 'thirty' is not a number"),
+    (GOOD_ROWS, ["--confidence", "nan"], "--confidence nan: expected a level between 0 and 1"),
+    (GOOD_ROWS, ["--confidence", "2"], "--confidence 2.0: expected a level between 0 and 1"),
+    ("", [], "no measured rows to fit"),
+    (GOOD_ROWS, ["--at", "-2048"], "--at '-2048': expected positive token counts"),
+    (GOOD_ROWS, ["--at", "0"], "--at '0': expected positive token counts"),
+])
+def test_fit_refuses_bad_input_in_one_line(tmp_path, body, argv, message):
+    from refusals import refused
+
+    folder = _sweep_dataset(tmp_path, body)
+    assert message in refused(["fit", folder, *argv], folder)
+
+
+def test_fit_library_refuses_a_level_outside_0_1():
+    with pytest.raises(LabError, match="confidence must be between 0 and 1"):
+        fit_quadratic([1, 2, 3, 4], [1, 2, 3, 5], confidence=2)
+
+
+def test_fit_of_a_good_table_still_prints(tmp_path, capsys):
+    from lab.__main__ import main
+
+    assert main(["fit", str(_sweep_dataset(tmp_path, GOOD_ROWS)), "--at", "2048"]) == 0
+    assert "quad share:" in capsys.readouterr().out

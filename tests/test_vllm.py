@@ -235,7 +235,28 @@ def test_a_torn_last_line_is_ignored_on_resume(tmp_path):
         with open(jsonl, "a") as fh:
             fh.write('{"target_len": 16, "rep": 0, "sta')  # a run killed mid-write
         records = probe.run_probe(fake, _plan([8]), jsonl, progress=False)
-    assert len(records) == 3
+        assert len(records) == 3
+        # the resume appends after the tear: the fragment is set aside, every record stays readable
+        records = probe.run_probe(fake, _plan([8, 16]), jsonl, progress=False)
+    assert [(r["target_len"], r["rep"]) for r in probe.read_records(jsonl)] == [
+        (8, "warm"), (8, 0), (8, 1), (16, "warm"), (16, 0), (16, 1)]
+    assert (tmp_path / "measurements.jsonl.torn").read_text() == '{"target_len": 16, "rep": 0, "sta\n'
+    rows = probe.summarize(records, "FAKE", "FAKE")
+    assert [(r["target_len"], r["status"]) for r in rows] == [(8, "ok"), (16, "ok")]
+
+
+@pytest.mark.parametrize("line, message", [("42", "line 2 is 42, not a JSON object"),
+                                           ("{}", "line 2 has no field 'target_len'")])
+def test_a_sweep_file_with_a_line_that_is_no_record_is_one_line(tmp_path, line, message):
+    jsonl = tmp_path / "measurements.jsonl"
+    with FakeVLLM() as fake:
+        probe.run_probe(fake, _plan([8]), jsonl, progress=False)
+        lines = jsonl.read_text().splitlines()
+        jsonl.write_text("\n".join([lines[0], line, *lines[1:]]) + "\n")
+        before = jsonl.read_bytes()
+        with pytest.raises(LabError, match=message):
+            probe.run_probe(fake, _plan([8, 16]), jsonl, progress=False)
+    assert jsonl.read_bytes() == before
 
 
 def test_failures_at_one_length_are_recorded_and_the_sweep_goes_on(tmp_path):
@@ -450,6 +471,7 @@ def test_sweep_cli_without_gpu_says_what_to_do(tmp_path, capsys):
     (["--model", str(REPO_ROOT / "data" / "models" / "qwen2.5-7b"), "--lengths", "32768"], "exceeds the model's max_position_embeddings"),
     (["--max-model-len", "1000", "--lengths", "1000"], "exceeds --max-model-len 1000"),
     (["--model", "data/models/nope"], "no such model folder"),
+    (["--max-model-len", "0"], "--max-model-len 0: expected a positive token count"),
 ])
 def test_sweep_cli_rejects_bad_input_before_starting_anything(argv, message, capsys):
     from lab.measure.vllm import sweep

@@ -29,7 +29,7 @@ def census_explorer(root: Path = DATA_DIR):
                 if value is not None:
                     xs.append(n)
                     ys.append(value)
-            if xs:
+            if any(ys):         # a family with no time at any length (communication on one GPU) draws no line
                 series.append(Series(fam, xs, ys, kind="line+points"))
         marker_y = w.ms["attention"]
         source = (f"{gpu}, {'published figures of the reference study (vLLM 0.11)' if w.source == 'published' else 'our traces (vLLM 0.26)' if w.source else 'no data'}")

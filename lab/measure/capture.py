@@ -30,7 +30,6 @@ from __future__ import annotations
 import gzip
 import importlib
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -42,14 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
+from lab.measure.trace_store import MAX_TRACE_MB, census_rows, keep_trace, trim_trace, write_rows
 
 #: The windows of the reference study, re-measured: prefill at 2k/8k/28k, decode at 2k/28k.
 DEFAULT_WINDOWS = "prefill:2048,prefill:8192,prefill:28672,decode:2048,decode:28672,decode-naive:28672"
 PHASES = ("prefill", "decode", "decode-naive")
 #: Tokens generated inside a decode window (the reference study generated 30).
 DECODE_TOKENS = 30
-#: Per-trace size limit for committing a trace; above it the trace is trimmed.
-MAX_TRACE_MB = 5.0
 #: Profiler settings for windows: no Python stacks (they triple the file and the census never reads them).
 PROFILER_OPTIONS = {"torch_profiler_with_stack": False, "torch_profiler_dump_cuda_time_total": False}
 
@@ -236,104 +234,6 @@ def capture_window(server, folder: _TraceFolder, window: Window, *, decode_token
     return folder.new_trace(since)
 
 
-# --- keeping a trace: size limit and trimming ----------------------------------------------------
-
-def trim_trace(src: Path, dst: Path) -> dict:
-    """Write only the events the census reads (same census, a fraction of the size); returns counts."""
-    from lab.measure import census as cz
-
-    kept = dropped = 0
-    with gzip.open(dst, "wt", encoding="utf-8", compresslevel=9) as out:
-        out.write('{"traceName": "trimmed by lab.measure.capture: kernels, launches, classifying CPU ops and step '
-                  'annotations only; open the original for the full timeline",\n"traceEvents": [\n')
-        first = True
-        for ev in cz.iter_events(src):
-            cat = ev.get("cat")
-            if not (cz.read_by_census(ev) or ev.get("ph") == "M"):  # metadata keeps the viewer's thread names
-                dropped += 1
-                continue
-            if cat == "kernel":   # the census reads name, ts, dur and the correlation id
-                args = ev.get("args") or {}
-                ev = {k: ev[k] for k in ("ph", "cat", "name", "pid", "tid", "ts", "dur") if k in ev}
-                ev["args"] = {k: args[k] for k in ("correlation", "External id", "stream", "grid", "block")
-                              if k in args}
-            out.write(("" if first else ",\n") + json.dumps(ev, separators=(",", ":")))
-            first = False
-            kept += 1
-        out.write("\n]}\n")
-    return {"kept": kept, "dropped": dropped}
-
-
-def keep_trace(raw: Path, dest: Path, *, phase: str = "all", max_mb: float = MAX_TRACE_MB) -> dict:
-    """Store ``raw`` as ``dest`` (gzipped, trimmed if over ``max_mb``), write its census beside it.
-
-    Returns a summary row. The census is computed on the stored file, so it reproduces exactly.
-    """
-    from lab.measure import census as cz
-    from lab.store import write_json_atomic
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(raw, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    if gz:
-        shutil.copyfile(raw, dest)
-    else:
-        with open(raw, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as out:
-            shutil.copyfileobj(src, out, 1 << 20)
-    original_bytes = dest.stat().st_size
-    trimmed = None
-    if original_bytes > max_mb * 1e6:
-        tmp = dest.with_name(dest.name + ".trim.tmp")
-        trimmed = trim_trace(dest, tmp)
-        os.replace(tmp, dest)
-    kept_bytes = dest.stat().st_size
-    stored = dest
-    if kept_bytes > max_mb * 1e6:
-        trimmed = {**(trimmed or {}), "trace_dropped": True}
-    try:
-        result = cz.census(dest, phase=phase)
-    except LabError as exc:
-        if phase == "all":
-            raise
-        result = cz.census(dest)              # no step annotations: the whole window, said so
-        result["phase_note"] = f"asked for {phase} steps only, but: {exc}"
-    result["trace"] = dest.name
-    result["capture"] = {"original_gz_bytes": original_bytes, "stored_gz_bytes": kept_bytes, "trimmed": trimmed}
-    write_json_atomic(dest.with_name(dest.name.replace(".trace.json.gz", "") + ".census.json"), result)
-    if trimmed and trimmed.get("trace_dropped"):
-        dest.unlink()        # still over the limit after trimming: keep the census JSON only
-        stored = None
-    return {"census": result, "trace": stored}
-
-
-def census_rows(result: dict, phase: str, tokens: int, arm: str) -> list[dict]:
-    """Long-format rows (phase, tokens, arm, metric, value, unit) like the reference ``census.csv``."""
-    rows = [{"phase": phase, "tokens": tokens, "arm": arm, "metric": "window_ms", "value": result["kernel_ms"],
-             "unit": "ms"}]
-    for fam, f in result["families"].items():
-        rows.append({"phase": phase, "tokens": tokens, "arm": arm, "metric": f"{fam}_ms", "value": f["ms"],
-                     "unit": "ms"})
-        rows.append({"phase": phase, "tokens": tokens, "arm": arm, "metric": f"{fam}_share_pct",
-                     "value": 100 * f["share"], "unit": "%"})
-    for p, ms in result["steps"].get("kernel_ms_by_phase", {}).items():
-        rows.append({"phase": phase, "tokens": tokens, "arm": arm, "metric": f"steps_{p.replace(' ', '_')}_ms",
-                     "value": ms, "unit": "ms"})
-    return rows
-
-
-def write_rows(path: Path, rows: list[dict]) -> Path:
-    """Write census rows as CSV through a temporary file (plain csv: the GPU box may lack pandas)."""
-    import csv
-
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=["phase", "tokens", "arm", "metric", "value", "unit"])
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
-    return path
-
-
 # --- vLLM: one arm, several windows ---------------------------------------------------------------
 
 _ARMS = {"FLASH_ATTN/FA3": ("FLASH_ATTN", 3), "FLASH_ATTN/FA2": ("FLASH_ATTN", 2),
@@ -424,14 +324,16 @@ def capture_callable(fn, out: Path, *, warmup: int = 1, repeat: int = 1, record_
             fn()
         if cuda:
             torch.cuda.synchronize()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    from lab.store import write_atomic
+
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(raw))
-        part = out.with_name(out.name + ".tmp")
-        with open(raw, "rb") as src, gzip.open(part, "wb", compresslevel=6) as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        os.replace(part, out)
+
+        def write(part: Path) -> None:
+            with open(raw, "rb") as src, gzip.open(part, "wb", compresslevel=6) as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        write_atomic(out, write)
     return out
 
 
@@ -476,7 +378,21 @@ def add_arguments(parser) -> None:
     t.add_argument("--out", required=True, help="output trace, *.json.gz")
 
 
+_POSITIVE = ("max_model_len", "decode_tokens", "max_trace_mb", "ready_timeout", "max_num_batched_tokens", "repeat")
+
+
+def _check_numbers(args) -> None:
+    """Sizes and counts a user typed: a clear error instead of a silent default or a crash later."""
+    for flag in _POSITIVE:
+        value = getattr(args, flag, None)
+        if value is not None and not value > 0:        # also refuses nan
+            raise LabError(f"--{flag.replace('_', '-')} {value}: expected a positive number")
+    if getattr(args, "warmup", 0) < 0:
+        raise LabError(f"--warmup {args.warmup}: expected 0 or more")
+
+
 def main(args) -> int:
+    _check_numbers(args)
     if args.source == "vllm":
         options = {}
         for item in args.profiler_option:

@@ -92,6 +92,11 @@ def census_table(root: Path = DATA_DIR):
     return table.drop_duplicates(["gpu", "phase", "nominal", "backend", "metric"], keep="last").reset_index(drop=True)
 
 
+#: Families a source may not list: the reference study and captures made before ``communication``
+#: was a family ran on one GPU, which launches no collectives, so their communication time is 0 ms.
+SINGLE_GPU_ZERO = ("communication",)
+
+
 @dataclass
 class WindowCensus:
     """Attention / matmul / other (ms) of one window; None where neither published nor derivable."""
@@ -137,6 +142,9 @@ def window(table, gpu: str, phase: str, tokens: int, backend: str) -> WindowCens
     result.window_ms = number("window_ms")
     for fam in FAMILIES:
         result.ms[fam] = number(f"{fam}_ms")
+    for fam in SINGLE_GPU_ZERO:
+        if result.ms[fam] is None and number(f"{fam}_share_pct") is None:
+            result.ms[fam] = 0.0
     for fam in FAMILIES:
         share = number(f"{fam}_share_pct")
         if result.ms[fam] is None and share is not None and result.window_ms is not None:

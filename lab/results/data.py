@@ -8,6 +8,7 @@ loaded beside the committed ones. ``python -m lab datasets`` lists what is there
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,14 +82,29 @@ def load(name_or_path: str | os.PathLike) -> Dataset:
     return Dataset(path=path, provenance=validate_provenance(read_json(prov_path), prov_path))
 
 
-def datasets(kind: str | None = None, root: Path = DATA_DIR) -> list[Dataset]:
-    """Every dataset under ``root`` (committed and data/local/), optionally of one kind, sorted by name."""
-    found = []
+def scan(kind: str | None = None, root: Path = DATA_DIR) -> tuple[list[Dataset], list[tuple[Path, str]]]:
+    """Every dataset under ``root``, and every folder whose provenance cannot be read (with the reason).
+
+    One broken folder (a reader's half-copied run, say) must not hide all the others.
+    """
+    found, broken = [], []
     for prov in sorted(root.rglob("provenance.json")):
-        ds = load(prov.parent)
+        try:
+            ds = load(prov.parent)
+        except LabError as exc:
+            broken.append((prov.parent, str(exc)))
+            continue
         if kind is None or ds.kind == kind:
             found.append(ds)
-    return found
+    return found, broken
+
+
+def datasets(kind: str | None = None, root: Path = DATA_DIR) -> list[Dataset]:
+    """Every readable dataset under ``root`` (committed and data/local/), optionally of one kind, sorted by name.
+
+    Folders with a broken provenance are left out; ``python -m lab datasets`` lists them with the reason.
+    """
+    return scan(kind, root)[0]
 
 
 #: Columns of every ``sweep.csv`` (one row per backend arm and prompt length).
@@ -118,10 +134,17 @@ def load_sweeps(root: Path = DATA_DIR):
 
 def add_arguments(parser) -> None:
     parser.add_argument("--kind", choices=KINDS, help="only datasets of this kind")
+    parser.add_argument("--root", type=Path, default=DATA_DIR, help="folder to search (default: %(default)s)")
 
 
 def main(args) -> int:
-    for ds in datasets(kind=args.kind):
+    found, broken = scan(kind=args.kind, root=args.root)
+    for ds in found:
         p = ds.provenance
         print(f"{ds.name:55s} {p['kind']:11s} {p['gpu']:22s} {p['date'][:10]}  vLLM {p['vllm'] or '-'}")
+    for folder, reason in broken:
+        print(f"BROKEN {folder}: {reason}")
+    if broken:
+        print(f"error: {len(broken)} dataset folder(s) have an unreadable provenance.json (listed above)", file=sys.stderr)
+        return 1
     return 0

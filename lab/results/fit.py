@@ -74,6 +74,8 @@ def fit_quadratic(lengths, seconds, confidence: float = 0.95) -> QuadraticFit:
     The intervals use Student's t with (points - 3) degrees of freedom; with exactly three
     points the curve passes through them and the intervals are undefined (NaN).
     """
+    if not 0 < confidence < 1:
+        raise LabError(f"confidence must be between 0 and 1, got {confidence}")
     n = np.asarray(lengths, dtype=float)
     t = np.asarray(seconds, dtype=float)
     if n.shape != t.shape:
@@ -157,21 +159,49 @@ def add_arguments(parser) -> None:
     parser.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
 
 
+def _lengths(text: str) -> list[int]:
+    try:
+        at = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise LabError(f"--at {text!r}: expected comma-separated token counts") from None
+    if not at or min(at) <= 0:
+        raise LabError(f"--at {text!r}: expected positive token counts")
+    return at
+
+
+def _numeric(table, columns, where):
+    """``table`` with ``columns`` as numbers; a cell that is not a number is a LabError naming it."""
+    import pandas as pd
+
+    table = table.copy()
+    for column in columns:
+        values = pd.to_numeric(table[column], errors="coerce")
+        bad = values.isna() & table[column].notna()
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise LabError(f"{where}: column '{column}', row {row + 1}: {table[column].iloc[row]!r} is not a number")
+        table[column] = values
+    return table
+
+
 def main(args) -> int:
     from lab.results.data import SWEEP_COLUMNS, load
 
+    if not 0 < args.confidence < 1:      # also refuses nan
+        raise LabError(f"--confidence {args.confidence}: expected a level between 0 and 1, e.g. 0.95")
+    at = _lengths(args.at)
     dataset = load(args.dataset)
-    table = dataset.csv("sweep.csv", SWEEP_COLUMNS)
+    table = _numeric(dataset.csv("sweep.csv", SWEEP_COLUMNS), ("target_len", "actual_len", "ttft_s", "itl_ms"),
+                     dataset.file("sweep.csv"))
     if args.arm:
         if args.arm not in set(table["arm"]):
-            raise LabError(f"{dataset.name}: no arm {args.arm!r}; arms: {', '.join(sorted(set(table['arm'])))}")
+            raise LabError(f"{dataset.name}: no arm {args.arm!r}; arms: {', '.join(sorted(set(table['arm'].astype(str))))}")
         table = table[table["arm"] == args.arm]
-    try:
-        at = [int(x) for x in args.at.split(",") if x.strip()]
-    except ValueError:
-        raise LabError(f"--at {args.at!r}: expected comma-separated token counts") from None
+    fits = fit_arms(table, args.confidence)
+    if not fits:
+        raise LabError(f"{dataset.file('sweep.csv')}: no measured rows to fit (the table is empty or every length failed)")
     print(f"{dataset.name}  ({dataset.gpu}, vLLM {dataset.provenance.get('vllm') or '-'})")
-    for arm, (fit, growth) in fit_arms(table, args.confidence).items():
+    for arm, (fit, growth) in fits.items():
         print(f"{arm}\n  prefill fit: {fit.summary()}")
         print("  quad share: " + ", ".join(f"{fit.quad_share(n) * 100:.1f}% @ {n}" for n in at))
         if growth is not None:

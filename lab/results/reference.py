@@ -20,16 +20,35 @@ DEFAULT_OUT = REPO_ROOT / "data" / DATASET
 SOURCE_TITLE = "The Inference Wall, part 8: FlashAttention vs FlexAttention in vLLM on an A10G (Oct 2026)"
 
 # --- s1.log: the prompt-length probe ----------------------------------------------------------
+# The study's probe logs come in a few layouts: an arm opened by a run line (``[run_s1] TS ARM name
+# model=... backend=...``) or only by its title comment (``# S1 arm=name model=... gen=64``, the
+# backend then named there or in vLLM's "Using ... backend" line); the fit written as
+# ``t = A + Bus*n + Cps*n^2`` (spaces, units and ``²`` vary) or as ``a=A s, b=B us, c=C ps``.
 
 _ARM = re.compile(r"^\[run_s1\] (?P<ts>\S+) ARM (?P<arm>\S+) model=(?P<model>\S+) backend=(?P<backend>\S+)")
 _BACKEND_LINE = re.compile(r"INFO .*Using (?P<what>.+?) backend on V1 engine")
-_HEADER = re.compile(r"^# S1 arm=(?P<arm>\S+)\s+model=(?P<model>\S+)\s+port=\d+\s+gen=(?P<gen>\d+)")
+_BACKEND_NAMES = {"Flash Attention": "FLASH_ATTN", "FlashAttention": "FLASH_ATTN", "FlexAttention": "FLEX_ATTENTION",
+                  "Flex Attention": "FLEX_ATTENTION", "Triton": "TRITON_ATTN"}
+_HEADER = re.compile(r"^#\s*S1\s+(?P<fields>.*\barm=.*)$")
+_FIELD = re.compile(r"(?P<key>\w+)=(?P<value>\S+)")
 _ROW = re.compile(r"^\s+(?P<target>\d+)\s+(?P<actual>\d+)\s+(?P<ttft>[\d.]+)\s+(?P<pref>[\d.]+)\s+(?P<itl>[\d.]+)\s*$")
-_FIT = re.compile(r"^# prefill fit: t = (?P<a>[\d.]+) \+ (?P<b>[\d.]+)us\*n \+ (?P<c>[\d.]+)ps\*n\^2")
+_ROW_LIKE = re.compile(r"^\s+\d")
+_NUM = r"(\d+(?:\.\d*)?)"
+_FIT_LINE = re.compile(r"^#\s*prefill fit\b")
+_FIT_FORMS = (
+    re.compile(rf"t(?:\(n\))?\s*=\s*(?P<a>{_NUM[1:-1]})\s*s?\s*\+\s*(?P<b>{_NUM[1:-1]})\s*us\s*[*·]?\s*n\s*\+\s*"
+               rf"(?P<c>{_NUM[1:-1]})\s*ps\s*[*·]?\s*n\s*(?:\^\s*2|²)"),
+    re.compile(rf"\ba\s*=\s*(?P<a>{_NUM[1:-1]})\s*s\b.*?\bb\s*=\s*(?P<b>{_NUM[1:-1]})\s*us\b.*?"
+               rf"\bc\s*=\s*(?P<c>{_NUM[1:-1]})\s*ps\b"),
+)
 _SHARE = re.compile(r"^#\s+quad share @ n=\s*(?P<n>\d+): (?P<pct>[\d.]+)%")
-_DECODE = re.compile(r"^# decode ITL: (?P<s_itl>[\d.]+) ms @ (?P<s_len>\d+) -> (?P<l_itl>[\d.]+) ms @ (?P<l_len>\d+)\s+\(\+(?P<pct>[\d.]+)%\)")
+_DECODE_LINE = re.compile(r"^#\s*decode ITL\b")
+_DECODE = re.compile(r"^#\s*decode ITL: (?P<s_itl>[\d.]+) ms @ (?P<s_len>\d+) -> (?P<l_itl>[\d.]+) ms @ (?P<l_len>\d+)"
+                     r"\s+\((?P<pct>[+-]?[\d.]+)%\)")
 _FAILED = re.compile(r"^\[run_s1\] (?P<arm>\S+) (?P<why>server died early|NOT READY.*)$")
 _START = re.compile(r"^\[run_s\d\] START (?P<ts>\S+)")
+#: A fit recomputed from the table must give the printed curvature to this relative tolerance.
+_FIT_TOLERANCE = 0.01
 
 
 @dataclass
@@ -38,8 +57,8 @@ class Arm:
 
     arm: str
     model: str
-    backend: str
-    started: str
+    backend: str | None
+    started: str | None
     backend_log_line: str | None = None
     gen_tokens: int | None = None
     rows: list[dict] = field(default_factory=list)
@@ -47,46 +66,130 @@ class Arm:
     quad_share: list[dict] = field(default_factory=list)
     decode: dict | None = None
     failure: str | None = None
+    first_line: int = 0
+
+
+class _ProbeLogReader:
+    """Reads a probe log line by line; every line it cannot read is a LabError naming the line."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.arms: list[Arm] = []
+        self.current: Arm | None = None
+        self.backend_line: str | None = None     # vLLM's "Using ... backend" line seen before a title
+        self.number = 0
+
+    def fail(self, what: str, line: str) -> None:
+        raise LabError(f"{self.where}: line {self.number}: {what}: {line.strip()[:80]!r}")
+
+    def feed(self, number: int, line: str) -> None:
+        self.number = number
+        if m := _ARM.match(line):
+            self.current = Arm(arm=m["arm"], model=m["model"], backend=m["backend"], started=m["ts"],
+                               first_line=number)
+            self.arms.append(self.current)
+        elif _BACKEND_LINE.search(line):
+            self._backend_line(line.split("] ", 1)[-1].strip())
+        elif m := _HEADER.match(line):
+            self._header(m, line)
+        elif self.current is not None:
+            self._in_arm(line)
+
+    def _backend_line(self, text: str) -> None:
+        arm = self.current
+        if arm is not None and not arm.rows and arm.backend_log_line is None:
+            self._attach(arm, text)
+        else:
+            self.backend_line = text         # for the arm whose title comes next
+
+    @staticmethod
+    def _attach(arm: Arm, text: str) -> None:
+        arm.backend_log_line = text
+        what = _BACKEND_LINE.search("INFO " + text)
+        arm.backend = arm.backend or _BACKEND_NAMES.get(what["what"])
+
+    def _header(self, m, line: str) -> None:
+        fields = {f["key"]: f["value"] for f in _FIELD.finditer(m["fields"])}
+        if not fields.get("gen", "").isdigit():
+            self.fail("title comment without gen=N (generated tokens)", line)
+        arm = self.current
+        if arm is not None and arm.arm != fields["arm"] and not arm.rows and arm.failure is None:
+            self.fail(f"table header for arm {fields['arm']} inside arm {arm.arm}", line)
+        if arm is None or arm.arm != fields["arm"] or arm.rows:
+            arm = self.current = Arm(arm=fields["arm"], model=fields.get("model", "?"),
+                                     backend=fields.get("backend"), started=None, first_line=self.number)
+            self.arms.append(arm)
+        if self.backend_line is not None and arm.backend_log_line is None:
+            self._attach(arm, self.backend_line)
+        self.backend_line = None
+        arm.gen_tokens = int(fields["gen"])
+
+    def _in_arm(self, line: str) -> None:
+        arm = self.current
+        if m := _ROW.match(line):
+            if arm.fit is not None:
+                self.fail(f"a table row of arm {arm.arm} after its fit line", line)
+            arm.rows.append({"target_len": int(m["target"]), "actual_len": int(m["actual"]), "ttft_s": float(m["ttft"]),
+                             "prefill_ms_per_token": float(m["pref"]), "itl_ms": float(m["itl"])})
+        elif _ROW_LIKE.match(line):
+            self.fail(f"cannot read this table row ({len(line.split())} columns; expected target, actual, "
+                      "ttft_s, pref_ms/tok, decode_ms)", line)
+        elif _FIT_LINE.match(line):
+            found = next((m for form in _FIT_FORMS if (m := form.search(line))), None)
+            if found is None:
+                self.fail("cannot read the fit line (expected 't = A + Bus*n + Cps*n^2' or 'a=A s, b=B us, c=C ps')",
+                          line)
+            arm.fit = {"a_s": float(found["a"]), "b_us_per_token": float(found["b"]),
+                       "c_ps_per_token2": float(found["c"])}
+        elif m := _SHARE.match(line):
+            arm.quad_share.append({"n": int(m["n"]), "share_pct": float(m["pct"])})
+        elif _DECODE_LINE.match(line):
+            m = _DECODE.match(line) or self.fail("cannot read the decode line (expected 'decode ITL: X ms @ N -> "
+                                                 "Y ms @ M  (+P%)')", line)
+            arm.decode = {"short_len": int(m["s_len"]), "short_itl_ms": float(m["s_itl"]), "long_len": int(m["l_len"]),
+                          "long_itl_ms": float(m["l_itl"]), "growth_pct": float(m["pct"])}
+        elif (m := _FAILED.match(line)) and m["arm"] == arm.arm:
+            arm.failure = (arm.failure + "; " if arm.failure else "") + m["why"]
+
+
+def _check_arm(arm: Arm, where: str) -> None:
+    """A measured arm's table must be whole: closed by its fit and decode lines, which must agree with it."""
+    if arm.failure is not None:
+        return
+    at = f"{where}: arm {arm.arm} (from line {arm.first_line})"
+    if not arm.rows:
+        raise LabError(f"{where}: arm {arm.arm} has no table rows and no failure line; the log looks truncated")
+    if arm.backend is None:
+        raise LabError(f"{at}: names no backend (no backend= field and no 'Using ... backend' line)")
+    if arm.fit is None or arm.decode is None:
+        missing = "prefill fit" if arm.fit is None else "decode ITL"
+        raise LabError(f"{at}: the table ends after {len(arm.rows)} rows without its '{missing}' line; "
+                       "the log looks truncated")
+    first, last = arm.rows[0]["actual_len"], arm.rows[-1]["actual_len"]
+    if (arm.decode["short_len"], arm.decode["long_len"]) != (first, last):
+        raise LabError(f"{at}: the decode line spans {arm.decode['short_len']}..{arm.decode['long_len']} tokens but "
+                       f"the table {first}..{last}; rows are missing")
+    if len(arm.rows) >= 4:
+        from lab.results.fit import fit_quadratic
+
+        again = fit_quadratic([r["actual_len"] for r in arm.rows], [r["ttft_s"] for r in arm.rows])
+        printed = arm.fit["c_ps_per_token2"]
+        if abs(again.c_ps_per_token2 - printed) > _FIT_TOLERANCE * abs(printed):
+            raise LabError(f"{at}: its {len(arm.rows)} rows give c = {again.c_ps_per_token2:.1f} ps/token^2 but the "
+                           f"fit line says {printed:.1f}; rows are missing or altered")
 
 
 def parse_probe_log(text: str, where: str = "s1.log") -> list[Arm]:
     """Every arm of an s1-style probe log: its table rows, printed fit and decode summary."""
-    arms: list[Arm] = []
-    current: Arm | None = None
+    reader = _ProbeLogReader(where)
     for number, line in enumerate(text.splitlines(), 1):
-        if m := _ARM.match(line):
-            current = Arm(arm=m["arm"], model=m["model"], backend=m["backend"], started=m["ts"])
-            arms.append(current)
-            continue
-        if current is None:
-            continue
-        if m := _BACKEND_LINE.search(line):
-            current.backend_log_line = line.split("] ", 1)[-1].strip()
-        elif m := _HEADER.match(line):
-            if m["arm"] != current.arm:
-                raise LabError(f"{where}: line {number}: table header for arm {m['arm']} inside arm {current.arm}")
-            current.gen_tokens = int(m["gen"])
-        elif m := _ROW.match(line):
-            current.rows.append({
-                "target_len": int(m["target"]), "actual_len": int(m["actual"]), "ttft_s": float(m["ttft"]),
-                "prefill_ms_per_token": float(m["pref"]), "itl_ms": float(m["itl"]),
-            })
-        elif m := _FIT.match(line):
-            current.fit = {"a_s": float(m["a"]), "b_us_per_token": float(m["b"]), "c_ps_per_token2": float(m["c"])}
-        elif m := _SHARE.match(line):
-            current.quad_share.append({"n": int(m["n"]), "share_pct": float(m["pct"])})
-        elif m := _DECODE.match(line):
-            current.decode = {"short_len": int(m["s_len"]), "short_itl_ms": float(m["s_itl"]),
-                              "long_len": int(m["l_len"]), "long_itl_ms": float(m["l_itl"]),
-                              "growth_pct": float(m["pct"])}
-        elif (m := _FAILED.match(line)) and m["arm"] == current.arm:
-            current.failure = (current.failure + "; " if current.failure else "") + m["why"]
-    if not arms:
-        raise LabError(f"{where}: no '[run_s1] ... ARM' line found; expected the study's s1 probe log")
-    for arm in arms:
-        if arm.failure is None and not arm.rows:
-            raise LabError(f"{where}: arm {arm.arm} has no table rows and no failure line; the log looks truncated")
-    return arms
+        reader.feed(number, line)
+    if not reader.arms:
+        raise LabError(f"{where}: no '[run_s1] ... ARM' line or '# S1 arm=...' title found; "
+                       "expected the study's s1 probe log")
+    for arm in reader.arms:
+        _check_arm(arm, where)
+    return reader.arms
 
 
 # --- s3.log: profiler windows -------------------------------------------------------------------
@@ -202,8 +305,12 @@ def parse_facts(text: str, windows: list[dict], where: str = "FACTS.md") -> dict
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise LabError(f"{path}: not found; pass --source pointing at the study's folder (s1.log, s3.log, FACTS.md)") from None
+    except IsADirectoryError:
+        raise LabError(f"{path}: is a folder, expected the log file") from None
+    except UnicodeDecodeError as exc:
+        raise LabError(f"{path}: not UTF-8 text (byte {exc.start}); expected the study's plain-text log") from None
 
 
 def build_reference_dataset(source: Path = DEFAULT_SOURCE, out: Path = DEFAULT_OUT, command: str | None = None) -> Path:
@@ -212,6 +319,9 @@ def build_reference_dataset(source: Path = DEFAULT_SOURCE, out: Path = DEFAULT_O
 
     from lab import store
 
+    source = Path(source)
+    if source.is_file():
+        raise LabError(f"{source}: is a file; --source takes the study's folder (holding s1.log, s3.log, FACTS.md)")
     s1, s3, facts = (_read(source / name) for name in ("s1.log", "s3.log", "FACTS.md"))
     arms = [a for a in parse_probe_log(s1, str(source / "s1.log")) if a.failure is None]
     windows = parse_capture_log(s3, str(source / "s3.log"))

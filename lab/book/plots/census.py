@@ -15,7 +15,7 @@ def _bars(ax, windows, unit_scale: float) -> set[str]:
         left = 0.0
         for fam in FAMILIES:
             value = w.ms.get(fam)
-            if value is None:
+            if not value:       # None (not published) or 0 (e.g. no collectives on one GPU): no segment
                 continue
             ax.barh(i, value * unit_scale, left=left, color=color(fam), edgecolor="white", height=0.7)
             left += value * unit_scale

@@ -76,6 +76,66 @@ def _error_message(body: bytes) -> str:
     return str(error)[:300]
 
 
+def _send(conn, body: dict, timeout: float):
+    """POST the request; the response once its status line arrived (StreamError if it is not 200)."""
+    try:
+        conn.request("POST", "/v1/completions", body=json.dumps(body).encode(),
+                     headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+        resp = conn.getresponse()
+    except TimeoutError:
+        raise StreamError("timeout", f"no response within {timeout:.0f} s") from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise StreamError("disconnected", f"request failed: {exc or type(exc).__name__}") from None
+    if resp.status != 200:
+        raise StreamError("http", f"HTTP {resp.status}: {_error_message(resp.read())}")
+    return resp
+
+
+def _next_line(resp, chunks: list, timeout: float) -> bytes:
+    try:
+        line = resp.readline()
+    except TimeoutError:
+        raise StreamError("timeout", f"stream stalled for {timeout:.0f} s after {len(chunks)} chunks", chunks) from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise StreamError("disconnected", f"connection lost after {len(chunks)} chunks "
+                          f"({type(exc).__name__})", chunks) from None
+    if not line:
+        raise StreamError("disconnected", f"stream ended without [DONE] after {len(chunks)} chunks", chunks)
+    return line
+
+
+def _event(data: bytes, chunks: list) -> dict:
+    """One ``data:`` payload as an event; StreamError for an unreadable one or an error the server streamed."""
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise StreamError("protocol", f"unreadable stream event: {data[:120]!r}", chunks) from None
+    if not isinstance(event, dict):
+        raise StreamError("protocol", f"unexpected stream event: {data[:120]!r}", chunks)
+    if event.get("error") or event.get("object") == "error":
+        raise StreamError("server_error", _error_message(data), chunks)
+    return event
+
+
+@dataclass
+class _Tally:
+    """What the stream said so far: chunk times and token counts, usage, finish reason."""
+
+    chunks: list = field(default_factory=list)
+    usage: dict | None = None
+    finish: str | None = None
+
+    def add(self, event: dict, now: float) -> None:
+        if event.get("usage"):
+            self.usage = event["usage"]
+        for choice in event.get("choices") or []:
+            ids = choice.get("token_ids")
+            count = len(ids) if isinstance(ids, list) else 1  # one token per chunk when ids are not returned
+            if count:
+                self.chunks.append((now, count))
+            self.finish = choice.get("finish_reason") or self.finish
+
+
 def stream_completion(base_url: str, model: str, prompt: list[int], max_tokens: int, *,
                       timeout: float = 600.0, ignore_eos: bool = True, extra: dict | None = None) -> StreamResult:
     """Send one streamed ``/v1/completions`` request and time every chunk; raise StreamError on failure.
@@ -89,64 +149,29 @@ def stream_completion(base_url: str, model: str, prompt: list[int], max_tokens: 
             "repetition_penalty": 1.0, "ignore_eos": ignore_eos, "stream": True, "return_token_ids": True,
             "stream_options": {"include_usage": True}, **(extra or {})}
     conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
-    chunks: list[tuple[float, int]] = []
-    usage = finish = None
+    tally = _Tally()
     started = time.perf_counter()
     try:
-        try:
-            conn.request("POST", "/v1/completions", body=json.dumps(body).encode(),
-                         headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
-            resp = conn.getresponse()
-        except TimeoutError:
-            raise StreamError("timeout", f"no response within {timeout:.0f} s") from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise StreamError("disconnected", f"request failed: {exc or type(exc).__name__}") from None
-        if resp.status != 200:
-            raise StreamError("http", f"HTTP {resp.status}: {_error_message(resp.read())}")
-        done = False
-        while not done:
-            try:
-                line = resp.readline()
-            except TimeoutError:
-                raise StreamError("timeout", f"stream stalled for {timeout:.0f} s after {len(chunks)} chunks", chunks) from None
-            except (OSError, http.client.HTTPException) as exc:
-                raise StreamError("disconnected", f"connection lost after {len(chunks)} chunks "
-                                  f"({type(exc).__name__})", chunks) from None
+        resp = _send(conn, body, timeout)
+        while True:
+            line = _next_line(resp, tally.chunks, timeout)
             now = time.perf_counter() - started
-            if not line:
-                raise StreamError("disconnected", f"stream ended without [DONE] after {len(chunks)} chunks", chunks)
             if now > timeout:
-                raise StreamError("timeout", f"request took longer than {timeout:.0f} s", chunks)
+                raise StreamError("timeout", f"request took longer than {timeout:.0f} s", tally.chunks)
             line = line.strip()
             if not line.startswith(b"data:"):
                 continue
             data = line[5:].strip()
             if data == b"[DONE]":
-                done = True
-                continue
-            try:
-                event = json.loads(data)
-            except ValueError:
-                raise StreamError("protocol", f"unreadable stream event: {data[:120]!r}", chunks) from None
-            if not isinstance(event, dict):
-                raise StreamError("protocol", f"unexpected stream event: {data[:120]!r}", chunks)
-            if event.get("error") or event.get("object") == "error":
-                raise StreamError("server_error", _error_message(data), chunks)
-            if event.get("usage"):
-                usage = event["usage"]
-            for choice in event.get("choices") or []:
-                ids = choice.get("token_ids")
-                count = len(ids) if isinstance(ids, list) else 1  # one token per chunk when ids are not returned
-                if count:
-                    chunks.append((now, count))
-                finish = choice.get("finish_reason") or finish
+                break
+            tally.add(_event(data, tally.chunks), now)
     finally:
         conn.close()
-    if not chunks:
+    if not tally.chunks:
         raise StreamError("protocol", "the stream finished without any generated token")
-    usage = usage or {}
-    return StreamResult(chunks=chunks, prompt_tokens=usage.get("prompt_tokens"),
-                        completion_tokens=usage.get("completion_tokens"), finish_reason=finish,
+    usage = tally.usage or {}
+    return StreamResult(chunks=tally.chunks, prompt_tokens=usage.get("prompt_tokens"),
+                        completion_tokens=usage.get("completion_tokens"), finish_reason=tally.finish,
                         total_s=time.perf_counter() - started)
 
 
@@ -249,7 +274,7 @@ def read_records(path: Path) -> list[dict]:
     from lab.store import read_jsonl
 
     path = Path(path)
-    return read_jsonl(path) if path.exists() else []
+    return read_jsonl(path, required=("target_len", "rep")) if path.exists() else []
 
 
 def _check_same_run(records: list[dict], run_key: dict, path: Path) -> None:

@@ -121,6 +121,8 @@ def _check_args(args, lengths: list[int], model: str) -> int:
         raise LabError("--reps and --long-reps must be at least 1")
     if args.max_tokens < 4:
         raise LabError("--max-tokens must be at least 4 (the first gaps are dropped from the ITL)")
+    if args.max_model_len is not None and args.max_model_len <= 0:   # 0 must not quietly mean "auto"
+        raise LabError(f"--max-model-len {args.max_model_len}: expected a positive token count (leave it out for auto)")
     max_model_len = args.max_model_len or auto_max_model_len(lengths, args.max_tokens)
     if max(lengths) + args.max_tokens > max_model_len:
         raise LabError(f"the longest prompt ({max(lengths)}) plus {args.max_tokens} generated tokens exceeds "

@@ -1,0 +1,124 @@
+"""The attention candidates the kernel benchmark times, the shapes it times them on, and their inputs.
+
+Candidates: naive (torch SDPA's math backend: the score matrix in memory), torch SDPA with the flash and
+cuDNN backends, FlexAttention (torch.compile'd), and this book's Triton kernels (teaching and tuned).
+Each takes ``(q, k, v, causal)`` with q ``[batch, q_heads, n_q, d]`` and k, v ``[batch, kv_heads, n, d]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+CANDIDATES = ("naive", "sdpa-flash", "sdpa-cudnn", "flex", "ours-teaching", "ours-tuned")
+OURS = ("ours-teaching", "ours-tuned")
+MAX_ABS_ERR = 2e-2  # bf16 outputs against the fp32 reference
+
+
+@dataclass(frozen=True)
+class Shape:
+    phase: str          # "prefill" or "decode"
+    batch: int
+    q_heads: int
+    kv_heads: int
+    n: int              # prompt length (prefill) or cached context (decode)
+    head_dim: int = 128
+
+    @property
+    def n_q(self) -> int:
+        return self.n if self.phase == "prefill" else 1
+
+    @property
+    def causal(self) -> bool:
+        return self.phase == "prefill"
+
+    def flops(self) -> float:
+        from lab.measure.attention.reference import attention_flops
+        return attention_flops(self.batch, self.q_heads, self.n_q, self.n, self.head_dim, self.causal)
+
+    def min_bytes(self, element_bytes: int = 2) -> int:
+        """Each input read once, the output written once (the least any kernel must move)."""
+        q_and_o = 2 * self.batch * self.q_heads * self.n_q * self.head_dim
+        k_and_v = 2 * self.batch * self.kv_heads * self.n * self.head_dim
+        return (q_and_o + k_and_v) * element_bytes
+
+
+def _sdpa(backend_name: str):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = getattr(SDPBackend, backend_name)
+
+    def run(q, k, v, causal):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    return run
+
+
+_FLEX = {}
+
+
+def _flex(q, k, v, causal):
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    if "fn" not in _FLEX:
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        _FLEX["fn"] = torch.compile(flex_attention)
+    mask = None
+    if causal:
+        key = (q.shape[2], k.shape[2])
+        if key not in _FLEX:
+            _FLEX[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, key[0], key[1], device=q.device)
+        mask = _FLEX[key]
+    return _FLEX["fn"](q, k, v, block_mask=mask, enable_gqa=True)
+
+
+def candidate_fn(name: str, phase: str) -> Callable:
+    from lab.measure.attention import triton_decode, triton_fwd
+
+    if name == "naive":
+        return _sdpa("MATH")
+    if name == "sdpa-flash":
+        return _sdpa("FLASH_ATTENTION")
+    if name == "sdpa-cudnn":
+        return _sdpa("CUDNN_ATTENTION")
+    if name == "flex":
+        return _flex
+    if phase == "decode":
+        fn = triton_decode.teaching_decode if name == "ours-teaching" else triton_decode.tuned_decode
+        return lambda q, k, v, causal: fn(q, k, v)
+    fn = triton_fwd.teaching_forward if name == "ours-teaching" else triton_fwd.tuned_forward
+    return lambda q, k, v, causal: fn(q, k, v, causal)
+
+
+def naive_bytes_needed(shape: Shape) -> int:
+    """Rough peak memory of the math backend: the bf16 scores, their softmax and a copy, plus the mask."""
+    matrix = shape.batch * shape.q_heads * shape.n_q * shape.n
+    return 3 * 2 * matrix + shape.n_q * shape.n
+
+
+def inputs(shape: Shape, seed: int, device: str = "cuda", dtype=None):
+    """q, k, v for ``shape``: standard normal, reproducible from ``seed``, bf16 unless ``dtype`` says otherwise."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def make(h, n):
+        return torch.randn(shape.batch, h, n, shape.head_dim, generator=gen, device=device).to(dtype or torch.bfloat16)
+    return make(shape.q_heads, shape.n_q), make(shape.kv_heads, shape.n), make(shape.kv_heads, shape.n)
+
+
+#: The old private name, kept while other modules move to :func:`inputs`.
+_inputs = inputs
+
+
+def tuned_config(shape: Shape, dtype) -> str:
+    """The launch the tuned kernel chose for this shape, as 'KEY=value ...'."""
+    from lab.measure.attention import triton_decode, triton_fwd
+
+    if shape.phase == "prefill":
+        config = triton_fwd.best_config(shape.n, shape.n, shape.head_dim, True)
+    else:
+        config = triton_decode.best_decode_config(shape.batch, shape.q_heads, shape.kv_heads, shape.n, shape.head_dim, dtype)
+    return " ".join(f"{key}={val}" for key, val in (config or {}).items())
