@@ -78,3 +78,13 @@ def a10g_fit_check(shape) -> dict:
     fits = data.load(reference.DATASET).csv("fits.csv", ("arm", "c_ps_per_token2")).set_index("arm")
     floors = quadratic_floors(shape, DEVICES["A10G"])
     return {"fitted": {arm: float(c) * 1e-12 for arm, c in fits["c_ps_per_token2"].items()}, **floors}
+
+
+def fastest_candidate(n: int, root: Path | None = None) -> str:
+    """The benchmarked prefill kernel with the lowest median time at length n (H200 run of record)."""
+    runs = kernel_runs.stored_runs(kernel_runs.RECORD, root or data.DATA_DIR)
+    table = runs["bench run"].csv("prefill.csv", ("candidate", "n", "status", "ms"))
+    ok = table[(table.n == n) & (table.status == "ok")]
+    if ok.empty:
+        raise LabError(f"data/{kernel_runs.RECORD}/prefill.csv: no timed row at n={n}")
+    return str(ok.loc[ok.ms.idxmin(), "candidate"])
