@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.results import units
 from lab.measure.ceilings import (  # noqa: F401  (the measured side of this module's face)
     CPU_SIZES,
     GPU_SIZES,
@@ -300,7 +301,7 @@ def main(args) -> int:
         ceilings = measure(progress=True)
     write_measurement(ceilings, out, datasheet=datasheet_fields(ceilings))
     print(f"\nmeasured on {ceilings.name} ({ceilings.dtype} matmul): "
-          f"{ceilings.peak_flops / TFLOPS:.3g} TFLOP/s, copy {ceilings.bandwidth / TB:.3g} TB/s, "
+          f"{units.flops_rate(ceilings.peak_flops)}, copy {units.byte_rate(ceilings.bandwidth)}, "
           f"ridge {ceilings.ridge():.1f} FLOP/byte")
     matched = match_device(ceilings.name)
     if matched:
