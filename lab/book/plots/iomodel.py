@@ -35,7 +35,7 @@ def plot_bytes_and_footprint(shape, lengths, dev: Device, devices: list[Device],
                       label=f"measured on the H200: {name}")
     left.set(xscale="log", yscale="log", xlabel="prompt length n (tokens)", ylabel="HBM bytes per layer (GB)",
              title="bytes moved by one layer's attention (prefill)")
-    left.legend(fontsize=7)
+    left.legend(fontsize=7, loc="lower right")
     footprint = [iomodel.naive_intermediate_bytes(shape, n) / GB for n in lengths]
     right.plot(lengths, footprint, "o-", color=color("naive"), label="S and P, one layer, all heads")
     for other in devices:
@@ -58,7 +58,7 @@ def plot_bound_times(shape, lengths, devices: list[Device], source: str):
     Flash's solid line uses the compulsory bytes (a true lower bound); its dotted line charges every K/V
     re-read to memory (what the time would be with no cache reuse).
     """
-    fig, ax = figure()
+    fig, ax = figure(figsize=(9.0, 4.2))
     for dev in devices:
         r = roofline.roof(dev)
         naive = [1e3 * _layer_kernel(shape, n, dev, False).time(r) for n in lengths]
@@ -72,8 +72,8 @@ def plot_bound_times(shape, lengths, devices: list[Device], source: str):
                 label=f"{dev.key}, flash if every re-read went to memory")
     ax.set(xscale="log", yscale="log", xlabel="prompt length n (tokens)", ylabel="bound time per layer (ms)",
            title="max(FLOPs/peak, bytes/bandwidth) for one layer's attention")
-    ax.legend(fontsize=7, ncol=2)
-    fig.subplots_adjust(bottom=0.2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.subplots_adjust(bottom=0.2, right=0.64)
     caption(ax, source)
     return fig
 
