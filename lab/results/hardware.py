@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
-from lab.results import units
 from lab.measure.ceilings import (  # noqa: F401  (the measured side of this module's face)
     CPU_SIZES,
     GPU_SIZES,
@@ -22,6 +21,7 @@ from lab.measure.ceilings import (  # noqa: F401  (the measured side of this mod
     quick_cpu_ceilings,
     write_measurement,
 )
+from lab.results import units
 
 KIB, MIB, GB, TB, TFLOPS = 1024, 1024**2, 10**9, 10**12, 10**12
 
