@@ -98,3 +98,26 @@ def test_cli_prints_table(capsys):
     assert main(["hardware", "--sources"]) == 0
     out = capsys.readouterr().out
     assert "H100-SXM" in out and "nvidia.com" in out
+
+
+def test_memory_hierarchy_levels_are_sourced_and_ordered():
+    from lab.results.hardware import SHARED_BYTES_PER_CLOCK_PER_SM, memory_hierarchy
+
+    for key in ("A10G", "H200-SXM"):
+        dev = DEVICES[key]
+        levels = memory_hierarchy(dev)
+        assert [lvl["level"] for lvl in levels][:3] == ["registers", "shared memory", "L2 cache"]
+        assert all(lvl["source"].url.startswith("https://") for lvl in levels)
+        assert levels[0]["size"] == 256 * 1024 * dev.sm_count  # 64K 32-bit registers per SM
+        assert levels[1]["per_clock_per_sm"] == SHARED_BYTES_PER_CLOCK_PER_SM == 128
+        assert levels[-1]["bandwidth"] == dev.bandwidth and levels[-1]["size"] == dev.memory_bytes
+        assert all(lvl["size"] < levels[-1]["size"] / 100 for lvl in levels[:-1])  # on chip: megabytes
+
+
+def test_memory_hierarchy_figure_draws_every_level():
+    from lab.book.plots.hierarchy import plot_memory_hierarchy
+
+    fig = plot_memory_hierarchy([DEVICES["A10G"], DEVICES["H200-SXM"]], source="test")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any("4.80 TB/s" in t for t in texts) and any("600 GB/s" in t for t in texts)
+    assert sum("B per clock per SM" in t for t in texts) == 2

@@ -147,3 +147,39 @@ def test_chunked_prefill_rereads():
     assert QWEN25_7B.kv_bytes_per_token() == 2 * 28 * 512 * 2 == 57_344
     assert iomodel.chunked_prefill_kv_reread_bytes(QWEN25_7B, 4096, 1024) == 6144 * 57_344
     assert iomodel.chunked_prefill_kv_reread_bytes(QWEN25_7B, 1000, 2048) == 0  # one chunk: nothing to re-read
+
+
+# --- the two counts of a fused prefill --------------------------------------------------------------
+
+def test_attention_flops_causal_and_offset():
+    # 4 queries over 4 keys, causal: pairs 1+2+3+4 = 10; 4·d per pair per head
+    assert iomodel.attention_flops(4, 4, 2, 8) == 4 * 8 * 2 * 10
+    assert iomodel.attention_flops(4, 4, 2, 8, causal=False) == 4 * 8 * 2 * 16
+    # 2 queries at the end of 5 keys: they see 4 and 5 keys
+    assert iomodel.attention_flops(2, 5, 1, 8) == 4 * 8 * 9
+
+
+def test_prefill_counts_compulsory_floor_and_reread_ceiling():
+    counts = iomodel.prefill_byte_counts(1024, 28, 4, 128, 128)
+    # Q and O: 2·n·28·128 elements; K and V once per KV head: 2·n·4·128; bf16
+    assert counts["compulsory"] == 2 * (2 * 1024 * 28 * 128 + 2 * 1024 * 4 * 128)
+    assert counts["reread"] == 28 * tiled_attention_hbm_bytes(1024, 1024, 128, 128, 128, 2, True)
+    assert counts["compulsory"] < counts["reread"]
+    # long prompts: compulsory intensity grows with n, the re-read intensity settles near the tile height
+    long = iomodel.prefill_byte_counts(32768, 28, 4, 128, 128)
+    assert long["flops"] / long["compulsory"] > 10_000
+    assert 120 < long["flops"] / long["reread"] < 128
+
+
+def test_prefill_counts_need_whole_groups():
+    with pytest.raises(LabError, match="evenly"):
+        iomodel.prefill_byte_counts(64, 28, 5, 128, 64)
+
+
+def test_chunking_costs_bytes_only_under_the_compulsory_count():
+    counts = iomodel.chunked_prefill_bytes(QWEN25_7B, 8192, 2048, 64)
+    # the re-read count already re-reads every earlier key once per query tile: chunks change nothing
+    assert counts["chunked"]["reread"] == counts["single"]["reread"]
+    # compulsory: chunk i reads the i·2048 earlier tokens' K and V once more (one layer)
+    extra = counts["chunked"]["compulsory"] - counts["single"]["compulsory"]
+    assert extra == iomodel.chunked_prefill_kv_reread_bytes(QWEN25_7B, 8192, 2048) // QWEN25_7B.layers

@@ -1,9 +1,12 @@
 """The roofline chapters' explorers: every combination computes, numbers agree with lab.results.iomodel."""
 
+from pathlib import Path
+
 import pytest
 
+from lab.book import roofline_explorers
 from lab.book.roofline_explorers import LENGTHS, attention_bytes_explorer, roofline_explorer
-from lab.results import iomodel
+from lab.results import dram_bytes, iomodel
 from lab.results.hardware import DEVICES, GB
 from lab.results.modelshape import qwen25_7b
 
@@ -36,4 +39,26 @@ def test_roofline_readouts_name_the_side_of_the_ridge():
     values = {r.name: r.value for r in view.readouts}
     assert round(values["ridge"]) == 295
     assert values["ai_softmax"] == pytest.approx(1.25)
-    assert values["side_flash"].startswith(("memory-bound", "compute-bound"))
+    assert values["side_flash"].startswith("compute-bound")  # on compulsory bytes, far right of the ridge
+    assert values["ai_reread"] < values["ridge"] < values["ai_compulsory"]
+    short = {r.name: r.value for r in roofline_explorer().compute(length=256, gpu="H100-SXM", dtype="bf16").readouts}
+    assert short["side_flash"].startswith("memory-bound")  # 256 tokens: too little work per byte even moved once
+
+
+def test_measured_readouts_follow_the_data(monkeypatch, tmp_path):
+    view = roofline_explorer().compute(length=16384, gpu="H200-SXM", dtype="bf16")
+    values = {r.name: r.value for r in view.readouts}
+    if dram_bytes.load() is None:
+        assert values["ai_measured"] == "not measured yet"
+    import shutil
+    shutil.copytree(Path(__file__).parent / "fixtures" / "dram-bytes", tmp_path / dram_bytes.DATASET)
+    monkeypatch.setattr(roofline_explorers, "_measured_table", lambda: dram_bytes.load(tmp_path))
+    view = roofline_explorer().compute(length=32768, gpu="H200-SXM", dtype="bf16")
+    values = {r.name: r.value for r in view.readouts}
+    assert "ours-tuned" in values["ai_measured"] and "sdpa-flash" in values["ai_measured"]
+    assert any(s.name == "measured bytes: ours-tuned" for s in view.chart.series)
+    bytes_view = attention_bytes_explorer().compute(length=32768, gpu="H200-SXM", dtype="bf16", phase="prefill")
+    measured = {r.name: r.value for r in bytes_view.readouts}["measured_gb"]
+    assert "ours-tuned 3.27 GB" in measured
+    elsewhere = {r.name: r.value for r in roofline_explorer().compute(length=32768, gpu="A10G", dtype="bf16").readouts}
+    assert elsewhere["ai_measured"].startswith("measured only on the H200")

@@ -49,6 +49,7 @@ _OPTION = re.compile(r"^:[\w-]+:")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 _TARGET = re.compile(r"^\([^)\s]+\)=\s*$")
 _ROLE = re.compile(r"\{(?P<name>[\w:.-]+)\}`(?P<text>[^`]*)`")
+_CITE = re.compile(r"\s*\{cite(?::[\w]+)?\}`[^`]*`")
 _MD_LINK = re.compile(r"\]\((?P<target>[^)\s:#]+\.(?:md|ipynb))(?P<anchor>#[^)\s]*)?\)")
 _REMOTE = re.compile(r"""<(?:script|link|img|iframe|source|video|audio)\b[^>]*?\b(?:src|href)\s*=\s*["']?(?:https?:)?//""",
                      re.I)
@@ -87,6 +88,7 @@ def _inline(line: str, glue: dict, link) -> str:
         titled = re.match(r"^(.*?)\s*<[^>]+>$", text)  # {doc}`title <target>`
         return titled.group(1) if titled else text.lstrip("~")
 
+    line = _CITE.sub("", line)  # citations live on the book's references page, not on a slide
     line = _ROLE.sub(role, line)
     return _MD_LINK.sub(lambda m: f"]({link(m['target'], m['anchor'] or '')})", line)
 
@@ -423,6 +425,10 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
     return write_atomic(page, lambda tmp: tmp.write_text(body, encoding="utf-8"))
 
 
+#: Pages in the table of contents that are not chapters and get no slide deck (the bibliography).
+NOT_DECKS = ("references",)
+
+
 def toc_chapters() -> list[str]:
     """Chapter stems listed in _toc.yml (the root page included), in order."""
     import yaml
@@ -435,7 +441,7 @@ def toc_chapters() -> list[str]:
         if "file" in entry:
             files.append(entry["file"])
         stack.extend(entry.get("sections") or [])
-    return [Path(f).name for f in files if Path(f).parent.name == BOOK_DIR.name]
+    return [Path(f).name for f in files if Path(f).parent.name == BOOK_DIR.name and Path(f).name not in NOT_DECKS]
 
 
 class DeckLinks:

@@ -21,6 +21,7 @@ from lab.measure.ceilings import (  # noqa: F401  (the measured side of this mod
     quick_cpu_ceilings,
     write_measurement,
 )
+from lab.results import units
 
 KIB, MIB, GB, TB, TFLOPS = 1024, 1024**2, 10**9, 10**12, 10**12
 
@@ -63,7 +64,12 @@ A10_BF16_FLOPS = 125 * TFLOPS
 
 #: Figures every device must carry, each with a source.
 SPEC_FIELDS = ("bf16_flops", "fp32_flops", "bandwidth", "smem_per_sm", "l1_smem_per_sm",
-               "sm_count", "l2_bytes", "memory_bytes")
+               "sm_count", "l2_bytes", "memory_bytes", "registers_per_sm")
+
+#: 64K 32-bit registers per SM on every compute capability from 7.0 to 9.0 (CUDA_GUIDE, technical specifications).
+REGISTERS_PER_SM = 64 * 1024 * 4
+#: Shared memory has 32 banks, each delivering one 32-bit word per clock to a warp (CUDA_GUIDE, shared memory).
+SHARED_BYTES_PER_CLOCK_PER_SM = 32 * 4
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class Device:
     l2_bytes: int
     memory_bytes: int
     sources: dict = field(default_factory=dict)  # spec field -> Source
+    registers_per_sm: int = REGISTERS_PER_SM
     note: str = ""
 
     def peak_flops(self, dtype: str = "bf16") -> float:
@@ -159,6 +166,33 @@ DEVICES: dict[str, Device] = {d.key: d for d in [
               "with fp16 accumulate, a mode GeForce parts run at twice the rate."),
     ),
 ]}
+
+
+for _dev in DEVICES.values():  # every device in the table has 64K registers per SM (CUDA_GUIDE)
+    _dev.sources.setdefault("registers_per_sm", CUDA_GUIDE)
+
+
+def memory_hierarchy(dev: Device) -> list[dict]:
+    """The levels a kernel's data passes through, fastest and smallest first, each with its source.
+
+    Per level: ``size_per_unit`` (bytes per SM, or for the whole chip), ``units`` (SMs, or 1),
+    ``size`` (total bytes), ``bandwidth`` (bytes/s where a figure is published, else None),
+    ``per_clock_per_sm`` (bytes per clock per SM where that is how it is specified), ``source``.
+    Register and L2 bandwidths are not published by NVIDIA; they are left as None, not guessed.
+    """
+    return [
+        {"level": "registers", "size_per_unit": dev.registers_per_sm, "units": dev.sm_count,
+         "size": dev.registers_per_sm * dev.sm_count, "bandwidth": None, "per_clock_per_sm": None,
+         "source": dev.sources["registers_per_sm"]},
+        {"level": "shared memory", "size_per_unit": dev.smem_per_sm, "units": dev.sm_count,
+         "size": dev.smem_per_sm * dev.sm_count, "bandwidth": None,
+         "per_clock_per_sm": SHARED_BYTES_PER_CLOCK_PER_SM, "source": dev.sources["smem_per_sm"]},
+        {"level": "L2 cache", "size_per_unit": dev.l2_bytes, "units": 1, "size": dev.l2_bytes, "bandwidth": None,
+         "per_clock_per_sm": None, "source": dev.sources["l2_bytes"]},
+        {"level": "HBM" if dev.key != "A10G" else "GDDR6", "size_per_unit": dev.memory_bytes, "units": 1,
+         "size": dev.memory_bytes, "bandwidth": dev.bandwidth, "per_clock_per_sm": None,
+         "source": dev.sources["bandwidth"]},
+    ]
 
 
 def device(key: str) -> Device:
@@ -267,7 +301,7 @@ def main(args) -> int:
         ceilings = measure(progress=True)
     write_measurement(ceilings, out, datasheet=datasheet_fields(ceilings))
     print(f"\nmeasured on {ceilings.name} ({ceilings.dtype} matmul): "
-          f"{ceilings.peak_flops / TFLOPS:.3g} TFLOP/s, copy {ceilings.bandwidth / TB:.3g} TB/s, "
+          f"{units.flops_rate(ceilings.peak_flops)}, copy {units.byte_rate(ceilings.bandwidth)}, "
           f"ridge {ceilings.ridge():.1f} FLOP/byte")
     matched = match_device(ceilings.name)
     if matched:

@@ -1,9 +1,17 @@
 """Bytes moved through HBM by attention: standard (the n×n matrix goes to memory) vs tiled (FlashAttention).
 
 Counts are for the forward pass and count only traffic to and from device memory (HBM); what the
-kernel keeps in registers or shared memory is free here. Caches (L2) are ignored: the model is an
-upper bound on what a kernel must move, as in the FlashAttention paper (Dao et al., 2022,
-"FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness", arXiv:2205.14135).
+kernel keeps in registers or shared memory is free here. A fused (tiled) kernel gets two counts,
+and the truth lies between them:
+
+- **compulsory bytes** (:func:`attention_compulsory_bytes`): Q, K, V read once, O written once. No
+  kernel can move less: the lower bound on bytes, so the upper bound on intensity.
+- **the tile re-read count** (:func:`tiled_attention_hbm_bytes`, :func:`attention_hbm_bytes` with
+  "flash"): every K/V tile read again by every query tile and every query head that needs it, as in
+  the FlashAttention paper's IO analysis (Dao et al., 2022, arXiv:2205.14135). That is what a GPU
+  with no cache reuse would move: an upper estimate, not a lower bound. On a real GPU the L2 cache
+  serves most re-reads (query tiles of one head, and query heads of one KV group, stream the same
+  K/V tiles at about the same time).
 """
 
 from __future__ import annotations
@@ -233,12 +241,69 @@ def implied_throughputs(shape, b_s_per_token: float, c_s_per_token2: float) -> d
 
 
 def chunked_prefill_kv_reread_bytes(shape, n: int, chunk: int, bytes_per_element: int = 2) -> int:
-    """Extra KV-cache bytes a chunked prefill reads: each chunk re-reads the cache of every earlier chunk.
+    """Extra KV-cache bytes a chunked prefill reads under the *compulsory* count (whole model).
 
-    With chunks of c tokens, chunk i (0-based) reads i·c cached tokens' K and V in every layer. A
-    single-pass prefill reads none of them from the cache. Grows as n²/(2c): quadratic, but with a
-    small constant (one cache read per chunk, not per query tile).
+    With chunks of c tokens, chunk i (0-based) reads the i·c cached tokens' K and V once per KV head in
+    every layer; a single pass would read each K/V once in all. Grows as n²/(2c). Under the tile
+    re-read count chunking adds nothing (see :func:`chunked_prefill_bytes`): every query tile already
+    re-reads all the keys before it, whichever chunk it belongs to.
     """
     n, chunk = positive_int("n", n), positive_int("chunk", chunk)
     per_token = shape.kv_bytes_per_token(bytes_per_element)
     return sum(start * per_token for start in range(0, n, chunk))
+
+
+# --- the two counts for a fused prefill, for any head layout ---------------------------------------
+
+def attention_flops(n_q: int, n_k: int, q_heads: int, head_dim: int, causal: bool = True, batch: int = 1) -> int:
+    """Matmul FLOPs of attention (QKᵀ and PV, 4·d per kept query-key pair per query head).
+
+    Causal with n_q == n_k keeps n(n+1)/2 pairs; with n_q < n_k the queries are the last n_q positions.
+    The softmax's few FLOPs per score are left out, as benchmarks' TFLOP/s figures leave them out.
+    """
+    n_q, n_k = positive_int("n_q", n_q), positive_int("n_k", n_k)
+    if causal:
+        offset = n_k - n_q
+        pairs = n_q * offset + n_q * (n_q + 1) // 2
+    else:
+        pairs = n_q * n_k
+    return 4 * positive_int("head_dim", head_dim) * positive_int("q_heads", q_heads) * pairs * positive_int("batch", batch)
+
+
+def prefill_byte_counts(n: int, q_heads: int, kv_heads: int, head_dim: int, block: int, bytes_per_element: int = 2,
+                        causal: bool = True, batch: int = 1, n_k: int | None = None) -> dict:
+    """One layer's fused attention over n queries (and ``n_k`` keys, default n): the two byte counts.
+
+    ``compulsory``: Q and O once per query head, K and V once per KV head. ``reread``: the tile count
+    with square tiles of ``block`` rows, K/V tiles charged once per query tile per *query* head (no
+    reuse through the cache). Returns {"compulsory", "reread", "flops"}.
+    """
+    n_k = n if n_k is None else n_k
+    q_heads, kv_heads = positive_int("q_heads", q_heads), positive_int("kv_heads", kv_heads)
+    if q_heads % kv_heads:
+        raise LabError(f"{q_heads} query heads cannot share {kv_heads} KV heads evenly")
+    d, b, batch = positive_int("head_dim", head_dim), positive_int("bytes_per_element", bytes_per_element), \
+        positive_int("batch", batch)
+    compulsory = b * (2 * n * q_heads * d + 2 * n_k * kv_heads * d)
+    reread = q_heads * tiled_attention_hbm_bytes(n, n_k, d, block, block, b, causal)
+    return {"compulsory": batch * compulsory, "reread": batch * reread,
+            "flops": attention_flops(n, n_k, q_heads, d, causal, batch)}
+
+
+def chunked_prefill_bytes(shape, n: int, chunk: int, block: int, bytes_per_element: int = 2) -> dict:
+    """One layer's attention bytes for a prompt of n tokens prefilled in chunks, under both counts.
+
+    Chunk i holds queries [i·c, i·c + c) and attends to keys [0, i·c + c) (the cache so far plus
+    itself). Returns {"chunked": {"compulsory", "reread"}, "single": {...}} so the extra that
+    chunking costs can be read under either count.
+    """
+    n, chunk = positive_int("n", n), positive_int("chunk", chunk)
+    heads = (shape.q_heads, shape.kv_heads, shape.head_dim, block, bytes_per_element)
+    chunked = {"compulsory": 0, "reread": 0}
+    for start in range(0, n, chunk):
+        end = min(start + chunk, n)
+        counts = prefill_byte_counts(end - start, *heads, n_k=end)
+        chunked["compulsory"] += counts["compulsory"]
+        chunked["reread"] += counts["reread"]
+    single = prefill_byte_counts(n, *heads)
+    return {"chunked": chunked, "single": {"compulsory": single["compulsory"], "reread": single["reread"]}}

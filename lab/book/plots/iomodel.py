@@ -16,18 +16,26 @@ def _layer_kernel(shape, n: int, dev: Device, fused: bool, phase: str = "prefill
     return roofline.Kernel("attention", step["attention"].flops / shape.layers, step["attention"].bytes / shape.layers)
 
 
-def plot_bytes_and_footprint(shape, lengths, dev: Device, devices: list[Device], source: str):
-    """Left: HBM bytes per layer (naive, flash tile count, compulsory floor). Right: S+P footprint vs memory sizes."""
+def plot_bytes_and_footprint(shape, lengths, dev: Device, devices: list[Device], source: str, measured=None):
+    """Left: HBM bytes per layer (naive, flash's two counts, measured DRAM bytes when given). Right: S+P footprint.
+
+    ``measured``: the table of :func:`lab.results.dram_bytes.load` (per-layer bytes of each candidate), or None.
+    """
     fig, (left, right) = figure(1, 2, figsize=(10, 4))
     naive = [iomodel.attention_hbm_bytes(shape, n, "prefill", "naive", dev.smem_per_sm, per="layer") / GB for n in lengths]
     flash = [iomodel.attention_hbm_bytes(shape, n, "prefill", "flash", dev.smem_per_sm, per="layer") / GB for n in lengths]
     floor = [iomodel.attention_compulsory_bytes(shape, n, "prefill", per="layer") / GB for n in lengths]
     left.plot(lengths, naive, "o-", color=color("naive"), label="naive: S and P through HBM")
-    left.plot(lengths, flash, "s-", color=color("sdpa-flash"), label=f"flash: every K/V tile re-read ({dev.key} tiles)")
-    left.plot(lengths, floor, "--", color=color("sdpa-cudnn"), label="floor: Q, K, V, O once")
+    left.plot(lengths, flash, "s-", color=color("sdpa-flash"),
+              label=f"flash, every K/V tile re-read ({dev.key} tiles): upper estimate")
+    left.plot(lengths, floor, "--", color=color("sdpa-cudnn"), label="flash, compulsory (Q, K, V, O once): floor")
+    if measured is not None:
+        for name, rows in measured.groupby("candidate"):
+            left.plot(rows["n"], rows["measured_bytes"] / GB, "D", ms=6, mec="black", mew=0.6, color=color(name),
+                      label=f"measured on the H200: {name}")
     left.set(xscale="log", yscale="log", xlabel="prompt length n (tokens)", ylabel="HBM bytes per layer (GB)",
              title="bytes moved by one layer's attention (prefill)")
-    left.legend(fontsize=7)
+    left.legend(fontsize=7, loc="lower right")
     footprint = [iomodel.naive_intermediate_bytes(shape, n) / GB for n in lengths]
     right.plot(lengths, footprint, "o-", color=color("naive"), label="S and P, one layer, all heads")
     for other in devices:
@@ -45,18 +53,27 @@ def plot_bytes_and_footprint(shape, lengths, dev: Device, devices: list[Device],
 
 
 def plot_bound_times(shape, lengths, devices: list[Device], source: str):
-    """Lower-bound time of one layer's attention vs length, naive vs flash, on each device."""
-    fig, ax = figure()
+    """Lower-bound time of one layer's attention vs length on each device: naive, and flash under both counts.
+
+    Flash's solid line uses the compulsory bytes (a true lower bound); its dotted line charges every K/V
+    re-read to memory (what the time would be with no cache reuse).
+    """
+    fig, ax = figure(figsize=(9.0, 4.2))
     for dev in devices:
         r = roofline.roof(dev)
-        for fused, style in ((False, "o-"), (True, "s--")):
-            times = [1e3 * _layer_kernel(shape, n, dev, fused).time(r) for n in lengths]
-            ax.plot(lengths, times, style, ms=4, color=color(dev.key),
-                    label=f"{dev.key}, {'flash (tile count)' if fused else 'naive'}")
+        naive = [1e3 * _layer_kernel(shape, n, dev, False).time(r) for n in lengths]
+        reread = [_layer_kernel(shape, n, dev, True) for n in lengths]
+        floor = [1e3 * max(k.flops / r.peak_flops,
+                           iomodel.attention_compulsory_bytes(shape, n, "prefill", per="layer") / r.bandwidth)
+                 for n, k in zip(lengths, reread, strict=True)]
+        ax.plot(lengths, naive, "o-", ms=4, color=color(dev.key), label=f"{dev.key}, naive")
+        ax.plot(lengths, floor, "s--", ms=4, color=color(dev.key), label=f"{dev.key}, flash (compulsory bytes)")
+        ax.plot(lengths, [1e3 * k.time(r) for k in reread], ":", color=color(dev.key),
+                label=f"{dev.key}, flash if every re-read went to memory")
     ax.set(xscale="log", yscale="log", xlabel="prompt length n (tokens)", ylabel="bound time per layer (ms)",
            title="max(FLOPs/peak, bytes/bandwidth) for one layer's attention")
-    ax.legend(fontsize=7, ncol=2)
-    fig.subplots_adjust(bottom=0.2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.subplots_adjust(bottom=0.2, right=0.64)
     caption(ax, source)
     return fig
 

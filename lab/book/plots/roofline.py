@@ -35,7 +35,8 @@ def plot_roofline(roofs: Roof | list[Roof], kernels: list[Kernel] = (), source: 
                         label=f"{r.name} ({r.dtype}): ridge {r.ridge:,.0f} FLOP/B")
         ax.axvline(r.ridge, color=line.get_color(), lw=0.6, ls=":")
     main = roofs[0]
-    roof_legend = ax.legend(loc="lower right", fontsize=7, title="roof", title_fontsize=7)
+    # Both legends sit to the right of the axes, so no label covers a roof or a point.
+    roof_legend = ax.legend(loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=7, title="roof", title_fontsize=7)
     finite = [k for k in kernels if math.isfinite(k.intensity) and k.intensity > 0]
     markers = "osD^vP*Xh"
     handles = []
@@ -46,15 +47,18 @@ def plot_roofline(roofs: Roof | list[Roof], kernels: list[Kernel] = (), source: 
                           label=f"{k.name}: {k.intensity:,.3g} FLOP/B, {kind}-bound")
         handles.append(handle)
     if handles:
-        ax.legend(handles=handles, loc="upper left", fontsize=7, title=f"kernels on {main.name}", title_fontsize=7)
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
+                  title=f"kernels on {main.name}", title_fontsize=7)
         ax.add_artist(roof_legend)
+    ax.figure.set_size_inches(10.0, 4.2)
+    ax.figure.subplots_adjust(right=0.6)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory traffic)")
     ax.set_ylabel("attainable FLOP/s")
     ax.set_xlim(lo, hi)
     top = max(r.peak_flops for r in roofs)
-    ax.set_ylim(min(r.bandwidth * lo for r in roofs) / 2, top * 40)
+    ax.set_ylim(min(r.bandwidth * lo for r in roofs) / 2, top * 3)
     if title:
         ax.set_title(title, fontsize=10)
     if source:

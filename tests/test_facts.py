@@ -1,0 +1,30 @@
+"""Typed facts: a value with its source; glue_all glues values, and "not measured yet" for a missing one."""
+
+import math
+
+import numpy as np
+import pytest
+
+from lab import LabError
+from lab.book import facts as book_facts
+from lab.results.facts import NOT_MEASURED, Fact
+
+
+def test_a_fact_needs_a_source():
+    with pytest.raises(LabError, match="source"):
+        Fact(1.0, " ")
+
+
+def test_none_and_nan_are_not_measured():
+    assert Fact(3, "x").measured and Fact("706 TFLOP/s", "x").measured
+    assert not Fact(None, "x").measured and not Fact(math.nan, "x").measured
+
+
+def test_glue_all_glues_plain_values_and_the_missing_state(monkeypatch):
+    glued = {}
+    import myst_nb
+
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=False: glued.__setitem__(name, value))
+    out = book_facts.glue_all({"a": np.float64(2.5), "b": Fact(np.int64(7), "data/x.csv"), "c": Fact(None, "data/y.csv")})
+    assert out == glued == {"a": 2.5, "b": 7, "c": NOT_MEASURED}
+    assert type(glued["a"]) is float and type(glued["b"]) is int

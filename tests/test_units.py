@@ -1,0 +1,24 @@
+"""Rates and sizes print in units that scale with them."""
+
+import pytest
+
+from lab import LabError
+from lab.results import units
+
+
+@pytest.mark.parametrize("value,text", [(6.93397e14, "693 TFLOP/s"), (1.31e11, "131 GFLOP/s"),
+                                        (999.96e9, "1.00 TFLOP/s"), (2.5e15, "2.50 PFLOP/s")])
+def test_flops_rate(value, text):
+    assert units.flops_rate(value) == text
+
+
+def test_byte_rate_and_size():
+    assert units.byte_rate(4.249e12) == "4.25 TB/s"
+    assert units.byte_rate(19.6e9) == "19.6 GB/s"
+    assert units.byte_size(60.834e9) == "60.8 GB"
+    assert units.byte_size(537e6) == "537 MB"
+
+
+def test_not_a_number_is_a_clear_error():
+    with pytest.raises(LabError, match="finite"):
+        units.flops_rate(float("nan"))
