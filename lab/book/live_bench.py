@@ -92,8 +92,8 @@ def run_live(phase: str, n: int, candidates, *, batch: int = 1, q_heads: int = 2
     live = LiveRun(shape, list(candidates), plan_words(shape, candidates))
     caps = caps or env.detect()
     if not measure_kw and not (caps.has_gpu and caps.triton_mode == "gpu"):
-        live.reason = (f"no GPU here ({caps.machine}{', Triton in interpreter mode' if caps.has_gpu else ''}); "
-                       "on a machine with one, this cell times the kernels live")
+        live.reason = (f"Triton runs in interpreter mode on this machine's {caps.gpu}" if caps.has_gpu
+                       else f"this machine ({caps.machine}) has no GPU")
         return live
     out(f"timing {live.plan}")
     progress = PrintedProgress(len(live.candidates), out=out)
