@@ -525,10 +525,6 @@ def test_bars_over_runs_counts_met_and_ignores_unmeasured():
     assert table.loc["a", "met"] == 1 and table.loc["a", "measured"] == 2 and table.loc["a", "worst"] == 0.75
     assert table.loc["b", "met"] == 1 and table.loc["b", "measured"] == 1     # the empty ratio counts neither way
     assert list(table.index) == ["a", "b"]
-    from lab.results.kernel_runs import bars_sentence
-
-    assert bars_sentence(table.reset_index()) == ("a: met in 1 of 2 runs (lowest 0.75, needs 0.8); "
-                                                  "b: met in all 1 runs (lowest 1.20).")
     with pytest.raises(LabError):
         bars_over_runs({})
 
@@ -548,16 +544,6 @@ def test_stored_runs_label_a_bench_run_and_its_repeats(tmp_path):
     assert runs["repeat 10"].path == tmp_path / "h200/k/run10"
     with pytest.raises(LabError, match="no bench runs under data/h200/none"):
         kernel_runs.stored_runs("h200/none", root=tmp_path)
-
-
-def test_launch_words_spell_out_a_recorded_launch():
-
-    assert kernel_runs.launch_words("BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2 maxnreg=128 tma=True") == (
-        "128×64 tiles, 8 warps, 2 stages, at most 128 registers, TMA loads")
-    assert kernel_runs.launch_words("BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=3 tma=False") == (
-        "64×64 tiles, 4 warps, 3 stages, pointer loads")
-    with pytest.raises(LabError, match="not a recorded launch"):
-        kernel_runs.launch_words("")
 
 
 def test_runs_of_record_and_their_rows(tmp_path):

@@ -43,11 +43,10 @@ def test_variants_compare_within_a_round():
         tuning.variants(_table(), "prefill 32k")
 
 
-def test_effect_words_respect_the_noise():
-    assert tuning.effect_words(4.0, 3.0, 2) == "33% faster"
-    assert tuning.effect_words(3.0, 4.0, 2) == "25% slower"
-    assert tuning.effect_words(3.0, 3.03, 2).startswith("no change beyond the 2%")
-    assert tuning.effect_words(math.nan, 3.0, 2) == "not measured"
+def test_change_pct_is_positive_when_faster():
+    assert tuning.change_pct(4.0, 3.0) == pytest.approx(100 / 3)
+    assert tuning.change_pct(3.0, 4.0) == pytest.approx(-25.0)
+    assert math.isnan(tuning.change_pct(math.nan, 3.0)) and math.isnan(tuning.change_pct(3.0, 0.0))
 
 
 def test_log_rows_turn_a_tuning_log_into_table_rows():
@@ -94,9 +93,16 @@ def test_register_cap_pairs_without_pairs_says_so():
         tuning.register_cap_pairs(table)
 
 
-def test_ablation_summary_groups_steps_by_where_they_beat_the_drift():
-    ablation = pd.DataFrame([(n, step, ms) for n, times in ((16384, [10.0, 9.0, 8.9, 8.0]), (32768, [40.0, 39.5, 35.0, 30.0]))
-                             for step, ms in enumerate(times)], columns=["n", "step", "ms"])
-    # 16k: +11%, +1%, +11%; 32k: +1%, +13%, +17% -> step 3 at both, steps 1 and 2 at one
-    assert tuning.ablation_summary(ablation, 2.0) == "step 3 at both lengths, steps 1 and 2 at one of them"
-    assert tuning.ablation_summary(ablation, 50.0) == "steps 1, 2 and 3 at neither"
+def test_step_changes_compare_each_step_with_the_one_before_at_each_length():
+    times = ((16384, [10.0, 9.0, 8.9, 8.0]), (32768, [40.0, 39.5, 35.0, 30.0]))
+    ablation = pd.DataFrame([(n, step, f"change {step}", ms) for n, ms_list in times for step, ms in enumerate(ms_list)],
+                            columns=["n", "step", "change", "ms"]).sample(frac=1, random_state=0)  # any row order
+    table = tuning.step_changes(ablation, 2.0).set_index(["n", "step"])
+    assert len(table) == 6 and table.loc[(16384, 1), "change"] == "change 1"
+    assert table.loc[(16384, 1), "change_pct"] == pytest.approx(100 * (10 / 9 - 1))
+    assert table.loc[(32768, 3), "change_pct"] == pytest.approx(100 * (35 / 30 - 1))
+    # 16k: +11%, +1%, +11%; 32k: +1%, +13%, +17%
+    assert [bool(table.loc[(16384, s), "beyond_drift"]) for s in (1, 2, 3)] == [True, False, True]
+    assert [bool(table.loc[(32768, s), "beyond_drift"]) for s in (1, 2, 3)] == [False, True, True]
+    with pytest.raises(LabError, match="ablation table is empty"):
+        tuning.step_changes(ablation.iloc[0:0], 2.0)

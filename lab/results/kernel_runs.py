@@ -31,18 +31,28 @@ def bars_over_runs(runs: dict):
     return wide.sort_values("bar", key=lambda col: col.map(lambda b: order.get(b, len(order)))).reset_index(drop=True)
 
 
-def launch_words(config: str) -> str:
-    """A tuned-kernel launch as recorded in a table ('BLOCK_M=128 BLOCK_N=64 num_warps=8 ...') in words."""
+def parse_launch(config: str) -> dict:
+    """A tuned-kernel launch as recorded in a table ('BLOCK_M=128 BLOCK_N=64 num_warps=8 ... tma=True') as values:
+    block_m, block_n, warps, stages, maxnreg (None: no register cap) and tma (None: not recorded)."""
     try:
         keys = dict(item.split("=", 1) for item in config.split())
-        words = [f"{keys['BLOCK_M']}×{keys['BLOCK_N']} tiles", f"{keys['num_warps']} warps", f"{keys['num_stages']} stages"]
-    except (KeyError, ValueError):
+        launch = {"block_m": int(keys["BLOCK_M"]), "block_n": int(keys["BLOCK_N"]),
+                  "warps": int(keys["num_warps"]), "stages": int(keys["num_stages"])}
+        launch["maxnreg"] = None if keys.get("maxnreg", "None") == "None" else int(keys["maxnreg"])
+    except (KeyError, ValueError, AttributeError):
         raise LabError(f"not a recorded launch of the tuned kernel: {config!r}") from None
-    if keys.get("maxnreg", "None") != "None":
-        words.append(f"at most {keys['maxnreg']} registers")
-    if "tma" in keys:
-        words.append("TMA loads" if keys["tma"] == "True" else "pointer loads")
-    return ", ".join(words)
+    launch["tma"] = {"True": True, "False": False}.get(keys.get("tma", ""))
+    return launch
+
+
+def picked_launches(prefill):
+    """The launch the tuned kernel's autotuner picked at each prompt length of a run (one row per length)."""
+    import pandas as pd
+
+    tuned = prefill[(prefill.candidate == "ours-tuned") & (prefill.status == "ok")].sort_values("n")
+    if tuned.empty:
+        raise LabError("no timed ours-tuned rows in this prefill table")
+    return pd.DataFrame([{"n": int(row.n), **parse_launch(row.config)} for row in tuned.itertuples()])
 
 
 def stored_runs(folder: str, root: Path | None = None) -> dict:
@@ -90,12 +100,55 @@ def round_times(ms_rounds: str) -> list[float]:
     return [float(x) for x in str(ms_rounds).split()]
 
 
-def bars_sentence(table) -> str:
-    """``bars_over_runs``' verdict in words: for each bar, in how many runs it was met and its lowest ratio."""
-    parts = []
-    for row in table.itertuples():
-        if row.met == row.measured:
-            parts.append(f"{row.bar}: met in all {row.measured} runs (lowest {row.worst:.2f})")
-        else:
-            parts.append(f"{row.bar}: met in {row.met} of {row.measured} runs (lowest {row.worst:.2f}, needs {row.need:g})")
-    return "; ".join(parts) + "."
+def run_catalogue(runs: dict, root: Path | None = None):
+    """One row per stored run (label -> Dataset): where it lives, when and how it ran, from its provenance.json.
+    ``rounds`` is empty for runs that timed each candidate in one block (before interleaved rounds)."""
+    import pandas as pd
+
+    root = root or data.DATA_DIR
+    rows = []
+    for label, ds in runs.items():
+        p = ds.provenance
+        rows.append({"run": label, "folder": f"data/{ds.path.relative_to(root).as_posix()}", "date": str(p.get("date", ""))[:16].replace("T", " "),
+                     "seconds": p.get("seconds"), "code": str(p.get("code", "")).removeprefix("commit "),
+                     "rounds": p.get("flags", {}).get("rounds"), "command": p.get("command", "")})
+    return pd.DataFrame(rows)
+
+
+def block_and_round_spread(blocks: dict, rounds: dict, n: int = 16384, fast: str = "sdpa-cudnn",
+                           ours: str = "ours-tuned") -> dict:
+    """What timing in one block per candidate did, next to timing in interleaved rounds, at ``n`` tokens.
+
+    ``blocks`` and ``rounds`` map a run's label to its Dataset. Returns values: the range of ``ours`` and
+    ``fast`` over the block-timed runs (ms), ``fast``'s fastest round and median round over every round of
+    the round-timed runs, the widest spread of ``ours``' rounds within one run (percent), rounds per run.
+    """
+    import statistics
+
+    timed = prefill_rows(blocks, n).pivot(index="run", columns="candidate", values="ms")
+    inside = prefill_rows(rounds, n, ("candidate", "n", "ms", "ms_rounds"))
+    if timed.empty or inside.empty:
+        raise LabError(f"no prefill rows at n={n} in the runs given")
+    each = {name: [round_times(r) for r in inside[inside.candidate == name].ms_rounds] for name in (fast, ours)}
+    fast_rounds = [t for run in each[fast] for t in run]
+    return {"blocks_runs": len(timed), "ours_lo": timed[ours].min(), "ours_hi": timed[ours].max(),
+            "fast_lo": timed[fast].min(), "fast_hi": timed[fast].max(),
+            "rounds_runs": len(each[ours]), "rounds_per_run": len(each[ours][0]),
+            "fast_round_lo": min(fast_rounds), "fast_round_median": statistics.median(fast_rounds),
+            "ours_round_spread_pct": 100 * max(max(r) / min(r) - 1 for r in each[ours])}
+
+
+def clock_ranges(runs: dict, n: int = 16384, candidates=("ours-tuned", "sdpa-cudnn")):
+    """The SM clock each candidate ran at while timed at ``n`` tokens, over several runs: lowest and highest
+    median MHz, and in how many runs the software power cap was the main clock limit (one row per candidate)."""
+    import pandas as pd
+
+    rows = prefill_rows(runs, n, ("candidate", "n", "ms", "sm_mhz", "clock_limit"))
+    out = []
+    for name in candidates:
+        mine = rows[rows.candidate == name]
+        if mine.sm_mhz.isna().all():
+            raise LabError(f"no clock samples for {name} at n={n}: these runs predate clock sampling")
+        out.append({"candidate": name, "mhz_lo": mine.sm_mhz.min(), "mhz_hi": mine.sm_mhz.max(),
+                    "power_capped": int((mine.clock_limit == "software power cap").sum()), "runs": len(mine)})
+    return pd.DataFrame(out)

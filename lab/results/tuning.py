@@ -63,14 +63,28 @@ def variants(tuning, shape: str = "prefill 16k"):
     return table
 
 
-def effect_words(before_ms: float, after_ms: float, noise_pct: float) -> str:
-    """A change in time described in words, calling anything within ``noise_pct`` no change."""
+def change_pct(before_ms: float, after_ms: float) -> float:
+    """How much faster ``after`` is than ``before``, in percent (negative: slower; NaN if either is missing)."""
     if not (before_ms > 0 and after_ms > 0):
-        return "not measured"
-    change = 100 * (before_ms / after_ms - 1)   # positive: faster
-    if abs(change) <= noise_pct:
-        return f"no change beyond the {noise_pct:.0f}% that timings drift by ({change:+.1f}%)"
-    return f"{abs(change):.0f}% {'faster' if change > 0 else 'slower'}"
+        return math.nan
+    return 100 * (before_ms / after_ms - 1)
+
+
+def step_changes(ablation, noise_pct: float):
+    """Each ablation step against the step before it, at every length: one row per (n, step) with
+    ``change_pct`` (positive: faster) and ``beyond_drift`` (the change is larger than ``noise_pct``)."""
+    import pandas as pd
+
+    if ablation.empty:
+        raise LabError("the ablation table is empty; run `python -m lab bench` (it times the ablation at 16k and 32k)")
+    rows = []
+    for n in sorted(ablation.n.unique()):
+        steps = ablation[ablation.n == n].sort_values("step")
+        for before, after in zip(steps.itertuples(), steps.iloc[1:].itertuples(), strict=False):
+            change = change_pct(before.ms, after.ms)
+            rows.append({"n": int(n), "step": int(after.step), "change": after.change, "change_pct": change,
+                         "beyond_drift": bool(abs(change) > noise_pct)})
+    return pd.DataFrame(rows)
 
 
 #: Columns of tuning_forward.csv; the last six came with the rounds that recorded resources and clocks.
@@ -130,25 +144,3 @@ def register_cap_pairs(tuning, shape: str = "prefill 16k"):
     table = pd.DataFrame(rows)
     table["speedup"] = table.ms / table.ms_capped
     return table
-
-
-def ablation_summary(ablation, noise_pct: float) -> str:
-    """Which ablation steps (by number) changed the time by more than ``noise_pct`` at every length, at
-    some, or at none, in words: 'steps 2 and 5 at both lengths, steps 1 and 3 at one, step 4 at neither'."""
-    lengths = sorted(ablation.n.unique())
-    beyond: dict[int, int] = {}
-    for n in lengths:
-        steps = ablation[ablation.n == n].sort_values("step").set_index("step").ms
-        for step in steps.index[1:]:
-            beyond[step] = beyond.get(step, 0) + (100 * abs(steps[step - 1] / steps[step] - 1) > noise_pct)
-
-    def named(numbers):
-        if len(numbers) == 1:
-            return f"step {numbers[0]}"
-        return "steps " + ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
-
-    every = "both lengths" if len(lengths) == 2 else "every length"
-    groups = [(every, [s for s, k in beyond.items() if k == len(lengths)]),
-              ("one of them" if len(lengths) == 2 else "some of them", [s for s, k in beyond.items() if 0 < k < len(lengths)]),
-              ("neither" if len(lengths) == 2 else "none", [s for s, k in beyond.items() if k == 0])]
-    return ", ".join(f"{named(numbers)} at {where}" for where, numbers in groups if numbers)

@@ -1,0 +1,83 @@
+"""lab.results.kernel_runs: launches, the run catalogue, block vs round timing and clocks, by value."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from lab import LabError
+from lab.results import kernel_runs
+
+
+def test_parse_launch_reads_a_recorded_launch_as_values():
+    assert kernel_runs.parse_launch("BLOCK_M=128 BLOCK_N=64 num_warps=8 num_stages=2 maxnreg=128 tma=True") == {
+        "block_m": 128, "block_n": 64, "warps": 8, "stages": 2, "maxnreg": 128, "tma": True}
+    plain = kernel_runs.parse_launch("BLOCK_M=64 BLOCK_N=64 num_warps=4 num_stages=3 maxnreg=None tma=False")
+    assert plain["maxnreg"] is None and plain["tma"] is False
+    assert kernel_runs.parse_launch("BLOCK_M=64 BLOCK_N=32 num_warps=4 num_stages=3")["tma"] is None
+    for bad in ("", "BLOCK_M=64", "BLOCK_M=x BLOCK_N=64 num_warps=4 num_stages=3", None):
+        with pytest.raises(LabError, match="not a recorded launch"):
+            kernel_runs.parse_launch(bad)
+
+
+def test_picked_launches_follow_the_committed_run():
+    from lab.results import data
+
+    prefill = data.load(kernel_runs.RECORD).csv("prefill.csv", ("candidate", "n", "status", "config"))
+    picked = kernel_runs.picked_launches(prefill).set_index("n")
+    assert list(picked.index) == sorted(prefill.n.unique())
+    row = prefill[(prefill.candidate == "ours-tuned") & (prefill.n == 16384)].iloc[0]
+    assert picked.loc[16384].to_dict() == kernel_runs.parse_launch(row.config)
+    with pytest.raises(LabError, match="no timed ours-tuned"):
+        kernel_runs.picked_launches(prefill[prefill.candidate != "ours-tuned"])
+
+
+def _run(root, folder, rows, flags=None, seconds=10.0):
+    (root / folder).mkdir(parents=True)
+    record = {"kind": "kernels", "gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2.11.0",
+              "triton": "3.6.0", "vllm": None, "model": None, "dtype": "bfloat16", "flags": flags or {},
+              "date": "2026-11-30T08:00:00+00:00", "command": f"python -m lab bench --out {folder}",
+              "seconds": seconds, "code": "commit abc1234"}
+    (root / folder / "provenance.json").write_text(json.dumps(record))
+    pd.DataFrame(rows).to_csv(root / folder / "prefill.csv", index=False)
+
+
+def _rows(tuned, cudnn, tuned_rounds="", cudnn_rounds="", clocks=((1800.0, "software power cap"), (1950.0, "none"))):
+    return [{"candidate": "ours-tuned", "n": 16384, "ms": tuned, "ms_rounds": tuned_rounds,
+             "sm_mhz": clocks[0][0], "clock_limit": clocks[0][1]},
+            {"candidate": "sdpa-cudnn", "n": 16384, "ms": cudnn, "ms_rounds": cudnn_rounds,
+             "sm_mhz": clocks[1][0], "clock_limit": clocks[1][1]}]
+
+
+def test_blocks_and_rounds_and_the_catalogue(tmp_path):
+    _run(tmp_path, "h200/blocks/bench", _rows(3.7, 2.9))
+    _run(tmp_path, "h200/blocks/run1", _rows(3.6, 3.3))
+    _run(tmp_path, "h200/rounds", _rows(3.6, 3.2, "3.6 3.5 3.7", "3.2 2.9 3.3"), flags={"rounds": 3})
+    _run(tmp_path, "h200/rounds-rep/run1", _rows(3.5, 3.1, "3.5 3.5 3.57", "3.1 3.0 3.4",
+                                                 clocks=((1900.0, "software power cap"), (1960.0, "software power cap"))),
+         flags={"rounds": 3})
+    blocks = kernel_runs.stored_runs("h200/blocks", root=tmp_path)
+    rounds = kernel_runs.stored_runs("h200/rounds", root=tmp_path) | {
+        "repeat 1": kernel_runs.stored_runs("h200/rounds-rep", root=tmp_path)["repeat 1"]}
+    spread = kernel_runs.block_and_round_spread(blocks, rounds)
+    assert (spread["blocks_runs"], spread["ours_lo"], spread["ours_hi"], spread["fast_lo"], spread["fast_hi"]) == (
+        2, 3.6, 3.7, 2.9, 3.3)
+    assert (spread["rounds_runs"], spread["rounds_per_run"], spread["fast_round_lo"]) == (2, 3, 2.9)
+    assert spread["fast_round_median"] == pytest.approx(3.15)          # median of 3.2 2.9 3.3 3.1 3.0 3.4
+    assert spread["ours_round_spread_pct"] == pytest.approx(100 * (3.7 / 3.5 - 1))
+    with pytest.raises(LabError, match="no prefill rows at n=32768"):
+        kernel_runs.block_and_round_spread(blocks, rounds, n=32768)
+
+    clocks = kernel_runs.clock_ranges(rounds).set_index("candidate")
+    assert clocks.loc["ours-tuned"].to_dict() == {"mhz_lo": 1800.0, "mhz_hi": 1900.0, "power_capped": 2, "runs": 2}
+    assert clocks.loc["sdpa-cudnn", "power_capped"] == 1
+
+    catalogue = kernel_runs.run_catalogue(rounds, root=tmp_path)
+    assert list(catalogue.run) == ["bench run", "repeat 1"]
+    first = catalogue.iloc[0]
+    assert (first.folder, first.date, first.code, first.rounds, first.seconds) == (
+        "data/h200/rounds", "2026-11-30 08:00", "abc1234", 3, 10.0)
+    assert math.isnan(kernel_runs.run_catalogue(blocks, root=tmp_path).rounds.astype(float).iloc[0])  # timed in blocks: no rounds
