@@ -120,3 +120,14 @@ def test_window_clocks_summarises_limits_and_tolerates_no_census(tmp_path):
                                                                        "software power cap", 0.75)
     assert row.matmul_ms != row.matmul_ms        # no census beside it: NaN, not an error
     assert cd.window_clocks(root=tmp_path / "empty").empty
+
+
+def test_every_state_of_the_chapter_explorer_shows_data():
+    explorer = census_explorer()
+    for combo in explorer.combinations():
+        view = explorer.compute(**combo)
+        assert any(r.text != "n/a" for r in view.readouts), combo
+    # the study published no decode-only window: its whole-request window is shown, and the note says so
+    view = explorer.compute(phase="decode", length=2048, backend="FlashAttention", gpu="A10G")
+    assert "shown instead: its decode window as in the study (prefill included) at 28672 tokens" in view.note
+    assert {r.name: r.value for r in view.readouts}["window"] == pytest.approx(10300.0)

@@ -146,7 +146,8 @@ def decode(table, a10g: str, h200: str) -> dict:
             "a10g_kv_rate_ratio": Fact(out["a10g_fa_kv_rate"].value / out["a10g_flex_kv_rate"].value, "lab.results.sweeps.kv_read_rate"),
             "a10g_kv_pct": Fact(100 * out["a10g_fa_kv_rate"].value * 1e9 / a10g_gpu.bandwidth, "lab.results.hardware"),
             "a10g_sms": Fact(a10g_gpu.sm_count, "lab.results.hardware"), "h200_sms": Fact(h200_gpu.sm_count, "lab.results.hardware"),
-            "group": Fact(shape.q_heads // shape.kv_heads, "lab.results.modelshape")}
+            "group": Fact(shape.q_heads // shape.kv_heads, "lab.results.modelshape"),
+            "h200_sms_per_head": Fact(h200_gpu.sm_count / shape.q_heads, "lab.results.hardware")}
     for gpu_name, gpu in (("a10g", a10g_gpu), ("h200", h200_gpu)):
         out[f"{gpu_name}_min_splits_groups"] = Fact(math.ceil(gpu.sm_count / shape.kv_heads), "lab.results.hardware")
     return out
