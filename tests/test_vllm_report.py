@@ -124,6 +124,11 @@ def test_tensor_parallel_study(with_h200, tmp_path):
     # ITL 3.5 ms + ... against 5.0 ms + ...: the overhead is measured minus floor, split against one GPU
     assert split.itl_overhead_ms()[0] == pytest.approx(
         (split.itl_split[0] - split.decode_floor_split_ms[0]) - (split.itl_one[0] - split.decode_floor_one_ms[0]))
+    from lab.book.plots.vllm import plot_tensor_parallel
+
+    fig = plot_tensor_parallel(split)
+    assert len(fig.axes) == 2
+    matplotlib.pyplot.close(fig)
     explorer = sweep_explorer(tmp_path)
     studies = {c.name: c for c in explorer.controls}["study"]
     assert study in studies.values
