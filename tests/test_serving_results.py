@@ -120,3 +120,22 @@ def test_chapter_facts_glue_every_name_the_chapters_use():
             spec = re.search(rf"`{name}:", (root / chapter).read_text())
             if spec:
                 assert facts[name].measured, name
+
+
+def test_chapter_facts_fill_in_when_the_data_lands(tmp_path, monkeypatch):
+    from lab.book import serving_facts
+    from lab.results import sweeps
+
+    test_flex_decomposition_factors(tmp_path)
+    test_value_dependence(tmp_path)
+    table = sweeps.sweep_table()
+    absent = serving_facts.flex_arm(table, "h200/vllm0.26-qwen2.5-7b") | serving_facts.values_vs_shapes()
+    assert not absent["flexdec_b1_forced_x"].measured and not absent["values_matmul_max_pct"].measured
+    read_flex, read_values = flex_decomposition.read, value_dependence.read
+    monkeypatch.setattr(serving_facts.flexdec, "read", lambda: read_flex(tmp_path))
+    monkeypatch.setattr(serving_facts.value_dependence, "read", lambda: read_values(tmp_path))
+    present = serving_facts.flex_arm(table, "h200/vllm0.26-qwen2.5-7b") | serving_facts.values_vs_shapes()
+    assert present["flexdec_b1_forced_x"].value == "3.0×" and present["flexdec_b1_paged_x"].value == "4.0×"
+    assert present["flexdec_b1_flex_default_pct"].value == "50.0%"
+    assert present["flexdec_status"].value.endswith(f"({present['flexdec_status'].source})")
+    assert present["values_matmul_max_pct"].value == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"
