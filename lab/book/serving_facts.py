@@ -185,10 +185,11 @@ def flex_arm(table, h200: str) -> dict:
     paged_b1 = dec.rate("decode", 1, "flex-paged") if dec else None
     out["flexdec_vllm_vs_paged_x"] = shown(paged_b1 / vllm.decode_gb_per_s if paged_b1 and vllm.decode_gb_per_s else None,
                                            ".1f", src, "×")
+    prefill_batch = (dec.batches("prefill") or [1])[0] if dec else 1  # the prefill rows' batch, whatever it is
     for variant in ("flex-default", "flex-forced", "flex-paged", "sdpa-flash"):
-        value = dec.rate("prefill", 1, variant) if dec else None
+        value = dec.rate("prefill", prefill_batch, variant) if dec else None
         out[f"flexdec_prefill_{variant.replace('-', '_')}_tflops"] = shown(value, ".0f", src, " TFLOP/s")
-    paged_prefill = dec.rate("prefill", 1, "flex-paged") if dec else None
+    paged_prefill = dec.rate("prefill", prefill_batch, "flex-paged") if dec else None
     out["flexdec_prefill_vllm_vs_paged_x"] = shown(
         paged_prefill / vllm.prefill_tflops if paged_prefill and vllm.prefill_tflops else None, ".1f", src, "×")
     return out
