@@ -200,8 +200,9 @@ def values_vs_shapes() -> dict:
     src = data.source if data else f"data/{value_dependence.DATASET}/{value_dependence.FILE}"
     out = {"values_status": Fact(f"measured ({src})" if data else None, src)}
     ops = data.ops() if data else []
-    for i, key in enumerate(("matmul", "kernel")):
-        op = ops[i] if i < len(ops) else None
+    matmul = next((op for op in ops if "matmul" in op.lower() or "mm" in op.lower()), None)
+    kernel = next((op for op in ops if op != matmul), None)  # the other op: our attention kernel
+    for key, op in (("matmul", matmul), ("kernel", kernel)):
         out[f"values_{key}_op"] = Fact(op, src)
         out[f"values_{key}_max_pct"] = shown(data.largest_change_pct(op) if op else None, ".1f", src, "%")
         watts = data.power_range(op) if op else None
