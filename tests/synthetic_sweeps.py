@@ -22,7 +22,7 @@ SLUGS = {"FLASH_ATTN/FA3": "flash_attn-fa3", "FLASH_ATTN/FA2": "flash_attn-fa2",
 
 
 def write_study(root, study="h200/vllm0.26-qwen2.5-7b", arms=ARMS, chunk=8192, lengths=LENGTHS,
-                with_reference=True):
+                with_reference=True, tp=None):
     """Write the made-up arms under ``root/study``; copy the A10G reference dataset beside them."""
     if with_reference:
         shutil.copytree(REPO_ROOT / "data" / "reference", root / "reference", dirs_exist_ok=True)
@@ -39,7 +39,8 @@ def write_study(root, study="h200/vllm0.26-qwen2.5-7b", arms=ARMS, chunk=8192, l
         fa = int(arm[-1]) if "/FA" in arm else None
         record = store.new_provenance("vllm-sweep", model="qwen2.5-7b-128k (random weights)", dtype="bfloat16",
                                      flags={"backend": arm.split("/")[0], "fa_version": fa,
-                                            "max_num_batched_tokens": chunk, "max_model_len": 33024},
+                                            "max_num_batched_tokens": chunk, "max_model_len": 33024,
+                                            **({"tensor_parallel_size": tp} if tp else {})},
                                      command="python -m lab vllm-sweep (synthetic test data)", arm=arm,
                                      server={"ready_s": 300.0 if fa == 2 else 80.0})
         record.update(gpu="NVIDIA H200", vllm="0.26.0")

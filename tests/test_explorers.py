@@ -1,4 +1,4 @@
-"""lab.book.sweep_explorer: the prefill explorer shows the numbers in the reference data, for every choice."""
+"""lab.book.sweep_explorer: the one sweep explorer shows the numbers in the reference data, for every choice."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ def test_controls_come_from_the_data(explorer, sweep):
     assert controls["study"].values[0] == A10G
     assert controls["study"].labels[0] == "NVIDIA A10G, vLLM 0.11.0"
     assert controls["length"].default == 8192
+    assert controls["metric"].values == ["TTFT", "ITL"]
 
 
 @pytest.mark.parametrize("arm", ["FLASH_ATTN", "FLEX_ATTENTION"])
@@ -65,7 +66,7 @@ def test_quadratic_share_matches_the_published_fit(explorer, arm, n, published_p
 def test_chart_has_every_arm_and_the_fit(explorer):
     view = explorer.compute(length=2048, backend="FLEX_ATTENTION", study=A10G)
     names = [s.name for s in view.chart.series]
-    assert names == ["FLASH_ATTN", "FLEX_ATTENTION", "FLEX_ATTENTION quadratic fit"]
+    assert names == ["FLASH_ATTN", "FLEX_ATTENTION", "roofline floor", "FLEX_ATTENTION quadratic fit"]
     fit = view.chart.series[-1]
     assert fit.dashed and fit.color == view.chart.series[1].color
     # The published FLEX fit at the longest prompt: 0.0469 + 223.5e-6*30720 + 10099.6e-12*30720^2 = 16.443 s
@@ -96,12 +97,38 @@ def test_a_local_run_appears_as_a_new_choice(tmp_path):
     explorer = a10g_prefill_explorer(root)
     studies = {c.name: c for c in explorer.controls}["study"]
     assert studies.values == [A10G, "local/my-run"]
-    assert studies.labels[1] == "NVIDIA L4, vLLM 0.26.0"
+    assert studies.labels[1] == "NVIDIA L4, vLLM 0.26.0 (your run)"
     failed = explorer.compute(length=65536, backend="TRITON_ATTN", study="local/my-run")
-    assert [r.text for r in failed.readouts] == ["n/a"] * 4
+    shown = {r.name: r.text for r in failed.readouts}
+    assert shown["ttft"] == shown["itl"] == "n/a"
     assert "did not finish" in failed.note and failed.chart.marker is None
+    # the failed length still shows the L4's roofline floor; the fit is not read 32x past its measured range
+    assert shown["prefill_floor"] != "n/a" and shown["fit"] == "n/a"
+    assert [s.name for s in failed.chart.series][:2] == ["TRITON_ATTN", "roofline floor"]
     missing = explorer.compute(length=256, backend="FLASH_ATTN", study="local/my-run")
     assert "No FLASH_ATTN measurement at 256 tokens on NVIDIA L4" in missing.note
     ok = explorer.compute(length=1024, backend="TRITON_ATTN", study="local/my-run")
     assert ok.readouts[0].text == "0.500 s"
     explorer.static_html()  # every combination renders
+
+
+def test_every_state_shows_data(explorer):
+    # a length or backend a study did not measure still shows its floor (and fit, within range)
+    for combo in explorer.combinations():
+        view = explorer.compute(**combo)
+        assert any(r.text != "n/a" for r in view.readouts), combo
+
+
+def test_provenance_travels_with_the_table():
+    from lab.results.sweeps import chunk_size, gpu_count, provenance, sweep_table
+
+    table = sweep_table()
+    assert {"provenance", "vllm", "chunk", "tensor_parallel"} <= set(table.columns)
+    assert provenance(table, A10G)["gpu"] == "NVIDIA A10G"
+    assert chunk_size(table, A10G) == 2048 and gpu_count(table, A10G) == 1
+
+
+def test_the_fit_is_not_read_far_past_the_measured_range(explorer):
+    view = explorer.compute(length=131072, backend="FLASH_ATTN", study=A10G)
+    shown = {r.name: r.text for r in view.readouts}
+    assert shown["fit"] == "n/a" and shown["prefill_floor"] != "n/a"

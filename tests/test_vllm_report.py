@@ -27,6 +27,7 @@ def test_studies_are_found_by_gpu_and_chunk_size(with_h200):
     assert report.find_study(table, "H200") == "h200/vllm0.26-qwen2.5-7b"  # the one with most arms
     assert report.find_study(table, "H200", chunk=2048) == "h200/vllm0.26-qwen2.5-7b-chunk2048"
     assert report.find_study(table, "B200") is None
+    assert report.find_study(table, "H200", gpus=2) is None
     only_fa3 = table[~table["arm"].isin(["FLEX_ATTENTION", "FLASH_ATTN/FA2"])]
     assert report.find_study(only_fa3, "H200") == "h200/vllm0.26-qwen2.5-7b"  # a tie on arms: more rows wins
     assert report.chunk_size(table, report.A10G_STUDY) == 2048
@@ -99,3 +100,56 @@ def test_figures_and_explorer_with_both_gpus(with_h200, tmp_path):
     missing = explorer.compute(length=24576, backend="FLASH_ATTN/FA2", study="h200/vllm0.26-qwen2.5-7b")
     assert missing.note.startswith("No FLASH_ATTN/FA2 measurement at 24576 tokens")
     assert len(explorer.combinations()) <= 1500
+
+
+def test_floors_split_over_gpus():
+    one, two = report.floors("NVIDIA H200", [2048]), report.floors("NVIDIA H200", [2048], gpus=2)
+    assert two["decode_s"][0] == pytest.approx(one["decode_s"][0] / 2)
+    assert two["b_floor"] == pytest.approx(one["b_floor"] / 2)
+
+
+def test_tensor_parallel_study(with_h200, tmp_path):
+    from lab.book.sweep_explorer import sweep_explorer
+    from lab.results import sweep_variants
+
+    assert sweep_variants.tensor_parallel(with_h200) is None
+    synthetic_sweeps.write_study(tmp_path, study="h200x2/vllm0.26-qwen2.5-7b-tp2", tp=2, with_reference=False,
+                                 arms={"FLASH_ATTN/FA3": (0.015, 13e-6, 160e-12, 3.5, 0.006)})
+    table = report.sweep_table(tmp_path)
+    study = "h200x2/vllm0.26-qwen2.5-7b-tp2"
+    assert report.gpu_count(table, study) == 2 and report.study_label(table, study).startswith("2x NVIDIA H200")
+    assert report.find_study(table, "H200") == "h200/vllm0.26-qwen2.5-7b"
+    split = sweep_variants.tensor_parallel(table)
+    assert split.gpus == 2 and split.lengths == synthetic_sweeps.LENGTHS
+    # ITL 3.5 ms + ... against 5.0 ms + ...: the overhead is measured minus floor, split against one GPU
+    assert split.itl_overhead_ms()[0] == pytest.approx(
+        (split.itl_split[0] - split.decode_floor_split_ms[0]) - (split.itl_one[0] - split.decode_floor_one_ms[0]))
+    from lab.book.plots.vllm import plot_tensor_parallel
+
+    fig = plot_tensor_parallel(split)
+    assert len(fig.axes) == 2
+    matplotlib.pyplot.close(fig)
+    explorer = sweep_explorer(tmp_path)
+    studies = {c.name: c for c in explorer.controls}["study"]
+    assert study in studies.values
+    view = explorer.compute(study=study, backend="FLASH_ATTN/FA3", length=4096)
+    assert view.readouts[0].value == pytest.approx(0.015 + 13e-6 * 4096 + 160e-12 * 4096**2)
+
+
+def test_chunk_comparison_names_what_moved(with_h200):
+    from lab.results import sweep_variants
+
+    comparison = sweep_variants.chunk_comparison(with_h200)
+    assert (comparison.small_chunk, comparison.large_chunk) == (2048, 8192)
+    assert comparison.ratio("b") == pytest.approx(26 / 25) and comparison.ratio("c") == pytest.approx(1.0)
+    assert comparison.moved("b")
+
+
+def test_b_and_c_trade_off():
+    from lab.results import sweep_variants
+
+    lengths = [256 * 2**k for k in range(8)]
+    assert sweep_variants.coefficient_correlation(lengths) < -0.9
+    seconds = [0.02 + 20e-6 * n + 300e-12 * n * n for n in lengths]
+    assert sweep_variants.refit_with_b(lengths, seconds, 20e-6) == pytest.approx(300e-12)
+    assert sweep_variants.refit_with_b(lengths, seconds, 19e-6) > 300e-12  # a lower b pushes c up

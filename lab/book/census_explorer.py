@@ -6,8 +6,27 @@ from pathlib import Path
 
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
 from lab.measure.census import FAMILIES
-from lab.results.census_windows import BACKENDS, LENGTHS, PHASE_LABELS, PHASES, census_table, gpus, window
+from lab.results.census_windows import (BACKENDS, LENGTHS, PHASE_LABELS, PHASES, census_table, gpus, nearest_window,
+                                        window)
 from lab.results.data import DATA_DIR
+
+def _note(w, substituted: bool, phase: str, length: int, gpu: str) -> str:
+    """What the view shows: missing, derived or substituted figures, in one line."""
+    if not w.known:
+        return (f"{gpu} {PHASE_LABELS[phase]} at {length} tokens: not captured yet" if gpu != "A10G"
+                else f"the reference study published no census for its {PHASE_LABELS[phase]} at {length} tokens")
+    parts = []
+    if substituted:
+        parts.append(f"{gpu} has no {PHASE_LABELS[phase]} at {length} tokens"
+                     + (" (the study's traces were not released)" if gpu == "A10G" else "")
+                     + f"; shown instead: its {PHASE_LABELS[w.phase]} at {w.tokens} tokens")
+    if w.derived:
+        parts.append("derived: " + ", ".join(w.derived))
+    missing = [f for f in FAMILIES if w.ms[f] is None]
+    if missing:
+        parts.append("not published: " + ", ".join(missing))
+    return "; ".join(parts)
+
 
 def census_explorer(root: Path = DATA_DIR):
     """Phase x length x backend x GPU -> the window's attention / matmul / other time and shares."""
@@ -15,7 +34,7 @@ def census_explorer(root: Path = DATA_DIR):
     gpu_values = gpus(table)
 
     def view(phase, length, backend, gpu):
-        w = window(table, gpu, phase, length, backend)
+        w, substituted = nearest_window(table, gpu, phase, length, backend)
         readouts = [Readout("window", "GPU kernel time in the window", w.window_ms, unit="ms", fmt=",.1f")]
         for fam in FAMILIES:
             readouts.append(Readout(fam, f"{fam} kernels", w.ms[fam], unit="ms", fmt=",.1f"))
@@ -25,7 +44,7 @@ def census_explorer(root: Path = DATA_DIR):
         for fam in FAMILIES:
             xs, ys = [], []
             for n in LENGTHS:
-                value = window(table, gpu, phase, n, backend).ms[fam]
+                value = window(table, gpu, w.phase, n, backend).ms[fam]
                 if value is not None:
                     xs.append(n)
                     ys.append(value)
@@ -35,17 +54,8 @@ def census_explorer(root: Path = DATA_DIR):
         source = (f"{gpu}, {'published figures of the reference study (vLLM 0.11)' if w.source == 'published' else 'our traces (vLLM 0.26)' if w.source else 'no data'}")
         chart = Chart(x_label="tokens in the window", y_label="GPU time (ms)", series=series, log_x=True,
                       x_ticks=list(LENGTHS), source=source,
-                      marker=Marker(length, marker_y, "attention here") if marker_y is not None else None)
-        if not w.known:
-            note = (f"{gpu} {PHASE_LABELS[phase]} at {length} tokens: not captured yet" if gpu != "A10G"
-                    else f"the reference study published no census for its {PHASE_LABELS[phase]} at {length} tokens"
-                    + (" (its traces were not released, and its decode windows include the prefill)"
-                       if phase == "decode" else ""))
-        else:
-            note = "; ".join(["derived: " + ", ".join(w.derived)] if w.derived else [])
-            missing = [f for f in FAMILIES if w.ms[f] is None]
-            if missing:
-                note = (note + "; " if note else "") + "not published: " + ", ".join(missing)
+                      marker=Marker(w.tokens, marker_y, "attention here") if marker_y is not None else None)
+        note = _note(w, substituted, phase, length, gpu)
         return View(readouts=readouts, chart=chart, note=note)
 
     return Explorer(

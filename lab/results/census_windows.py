@@ -234,3 +234,27 @@ def window_clocks(root: Path = DATA_DIR):
                          "limit": limit, "limit_share": share, "matmul_ms": matmul})
     return pd.DataFrame(rows, columns=["gpu", "backend", "window", "samples", "sm_mhz_median", "sm_mhz_min",
                                        "power_w_median", "limit", "limit_share", "matmul_ms"])
+
+
+#: Where to look when a window was not captured: the same phase at another length first, then the
+#: related phase (the A10G study published no decode-only window, only its whole-request one).
+RELATED_PHASE = {"decode": "decode-naive", "decode-naive": "decode", "prefill": None}
+
+
+def nearest_window(table, gpu: str, phase: str, tokens: int, backend: str) -> tuple[WindowCensus, bool]:
+    """The window asked for, or the nearest one that is on file: (window, substituted?).
+
+    Same GPU and backend always; the same phase at the closest length, else the related phase at
+    the closest length. Returns the empty window asked for (and False) when nothing is on file.
+    """
+    asked = window(table, gpu, phase, tokens, backend)
+    if asked.known:
+        return asked, False
+    for candidate_phase in (phase, RELATED_PHASE[phase]):
+        if candidate_phase is None:
+            continue
+        for n in sorted(LENGTHS, key=lambda n: abs(n - tokens)):
+            found = window(table, gpu, candidate_phase, n, backend)
+            if found.known:
+                return found, True
+    return asked, False

@@ -47,10 +47,35 @@ def fits_by_arm(table) -> dict:
     return fits
 
 
+#: Columns the sweep table carries from each dataset's provenance (so no reader reloads it by name).
+PROVENANCE_COLUMNS = ("provenance", "vllm", "chunk", "tensor_parallel", "max_model_len")
+
+
+def _provenance_columns(dataset: str, root: Path) -> dict:
+    prov = load(Path(root) / dataset).provenance
+    flags = prov.get("flags", {}) or {}
+    chunk = flags.get("max_num_batched_tokens")
+    return {"provenance": prov, "vllm": prov.get("vllm"), "chunk": None if chunk is None else int(chunk),
+            "tensor_parallel": int(flags.get("tensor_parallel_size") or 1),
+            "max_model_len": flags.get("max_model_len")}
+
+
 def sweep_table(root=DATA_DIR):
-    """All sweeps with a ``study`` column; a re-run of the same arm and length replaces the earlier row."""
+    """All sweeps with a ``study`` column and their provenance; a re-run of the same arm and length
+    replaces the earlier row.
+
+    Provenance travels with the rows: ``provenance`` (the dataset's whole record), ``vllm``,
+    ``chunk`` (max_num_batched_tokens), ``tensor_parallel`` (GPUs one server spans, 1 unless the
+    flags say otherwise) and ``max_model_len``.
+    """
+    import pandas as pd
+
     table = load_sweeps(root)
     table.insert(0, "study", table["dataset"].map(lambda name: study_of(name, Path(root))))
+    per_dataset = {name: _provenance_columns(name, Path(root)) for name in table["dataset"].unique()}
+    extra = pd.DataFrame([per_dataset[name] for name in table["dataset"]], index=table.index,
+                         columns=list(PROVENANCE_COLUMNS))
+    table = pd.concat([table, extra], axis=1)
     return table.drop_duplicates(["study", "arm", "target_len"], keep="last").reset_index(drop=True)
 
 
@@ -59,34 +84,49 @@ def sweeps(root=DATA_DIR):
     return ok_rows(sweep_table(root)).reset_index(drop=True)
 
 
-def provenance(table, study: str) -> dict:
-    """Provenance of a study's first arm (GPU, engine and flags are shared by its arms)."""
-    return load(table.loc[table["study"] == study, "dataset"].iloc[0]).provenance
+def provenance(table, study: str, arm: str | None = None) -> dict:
+    """Provenance of a study's first arm, or of ``arm`` (GPU, engine and flags are shared by its arms);
+    read from the table's ``provenance`` column."""
+    rows = table[table["study"] == study]
+    if arm is not None:
+        rows = rows[rows["arm"] == arm]
+    if rows.empty:
+        raise LabError(f"no sweep rows for study {study!r}" + (f" and arm {arm!r}" if arm else ""))
+    return rows["provenance"].iloc[0]
 
 
 def flag_values(table, study: str, key: str) -> list:
     """The distinct values a provenance flag takes over the arms of a study (e.g. max_model_len)."""
-    values = {load(d).provenance.get("flags", {}).get(key) for d in table.loc[table["study"] == study, "dataset"].unique()}
+    rows = table[table["study"] == study].drop_duplicates("dataset")
+    values = {(prov.get("flags", {}) or {}).get(key) for prov in rows["provenance"]}
     return sorted(v for v in values if v is not None)
 
 
 def chunk_size(table, study: str) -> int | None:
     """max_num_batched_tokens the study's server prefilled with (from provenance flags)."""
-    value = provenance(table, study).get("flags", {}).get("max_num_batched_tokens")
-    return None if value is None else int(value)
+    value = table.loc[table["study"] == study, "chunk"].dropna()
+    return None if value.empty else int(value.iloc[0])
 
 
-def find_study(table, gpu: str, chunk: int | None = None) -> str | None:
+def gpu_count(table, study: str) -> int:
+    """How many GPUs one server of the study spans (its tensor-parallel size)."""
+    return int(table.loc[table["study"] == study, "tensor_parallel"].iloc[0])
+
+
+def find_study(table, gpu: str, chunk: int | None = None, gpus: int = 1) -> str | None:
     """The committed study measured on a GPU whose name contains ``gpu`` (local runs excluded).
 
-    With ``chunk``, only studies whose server used that chunk size; otherwise the one with most arms
-    (then most measured rows: a side experiment with one arm never wins over the main sweep).
+    Only studies whose server spans ``gpus`` GPUs; with ``chunk``, only those whose server used that
+    chunk size; otherwise the one with most arms (then most measured rows: a side experiment with
+    one arm never wins over the main sweep).
     """
     candidates = []
     for study, rows in table.groupby("study"):
         if study.startswith("local/") or gpu.lower() not in str(rows["gpu"].iloc[0]).lower():
             continue
         if chunk is not None and chunk_size(table, study) != chunk:
+            continue
+        if gpu_count(table, study) != gpus:
             continue
         candidates.append((rows["arm"].nunique(), len(rows), -len(study), study))
     return max(candidates)[-1] if candidates else None  # most arms, then most rows, then the plainer name
@@ -137,35 +177,38 @@ def _device(gpu_name: str):
     return device
 
 
-def floors(gpu_name: str, lengths) -> dict:
+def floors(gpu_name: str, lengths, gpus: int = 1) -> dict:
     """Roofline floors of Qwen2.5-7B on this GPU at each prompt/context length (arrays, SI units).
 
     prefill_s: all prefill FLOPs (matmuls + causal attention) over peak bf16 FLOP/s;
     decode_s: one decode step's bytes (weights, activations, the KV cache of n tokens) over bandwidth.
     Also the per-token constants of the prefill floor: b_floor (s/token) and c_floor (s/token²).
+    With ``gpus`` > 1 (tensor parallel) each GPU holds 1/gpus of the weights and of the KV heads and
+    works at the same time, so both floors divide by the GPU count; communication is not in the floor.
     """
     from lab.results.roofline import model_phase, roof
 
     device, shape = _device(gpu_name), _shape()
-    r = roof(device)
+    one = roof(device)
+    peak, bandwidth = one.peak_flops * gpus, one.bandwidth * gpus  # GPUs working together add up
     lengths = np.asarray(sorted(set(int(n) for n in lengths)), dtype=int)
     prefill, prefill_attention, decode, decode_kv = [], [], [], []
     for n in lengths:
         p = model_phase(shape, "prefill", int(n), fused=True, sram_bytes=device.smem_per_sm)
         d = model_phase(shape, "decode", int(n), fused=True, sram_bytes=device.smem_per_sm)
-        prefill.append(p["total"].flops / r.peak_flops)
-        prefill_attention.append(p["attention"].flops / r.peak_flops)
-        decode.append(d["total"].bytes / r.bandwidth)
-        decode_kv.append(d["attention"].bytes / r.bandwidth)
+        prefill.append(p["total"].flops / peak)
+        prefill_attention.append(p["attention"].flops / peak)
+        decode.append(d["total"].bytes / bandwidth)
+        decode_kv.append(d["attention"].bytes / bandwidth)
     # per-token constants of the floor, whatever lengths were asked for: the matmul FLOPs of one token,
     # and causal attention's FLOPs per token² at a long prompt (where partly-masked tiles no longer count)
     n_ref = 1 << 17
     attention_ref = model_phase(shape, "prefill", n_ref, fused=True, sram_bytes=device.smem_per_sm)["attention"]
     return {"n": lengths, "prefill_s": np.array(prefill), "prefill_attention_s": np.array(prefill_attention),
             "decode_s": np.array(decode), "decode_kv_s": np.array(decode_kv),
-            "b_floor": shape.linear_flops_per_token() / r.peak_flops,
-            "c_floor": attention_ref.flops / n_ref**2 / r.peak_flops,
-            "device": device.name, "peak_flops": r.peak_flops, "bandwidth": r.bandwidth,
+            "b_floor": shape.linear_flops_per_token() / peak,
+            "c_floor": attention_ref.flops / n_ref**2 / peak,
+            "device": device.name, "peak_flops": peak, "bandwidth": bandwidth, "gpus": gpus,
             "kv_bytes_per_token": shape.kv_bytes_per_token()}
 
 
@@ -175,7 +218,7 @@ def against_floor(table, study: str):
 
     rows = table[table["study"] == study]
     gpu = str(rows["gpu"].iloc[0])
-    floor = floors(gpu, rows["actual_len"])
+    floor = floors(gpu, rows["actual_len"], gpu_count(table, study))
     index = {int(n): i for i, n in enumerate(floor["n"])}
     out = []
     for row in rows.itertuples():
@@ -217,8 +260,10 @@ def compare_arms(table, study: str, slow: str, fast: str):
 
 
 def study_label(table, study: str) -> str:
-    prov = provenance(table, study)
-    return f"{prov['gpu']}, vLLM {prov['vllm'] or '?'}"
+    """``NVIDIA H200, vLLM 0.26.0``; a server over several GPUs: ``2x NVIDIA H200 (tensor parallel), vLLM 0.26.0``."""
+    prov, gpus = provenance(table, study), gpu_count(table, study)
+    gpu = prov["gpu"] if gpus == 1 else f"{gpus}x {prov['gpu']} (tensor parallel)"
+    return f"{gpu}, vLLM {prov['vllm'] or '?'}"
 
 
 def finite_number(value):

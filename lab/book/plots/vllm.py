@@ -37,7 +37,7 @@ def _floor_and_axes(ax, table, study: str, phase: str, x_label: str, y_label: st
     """The roofline floor of the study's GPU over its measured lengths, log-2 x axis, labels, title, legend."""
     rows = table[table["study"] == study]
     xs = np.geomspace(rows["actual_len"].min(), rows["actual_len"].max(), 48).astype(int)
-    floor = report.floors(str(rows["gpu"].iloc[0]), xs)
+    floor = report.floors(str(rows["gpu"].iloc[0]), xs, report.gpu_count(table, study))
     if phase == "prefill":
         ax.plot(floor["n"], floor["prefill_s"], label="roofline floor (FLOPs / peak)", **_FLOOR_STYLE)
     else:
@@ -80,4 +80,27 @@ def plot_decode(table, studies: list[str]):
         _floor_and_axes(ax, table, study, "decode", "context length (tokens)", "inter-token latency (ms)")
         ax.set_ylim(bottom=0)
     _finish(fig, axes, _source(table, studies, "Median decode gap; bars p10-p90 where recorded"))
+    return fig
+
+
+def plot_tensor_parallel(split):
+    """One GPU against the model split over several (lab.results.sweep_variants.TensorParallel): TTFT and ITL
+    against prompt length, with each decode floor."""
+    fig, (left, right) = figure(1, 2, figsize=(10.4, 3.9))
+    one, many = "1 GPU", f"{split.gpus} GPUs, tensor parallel"
+    left.plot(split.lengths, split.ttft_one, "o-", color=color("FLASH_ATTN/FA3"), label=one, ms=4)
+    left.plot(split.lengths, split.ttft_split, "s--", color=color("FLASH_ATTN/FA2"), label=many, ms=4)
+    right.plot(split.lengths, split.itl_one, "o-", color=color("FLASH_ATTN/FA3"), label=one, ms=4)
+    right.plot(split.lengths, split.itl_split, "s--", color=color("FLASH_ATTN/FA2"), label=many, ms=4)
+    right.plot(split.lengths, split.decode_floor_one_ms, label="floor, 1 GPU", **_FLOOR_STYLE)
+    right.plot(split.lengths, split.decode_floor_split_ms, label=f"floor, {split.gpus} GPUs",
+               **{**_FLOOR_STYLE, "linestyle": "-."})
+    for ax, label in ((left, "time to first token (s)"), (right, "inter-token latency (ms)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("prompt length (tokens)")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8, loc="upper left")
+    right.set_ylim(bottom=0)
+    _finish(fig, [left, right], "FLASH_ATTN/FA3 on NVIDIA H200, Qwen2.5-7B shape, bf16, batch 1. Data: "
+            "data/h200/vllm0.26-qwen2.5-7b and data/h200x2/vllm0.26-qwen2.5-7b-tp2")
     return fig

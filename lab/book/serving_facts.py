@@ -1,0 +1,312 @@
+"""Chapter 6's facts: every number its prose glues, gathered from lab.results in one place.
+
+Values measured in the committed sweeps are plain numbers (the markdown formats them); values from
+runs that may not be on file yet (the Flex decomposition, values vs shapes, the chunk-size and
+tensor-parallel sweeps, the concurrency sweep) are pre-formatted text that reads "not measured yet"
+while their data is absent, so the same sentence serves both states.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lab.book.facts import Fact
+from lab.results import batch_decode as bd
+from lab.results import flex_decomposition as flexdec
+from lab.results import sweep_variants as variants
+from lab.results import sweeps as report
+from lab.results import value_dependence
+from lab.results.hardware import device, load_measurement
+from lab.results.modelshape import qwen25_7b
+
+H200_CEILINGS = "data/h200/hardware"
+FA3, FLEX, FA2 = "FLASH_ATTN/FA3", "FLEX_ATTENTION", "FLASH_ATTN/FA2"
+
+
+def shown(value, fmt: str, source: str, suffix: str = "") -> Fact:
+    """A fact that may be missing: formatted text when measured, "not measured yet" when not."""
+    ok = value is not None and not (isinstance(value, float) and math.isnan(value))
+    return Fact(f"{value:{fmt}}{suffix}" if ok else None, source)
+
+
+def rig(table, study: str) -> dict:
+    """One column of the rig table: what differs between the studies."""
+    prov = report.provenance(table, study)
+    real = prov["kind"] == "reference"
+    return {"GPU": report.study_label(table, study).rsplit(",", 1)[0], "vLLM": prov["vllm"], "data": study,
+            "prefill chunk (max_num_batched_tokens)": " or ".join(map(str, report.flag_values(table, study, "max_num_batched_tokens"))),
+            "context limit (max_model_len)": " or ".join(map(str, report.flag_values(table, study, "max_model_len"))),
+            "weights": "real (Qwen2.5-7B-Instruct)" if real else "random, same shapes",
+            "prompts": "filler text cut to length" if real else "random token ids, exact length",
+            "arms": ", ".join(sorted(table.loc[table["study"] == study, "arm"].unique()))}
+
+
+def setup(table, a10g: str, h200: str) -> dict:
+    shape, src = qwen25_7b(), "lab.results.modelshape: Qwen2.5-7B config.json"
+    flags, h200_flags = report.provenance(table, a10g)["flags"], report.provenance(table, h200)["flags"]
+    sweep_src = f"data/{h200}/*/provenance.json"
+    return {"layers": Fact(shape.layers, src), "q_heads": Fact(shape.q_heads, src), "kv_heads": Fact(shape.kv_heads, src),
+            "head_dim": Fact(shape.head_dim, src), "kv_bytes_per_token": Fact(shape.kv_bytes_per_token(), src),
+            "weights_gb": Fact(shape.parameters * 2 / 1e9, src),
+            "a10g_chunk": Fact(report.chunk_size(table, a10g), f"data/{a10g}/provenance.json"),
+            "a10g_max_model_len": Fact(flags["max_model_len"], f"data/{a10g}/provenance.json"),
+            "gen_tokens": Fact(flags["gen_tokens"], f"data/{a10g}/provenance.json"),
+            "reps": Fact(h200_flags["reps"], sweep_src), "long_reps": Fact(h200_flags["long_reps"], sweep_src),
+            "long_from": Fact(h200_flags["long_from"], sweep_src),
+            "h200_chunk": Fact(report.chunk_size(table, h200), sweep_src)}
+
+
+def a10g_prefill(table, a10g: str) -> dict:
+    fits, src = report.fit_summary(table, a10g).set_index("arm"), f"data/{a10g}/sweep.csv"
+    floor, gpu = report.floors(report.provenance(table, a10g)["gpu"], [1000]), device("A10G")
+    rows = {arm: report.arm_rows(table, a10g, arm).set_index("target_len") for arm in ("FLASH_ATTN", FLEX)}
+    out = {}
+    for name, arm in (("fa", "FLASH_ATTN"), ("flex", FLEX)):
+        row = fits.loc[arm]
+        for key, column in (("b", "b_us_per_token"), ("b_lo", "b_lo"), ("b_hi", "b_hi"), ("c", "c_ps_per_token2"),
+                            ("c_lo", "c_lo"), ("c_hi", "c_hi"), ("share_2k", "share_2048_pct"),
+                            ("share_32k", "share_32768_pct")):
+            out[f"a10g_{name}_{key}"] = Fact(row[column], src)
+        out[f"a10g_{name}_matmul_eff"] = Fact(floor["b_floor"] * 1e6 / row["b_us_per_token"] * 100, src)
+        out[f"a10g_{name}_attn_eff"] = Fact(floor["c_floor"] * 1e12 / row["c_ps_per_token2"] * 100, src)
+    fa, flex = rows["FLASH_ATTN"]["ttft_s"], rows[FLEX]["ttft_s"]
+    out |= {"a10g_c_ratio": Fact(fits.loc[FLEX, "c_ps_per_token2"] / fits.loc["FLASH_ATTN", "c_ps_per_token2"], src),
+            "a10g_b_floor": Fact(floor["b_floor"] * 1e6, "lab.results.sweeps.floors"),
+            "a10g_c_floor": Fact(floor["c_floor"] * 1e12, "lab.results.sweeps.floors"),
+            "a10g_peak_tflops": Fact(gpu.bf16_flops / 1e12, "lab.results.hardware"),
+            "a10g_longest": Fact(int(fits.loc["FLASH_ATTN", "longest"]), src),
+            "a10g_ttft_2k_fa": Fact(fa.loc[2048], src), "a10g_ttft_2k_flex": Fact(flex.loc[2048], src),
+            "a10g_ttft_2k_gap": Fact((flex.loc[2048] / fa.loc[2048] - 1) * 100, src),
+            "a10g_ttft_long_fa": Fact(fa.iloc[-1], src), "a10g_ttft_long_flex": Fact(flex.iloc[-1], src),
+            "a10g_ttft_long_ratio": Fact(flex.iloc[-1] / fa.iloc[-1], src)}
+    return out
+
+
+def h200_prefill(table, h200: str) -> dict:
+    fits, src = report.fit_summary(table, h200).set_index("arm"), f"data/{h200}/*/sweep.csv"
+    floor = report.floors(report.provenance(table, h200)["gpu"], [1000])
+    fa, flex = fits.loc[FA3], fits.loc[FLEX]
+    fa_rows, flex_rows = report.arm_rows(table, h200, FA3), report.arm_rows(table, h200, FLEX).set_index("target_len")
+    common = max(set(flex_rows.index) & set(fa_rows["target_len"]))
+    longest = int(fa_rows["actual_len"].max())
+    c_per_b = fa["c_ps_per_token2"] * 1e-12 * longest / (fa["b_us_per_token"] * 1e-6)
+    overlap = fits.loc[[FA3, FLEX], "b_lo"].max() <= fits.loc[[FA3, FLEX], "b_hi"].min()
+    ceilings = load_measurement(H200_CEILINGS)
+    b_held = qwen25_7b().linear_flops_per_token() / ceilings.peak_flops
+    trade = variants.tradeoff(table, h200, FLEX, b_held)
+    return {"h200_fa_b": Fact(fa["b_us_per_token"], src), "h200_flex_b": Fact(flex["b_us_per_token"], src),
+            "h200_flex_b_lo": Fact(flex["b_lo"], src), "h200_flex_b_hi": Fact(flex["b_hi"], src),
+            "h200_fa_b_lo": Fact(fa["b_lo"], src), "h200_fa_b_hi": Fact(fa["b_hi"], src),
+            "h200_fa_b_eff": Fact(floor["b_floor"] * 1e6 / fa["b_us_per_token"] * 100, src),
+            "h200_flex_b_eff": Fact(floor["b_floor"] * 1e6 / flex["b_us_per_token"] * 100, src),
+            "h200_peak_tflops": Fact(device("H200-SXM").bf16_flops / 1e12, "lab.results.hardware"),
+            "h200_b_intervals": Fact("overlap" if overlap else "do not overlap", src),
+            "h200_fa_c": Fact(fa["c_ps_per_token2"], src), "h200_flex_c": Fact(flex["c_ps_per_token2"], src),
+            "h200_c_ratio": Fact(flex["c_ps_per_token2"] / fa["c_ps_per_token2"], src),
+            "h200_common_len": Fact(int(common), src),
+            "h200_ttft_common_flex": Fact(flex_rows.loc[common, "ttft_s"], src),
+            "h200_ttft_common_fa": Fact(fa_rows.set_index("target_len").loc[common, "ttft_s"], src),
+            "h200_fa3_longest": Fact(longest, src), "h200_fa3_ttft_longest": Fact(fa_rows["ttft_s"].iloc[-1], src),
+            "h200_fa_share_32k": Fact(fa["share_32768_pct"], src),
+            "h200_fa_share_longest": Fact(100 * c_per_b / (1 + c_per_b), src),
+            "h200_corr_bc": Fact(trade.corr_bc, "lab.results.sweep_variants.coefficient_correlation"),
+            "h200_matmul_ceiling_tflops": Fact(ceilings.peak_flops / 1e12, f"{H200_CEILINGS}/measurements.json"),
+            "h200_b_at_ceiling": Fact(b_held * 1e6, f"{H200_CEILINGS}/measurements.json"),
+            "h200_flex_c_at_ceiling": Fact(trade.c_at_b * 1e12, "lab.results.sweep_variants.refit_with_b"),
+            "h200_flex_c_shift_pct": Fact(trade.c_shift_pct, "lab.results.sweep_variants.refit_with_b")}
+
+
+def decode(table, a10g: str, h200: str) -> dict:
+    shape, a10g_gpu, h200_gpu = qwen25_7b(), device("A10G"), device("H200-SXM")
+    out = {}
+    for gpu, study, arms in (("a10g", a10g, (("fa", "FLASH_ATTN"), ("flex", FLEX))), ("h200", h200, (("fa", FA3), ("flex", FLEX)))):
+        fits, src = report.fit_summary(table, study).set_index("arm"), f"data/{study}/sweep.csv"
+        for name, arm in arms:
+            row = fits.loc[arm]
+            out |= {f"{gpu}_{name}_itl_short": Fact(row["itl_short_ms"], src),
+                    f"{gpu}_{name}_itl_long": Fact(row["itl_long_ms"], src),
+                    f"{gpu}_{name}_itl_growth": Fact(row["itl_growth_pct"], src),
+                    f"{gpu}_{name}_kv_rate": Fact(report.kv_read_rate(table, study, arm)["kv_gb_per_s"], src)}
+        out[f"{gpu}_short_len"] = Fact(int(fits.iloc[0]["short_len"]), src)
+        out[f"{gpu}_{'fa'}_long_len"] = Fact(int(fits.loc[arms[0][1], "long_len"]), src)
+        out[f"{gpu}_flex_long_len"] = Fact(int(fits.loc[FLEX, "long_len"]), src)
+    a10g_rows = {arm: report.arm_rows(table, a10g, arm).set_index("target_len") for arm in ("FLASH_ATTN", FLEX)}
+    long_len = out["a10g_fa_long_len"].value
+    floor = report.floors(report.provenance(table, a10g)["gpu"], [out["a10g_short_len"].value, long_len])
+    copy = load_measurement(H200_CEILINGS).bandwidth
+    out |= {"a10g_fa_itl_2k": Fact(a10g_rows["FLASH_ATTN"].loc[2048, "itl_ms"], f"data/{a10g}/sweep.csv"),
+            "a10g_flex_itl_2k": Fact(a10g_rows[FLEX].loc[2048, "itl_ms"], f"data/{a10g}/sweep.csv"),
+            "a10g_bandwidth": Fact(a10g_gpu.bandwidth / 1e9, "lab.results.hardware"),
+            "h200_bandwidth_tb": Fact(h200_gpu.bandwidth / 1e12, "lab.results.hardware"),
+            "h200_copy_gbs": Fact(copy / 1e9, f"{H200_CEILINGS}/measurements.json"),
+            "h200_fa_kv_pct_copy": Fact(100 * out["h200_fa_kv_rate"].value * 1e9 / copy, f"{H200_CEILINGS}/measurements.json"),
+            "a10g_decode_floor_short": Fact(floor["decode_s"][0] * 1e3, "lab.results.sweeps.floors"),
+            "a10g_decode_floor_long": Fact(floor["decode_s"][1] * 1e3, "lab.results.sweeps.floors"),
+            "a10g_kv_long_gb": Fact(long_len * shape.kv_bytes_per_token() / 1e9, "lab.results.modelshape"),
+            "a10g_kv_rate_ratio": Fact(out["a10g_fa_kv_rate"].value / out["a10g_flex_kv_rate"].value, "lab.results.sweeps.kv_read_rate"),
+            "a10g_kv_pct": Fact(100 * out["a10g_fa_kv_rate"].value * 1e9 / a10g_gpu.bandwidth, "lab.results.hardware"),
+            "a10g_sms": Fact(a10g_gpu.sm_count, "lab.results.hardware"), "h200_sms": Fact(h200_gpu.sm_count, "lab.results.hardware"),
+            "group": Fact(shape.q_heads // shape.kv_heads, "lab.results.modelshape"),
+            "h200_sms_per_head": Fact(h200_gpu.sm_count / shape.q_heads, "lab.results.hardware")}
+    for gpu_name, gpu in (("a10g", a10g_gpu), ("h200", h200_gpu)):
+        out[f"{gpu_name}_min_splits_groups"] = Fact(math.ceil(gpu.sm_count / shape.kv_heads), "lab.results.hardware")
+    return out
+
+
+def flex_arm(table, h200: str) -> dict:
+    """vLLM's FLEX arm from our traces, and the standalone decomposition when it is on file."""
+    copy = load_measurement(H200_CEILINGS).bandwidth / 1e9
+    vllm, fa3 = flexdec.vllm_flex(), flexdec.vllm_flex(backend="FlashAttention", arm=FA3)
+    dec = flexdec.read()
+    src = dec.source if dec else f"data/{flexdec.DATASET}/{flexdec.FILE}"
+    out = {"vllm_flex_tokens": Fact(vllm.tokens, vllm.source),
+           "vllm_flex_decode_gbs": shown(vllm.decode_gb_per_s, ".0f", vllm.source),
+           "vllm_flex_decode_pct": shown(100 * vllm.decode_gb_per_s / copy if vllm.decode_gb_per_s else None, ".1f",
+                                         vllm.source, "%"),
+           "vllm_flex_prefill_tflops": shown(vllm.prefill_tflops, ".0f", vllm.source),
+           "vllm_fa3_prefill_tflops": shown(fa3.prefill_tflops, ".0f", "data/h200/vllm0.26-qwen2.5-7b/traces/flash_attn-fa3"),
+           "flexdec_status": Fact(f"measured on the {dec.gpu} ({src})" if dec else None, src)}
+    decode_n = dec.length("decode") if dec else None
+    prefill_n = dec.length("prefill") if dec else None
+    out["flexdec_decode_n"] = shown(decode_n, ",d", src)
+    out["flexdec_prefill_n"] = shown(prefill_n, ",d", src)
+    for batch in (1, 16):
+        rate = (lambda v, b=batch: dec.rate("decode", b, v)) if dec else (lambda v: None)
+        copy_rate = rate("copy")
+        for variant in ("flex-default", "flex-forced", "flex-paged", "sdpa-flash"):
+            key = variant.replace("-", "_")
+            value = rate(variant)
+            out[f"flexdec_b{batch}_{key}_gbs"] = shown(value, ",.0f", src, " GB/s")
+            out[f"flexdec_b{batch}_{key}_pct"] = shown(100 * value / copy_rate if value and copy_rate else None,
+                                                      ".1f", src, "%")
+        for slow, fast, _ in flexdec.STEPS:
+            factor = dec.factor("decode", batch, slow, fast) if dec else None
+            out[f"flexdec_b{batch}_{slow.split('-')[1]}_x"] = shown(factor, ".1f", src, "×")
+    paged_b1 = dec.rate("decode", 1, "flex-paged") if dec else None
+    out["flexdec_vllm_vs_paged_x"] = shown(paged_b1 / vllm.decode_gb_per_s if paged_b1 and vllm.decode_gb_per_s else None,
+                                           ".1f", src, "×")
+    prefill_batch = (dec.batches("prefill") or [1])[0] if dec else 1  # the prefill rows' batch, whatever it is
+    for variant in ("flex-default", "flex-forced", "flex-paged", "sdpa-flash"):
+        value = dec.rate("prefill", prefill_batch, variant) if dec else None
+        out[f"flexdec_prefill_{variant.replace('-', '_')}_tflops"] = shown(value, ".0f", src, " TFLOP/s")
+    paged_prefill = dec.rate("prefill", prefill_batch, "flex-paged") if dec else None
+    out["flexdec_prefill_vllm_vs_paged_x"] = shown(
+        paged_prefill / vllm.prefill_tflops if paged_prefill and vllm.prefill_tflops else None, ".1f", src, "×")
+    return out
+
+
+def values_vs_shapes() -> dict:
+    data = value_dependence.read()
+    src = data.source if data else f"data/{value_dependence.DATASET}/{value_dependence.FILE}"
+    out = {"values_status": Fact(f"measured ({src})" if data else None, src)}
+    ops = data.ops() if data else []
+    matmul = next((op for op in ops if "matmul" in op.lower() or "mm" in op.lower()), None)
+    kernel = next((op for op in ops if op != matmul), None)  # the other op: our attention kernel
+    for key, op in (("matmul", matmul), ("kernel", kernel)):
+        out[f"values_{key}_op"] = Fact(op, src)
+        out[f"values_{key}_max_pct"] = shown(data.largest_change_pct(op) if op else None, ".1f", src, "%")
+        watts = data.power_range(op) if op else None
+        out[f"values_{key}_power"] = Fact(f"{watts[0]:.0f} to {watts[1]:.0f} W" if watts else None, src)
+    return out
+
+
+def chunk(table) -> dict:
+    comparison = variants.chunk_comparison(table)
+    src = "data/h200/vllm0.26-qwen2.5-7b-chunk2048/flash_attn-fa3/sweep.csv"
+    out = {"chunk_status": Fact("measured" if comparison else None, src)}
+    for size in ("small", "large"):
+        fit = getattr(comparison, size) if comparison else None
+        out[f"chunk_{size}"] = shown(getattr(comparison, f"{size}_chunk") if comparison else None, "d", src)
+        out[f"chunk_{size}_a"] = shown(fit.a * 1e3 if fit else None, ".1f", src, " ms")
+        out[f"chunk_{size}_b"] = shown(fit.b_us_per_token if fit else None, ".2f", src, " µs/token")
+        out[f"chunk_{size}_c"] = shown(fit.c_ps_per_token2 if fit else None, ".0f", src, " ps/token²")
+    for coefficient in ("a", "b", "c"):
+        moved = None if comparison is None else ("moved" if comparison.moved(coefficient) else "did not move")
+        out[f"chunk_{coefficient}_moved"] = Fact(moved, src)
+        out[f"chunk_{coefficient}_ratio"] = shown(comparison.ratio(coefficient) if comparison else None, ".2f", src, "×")
+    return out
+
+
+def fa2_fa3(table, h200: str) -> dict:
+    versus, src = report.compare_arms(table, h200, FA2, FA3), f"data/{h200}/*/sweep.csv"
+    c_of = report.fit_summary(table, h200).set_index("arm")["c_ps_per_token2"]
+    ready = {arm: (report.provenance(table, h200, arm).get("server") or {}).get("ready_s") for arm in (FA2, FA3)}
+    longest, shortest = versus.iloc[-1], versus.iloc[0]
+    return {"fa2_long_n": Fact(int(longest["n"]), src), "fa2_ttft_ratio_long": Fact(longest["TTFT ratio"], src),
+            "fa2_c": Fact(c_of[FA2], src), "fa3_c": Fact(c_of[FA3], src), "fa2_c_ratio": Fact(c_of[FA2] / c_of[FA3], src),
+            "fa2_short_n": Fact(int(shortest["n"]), src), "fa2_itl_ratio_short": Fact(shortest["ITL ratio"], src),
+            "fa2_itl_ratio_long": Fact(longest["ITL ratio"], src),
+            "fa2_ready_s": shown(ready[FA2], ".0f", src), "fa3_ready_s": shown(ready[FA3], ".0f", src)}
+
+
+def against_floor(table, a10g: str, h200: str) -> dict:
+    out = {}
+    rows = report.against_floor(table, a10g).set_index(["arm", "n"])
+    longest = int(report.fit_summary(table, a10g).set_index("arm").loc["FLASH_ATTN", "longest"])
+    for name, arm in (("fa", "FLASH_ATTN"), ("flex", FLEX)):
+        for what in ("ttft", "itl"):
+            out[f"a10g_{name}_{what}_x_floor_long"] = Fact(rows.loc[(arm, longest), f"{what}_x_floor"], f"data/{a10g}/sweep.csv")
+    h = report.against_floor(table, h200)
+    fa3_x = h[h["arm"] == FA3].set_index("n")["ttft_x_floor"]
+    flex_x = h[h["arm"] == FLEX].set_index("n")["ttft_x_floor"]
+    mid = 8192 if 8192 in fa3_x.index and 8192 in flex_x.index else int(flex_x.index[len(flex_x) // 2])
+    src = f"data/{h200}/*/sweep.csv"
+    return out | {"h200_floor_mid": Fact(mid, src), "h200_fa3_x_mid": Fact(fa3_x.loc[mid], src),
+                  "h200_fa3_x_long": Fact(fa3_x.iloc[-1], src), "h200_fa3_x_long_n": Fact(int(fa3_x.index[-1]), src),
+                  "h200_flex_x_mid": Fact(flex_x.loc[mid], src), "h200_flex_x_long": Fact(flex_x.iloc[-1], src),
+                  "h200_flex_x_long_n": Fact(int(flex_x.index[-1]), src)}
+
+
+def batch() -> dict:
+    src, table = "lab.results.batch_decode", bd.read()
+    data_src = f"data/{bd.STUDY}"
+    low, high = min(bd.CONCURRENCY), max(bd.CONCURRENCY)
+    out = {"batch_kv_bound_long": Fact(bd.kv_bound_batch(max(bd.CONTEXTS)), src),
+           "batch_kv_bound_short": Fact(bd.kv_bound_batch(min(bd.CONTEXTS)), src),
+           "batch_long": Fact(max(bd.CONTEXTS), src), "batch_short": Fact(min(bd.CONTEXTS), src),
+           "batch_low": Fact(low, src), "batch_high": Fact(high, src),
+           "batch_weights_gb": Fact(bd.step_floor(1, 0).weight_bytes / 1e9, src),
+           "concurrency_status": Fact(f"measured ({data_src})" if table is not None else None, data_src)}
+    for b in (low, high):
+        floor = bd.step_floor(b, max(bd.CONTEXTS))
+        out[f"batch_{b}_floor_itl"] = Fact(floor.itl_ms, src)
+        out[f"batch_{b}_floor_tok_s"] = Fact(floor.tokens_per_s, src)
+        out[f"batch_{b}_kv_share"] = Fact(floor.kv_share_pct, src)
+        for name, arm in (("fa", FA3), ("flex", FLEX)):
+            point = bd.measured(table, arm, max(bd.CONTEXTS), b)
+            out[f"batch_{b}_{name}_itl"] = shown(point["itl_ms"] if point else None, ".1f", data_src, " ms")
+            out[f"batch_{b}_{name}_x_floor"] = shown(point["itl_ms"] / floor.itl_ms if point else None, ".1f", data_src, "×")
+    return out
+
+
+def tensor_parallel(table) -> dict:
+    shape, split = qwen25_7b(), variants.tensor_parallel(table)
+    src, data_src = "lab.results.modelshape", "data/h200x2/vllm0.26-qwen2.5-7b-tp2/flash_attn-fa3/sweep.csv"
+    gpus = split.gpus if split else 2
+    weights = 2 * (shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights)
+    bandwidth = device("H200-SXM").bandwidth
+    out = {"tp_gpus": Fact(gpus, src), "tp_kv_heads_per_gpu": Fact(max(1, shape.kv_heads // gpus), src),
+           "tp_q_heads_per_gpu": Fact(shape.q_heads // gpus, src),
+           "tp_allreduces": Fact(2 * shape.layers, src),
+           "tp_allreduce_kb": Fact(shape.hidden * 2 / 1e3, src),
+           "tp_weights_floor_one": Fact(weights / bandwidth * 1e3, "lab.results.hardware"),
+           "tp_weights_floor_split": Fact(weights / gpus / bandwidth * 1e3, "lab.results.hardware"),
+           "tp_status": Fact(f"measured ({data_src})" if split else None, data_src)}
+    if split:
+        i = len(split.lengths) - 1
+        overhead = split.itl_overhead_ms()
+    out |= {"tp_long_n": shown(split.lengths[i] if split else None, ",d", data_src),
+            "tp_ttft_ratio": shown(split.ttft_one[i] / split.ttft_split[i] if split else None, ".2f", data_src, "×"),
+            "tp_itl_one": shown(split.itl_one[0] if split else None, ".2f", data_src, " ms"),
+            "tp_itl_split": shown(split.itl_split[0] if split else None, ".2f", data_src, " ms"),
+            "tp_itl_short_n": shown(split.lengths[0] if split else None, ",d", data_src),
+            "tp_overhead_ms": shown(overhead[0] if split else None, ".2f", data_src, " ms")}
+    return out
+
+
+def chapter06(table) -> dict:
+    """Every fact of chapter 6 (the A10G reference study and our H200 studies must be on file)."""
+    a10g, h200 = report.A10G_STUDY, report.find_study(table, "H200")
+    return (setup(table, a10g, h200) | a10g_prefill(table, a10g) | h200_prefill(table, h200)
+            | decode(table, a10g, h200) | flex_arm(table, h200) | values_vs_shapes() | chunk(table)
+            | fa2_fa3(table, h200) | against_floor(table, a10g, h200) | batch() | tensor_parallel(table))

@@ -1,0 +1,141 @@
+"""lab.results readers for chapters 6 and 7: the Flex decomposition, values vs shapes, batch decode
+floors and the trace readings; each absent-safe (None while its data is not on file) and checked
+on a small fixture by value."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lab.results import batch_decode, flex_decomposition, trace_analysis, value_dependence
+from lab.results import census_windows as cd
+from lab.results.modelshape import qwen25_7b
+
+
+def _provenance(folder, kind="kernels"):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "provenance.json").write_text(json.dumps(
+        {"kind": kind, "gpu": "NVIDIA H200", "driver": None, "cuda": None, "torch": "2.11.0", "triton": None,
+         "vllm": None, "model": "Qwen2.5-7B shape", "dtype": "bfloat16", "flags": {}, "date": "2026-11-30",
+         "command": "test"}))
+
+
+def test_readers_say_not_measured_while_absent(tmp_path):
+    assert flex_decomposition.read(tmp_path) is None
+    assert value_dependence.read(tmp_path) is None
+    assert batch_decode.read(tmp_path) is None
+    assert batch_decode.measured(None, "FLASH_ATTN/FA3", 2048, 1) is None
+
+
+def test_flex_decomposition_factors(tmp_path):
+    folder = tmp_path / flex_decomposition.DATASET
+    _provenance(folder)
+    rows = ["phase,batch,n,variant,ms,ms_rounds,kv_bytes,gb_per_s,tflops,max_abs_err,note"]
+    for variant, ms in (("flex-default", 1.0), ("flex-forced", 3.0), ("flex-paged", 12.0), ("copy", 0.5)):
+        rows.append(f"decode,1,32768,{variant},{ms},,{4e9},{4e9 / ms / 1e6},,0.001,")
+    rows.append("prefill,1,16384,flex-default,10.0,,,,400.0,0.002,")
+    (folder / flex_decomposition.FILE).write_text("\n".join(rows) + "\n")
+    dec = flex_decomposition.read(tmp_path)
+    assert dec.factor("decode", 1, "flex-forced", "flex-default") == pytest.approx(3.0)
+    assert dec.factor("decode", 1, "flex-paged", "flex-forced") == pytest.approx(4.0)
+    assert dec.rate("prefill", 1, "flex-default") == 400.0 and dec.rate("decode", 1, "copy") == pytest.approx(8000)
+    assert dec.factor("decode", 16, "flex-forced", "flex-default") is None
+    ladder = flex_decomposition.ladder(dec, "decode", 1).set_index("variant")
+    assert ladder.loc["flex-paged", "x_previous"] == pytest.approx(4.0)
+    assert ladder.loc["flex-default", "pct_of_copy"] == pytest.approx(50.0)
+    assert dec.batches("decode") == [1] and dec.length("prefill") == 16384
+
+
+def test_vllm_flex_rates_from_our_traces():
+    flex = flex_decomposition.vllm_flex()
+    shape, n = qwen25_7b(), flex_decomposition.VLLM_WINDOW_TOKENS
+    # the KV cache of one step over the attention time of one step
+    assert flex.decode_gb_per_s == pytest.approx(n * shape.kv_bytes_per_token() / (flex.decode_ms_per_step / 1e3) / 1e9)
+    assert 10 < flex.decode_gb_per_s < 200 and 5 < flex.prefill_tflops < 100
+
+
+def test_value_dependence(tmp_path):
+    folder = tmp_path / value_dependence.DATASET
+    _provenance(folder)
+    (folder / value_dependence.FILE).write_text(
+        "op,inputs,ms,ms_rounds,sm_mhz,power_w,clock_limit\n"
+        "matmul,random,2.0,,1600,690,sw_power_cap\nmatmul,zeros,1.8,,1980,400,none\nmatmul,small,1.9,,1900,500,none\n"
+        "kernel,random,1.0,,1980,450,none\nkernel,zeros,1.01,,1980,300,none\n")
+    data = value_dependence.read(tmp_path)
+    assert data.ops() == ["matmul", "kernel"]
+    assert data.get("matmul", "zeros").vs_random_pct == pytest.approx(-10.0)
+    assert data.largest_change_pct("matmul") == pytest.approx(10.0)
+    assert data.largest_change_pct("kernel") == pytest.approx(1.0)
+    assert data.power_range("matmul") == (400.0, 690.0)
+
+
+def test_batch_floor_by_hand(tmp_path):
+    shape = qwen25_7b()
+    weights = 2 * (shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights)
+    floor = batch_decode.step_floor(16, 32768)
+    assert floor.itl_ms == pytest.approx((weights + 16 * 32768 * 57344) / 4.8e12 * 1e3)
+    assert floor.kv_bound and not batch_decode.step_floor(1, 2048).kv_bound
+    n = batch_decode.kv_bound_batch(32768)
+    assert batch_decode.step_floor(n, 32768).kv_bound and not batch_decode.step_floor(n - 1, 32768).kv_bound
+    assert batch_decode.intensities(64) == {"matmul": 64.0, "attention": 7.0}
+    folder = tmp_path / batch_decode.STUDY / "flash_attn-fa3"
+    _provenance(folder, kind="vllm-sweep")
+    (folder / batch_decode.FILE).write_text("arm,context,concurrency,admitted,itl_ms,decode_tok_s,window_s,steps,ok\n"
+                                            "FLASH_ATTN/FA3,32768,16,16,11.0,1450,5.0,400,True\n"
+                                            "FLASH_ATTN/FA3,32768,64,40,30.0,1300,5.0,150,False\n")
+    table = batch_decode.read(tmp_path)
+    assert batch_decode.measured(table, "FLASH_ATTN/FA3", 32768, 16)["itl_ms"] == 11.0
+    assert batch_decode.measured(table, "FLASH_ATTN/FA3", 32768, 64) is None  # a failed point is not shown
+
+
+def test_trace_readings_of_the_published_a10g_census():
+    table = cd.census_table()
+    control = trace_analysis.control(table, "A10G")
+    assert (control.matmul_flash, control.matmul_flex) == (5756.0, 5755.0) and control.holds
+    assert control.attention_ratio == pytest.approx(8389 / 3098)
+    naive = trace_analysis.naive_window(table, "FlashAttention", itl_ms=37.33)
+    assert naive.window_s == pytest.approx(10.3) and naive.prefill_kernels_s == pytest.approx((3098 + 5756) / 1000)
+    assert naive.decode_s == pytest.approx(30 * 37.33 / 1000)
+    h200 = trace_analysis.control(table, "H200")
+    assert not h200.holds  # the power cap: FA3's window runs its matmuls slower
+    steps = trace_analysis.decode_per_step(table)
+    assert steps["FlexAttention", 28672]["attention"] > 10 * steps["FlashAttention", 28672]["attention"]
+
+
+def test_chapter_facts_glue_every_name_the_chapters_use():
+    import re
+    from pathlib import Path
+
+    from lab.book.serving_facts import chapter06
+    from lab.book.trace_facts import chapter07
+    from lab.results import sweeps
+
+    root = Path(__file__).resolve().parents[1] / "book"
+    for chapter, facts in (("06-vllm-sweeps.md", chapter06(sweeps.sweep_table())),
+                           ("07-the-trace.md", chapter07(cd.census_table()))):
+        used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", (root / chapter).read_text()))
+        assert used <= set(facts), sorted(used - set(facts))
+        for name in used:  # a number glued with a format spec must be measured (missing ones are glued as text)
+            spec = re.search(rf"`{name}:", (root / chapter).read_text())
+            if spec:
+                assert facts[name].measured, name
+
+
+def test_chapter_facts_fill_in_when_the_data_lands(tmp_path, monkeypatch):
+    from lab.book import serving_facts
+    from lab.results import sweeps
+
+    test_flex_decomposition_factors(tmp_path)
+    test_value_dependence(tmp_path)
+    table = sweeps.sweep_table()
+    absent = serving_facts.flex_arm(table, "h200/vllm0.26-qwen2.5-7b") | serving_facts.values_vs_shapes()
+    assert not absent["flexdec_b1_forced_x"].measured and not absent["values_matmul_max_pct"].measured
+    read_flex, read_values = flex_decomposition.read, value_dependence.read
+    monkeypatch.setattr(serving_facts.flexdec, "read", lambda: read_flex(tmp_path))
+    monkeypatch.setattr(serving_facts.value_dependence, "read", lambda: read_values(tmp_path))
+    present = serving_facts.flex_arm(table, "h200/vllm0.26-qwen2.5-7b") | serving_facts.values_vs_shapes()
+    assert present["flexdec_b1_forced_x"].value == "3.0×" and present["flexdec_b1_paged_x"].value == "4.0×"
+    assert present["flexdec_b1_flex_default_pct"].value == "50.0%"
+    assert present["flexdec_status"].value.endswith(f"({present['flexdec_status'].source})")
+    assert present["values_matmul_max_pct"].value == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"
