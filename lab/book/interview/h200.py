@@ -188,6 +188,7 @@ def control_facts(window: str = "prefill-28672", root=None) -> dict:
 # --- kernel benchmark: compute-bound prefill, and the ablation steps ---------------------------------
 
 COMPUTE_FORMATS = {"h200_cb_len": ",d", "h200_cb_cudnn_tflops": ".0f", "h200_cb_tuned_tflops": ".0f",
+                   "h200_cb_flex_tflops": ".0f", "h200_cb_peak_tflops": ".0f",
                    "h200_cb_copy_gbps": ",.0f", "h200_cb_reread_cap_tflops": ".0f", "h200_cb_reread_intensity": ".0f",
                    "h200_cb_compulsory_intensity": ",.0f"}
 
@@ -214,7 +215,10 @@ def compute_bound_facts(root=None) -> dict:
          "h200_cb_compulsory_intensity": flops / iomodel.attention_compulsory_bytes(shape, n, "prefill", per="layer"),
          "h200_cb_reread_cap_tflops": flops / reread * copy * 1e9 / 1e12,
          "h200_cb_cudnn_tflops": float(row(table, candidate="sdpa-cudnn", n=n)["tflops"]),
-         "h200_cb_tuned_tflops": float(row(table, candidate="ours-tuned", n=n)["tflops"])}
+         "h200_cb_tuned_tflops": float(row(table, candidate="ours-tuned", n=n)["tflops"]),
+         "h200_cb_peak_tflops": hardware.device("H200-SXM").bf16_flops / 1e12}
+    flex = table[(table.candidate == "flex") & (table.n == n)]
+    f["h200_cb_flex_tflops"] = float(flex["tflops"].iloc[0]) if len(flex) == 1 else None
     return shown_facts(f, COMPUTE_FORMATS, source)
 
 
