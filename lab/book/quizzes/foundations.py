@@ -50,7 +50,7 @@ def roofline() -> list[Question]:
         ),
         Question(
             "A batch-1 decode step multiplies one token's activations by every weight matrix. Which roof limits it?",
-            ["Memory bandwidth: about {intensity} FLOP per weight byte",
+            ["Memory bandwidth: about {intensity} FLOP per weight byte, far left of every ridge",
              "Compute: a 7B model does billions of multiply-adds for every token it generates",
              "Neither: the softmax's exponentials set the pace of a decode step",
              "Compute on an A10G, whose tensor cores are slow, and memory on an H100"],
@@ -150,7 +150,7 @@ def naive_attention() -> list[Question]:
         Question(
             "At {n} tokens attention is {model}% of Qwen2.5-7B's prefill FLOPs. The A10G fits give the quadratic "
             "term {flash}% of FLASH_ATTN's TTFT but {flex}% of FLEX_ATTENTION's. Why is FLEX's share so much higher?",
-            ["Its attention runs at a lower FLOP rate",
+            ["Its attention runs at a lower FLOP rate, so the same FLOPs take a larger share of the time",
              "FLEX_ATTENTION computes more attention FLOPs, because its mask evaluates every query-key pair",
              "FLEX_ATTENTION's matmuls are faster, which shrinks the linear term and inflates the quadratic share",
              "The fit is unreliable for FLEX_ATTENTION only, since its TTFT is noisier"],
@@ -174,7 +174,7 @@ def tiling() -> list[Question]:
     return [
         Question(
             "Is FlashAttention an approximation of attention?",
-            ["No: same softmax(QKᵀ)V, up to summation order",
+            ["No: it computes the same softmax(QKᵀ)V; results differ only by summation order",
              "Yes: it drops scores below a threshold, which is where its speed at long prompts comes from",
              "Yes: it replaces the score matrix with a low-rank approximation of it",
              "Only in bf16; in fp32 it computes the exact softmax"],
@@ -195,7 +195,7 @@ def tiling() -> list[Question]:
         ),
         Question(
             "FlashAttention's HBM traffic is Θ(n²·d²/M) for on-chip memory of M bytes. What does a larger M buy?",
-            ["Bigger tiles: K and V are re-read fewer times",
+            ["Bigger tiles: K and V are re-read fewer times, so the traffic falls as one over M",
              "Nothing: the n×n matrix still goes to HBM, only in smaller pieces that fit the tile",
              "Fewer FLOPs: the softmax gets cheaper because each tile holds more of the row at once",
              "A different result, because larger tiles change the order of the sums and so the rounding"],

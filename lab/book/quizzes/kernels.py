@@ -24,7 +24,7 @@ def triton_kernels() -> list[Question]:
     return [
         Question(
             "In the causal forward kernel, what does skipping key blocks above the diagonal save?",
-            ["About half the work at long lengths",
+            ["About half the work at long lengths: those blocks would be fully masked anyway",
              "Nothing: masked scores still have to be computed and zeroed before the softmax",
              "Memory only: the FLOPs stay the same because the mask is applied after the matmul",
              "It changes the result, so it is only used in inference, never in training"],
@@ -45,8 +45,8 @@ def triton_kernels() -> list[Question]:
         ),
         Question(
             "Where does the kernel divide by the softmax normaliser?",
-            ["Once, at the end",
-             "After every key tile, so the running output always holds a proper weighted average",
+            ["Once, at the end, dividing the accumulated output by the running sum",
+             "After every key tile",
              "Before the first tile, using a row sum computed in a separate pass over the keys",
              "Never: the normaliser cancels out between the numerator and the denominator"],
             0,
@@ -72,7 +72,7 @@ def _h200_prefill_kernels() -> list[Question]:
     return [Question(
         "On the H200, a causal GQA prefill of {n} tokens (one layer's attention, bf16, head dim 128) took {naive} ms "
         "with naive attention and {flash} ms with PyTorch's SDPA flash backend. Where does the gap come from?",
-        ["Naive attention writes S and P to HBM and reads them back",
+        ["Naive attention writes S and P, n×n per head, to HBM and reads them back through a softmax",
          "The naive path does more FLOPs, because it computes the masked half of the scores as well",
          "The flash backend skips part of the attention, keeping only the largest scores of each row",
          "The naive path runs in fp32, which halves the tensor cores' throughput"],
@@ -110,7 +110,7 @@ def _h200_compute_bound() -> list[Question]:
         "On the H200, cuDNN's causal prefill at {n} tokens ran at {tflops} TFLOP/s. If every K/V tile re-read came "
         "from HBM at the {copy} GB/s the same run measured for a copy, no kernel could pass {cap} TFLOP/s. What "
         "does that say?",
-        ["The re-reads come mostly from L2: the kernel is compute-bound",
+        ["The re-reads come mostly from L2, so the kernel is compute-bound, not memory-bound",
          "The measurement is wrong, since no kernel can beat the memory roof of its own GPU",
          "The kernel is memory-bound, and the copy benchmark underestimates the bandwidth a read can reach",
          "cuDNN skips part of the causal work that the FLOP count includes"],
@@ -147,7 +147,7 @@ def _h200_occupancy() -> list[Question]:
         "program fit on each multiprocessor: {ms} ms. With its registers capped (it then used {regs_capped} per "
         "thread), {progs_capped} programs fit and the same launch took {ms_capped} ms. Why faster, with the same work "
         "to do?",
-        ["One program's exponentials overlap the other's matmuls",
+        ["While one program computes exponentials, the other's matmuls keep the tensor cores busy",
          "Fewer registers per thread make each instruction issue and complete faster",
          "The cap made the compiler skip the masked tiles it used to compute",
          "Two programs share one copy of K and V in their registers, halving the loads"],
@@ -176,8 +176,8 @@ def decode_split_kv() -> list[Question]:
         Question(
             "One decode step of Qwen2.5-7B at batch 1 has one query token and {kv} KV heads. If the kernel launches one "
             "program per (sequence, KV head), how busy is an A10G with {sms} SMs?",
-            ["Mostly idle",
-             "Fully busy: every SM gets a head, and the heads are long enough to keep them working",
+            ["Mostly idle: a handful of programs each walk the whole cache",
+             "Fully busy: one head per SM",
              "Busy, but compute-bound, because each program computes scores for a whole group of query heads",
              "It depends only on the head dimension, which sets how much each program loads"],
             0,
@@ -204,7 +204,7 @@ def decode_split_kv() -> list[Question]:
         ),
         Question(
             "After each split has computed its partial output over its part of the KV cache, how are they combined?",
-            ["Rescale each by exp(its log-sum-exp − the global one) and add",
+            ["Rescale each partial output by exp(its log-sum-exp − the global one), then add",
              "Average the partial outputs, weighting every split by the number of keys it covered",
              "Keep the split whose scores reached the largest maximum and drop the others",
              "Concatenate them along the head dimension and project back with a matmul"],
@@ -231,7 +231,7 @@ def _batch_on_the_roofline() -> Question:
         "At batch {b}, a decode step's weight matmuls do about {matmul} FLOP per weight byte, while decode attention "
         "does {attention} FLOP per KV-cache byte whatever the batch. The H200's ridge is {ridge}. What happens as "
         "batch × context grows?",
-        ["The step becomes bound by reading the KV cache",
+        ["The step becomes bound by reading the KV cache, whose bytes grow with batch × context",
          "The whole step turns compute-bound once the batch is large enough, attention included",
          "Attention's intensity grows with the batch like the matmuls', so batching helps both alike",
          "Nothing changes: a decode step is always bound by reading the weights"],

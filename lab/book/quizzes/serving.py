@@ -41,7 +41,7 @@ def vllm_sweeps() -> list[Question]:
         Question(
             "At {two_k} tokens of context the A10G decode ITL was {flash_2k} ms (FLASH) vs {flex_2k} ms (FLEX); at "
             "{long} it was {flash_long} vs {flex_long} ms. What does this say about benchmarking backends?",
-            ["Measure at the context lengths you serve",
+            ["A short-context benchmark hides the gap: measure at the context lengths you serve",
              "FLEX is about as fast in decode at every length, so the long-context figure is an outlier",
              "The gap is noise: both backends are within a few percent of each other",
              "Decode latency does not depend on context length, only on the model's weights"],
@@ -57,7 +57,7 @@ def vllm_sweeps() -> list[Question]:
         Question(
             "The A10G server prefilled long prompts in chunks of {chunk} tokens (chunked prefill). What does a chunk "
             "attend to?",
-            ["Its own tokens and all the KV cached by earlier chunks",
+            ["Its own tokens and all the KV cached by earlier chunks, so the work stays quadratic",
              "Only its own tokens, so attention becomes linear in the prompt length",
              "Nothing: chunks skip attention and a final pass fixes it up once the whole prompt is cached",
              "Only the first chunk, which holds the system prompt every later chunk needs"],
@@ -139,7 +139,7 @@ def the_trace() -> list[Question]:
         Question(
             "In the A10G prefill window at {tokens} tokens, matmul kernels took {mm_flash} ms (FLASH) and {mm_flex} ms "
             "(FLEX); attention took {at_flash} vs {at_flex} ms. What do the matmul figures prove?",
-            ["They are the control: the TTFT gap sits in attention",
+            ["They are the control: with matmul time equal, the whole TTFT gap sits in attention's kernels",
              "FLEX's matmuls are slower, so part of the TTFT gap comes from outside attention",
              "The profiler slowed both runs by the same amount, so nothing can be concluded from either",
              "Attention and matmul kernels overlap in time, so the two families cannot be compared"],
