@@ -9,7 +9,9 @@ marked answer to be right (say, "FLEX's ITL grows more than FLASH's"); tests and
 so a quiz whose claim the data stops supporting fails the build instead of teaching a wrong answer.
 
 The HTML shows the options as buttons and keeps the answer hidden until the reader clicks one; then
-it marks right or wrong and reveals the explanation. On the static site Sphinx loads
+it marks right or wrong and reveals the explanation. A quiz places the right answer of its questions at
+consecutive letters (:meth:`Quiz.answer_slot`) and shuffles the other options by a seed, so the answers
+spread over the letters; ``tests/test_quiz.py`` checks that balance, and option lengths, on the HTML. On the static site Sphinx loads
 ``book/_static/quiz.js`` and ``quiz.css``; in a live kernel (``LAB_STATIC`` unset) the same script
 and style are emitted inline, guarded so they install once per page.
 """

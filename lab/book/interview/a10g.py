@@ -37,6 +37,7 @@ def _devices() -> dict:
         "crossover_len": iomodel.crossover_length(shape),
         "attn_flop_share_long_pct": 100 * iomodel.attention_flop_share(shape, long),
         "gqa_group": shape.q_heads // shape.kv_heads, "q_heads": shape.q_heads, "kv_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
         "kv_kb_per_token": shape.kv_bytes_per_token(2) / 1e3,
         "kv_gb_long": long * shape.kv_bytes_per_token(2) / GB,
         "kv_mha_gb_long": long * shape.kv_bytes_per_token(2) / GB * shape.q_heads / shape.kv_heads,
