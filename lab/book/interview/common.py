@@ -21,10 +21,13 @@ class Shown(Fact):
     """A fact that may be missing, glued as text in ``fmt`` ("not measured yet" when it is missing): a format
     spec in the markdown would fail on those words, so the format travels with the fact."""
 
-    fmt: str = ""
+    fmt: str = ""  # a format spec (".1f"), or a template that carries the unit ("{:.1f}×", "{:,d} tokens")
 
     def text(self) -> Fact:
-        return Fact(format(plain(self.value), self.fmt) if self.measured else None, self.source)
+        if not self.measured:
+            return Fact(None, self.source)
+        value = plain(self.value)
+        return Fact(self.fmt.format(value) if "{" in self.fmt else format(value, self.fmt), self.source)
 
 
 def missing_facts(formats: dict, source: str) -> dict:

@@ -55,7 +55,7 @@ def _ratio(a, b, scale: float = 1.0):
 
 # --- PagedAttention: a paged split-KV kernel against the contiguous one ------------------------------
 
-PAGED_FORMATS = {"paged_vs_contiguous_pct": ".0f", "paged_copy_pct": ".0f", "contiguous_copy_pct": ".0f"}
+PAGED_FORMATS = {"paged_vs_contiguous_pct": "{:.0f}%", "paged_copy_pct": "{:.0f}%", "contiguous_copy_pct": "{:.0f}%"}
 
 
 def paged_facts(root=None, batch: int = 16, n: int = 32768, page: int = 16) -> dict:
@@ -76,7 +76,7 @@ def kv_bound_batch(n: int) -> float:
     return streamed_weight_bytes() / (n * qwen25_7b().kv_bytes_per_token(2))
 
 
-CONCURRENCY_FORMATS = {f"conc_{arm}_{n}_{c}": ".1f" for arm in ("fa3", "flex") for n in ("2k", "32k")
+CONCURRENCY_FORMATS = {f"conc_{arm}_{n}_{c}": "{:.1f} ms" for arm in ("fa3", "flex") for n in ("2k", "32k")
                        for c in (1, 64)}
 
 
@@ -114,7 +114,7 @@ def roofline_batch_facts() -> dict:
 
 # --- FlexAttention: masks as code, and what vLLM's integration costs ---------------------------------
 
-MASK_FORMATS = {"mask_sliding_speedup": ".1f", "mask_document_speedup": ".1f", "mask_len": ",d"}
+MASK_FORMATS = {"mask_sliding_speedup": "{:.1f}×", "mask_document_speedup": "{:.1f}×", "mask_len": "{:,d} tokens"}
 
 
 def mask_facts(root=None) -> dict:
@@ -132,8 +132,8 @@ def mask_facts(root=None) -> dict:
     return shown_facts(values, MASK_FORMATS, source)
 
 
-DECOMPOSITION_FORMATS = {"flex_forced_over_default": ".1f", "flex_paged_over_forced": ".1f",
-                         "vllm_over_paged": ".1f", "vllm_over_default": ".1f"}
+DECOMPOSITION_FORMATS = {"flex_forced_over_default": "{:.1f}×", "flex_paged_over_forced": "{:.1f}×",
+                         "vllm_over_paged": "{:.1f}×", "vllm_over_default": "{:.1f}×"}
 
 
 def decomposition_facts(root=None, batch: int = 1, n: int = 32768) -> dict:
@@ -149,8 +149,8 @@ def decomposition_facts(root=None, batch: int = 1, n: int = 32768) -> dict:
 
 # --- measured DRAM bytes against the two model counts ------------------------------------------------
 
-DRAM_FORMATS = {"dram_len": ",d", "dram_over_compulsory": ".1f", "reread_over_dram": ".1f",
-                "dram_intensity": ",.0f"}
+DRAM_FORMATS = {"dram_len": "{:,d} tokens", "dram_over_compulsory": "{:.1f}×", "reread_over_dram": "{:.1f}×",
+                "dram_intensity": "{:,.0f} FLOP/byte"}
 
 
 def dram_facts(root=None, candidate: str = "ours-tuned", n: int = 16384) -> dict:
