@@ -56,7 +56,37 @@ def triton_kernels() -> list[Question]:
         *_h200_prefill_kernels(),
         *_h200_compute_bound(),
         *_h200_occupancy(),
+        *_h200_lineage(),
     ]
+
+
+def _h200_lineage() -> list[Question]:
+    """Two steps of the book's kernel ablation and the FlashAttention version whose theme they follow."""
+    if not (data.DATA_DIR / H200_KERNELS / "ablation.csv").exists():
+        return []
+    table = data.load(H200_KERNELS).csv("ablation.csv", ["n", "step", "ms"])
+    n = int(min(set(table["n"]), key=lambda x: abs(x - 16384)))
+    if not {0, 1, 2} <= set(table[table["n"] == n]["step"]):
+        return []
+    ms = lambda step: measured(H200_KERNELS, "ablation.csv", "ms", ".3f", n=n, step=step)
+    gain = lambda step: Computed(f"{H200_KERNELS}/ablation.csv: step {step} at n={n}, % faster than step {step - 1}",
+                                 lambda before, after: 100 * (before / after - 1), (ms(step - 1), ms(step)), ".0f")
+    return [Question(
+        "In the book's ablation on the H200 at {n} tokens, computing exponentials as exp2 with log2(e) folded into "
+        "the scale made the kernel {exp2}% faster, and skipping mask work on off-diagonal tiles {nomask}% more. "
+        "Which FlashAttention version's theme do these steps follow?",
+        ["FA2's: fewer non-matmul operations, because tensor cores outrun the rest of the SM",
+         "FA1's: keeping the n×n matrix out of HBM by tiling it with an online softmax",
+         "FA3's: warp specialisation, asynchronous copies and ping-pong between warpgroups",
+         "FA4's: exponentials computed as polynomials on the FMA units of a Blackwell SM"],
+        0,
+        "Neither step changes the bytes or the matmuls; both cut the work around them. FA2 made that its theme, "
+        "since a tensor-core FLOP is many times cheaper than any other operation; FA3 and FA4 push the same "
+        "pressure further with overlap and, on Blackwell, polynomial exponentials.",
+        cites={"n": Computed(f"{H200_KERNELS}/ablation.csv: length nearest 16k", lambda: n, (), ",d"),
+               "exp2": gain(1), "nomask": gain(2)},
+        holds=lambda v: v["exp2"] > 0 and v["nomask"] > 0,
+    )]
 
 
 def _h200_prefill_kernels() -> list[Question]:
@@ -214,6 +244,18 @@ def decode_split_kv() -> list[Question]:
             "applied once across splits.",
         ),
         _batch_on_the_roofline(),
+        Question(
+            "vLLM keeps the KV cache in pages of a few tokens, with a block table per sequence. What does paging "
+            "cost a decode kernel, and what does it buy?",
+            ["A lookup per page and shorter reads; it saves the memory a maximum-length reservation wastes",
+             "It reads fewer bytes, because only the pages that are full get read",
+             "Nothing: the engine copies each sequence's pages into one contiguous buffer before every step",
+             "It makes attention approximate, since tokens that straddle two pages are dropped"],
+            0,
+            "The kernel reads K and V through the block table, one indirection per page, in page-sized pieces "
+            "scattered over memory. In return the engine reserves no maximum-length region per request, wastes at "
+            "most one partly filled page per sequence, and can share pages between sequences with a common prefix.",
+        ),
         *_h200_decode_kernels(),
     ]
 
