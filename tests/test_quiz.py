@@ -2,6 +2,7 @@
 without Sphinx; and every {glue} number of the interview and course-kit chapters resolves."""
 
 import csv
+import html
 import re
 import shutil
 import subprocess
@@ -58,9 +59,68 @@ def test_question_is_valid_and_its_answer_matches_the_data(chapter, index, quest
         assert numeral in cited, f"{chapter} #{index}: {numeral!r} in the answer is not a cited number"
 
 
-def test_every_chapter_has_a_few_questions():
-    for chapter, make in quizzes.CHAPTERS.items():
-        assert len(make()) >= 3, chapter
+QUIZ_CALL = re.compile(r"chapter_quiz\(\s*[\"']([^\"']+)[\"']\s*\)")
+
+
+def _toc_chapters() -> list[str]:
+    """Every chapter file stem listed in _toc.yml, root included."""
+    import yaml
+
+    toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    files = [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
+    return [f.rsplit("/", 1)[-1] for f in files]
+
+
+def test_every_chapter_with_a_quiz_shows_its_own_and_has_a_few_questions():
+    with_quiz = {}
+    for stem in _toc_chapters():
+        path = REPO_ROOT / "book" / f"{stem}.md"
+        keys = QUIZ_CALL.findall(path.read_text(encoding="utf-8")) if path.exists() else []
+        if keys:
+            with_quiz[stem] = keys
+    assert with_quiz, "no chapter in _toc.yml shows a quiz"
+    for stem, keys in with_quiz.items():
+        assert keys == [stem], f"{stem}.md shows the quiz of {keys}, not its own"
+        assert len(quizzes.chapter_quiz(stem).questions) >= 3, f"{stem}: fewer than three questions"
+    unused = set(quizzes.CHAPTERS) - set(with_quiz)
+    assert not unused, f"quizzes no chapter in _toc.yml shows: {sorted(unused)}"
+
+
+def _as_seen(chapter: str) -> list[tuple[list[str], int]]:
+    """Each question of a chapter's quiz as the page shows it: its options in order, and the right one's index."""
+    page = quizzes.chapter_quiz(chapter).to_html(inline_assets=False)
+    seen = []
+    for block in page.split('class="lab-quiz-question"')[1:]:
+        answer = int(re.search(r'data-answer="(\d+)"', block).group(1))
+        options = re.findall(r'data-option="\d+"><span class="lab-quiz-letter">\w</span> (.*?)</button>', block)
+        seen.append(([html.unescape(re.sub(r"</?code>", "", o)) for o in options], answer))
+    return seen
+
+
+def test_quizzes_do_not_give_the_answer_away():
+    """Over every question the reader sees: no letter is right in more than 40% of them, and the right option
+    is the (strictly) longest in at most 40%, and the shortest in at most 40%."""
+    seen = [q for chapter in quizzes.CHAPTERS for q in _as_seen(chapter)]
+    total = len(seen)
+    letters = {}
+    longest = shortest = 0
+    for options, answer in seen:
+        letters[quiz.LETTERS[answer]] = letters.get(quiz.LETTERS[answer], 0) + 1
+        right, others = len(options[answer]), [len(o) for i, o in enumerate(options) if i != answer]
+        longest += right > max(others)
+        shortest += right < min(others)
+    assert max(letters.values()) <= 0.4 * total, f"right answers by letter: {letters} of {total}"
+    assert longest <= 0.4 * total, f"the right option is the longest in {longest} of {total} questions"
+    assert shortest <= 0.4 * total, f"the right option is the shortest in {shortest} of {total} questions"
+
+
+def test_answer_slots_rotate_and_keep_the_answer():
+    q = quizzes.chapter_quiz("05-decode-split-kv")
+    slots = [q.questions[i].render().shuffled(q.answer_slot(i)).correct for i in range(len(q.questions))]
+    assert len(set(slots)) == min(len(q.questions), 4)
+    for i, question in enumerate(q.questions):
+        r = question.render().shuffled(q.answer_slot(i))
+        assert r.answer == question.render().answer and sorted(r.options) == sorted(question.render().options)
 
 
 def test_numbers_in_answers_come_from_the_data_when_it_changes(tmp_path, monkeypatch):
@@ -200,29 +260,6 @@ def test_every_glue_role_resolves(chapter):
         format_plain_text(repr(glued[name]), spec)  # the format spec fits the value (raises otherwise)
 
 
-def test_interview_h200_sentences_say_when_not_measured():
-    from lab.book import interview
-
-    h200 = interview.h200_facts()
-    assert set(h200) == {"h200_fa3_vs_flex", "h200_fa3_vs_fa2", "h200_decode_fa3", "h200_decode_flex", "h200_chunk",
-                         "h200_decode_kernels", "h200_control", "h200_occupancy", "h200_rounds"}
-    for sentence in h200.values():
-        assert (sentence == interview.H200_MISSING or "H200" in sentence or "GB/s" in sentence or "chunks" in sentence
-                or "MHz" in sentence)
-
-
-def test_decode_reconciliation_numbers():
-    from lab.book import interview
-
-    f = interview.a10g_facts()
-    # split-KV pulls most of the bandwidth on the extra KV bytes; the un-split kernel a small fraction
-    assert f["kv_bw_flash_pct"] > 50 > 20 > f["kv_bw_flex_pct"]
-    # a bandwidth-bound step's growth is what the extra bytes predict (hand check: 57,344 B/token)
-    assert f["kv_kb_per_token"] == pytest.approx(2 * 28 * 4 * 128 * 2 / 1e3)
-    assert f["floor_long_ms"] - f["floor_short_ms"] == pytest.approx(
-        (30720 - 256) * 57344 / 600e9 * 1e3, rel=1e-9)
-
-
 # --- in a real browser (Debian's chromium through Playwright; skipped where there is none) ----------
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -306,119 +343,3 @@ def test_quiz_answers_in_a_browser(browser_page, tmp_path, monkeypatch, face):
     page, problems = browser_page(page_file)
     _click_through(page, q.key, q.questions)
     assert problems == []
-
-
-# --- once H200 sweeps exist: sentences and questions switch on, numbers from those files ------------
-
-@pytest.fixture
-def with_h200(tmp_path, monkeypatch):
-    """A data/ tree with the A10G reference and a synthetic H200 study of three arms (FA3 fastest)."""
-    import functools
-    import json
-
-    import pandas as pd
-
-    from lab.results import data
-
-    root = tmp_path / "data"
-    shutil.copytree(REPO_ROOT / "data" / A10G, root / A10G)
-    lengths = [256, 2048, 8192, 32768]
-    arms = {"FLASH_ATTN/FA3": (0.5, 5.0, 0.05), "FLASH_ATTN/FA2": (0.8, 5.5, 0.06), "FLEX_ATTENTION": (2.0, 6.0, 1.5)}
-    for arm, (ttft_scale, itl0, itl_slope) in arms.items():
-        folder = root / "h200" / "vllm0.26-qwen2.5-7b" / arm.replace("/", "-")
-        folder.mkdir(parents=True)
-        rows = [dict(arm=arm, backend=arm.split("/")[0], target_len=n, actual_len=n, ttft_s=ttft_scale * n / 8192,
-                     prefill_ms_per_token=ttft_scale / 8.192, itl_ms=itl0 + itl_slope * n / 1024, status="ok")
-                for n in lengths]
-        pd.DataFrame(rows).to_csv(folder / "sweep.csv", index=False)
-        (folder / "provenance.json").write_text(json.dumps(dict(
-            kind="vllm-sweep", gpu="NVIDIA H200", driver="x", cuda="x", torch="x", triton="x", vllm="0.26.0",
-            model="Qwen2.5-7B", dtype="bfloat16", flags={"max_num_batched_tokens": 8192}, date="2026-11-30",
-            command="python -m lab vllm-sweep ...")))
-    monkeypatch.setattr(data, "DATA_DIR", root)
-    monkeypatch.setattr(data, "load_sweeps", functools.partial(data.load_sweeps, root=root))
-    original_datasets = data.datasets
-    monkeypatch.setattr(data, "datasets", lambda kind=None, root=root: original_datasets(kind, root=root))
-    return root
-
-
-def test_h200_data_switches_on_sentences_and_questions(with_h200):
-    from lab.book import interview
-
-    h200 = interview.h200_facts()
-    assert h200["h200_decode_kernels"] == interview.H200_MISSING  # this tree has no kernel benchmark
-    assert h200["h200_control"] == interview.H200_MISSING        # nor a census capture
-    kernel_facts = ("h200_decode_kernels", "h200_control", "h200_occupancy", "h200_rounds")
-    assert all(h200[k] == interview.H200_MISSING for k in kernel_facts)
-    assert interview.H200_MISSING not in [v for k, v in h200.items() if k not in kernel_facts]
-    assert "32,768 tokens, TTFT was 2.00 s with FLASH_ATTN/FA3 and 8.00 s with FLEX_ATTENTION (4.0×)" in h200["h200_fa3_vs_flex"]
-    assert "3.20 s with FLASH_ATTN/FA2" in h200["h200_fa3_vs_fa2"]
-    assert h200["h200_chunk"] == "the H200 runs prefilled in chunks of 8,192 tokens"
-    assert h200["h200_decode_fa3"].startswith("FLASH_ATTN/FA3 went from 5.0 ms at 256 tokens to 6.6 ms at 32,768")
-    extra = quizzes.vllm_sweeps()[3:]
-    assert len(extra) == 2
-    for question in extra:
-        rendered = question.validate()
-        for number in question.cites.values():
-            for leaf in _measured_leaves(number):
-                assert leaf.dataset.startswith("h200/") and leaf.value() == _raw_cell(leaf)
-    assert "2.00 s with FlashAttention 3 and 3.20 s" in extra[0].render().prompt
-    assert rendered.answer.startswith("FA3 spreads the KV read")
-
-
-def test_h200_decode_kernel_sentence_reads_the_benchmark():
-    from lab.book import interview
-    from lab.results import data
-
-    if not (data.DATA_DIR / interview.KERNELS / "decode.csv").exists():
-        pytest.skip("no H200 kernel benchmark committed yet")
-    sentence = interview.h200_decode_kernels_sentence()
-    table = data.load(interview.KERNELS).csv("decode.csv")
-    n = int(re.search(r"at ([\d,]+) tokens", sentence).group(1).replace(",", ""))
-    row = table[(table["candidate"] == "flex") & (table["batch"] == 1) & (table["n"] == n)].iloc[0]
-    assert f"FlexAttention {100 * row['bw_fraction']:.0f}%" in sentence
-
-
-def test_h200_control_sentence_reads_the_census_and_the_clocks():
-    from lab.book import interview
-    from lab.results import census_windows as census_data
-
-    sentence = interview.h200_control_sentence()
-    if sentence == interview.H200_MISSING:
-        pytest.skip("no H200 census with clock samples committed")
-    clocks = census_data.window_clocks()
-    clocks = clocks[(clocks.gpu == "H200") & (clocks.window == "prefill-28672")].set_index("backend")
-    for backend in census_data.BACKENDS:
-        assert f"{clocks.loc[backend, 'matmul_ms']:,.0f} ms" in sentence
-        assert f"{clocks.loc[backend, 'sm_mhz_median']:,.0f} MHz" in sentence
-
-
-def test_h200_occupancy_sentence_reads_the_tuning_runs():
-    from lab.book import interview
-    from lab.results import data, tuning
-
-    sentence = interview.h200_occupancy_sentence()
-    if sentence == interview.H200_MISSING:
-        pytest.skip("no tuning runs with resources committed")
-    pairs = tuning.register_cap_pairs(data.load(interview.KERNELS).csv("tuning_forward.csv"))
-    best = pairs.loc[pairs.speedup.idxmax()]
-    assert f"took {best.ms:.2f} ms" in sentence and f"took {best.ms_capped:.2f} ms" in sentence
-    assert f"capped at {best.cap} registers" in sentence and not sentence.endswith(".")
-
-
-def test_h200_rounds_sentence_compares_blocks_with_rounds():
-    from lab.book import interview
-
-    sentence = interview.h200_rounds_sentence()
-    if sentence == interview.H200_MISSING:
-        pytest.skip("no kernel runs timed both ways committed")
-    blocks, rounds = re.findall(r"(\d\.\d\d)–(\d\.\d\d) ", sentence)
-    assert float(blocks[0]) <= float(blocks[1]) and float(rounds[0]) <= float(rounds[1])
-    assert sentence.startswith("on the H200") and "over 5 runs" in sentence
-
-
-def test_h200_kernel_sentences_without_data_say_not_measured(tmp_path):
-    from lab.book import interview
-
-    assert interview.h200_occupancy_sentence(root=tmp_path) == interview.H200_MISSING
-    assert interview.h200_rounds_sentence(root=tmp_path) == interview.H200_MISSING

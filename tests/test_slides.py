@@ -134,8 +134,12 @@ def test_the_interview_chapter_converts(tmp_path):
     page = _deck(tmp_path, "08-interview-prep")
     html = page.read_text(encoding="utf-8")
     assert slides.remote_references(html) == []
-    assert re.search(r"Q1\. Why is standard attention memory-bound\?", html)
-    assert "(H200 not measured yet)" in html or "H200" in html
+    assert re.search(r"Q1\. Why is standard attention memory-bound, and is FlashAttention\?", html)
+    assert "{glue" not in html
+    from lab.book import interview
+
+    ridge = interview.a10g_facts()["ridge_h100"].value
+    assert f"about {ridge:.0f} FLOP/byte" in html  # a glued fact, filled in on the slide
 
 
 def test_a_template_that_loads_a_cdn_fails_the_export(tmp_path, monkeypatch):

@@ -9,7 +9,9 @@ marked answer to be right (say, "FLEX's ITL grows more than FLASH's"); tests and
 so a quiz whose claim the data stops supporting fails the build instead of teaching a wrong answer.
 
 The HTML shows the options as buttons and keeps the answer hidden until the reader clicks one; then
-it marks right or wrong and reveals the explanation. On the static site Sphinx loads
+it marks right or wrong and reveals the explanation. A quiz places the right answer of its questions at
+consecutive letters (:meth:`Quiz.answer_slot`) and shuffles the other options by a seed, so the answers
+spread over the letters; ``tests/test_quiz.py`` checks that balance, and option lengths, on the HTML. On the static site Sphinx loads
 ``book/_static/quiz.js`` and ``quiz.css``; in a live kernel (``LAB_STATIC`` unset) the same script
 and style are emitted inline, guarded so they install once per page.
 """
@@ -175,12 +177,19 @@ class Rendered:
     def answer(self) -> str:
         return self.options[self.correct]
 
-    def shuffled(self) -> Rendered:
-        """The options in a fixed pseudo-random order seeded by the prompt, so the answer is not always A
-        and a rebuilt page shows the same order."""
+    def shuffled(self, slot: int | None = None) -> Rendered:
+        """The options in a fixed pseudo-random order seeded by the prompt, so a rebuilt page shows the same order.
+
+        ``slot`` puts the right answer at that position (modulo the number of options) and shuffles only the
+        others: a quiz passes each question's position, so its right answers rotate through the letters
+        instead of depending on how the seeds happen to fall.
+        """
         seed = int(hashlib.sha256(self.prompt.encode("utf-8")).hexdigest()[:16], 16)
         order = list(range(len(self.options)))
         random.Random(seed).shuffle(order)
+        if slot is not None:
+            order.remove(self.correct)
+            order.insert(slot % len(self.options), self.correct)
         return Rendered(self.prompt, tuple(self.options[i] for i in order), self.explanation,
                         order.index(self.correct), self.sources)
 
@@ -273,6 +282,12 @@ class Quiz:
         if not self.questions:
             raise LabError(f"quiz {self.key!r} has no questions")
 
+    def answer_slot(self, index: int) -> int:
+        """Where the right answer of question ``index`` goes: consecutive questions take consecutive letters,
+        starting at a letter picked by the quiz's key (so every quiz does not open with A)."""
+        start = int(hashlib.sha256(self.key.encode("utf-8")).hexdigest()[:8], 16)
+        return start + index
+
     def to_html(self, inline_assets: bool | None = None) -> str:
         inline_assets = not _static() if inline_assets is None else inline_assets
         out = []
@@ -283,7 +298,7 @@ class Quiz:
         out.append(f'<p class="lab-quiz-title">{html.escape(self.title)}</p>')
         out.append('<p class="lab-quiz-hint">Pick an answer to check it; the explanation appears after you choose.</p>')
         for qi, question in enumerate(self.questions):
-            r = question.validate().shuffled()
+            r = question.validate().shuffled(self.answer_slot(qi))
             out.append(f'<div class="lab-quiz-question" data-question="{qi}" data-answer="{r.correct}">')
             out.append(f'<p class="lab-quiz-prompt"><span class="lab-quiz-number">{qi + 1}.</span> {_inline(r.prompt)}</p>')
             out.append('<div class="lab-quiz-options" role="group">')
@@ -308,7 +323,7 @@ class Quiz:
     def __repr__(self) -> str:  # text/plain face: the questions without their answers
         lines = [self.title]
         for qi, question in enumerate(self.questions):
-            r = question.render().shuffled()
+            r = question.render().shuffled(self.answer_slot(qi))
             lines.append(f"{qi + 1}. {r.prompt}")
             lines += [f"   {LETTERS[i]}. {o}" for i, o in enumerate(r.options)]
         return "\n".join(lines)

@@ -1,0 +1,123 @@
+"""The published A10G study (vLLM 0.11, Qwen2.5-7B, bf16) and what lab derives from it, as facts.
+
+The decode part carries the book's reconciliation of two claims. At batch 1 a decode step reads the
+weights plus the KV cache; the KV part is linear in context, so there is no quadratic term for tiling to
+remove. Comparing each backend's measured ITL growth with the time the extra KV bytes need at full
+bandwidth tells whether its kernel pulls the bandwidth the GPU has or not.
+"""
+
+from __future__ import annotations
+
+import math
+
+from lab.book.facts import Fact
+from lab.book.interview.common import (A10G, FLASH, FLEX, GB, decode_floor_ms, kv_bandwidth_gb_s, row,
+                                       streamed_weight_bytes)
+from lab.results import data, hardware, iomodel
+from lab.results.modelshape import qwen25_7b
+
+
+def _devices() -> dict:
+    """Datasheet roofline figures and the byte counts of attention at the study's longest prompt."""
+    a10g, h100, h200 = hardware.device("A10G"), hardware.device("H100-SXM"), hardware.device("H200-SXM")
+    shape, long = qwen25_7b(), sweep_lengths()[2]
+    attention_flops = iomodel.prefill_flops(shape, long)["attention"] / shape.layers
+    reread = iomodel.attention_hbm_bytes(shape, long, "prefill", "flash", h100.smem_per_sm, per="layer")
+    naive = iomodel.attention_hbm_bytes(shape, long, "prefill", "naive", h100.smem_per_sm, per="layer")
+    compulsory = iomodel.attention_compulsory_bytes(shape, long, "prefill", per="layer")
+    return {
+        "ridge_h100": h100.ridge(), "ridge_a10g": a10g.ridge(), "ridge_h200": h200.ridge(),
+        "h100_tflops": h100.bf16_flops / 1e12, "h100_tb_s": h100.bandwidth / 1e12, "h200_tb_s": h200.bandwidth / 1e12,
+        "a10g_gb_s": a10g.bandwidth / GB, "a10g_sms": a10g.sm_count, "a10g_mem_gb": a10g.memory_bytes / GB,
+        "sp_gb_layer_long": iomodel.naive_intermediate_bytes(shape, long) / GB,
+        "naive_max_len_a10g": iomodel.max_naive_length(shape, a10g.memory_bytes),
+        "naive_gb_layer_long": naive / GB, "flash_gb_layer_long": reread / GB,
+        "compulsory_gb_layer_long": compulsory / GB, "naive_over_flash_bytes": naive / reread,
+        "intensity_compulsory_long": attention_flops / compulsory, "intensity_reread_long": attention_flops / reread,
+        "crossover_len": iomodel.crossover_length(shape),
+        "attn_flop_share_long_pct": 100 * iomodel.attention_flop_share(shape, long),
+        "gqa_group": shape.q_heads // shape.kv_heads, "q_heads": shape.q_heads, "kv_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "kv_kb_per_token": shape.kv_bytes_per_token(2) / 1e3,
+        "kv_gb_long": long * shape.kv_bytes_per_token(2) / GB,
+        "kv_mha_gb_long": long * shape.kv_bytes_per_token(2) / GB * shape.q_heads / shape.kv_heads,
+        "weights_gb": shape.parameters * 2 / GB, "weights_streamed_gb": streamed_weight_bytes() / GB,
+        "kv_equals_weights_tokens": streamed_weight_bytes() / shape.kv_bytes_per_token(2),
+        "decode_intensity": shape.linear_flops_per_token() / (shape.layers * shape.linear_weights_per_layer * 2),
+        "decode_attention_intensity": 4 * shape.head_dim * shape.q_heads / (4 * shape.head_dim * shape.kv_heads),
+    }
+
+
+def sweep_lengths() -> tuple[int, int, int]:
+    """Shortest, nearest-2k and longest target length of the A10G sweep."""
+    lengths = sorted(set(data.load(A10G).csv("sweep.csv", ["target_len"])["target_len"]))
+    return int(lengths[0]), int(min(lengths, key=lambda n: abs(n - 2048))), int(lengths[-1])
+
+
+def _sweep() -> dict:
+    """Fits, TTFT/ITL at the ends of the sweep, and the decode bandwidth each backend's ITL growth implies."""
+    ds = data.load(A10G)
+    sweep, fits = ds.csv("sweep.csv", data.SWEEP_COLUMNS), ds.csv("fits.csv", ["arm", "b_us_per_token", "c_ps_per_token2"])
+    kernels = ds.csv("decode_kernels.csv", ["arm", "phase", "kernel"])
+    short, two_k, long = sweep_lengths()
+    at = lambda arm, n, col: float(row(sweep, arm=arm, target_len=n)[col])
+    f = {"a10g_short_len": short, "a10g_two_k_len": two_k, "a10g_long_len": long}
+    a10g = hardware.device("A10G")
+    for arm, key in ((FLASH, "flash"), (FLEX, "flex")):
+        fit = row(fits, arm=arm)
+        f[f"b_{key}"], f[f"c_{key}"] = float(fit["b_us_per_token"]), float(fit["c_ps_per_token2"])
+        for end, n in (("short", short), ("2k", two_k), ("long", long)):
+            f[f"ttft_{key}_{end}"], f[f"itl_{key}_{end}"] = at(arm, n, "ttft_s"), at(arm, n, "itl_ms")
+        f[f"itl_{key}_growth_pct"] = 100 * (f[f"itl_{key}_long"] / f[f"itl_{key}_short"] - 1)
+        f[f"itl_{key}_extra_ms"] = f[f"itl_{key}_long"] - f[f"itl_{key}_short"]
+        f[f"kv_bw_{key}_gb_s"] = kv_bandwidth_gb_s(f[f"itl_{key}_short"], f[f"itl_{key}_long"], short, long)
+        f[f"kv_bw_{key}_pct"] = 100 * f[f"kv_bw_{key}_gb_s"] * GB / a10g.bandwidth
+        f[f"kernel_{key}"] = str(row(kernels, arm=arm, phase="decode")["kernel"])
+    f["c_ratio"] = f["c_flex"] / f["c_flash"]
+    for end in ("short", "long"):
+        f[f"ttft_ratio_{end}"] = f[f"ttft_flex_{end}"] / f[f"ttft_flash_{end}"]
+    f["itl_ratio_long"] = f["itl_flex_long"] / f["itl_flash_long"]
+    f["itl_gap_2k"], f["itl_gap_long"] = f["itl_flex_2k"] - f["itl_flash_2k"], f["itl_flex_long"] - f["itl_flash_long"]
+    # A request of k output tokens costs TTFT + k·ITL; decode equals the prefill at k = TTFT / ITL (FLASH_ATTN).
+    k = round(1e3 * f["ttft_flash_long"] / f["itl_flash_long"])
+    f["decode_equals_prefill_tokens"] = k
+    f["request_ratio_long"] = ((f["ttft_flex_long"] + k * f["itl_flex_long"] / 1e3)
+                               / (f["ttft_flash_long"] + k * f["itl_flash_long"] / 1e3))
+    f["floor_short_ms"], f["floor_long_ms"] = decode_floor_ms(a10g.bandwidth, short), decode_floor_ms(a10g.bandwidth, long)
+    f["floor_growth_pct"] = 100 * (f["floor_long_ms"] / f["floor_short_ms"] - 1)
+    f["floor_extra_ms"] = f["floor_long_ms"] - f["floor_short_ms"]
+    f["kv_extra_gb"] = (long - short) * qwen25_7b().kv_bytes_per_token(2) / GB
+    f["chunk_a10g"] = int(ds.provenance["flags"]["max_num_batched_tokens"])
+    f["chunks_long"] = math.ceil(long / f["chunk_a10g"])
+    return f
+
+
+def _shares_and_census() -> dict:
+    """The published quadratic shares and the census of the 28k prefill and 'decode' windows."""
+    ds = data.load(A10G)
+    share = ds.csv("quad_share.csv", ["arm", "n", "share_pct"])
+    census = ds.csv("census.csv", ["phase", "tokens", "arm", "metric", "value"])
+    share_len = int(share["n"].max())
+    window = int(census.query("phase == 'prefill'")["tokens"].max())
+    c = lambda phase, arm, metric: float(row(census, phase=phase, tokens=window, arm=arm, metric=metric)["value"])
+    f = {"share_len": share_len, "census_len": window,
+         "share_flash_pct": float(row(share, arm=FLASH, n=share_len)["share_pct"]),
+         "share_flex_pct": float(row(share, arm=FLEX, n=share_len)["share_pct"]),
+         "attn_flop_share_share_len_pct": 100 * iomodel.attention_flop_share(qwen25_7b(), share_len),
+         "mm_flash": c("prefill", FLASH, "matmul_ms"), "mm_flex": c("prefill", FLEX, "matmul_ms"),
+         "attn_flash": c("prefill", FLASH, "attention_ms"), "attn_flex": c("prefill", FLEX, "attention_ms"),
+         "decode_window_flash_s": c("decode", FLASH, "window_s"), "decode_window_flex_s": c("decode", FLEX, "window_s")}
+    f["mm_diff_pct"] = 100 * abs(f["mm_flex"] / f["mm_flash"] - 1)
+    f["attn_ratio"] = f["attn_flex"] / f["attn_flash"]
+    f["prefill_kernels_flash_s"] = (f["mm_flash"] + f["attn_flash"]) / 1e3
+    return f
+
+
+def a10g_facts() -> dict[str, Fact]:
+    """Figures of the published A10G study and what lab derives from them, each with its source."""
+    sources = {_devices: "lab.results.hardware + lab.results.iomodel (Qwen2.5-7B)",
+               _sweep: f"{A10G}/sweep.csv, fits.csv, decode_kernels.csv, provenance.json",
+               _shares_and_census: f"{A10G}/quad_share.csv, census.csv"}
+    return {name: Fact(value, source) for part, source in sources.items() for name, value in part().items()}
+
+

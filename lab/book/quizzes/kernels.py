@@ -1,0 +1,318 @@
+"""Questions of chapters 04-05: FlashAttention in Triton, decode and split-KV, batch on the decode roofline.
+
+What the FLEX_ATTENTION arm of vLLM measures: vLLM's integration of FlexAttention, not Flex as a kernel. vLLM's
+backend (``vllm/v1/attention/backends/flex_attention.py``, ``get_kernel_options``) passes
+``FORCE_USE_FLEX_ATTENTION=True``, which turns off Flex's own decode path (split-KV with GQA packing, chosen
+by PyTorch's ``_use_flex_decoding`` for short queries), and masks the paged physical cache with a
+physical-to-logical block lookup inside ``mask_mod``.
+"""
+
+from __future__ import annotations
+
+from lab import LabError
+from lab.book.quiz import Computed, Question, measured, ratio
+from lab.book.quizzes.common import (FLASH, FLEX, H200_KERNELS, device_number, kernels_table, length, ridge,
+                                     shape_number, sweep_cell, sweep_lengths)
+from lab.results import data, hardware, iomodel
+from lab.results.modelshape import qwen25_7b
+
+
+# --- 04 FlashAttention in Triton -------------------------------------------------------------------
+
+def triton_kernels() -> list[Question]:
+    group = shape_number("query heads per KV head", lambda s: s.q_heads // s.kv_heads)
+    return [
+        Question(
+            "In the causal forward kernel, what does skipping key blocks above the diagonal save?",
+            ["About half the work at long lengths: those blocks would be fully masked anyway",
+             "Nothing: masked scores still have to be computed and zeroed before the softmax",
+             "Memory only: the FLOPs stay the same because the mask is applied after the matmul",
+             "It changes the result, so it is only used in inference, never in training"],
+            0,
+            "A block whose every key comes after every query in the tile contributes exp(−∞) = 0. Skipping it changes "
+            "no output and removes close to half the tiles of a long causal prompt.",
+        ),
+        Question(
+            "Qwen2.5-7B has {group} query heads per KV head (grouped-query attention). How should a kernel exploit it?",
+            ["Load each K/V tile once for the whole group of query heads that share it",
+             "Copy K and V once per query head before the kernel, so every head reads a contiguous tensor",
+             "Ignore it: GQA only changes the size of the weight matrices",
+             "Average the query heads of a group into one before computing the scores"],
+            0,
+            "The query heads of a group read the same keys and values. Loading a tile once and reusing it for the "
+            "{group} heads divides the KV traffic by {group}, which matters most in decode, where the KV read is the cost.",
+            cites={"group": group},
+        ),
+        Question(
+            "Where does the kernel divide by the softmax normaliser?",
+            ["Once, at the end, dividing the accumulated output by the running sum",
+             "After every key tile",
+             "Before the first tile, using a row sum computed in a separate pass over the keys",
+             "Never: the normaliser cancels out between the numerator and the denominator"],
+            0,
+            "The accumulator holds un-normalised Σ exp(s − m)·v, rescaled as the maximum moves. One division by ℓ at the "
+            "end gives the softmax-weighted average and saves a multiply per tile.",
+        ),
+        *_h200_prefill_kernels(),
+        *_h200_compute_bound(),
+        *_h200_occupancy(),
+        *_h200_lineage(),
+    ]
+
+
+def _h200_lineage() -> list[Question]:
+    """Two steps of the book's kernel ablation and the FlashAttention version whose theme they follow."""
+    if not (data.DATA_DIR / H200_KERNELS / "ablation.csv").exists():
+        return []
+    table = data.load(H200_KERNELS).csv("ablation.csv", ["n", "step", "ms"])
+    n = int(min(set(table["n"]), key=lambda x: abs(x - 16384)))
+    if not {0, 1, 2} <= set(table[table["n"] == n]["step"]):
+        return []
+    ms = lambda step: measured(H200_KERNELS, "ablation.csv", "ms", ".3f", n=n, step=step)
+    gain = lambda step: Computed(f"{H200_KERNELS}/ablation.csv: step {step} at n={n}, % faster than step {step - 1}",
+                                 lambda before, after: 100 * (before / after - 1), (ms(step - 1), ms(step)), ".0f")
+    return [Question(
+        "In the book's ablation on the H200 at {n} tokens, computing exponentials as exp2 with log2(e) folded into "
+        "the scale made the kernel {exp2}% faster, and skipping mask work on off-diagonal tiles {nomask}% more. "
+        "Which FlashAttention version's theme do these steps follow?",
+        ["FA2's: fewer non-matmul operations, because tensor cores outrun the rest of the SM",
+         "FA1's: keeping the n×n matrix out of HBM by tiling it with an online softmax",
+         "FA3's: warp specialisation, asynchronous copies and ping-pong between warpgroups",
+         "FA4's: exponentials computed as polynomials on the FMA units of a Blackwell SM"],
+        0,
+        "Neither step changes the bytes or the matmuls; both cut the work around them. FA2 made that its theme, "
+        "since a tensor-core FLOP is many times cheaper than any other operation; FA3 and FA4 push the same "
+        "pressure further with overlap and, on Blackwell, polynomial exponentials.",
+        cites={"n": Computed(f"{H200_KERNELS}/ablation.csv: length nearest 16k", lambda: n, (), ",d"),
+               "exp2": gain(1), "nomask": gain(2)},
+        holds=lambda v: v["exp2"] > 0 and v["nomask"] > 0,
+    )]
+
+
+def _h200_prefill_kernels() -> list[Question]:
+    table = kernels_table("prefill.csv")
+    if table is None:
+        return []
+    naive_ok = table[(table["candidate"] == "naive") & (table["status"] == "ok") & table["causal"]]
+    both = set(naive_ok["n"]) & set(table[(table["candidate"] == "sdpa-flash") & (table["status"] == "ok")]["n"])
+    if not both:
+        return []
+    n = int(max(both))
+    cell = lambda candidate: measured(H200_KERNELS, "prefill.csv", "ms", ".2f", candidate=candidate, n=n, causal=True)
+    return [Question(
+        "On the H200, a causal GQA prefill of {n} tokens (one layer's attention, bf16, head dim 128) took {naive} ms "
+        "with naive attention and {flash} ms with PyTorch's SDPA flash backend. Where does the gap come from?",
+        ["Naive attention writes S and P, n×n per head, to HBM and reads them back through a softmax",
+         "The naive path does more FLOPs, because it computes the masked half of the scores as well",
+         "The flash backend skips part of the attention, keeping only the largest scores of each row",
+         "The naive path runs in fp32, which halves the tensor cores' throughput"],
+        0,
+        "Both compute the same scores and outputs. At {n} tokens the naive path moves the n×n matrices through a "
+        "memory-bound softmax several times, {ratio}× slower here; the fused kernel keeps each tile on chip.",
+        cites={"n": Computed(f"{H200_KERNELS}/prefill.csv: longest n the naive candidate ran", lambda: n, (), ",d"),
+               "naive": cell("naive"), "flash": cell("sdpa-flash"),
+               "ratio": ratio(cell("naive"), cell("sdpa-flash"), ".0f")},
+        holds=lambda v: v["naive"] > 5 * v["flash"],
+    )]
+
+
+def _reread_ceiling_tflops(n: int, copy_gbps: float) -> float:
+    """TFLOP/s a kernel could reach if every K/V tile re-read came from HBM at the measured copy bandwidth."""
+    shape = qwen25_7b()
+    flops = iomodel.prefill_flops(shape, n)["attention"] / shape.layers
+    tile_bytes = iomodel.attention_hbm_bytes(shape, n, "prefill", "flash", hardware.device("H200-SXM").smem_per_sm,
+                                             per="layer")
+    return flops / tile_bytes * copy_gbps * 1e9 / 1e12
+
+
+def _h200_compute_bound() -> list[Question]:
+    """Measured TFLOP/s above what the tile re-read count allows: the fused kernel is not memory-bound."""
+    table = kernels_table("prefill.csv")
+    if table is None:
+        return []
+    ok = table[(table["candidate"] == "sdpa-cudnn") & (table["status"] == "ok") & table["causal"]]
+    if ok.empty or "copy_gbps" not in data.load(H200_KERNELS).provenance:
+        return []
+    n = int(ok["n"].max())
+    copy = Computed(f"{H200_KERNELS}/provenance.json: copy_gbps (same run)",
+                    lambda: data.load(H200_KERNELS).provenance["copy_gbps"], (), ",.0f")
+    return [Question(
+        "On the H200, cuDNN's causal prefill at {n} tokens ran at {tflops} TFLOP/s. If every K/V tile re-read came "
+        "from HBM at the {copy} GB/s the same run measured for a copy, no kernel could pass {cap} TFLOP/s. What "
+        "does that say?",
+        ["The re-reads come mostly from L2, so the kernel is compute-bound, not memory-bound",
+         "The measurement is wrong, since no kernel can beat the memory roof of its own GPU",
+         "The kernel is memory-bound, and the copy benchmark underestimates the bandwidth a read can reach",
+         "cuDNN skips part of the causal work that the FLOP count includes"],
+        0,
+        "The tile count charges every K/V re-read to HBM; it is an upper estimate of the bytes. A kernel faster "
+        "than that estimate allows must be served by L2, so its real traffic is nearer the compulsory bytes and its "
+        "limit is the tensor cores and the exponentials. That is where FA3 and FA4 spend their effort.",
+        cites={"n": Computed(f"{H200_KERNELS}/prefill.csv: longest causal n of sdpa-cudnn", lambda: n, (), ",d"),
+               "tflops": measured(H200_KERNELS, "prefill.csv", "tflops", ".0f", candidate="sdpa-cudnn", n=n,
+                                  causal=True),
+               "copy": copy,
+               "cap": Computed("lab.results.iomodel: tile re-read FLOP per byte × the run's copy bandwidth",
+                               lambda c: _reread_ceiling_tflops(n, c), (copy,), ".0f")},
+        holds=lambda v: v["tflops"] > v["cap"],
+    )]
+
+
+def _h200_occupancy() -> list[Question]:
+    """The register cap that let two programs of the tuned kernel share a multiprocessor (tuning runs)."""
+    from lab.results import tuning
+
+    if not (data.DATA_DIR / H200_KERNELS / "tuning_forward.csv").exists():
+        return []
+    try:
+        pairs = tuning.register_cap_pairs(data.load(H200_KERNELS).csv("tuning_forward.csv"))
+    except LabError:
+        return []
+    best = pairs.loc[pairs.speedup.idxmax()]
+    plain = dict(round=int(best["round"]), shape="prefill 16k", setting=f"tuned {best.launch}", tma=best.tma)
+    capped = {**plain, "setting": f"tuned {best.launch} r{best.cap}"}
+    cell = lambda column, fmt, where: measured(H200_KERNELS, "tuning_forward.csv", column, fmt, **where)  # noqa: E731
+    return [Question(
+        "On the H200, the book's tuned Triton kernel at 16k tokens used {regs} registers per thread, and {progs} "
+        "program fit on each multiprocessor: {ms} ms. With its registers capped (it then used {regs_capped} per "
+        "thread), {progs_capped} programs fit and the same launch took {ms_capped} ms. Why faster, with the same work "
+        "to do?",
+        ["While one program computes exponentials, the other's matmuls keep the tensor cores busy",
+         "Fewer registers per thread make each instruction issue and complete faster",
+         "The cap made the compiler skip the masked tiles it used to compute",
+         "Two programs share one copy of K and V in their registers, halving the loads"],
+        0,
+        "A multiprocessor issues from whichever resident warp is ready. With two programs resident, one's "
+        "exponentials and the other's tensor-core work overlap ({ratio}× here); with one, each waits for the other "
+        "phase. The kernel is compute-bound, so hiding the exponentials is what pays.",
+        cites={"regs": cell("registers", ".0f", plain), "progs": cell("programs_per_sm", ".0f", plain),
+               "ms": cell("ms", ".2f", plain), "regs_capped": cell("registers", ".0f", capped),
+               "progs_capped": cell("programs_per_sm", ".0f", capped), "ms_capped": cell("ms", ".2f", capped),
+               "ratio": ratio(cell("ms", ".2f", plain), cell("ms", ".2f", capped), ".2f")},
+        holds=lambda v: v["progs_capped"] > v["progs"] and v["ms_capped"] < v["ms"],
+    )]
+
+
+# --- 05 decode and split-KV ------------------------------------------------------------------------
+
+def decode_split_kv() -> list[Question]:
+    short, _, longest = sweep_lengths()
+    sms = device_number("A10G", "SM count", lambda d: d.sm_count, "d")
+    kv_heads = shape_number("KV heads", lambda s: s.kv_heads)
+    cites = {"short": length("shortest sweep length", short), "long": length("longest sweep length", longest),
+             "flash_short": sweep_cell(FLASH, short, "itl_ms"), "flash_long": sweep_cell(FLASH, longest, "itl_ms"),
+             "flex_short": sweep_cell(FLEX, short, "itl_ms"), "flex_long": sweep_cell(FLEX, longest, "itl_ms")}
+    return [
+        Question(
+            "One decode step of Qwen2.5-7B at batch 1 has one query token and {kv} KV heads. If the kernel launches one "
+            "program per (sequence, KV head), how busy is an A10G with {sms} SMs?",
+            ["Mostly idle: a handful of programs each walk the whole cache",
+             "Fully busy: one head per SM",
+             "Busy, but compute-bound, because each program computes scores for a whole group of query heads",
+             "It depends only on the head dimension, which sets how much each program loads"],
+            0,
+            "{kv} programs cannot fill {sms} SMs, and each one reads its whole KV sequence alone. Splitting the KV "
+            "length across programs puts the idle SMs to work on the same read.",
+            cites={"kv": kv_heads, "sms": sms},
+            holds=lambda v: v["kv"] < v["sms"],
+        ),
+        Question(
+            "On the A10G, decode inter-token latency from {short} to {long} tokens of context went {flash_short} → "
+            "{flash_long} ms with FLASH_ATTN and {flex_short} → {flex_long} ms with FLEX_ATTENTION. What does the "
+            "FLEX arm measure?",
+            ["vLLM's integration of Flex: its decode path forced off, the paged cache masked by a lookup",
+             "FlexAttention itself, which has no split-KV decode path of its own",
+             "A quadratic term that FlexAttention computes in decode and FlashAttention avoids",
+             "FlexAttention running in fp32, because vLLM cannot compile it in bf16"],
+            0,
+            "A decode step has no n×n matrix; its attention cost is reading the KV cache, linear in context. Flex has "
+            "a decode path of its own (split-KV with GQA packing for short queries), but vLLM's backend passes "
+            "FORCE_USE_FLEX_ATTENTION, which turns it off, and reaches the paged cache through a block lookup in "
+            "its mask function. FLASH_ATTN's line stays nearly flat; the FLEX arm's climbs with the cache.",
+            cites=cites,
+            holds=lambda v: (v["flex_long"] - v["flex_short"]) > 3 * (v["flash_long"] - v["flash_short"]),
+        ),
+        Question(
+            "After each split has computed its partial output over its part of the KV cache, how are they combined?",
+            ["Rescale each partial output by exp(its log-sum-exp − the global one), then add",
+             "Average the partial outputs, weighting every split by the number of keys it covered",
+             "Keep the split whose scores reached the largest maximum and drop the others",
+             "Concatenate them along the head dimension and project back with a matmul"],
+            0,
+            "Each split reports its output normalised by its own sum plus its log-sum-exp. Weighting each by "
+            "exp(lseᵢ − lse) recovers the exact softmax over the whole sequence: the same online-softmax algebra, "
+            "applied once across splits.",
+        ),
+        _batch_on_the_roofline(),
+        Question(
+            "vLLM keeps the KV cache in pages of a few tokens, with a block table per sequence. What does paging "
+            "cost a decode kernel, and what does it buy?",
+            ["A lookup per page and shorter reads; it saves the memory a maximum-length reservation wastes",
+             "It reads fewer bytes, because only the pages that are full get read",
+             "Nothing: the engine copies each sequence's pages into one contiguous buffer before every step",
+             "It makes attention approximate, since tokens that straddle two pages are dropped"],
+            0,
+            "The kernel reads K and V through the block table, one indirection per page, in page-sized pieces "
+            "scattered over memory. In return the engine reserves no maximum-length region per request, wastes at "
+            "most one partly filled page per sequence, and can share pages between sequences with a common prefix.",
+        ),
+        *_h200_decode_kernels(),
+    ]
+
+
+def _batch_on_the_roofline() -> Question:
+    """Weight matmuls gain intensity with the batch; decode attention stays near the GQA group size."""
+    batch = 64
+    matmul = shape_number(f"decode matmul FLOP per weight byte at batch {batch}",
+                          lambda s: batch * s.linear_flops_per_token() / (s.layers * s.linear_weights_per_layer * 2),
+                          ".0f")
+    # One query per sequence: 4·d FLOPs per cached token per query head, over 2·d bf16 elements per KV head.
+    attention = shape_number("decode attention FLOP per KV-cache byte (any batch)",
+                             lambda s: 4 * s.head_dim * s.q_heads / (2 * 2 * s.head_dim * s.kv_heads), ".0f")
+    return Question(
+        "At batch {b}, a decode step's weight matmuls do about {matmul} FLOP per weight byte, while decode attention "
+        "does {attention} FLOP per KV-cache byte whatever the batch. The H200's ridge is {ridge}. What happens as "
+        "batch × context grows?",
+        ["The step becomes bound by reading the KV cache, whose bytes grow with batch × context",
+         "The whole step turns compute-bound once the batch is large enough, attention included",
+         "Attention's intensity grows with the batch like the matmuls', so batching helps both alike",
+         "Nothing changes: a decode step is always bound by reading the weights"],
+        0,
+        "Every sequence brings its own cache, so attention's bytes grow with batch × context while its intensity stays "
+        "at the query heads per KV head ({attention}). The weights are read once for the whole batch. Large-batch, "
+        "long-context decode is therefore KV-bound: the reason for GQA, MQA/MLA and FP8 KV caches.",
+        cites={"b": Computed("batch picked for the question", lambda: batch, (), "d"), "matmul": matmul,
+               "attention": attention, "ridge": ridge("H200-SXM")},
+        holds=lambda v: v["attention"] < v["matmul"] and v["attention"] < v["ridge"] / 10,
+    )
+
+
+def _h200_decode_kernels() -> list[Question]:
+    table = kernels_table("decode.csv")
+    if table is None:
+        return []
+    ok = table[(table["batch"] == 1) & (table["status"] == "ok")]
+    both = set(ok[ok["candidate"] == "flex"]["n"]) & set(ok[ok["candidate"] == "ours-tuned"]["n"])
+    if not both:
+        return []
+    n = int(max(both))
+    pct = lambda candidate: Computed(f"{H200_KERNELS}/decode.csv: bw_fraction of {candidate}, batch 1, n={n}, in %",
+                                     lambda f: 100 * f, (measured(H200_KERNELS, "decode.csv", "bw_fraction", ".3f",
+                                                                 candidate=candidate, batch=1, n=n),), ".0f")
+    return [Question(
+        "On the H200, one decode step at batch 1 over {n} tokens of context: FlexAttention reached {flex}% of the copy "
+        "bandwidth measured in the same run, the book's tuned split-KV kernel {tuned}%. What does the split-KV kernel "
+        "do differently?",
+        ["It splits each sequence's cache over many programs, merged by log-sum-exp",
+         "It reads fewer bytes, because it skips the oldest tokens of the cache",
+         "It stores the KV cache in fp8, halving the bytes each step reads",
+         "It runs on the copy engine instead of the SMs, so it reaches the copy bandwidth"],
+        0,
+        "Both read the same cache. Here FlexAttention ran its general kernel: its own split-KV decode path requires "
+        "the query heads per KV head to be a power of two (PyTorch's _use_flex_decoding), and Qwen2.5-7B's group is "
+        "{group}. With a few programs per head the read runs on a few SMs; split-KV spreads it over the GPU.",
+        cites={"n": Computed(f"{H200_KERNELS}/decode.csv: longest batch-1 context", lambda: n, (), ",d"),
+               "flex": pct("flex"), "tuned": pct("ours-tuned"),
+               "group": shape_number("query heads per KV head", lambda s: s.q_heads // s.kv_heads)},
+        holds=lambda v: v["tuned"] > 2 * v["flex"] and int(v["group"]) & (int(v["group"]) - 1) != 0,
+    )]

@@ -1,0 +1,199 @@
+"""Questions of chapters 06-07: live vLLM sweeps (A10G study, then this project's H200 runs) and the trace.
+
+FlashAttention 2 routes every paged-KV call through ``flash_fwd_splitkv_kernel``, even with one split
+(``run_mha_fwd(params, stream, paged_KV)`` in ``csrc/flash_attn/flash_api.cpp``); a split shows as a launch of
+``flash_fwd_splitkv_combine_kernel``. FlashAttention 3 picks the number of splits at launch and, when it
+splits, launches a separate combine kernel (``FlashAttnFwdCombine`` in ``hopper/``).
+"""
+
+from __future__ import annotations
+
+from lab.book import interview
+from lab.book.quiz import Computed, Question, measured, ratio
+from lab.book.quizzes.common import A10G, FLASH, FLEX, census_long_window, length, sweep_cell, sweep_lengths
+from lab.results import data
+
+
+# --- 06 live vLLM sweeps ---------------------------------------------------------------------------
+
+def vllm_sweeps() -> list[Question]:
+    _, two_k, longest = sweep_lengths()
+    c = lambda arm: measured(A10G, "fits.csv", "c_ps_per_token2", ".1f", arm=arm)
+    b = lambda arm: measured(A10G, "fits.csv", "b_us_per_token", ".1f", arm=arm)
+    chunk = Computed(f"{A10G}/provenance.json: flags.max_num_batched_tokens",
+                     lambda: data.load(A10G).provenance["flags"]["max_num_batched_tokens"], (), "d")
+    itl_gap = lambda n, what: Computed(f"FLEX − FLASH ITL {what}", lambda a, b_: b_ - a,
+                                       (sweep_cell(FLASH, n, "itl_ms"), sweep_cell(FLEX, n, "itl_ms")))
+    return [
+        Question(
+            "Fitting TTFT = a + b·n + c·n² to the A10G sweep, how do the two backends compare?",
+            ["Linear terms close ({b_flash} vs {b_flex} µs/token); FLEX's quadratic term {c_ratio}× FLASH's",
+             "FLEX's linear term is {c_ratio}× FLASH's, while the quadratic terms of the two backends are close",
+             "Both terms are the same for the two backends; FLEX just has a larger intercept",
+             "FLASH has no quadratic term at all, since it never builds the n×n matrix"],
+            0,
+            "The linear term is mostly the model's matmuls, which both backends share; the quadratic term is attention. "
+            "c = {c_flash} vs {c_flex} ps/token²: FLEX pays {c_ratio}× more for every pair of tokens.",
+            cites={"b_flash": b(FLASH), "b_flex": b(FLEX), "c_flash": c(FLASH), "c_flex": c(FLEX),
+                   "c_ratio": ratio(c(FLEX), c(FLASH))},
+            holds=lambda v: abs(v["b_flex"] / v["b_flash"] - 1) < 0.1 and v["c_ratio"] > 2,
+        ),
+        Question(
+            "At {two_k} tokens of context the A10G decode ITL was {flash_2k} ms (FLASH) vs {flex_2k} ms (FLEX); at "
+            "{long} it was {flash_long} vs {flex_long} ms. What does this say about benchmarking backends?",
+            ["A short-context benchmark hides the gap: measure at the context lengths you serve",
+             "FLEX is about as fast in decode at every length, so the long-context figure is an outlier",
+             "The gap is noise: both backends are within a few percent of each other",
+             "Decode latency does not depend on context length, only on the model's weights"],
+            0,
+            "The gap is {gap_2k} ms at {two_k} tokens and {gap_long} ms at {long}: it grows with the KV length, "
+            "so a sweep that stops early misses it.",
+            cites={"two_k": length("sweep length nearest 2k", two_k), "long": length("longest sweep length", longest),
+                   "flash_2k": sweep_cell(FLASH, two_k, "itl_ms"), "flex_2k": sweep_cell(FLEX, two_k, "itl_ms"),
+                   "flash_long": sweep_cell(FLASH, longest, "itl_ms"), "flex_long": sweep_cell(FLEX, longest, "itl_ms"),
+                   "gap_2k": itl_gap(two_k, "near 2k"), "gap_long": itl_gap(longest, "at the longest length")},
+            holds=lambda v: v["gap_long"] > 5 * v["gap_2k"],
+        ),
+        Question(
+            "The A10G server prefilled long prompts in chunks of {chunk} tokens (chunked prefill). What does a chunk "
+            "attend to?",
+            ["Its own tokens and all the KV cached by earlier chunks, so the work stays quadratic",
+             "Only its own tokens, so attention becomes linear in the prompt length",
+             "Nothing: chunks skip attention and a final pass fixes it up once the whole prompt is cached",
+             "Only the first chunk, which holds the system prompt every later chunk needs"],
+            0,
+            "Chunk k attends to k·{chunk} keys, so the sum over chunks is still about n²/2 pairs: the quadratic term "
+            "survives, but the prefill runs as a series of bounded steps that decode requests can interleave with.",
+            cites={"chunk": chunk},
+        ),
+        Question(
+            "In FlexAttention, what do `score_mod`, `mask_mod` and the `BlockMask` each do?",
+            ["One edits a score, one says if a pair is kept, and the BlockMask lists the blocks to visit",
+             "`mask_mod` builds a dense n×n boolean matrix that the kernel reads for every score",
+             "`score_mod` runs on the CPU before the kernel to precompute a bias matrix in HBM",
+             "The BlockMask is a paged KV layout: a table of pages, like vLLM's block table"],
+            0,
+            "`score_mod(score, b, h, q_idx, kv_idx)` returns a changed score; `mask_mod(b, h, q_idx, kv_idx)` returns "
+            "whether the pair counts. `create_block_mask` evaluates the mask once per block, so the compiled kernel "
+            "skips empty blocks and applies the mask only where a block is partly kept.",
+        ),
+        *_h200_questions(),
+    ]
+
+
+def _h200_questions() -> list[Question]:
+    """Questions on this project's H200 sweeps, asked only once the data exists and supports them."""
+    table = interview.h200_sweeps()
+    if table is None:
+        return []
+    cell = lambda arm, n, col, fmt=".2f": measured(dataset_of(table, arm), "sweep.csv", col, fmt, arm=arm, target_len=n)
+    questions = []
+    n = interview.longest_common(table, (interview.FA3, interview.FA2))
+    if n is not None:
+        fa3, fa2 = cell(interview.FA3, n, "ttft_s"), cell(interview.FA2, n, "ttft_s")
+        if fa3.value() < fa2.value():
+            questions.append(Question(
+                "On the H200 at {n} tokens, TTFT was {fa3} s with FlashAttention 3 and {fa2} s with FlashAttention 2. "
+                "What does FA3 change to get there?",
+                ["The same exact algorithm on Hopper's async tensor cores, TMA and warp specialisation",
+                 "It approximates the softmax with a cheaper function that needs no exponentials at all",
+                 "It skips attention between tokens far apart, keeping a sliding window of recent keys",
+                 "It stores the score matrix in HBM so the backward pass needs no recomputation"],
+                0,
+                "FA3 keeps FlashAttention's tiling and online softmax and rebuilds the pipeline around Hopper's "
+                "asynchronous tensor cores and copy engine, so loads, matmuls and exponentials overlap. At long "
+                "prompts the kernel is compute-bound, so this overlap is where the time goes.",
+                cites={"n": Computed("longest length both FA arms measured on the H200", lambda: n, (), ",d"),
+                       "fa3": fa3, "fa2": fa2},
+                holds=lambda v: v["fa3"] < v["fa2"]))
+    rows = {arm: table[table["arm"] == arm].sort_values("target_len") for arm in (interview.FA3, interview.FLEX)}
+    if all(len(r) >= 2 for r in rows.values()):
+        short = max(int(r["target_len"].iloc[0]) for r in rows.values())
+        long = min(int(r["target_len"].iloc[-1]) for r in rows.values())
+        if short < long and all({short, long} <= set(r["target_len"]) for r in rows.values()):
+            c = {f"{k}_{end}": cell(arm, n_, "itl_ms", ".1f") for k, arm in (("fa3", interview.FA3), ("flex", interview.FLEX))
+                 for end, n_ in (("short", short), ("long", long))}
+            questions.append(Question(
+                "On the H200, decode ITL from {short} to {long} tokens of context went {fa3_short} → {fa3_long} ms with "
+                "FA3 and {flex_short} → {flex_long} ms with FLEX_ATTENTION. Which statement fits?",
+                ["vLLM's FLEX arm runs Flex's general kernel over a lookup-masked paged cache",
+                 "FlexAttention has no decode path of its own, so any Flex decode climbs like this",
+                 "The H200's larger memory makes decode compute-bound, and FLEX does more FLOPs per token",
+                 "Both curves are flat, so the backend does not matter for decode on this GPU"],
+                0,
+                "Decode attention reads the KV cache, linear in context. FA3 reads it near the bandwidth floor. vLLM "
+                "calls Flex with FORCE_USE_FLEX_ATTENTION, which turns off Flex's split-KV decode path, and masks the "
+                "paged physical cache through a block lookup; the arm measures that integration, not Flex as a kernel.",
+                cites={"short": Computed("shortest common H200 length", lambda: short, (), ",d"),
+                       "long": Computed("longest common H200 length", lambda: long, (), ",d"), **c},
+                holds=lambda v: (v["flex_long"] - v["flex_short"]) > (v["fa3_long"] - v["fa3_short"])))
+    return questions
+
+
+def dataset_of(table, arm: str) -> str:
+    """The dataset an arm's rows of a combined sweep table come from."""
+    return sorted(set(table[table["arm"] == arm]["dataset"]))[0]
+
+
+# --- 07 the trace ----------------------------------------------------------------------------------
+
+def the_trace() -> list[Question]:
+    census = lambda phase, tokens, arm, metric, fmt=",.0f": measured(A10G, "census.csv", "value", fmt, phase=phase,
+                                                                     tokens=tokens, arm=arm, metric=metric)
+    long = census_long_window()
+    kernel = lambda arm: measured(A10G, "decode_kernels.csv", "kernel", "s", arm=arm, phase="decode")
+    matmul = lambda arm: census("prefill", long, arm, "matmul_ms")
+    attention = lambda arm: census("prefill", long, arm, "attention_ms")
+    prefill_flash = Computed("matmul + attention ms of the FLASH_ATTN 28k prefill window, in s",
+                             lambda m, a: (m + a) / 1000, (matmul(FLASH), attention(FLASH)))
+    return [
+        Question(
+            "In the A10G prefill window at {tokens} tokens, matmul kernels took {mm_flash} ms (FLASH) and {mm_flex} ms "
+            "(FLEX); attention took {at_flash} vs {at_flex} ms. What do the matmul figures prove?",
+            ["They are the control: with matmul time equal, the whole TTFT gap sits in attention's kernels",
+             "FLEX's matmuls are slower, so part of the TTFT gap comes from outside attention",
+             "The profiler slowed both runs by the same amount, so nothing can be concluded from either",
+             "Attention and matmul kernels overlap in time, so the two families cannot be compared"],
+            0,
+            "Only the attention backend changed between the runs; the matmul family differs by {mm_diff} ms out of "
+            "{mm_flash}, so the {at_diff} ms gap is attention's.",
+            cites={"tokens": length("census prefill window", long),
+                   "mm_flash": matmul(FLASH), "mm_flex": matmul(FLEX),
+                   "at_flash": attention(FLASH), "at_flex": attention(FLEX),
+                   "mm_diff": Computed("|FLEX − FLASH| matmul ms", lambda a, b: abs(b - a),
+                                       (matmul(FLASH), matmul(FLEX)), ",.0f"),
+                   "at_diff": Computed("FLEX − FLASH attention ms", lambda a, b: b - a,
+                                       (attention(FLASH), attention(FLEX)), ",.0f")},
+            holds=lambda v: abs(v["mm_flex"] / v["mm_flash"] - 1) < 0.01,
+        ),
+        Question(
+            "The A10G decode trace shows `{flash_kernel}` for FLASH_ATTN (FlashAttention 2) and `{flex_kernel}` for "
+            "FLEX_ATTENTION. What does the FLASH_ATTN kernel's name alone tell you?",
+            ["That the cache is paged: FA2 runs every paged call through that kernel, even with one split",
+             "That the KV read was split across the SMs, since the kernel's name says so",
+             "That FlashDecoding replaced the tiled algorithm with an approximate one for decode",
+             "Nothing at all: kernel names in a trace are generated and carry no meaning"],
+            0,
+            "FA2's flash_api.cpp forces its split-KV kernel whenever the KV cache is paged, as it is in vLLM, so the "
+            "name appears with one split too. A split shows as a second launch beside it, the combine kernel "
+            "(flash_fwd_splitkv_combine_kernel). FA3 picks the splits at launch and also launches a separate combine "
+            "kernel when it splits. `{flex_kernel}` is one Inductor-compiled Triton kernel.",
+            cites={"flash_kernel": kernel(FLASH), "flex_kernel": kernel(FLEX)},
+        ),
+        Question(
+            "The published 'decode at {tokens}' window lasted {win} s for FLASH_ATTN; in the prefill window at the same "
+            "length, matmul and attention kernels alone took {prefill} s. Why are the two so close?",
+            ["With prefix caching off, the 'decode' window prefilled the prompt again",
+             "Decode at long context costs as much as prefill, because every step reads the whole cache",
+             "The profiler's own overhead dominates both windows, hiding the kernels' real times",
+             "The decode window ran at a larger batch, which multiplied its work"],
+            0,
+            "A decode step at this context costs about {itl} ms, so a generation of a few dozen tokens adds little to the "
+            "{prefill} s prefill. To census decode, keep only single-token engine steps or delay the profiler past "
+            "the prefill iteration.",
+            cites={"tokens": length("census prefill window", long),
+                   "win": census("decode", long, FLASH, "window_s", ".1f"), "prefill": prefill_flash,
+                   "itl": sweep_cell(FLASH, sweep_lengths()[2], "itl_ms")},
+            holds=lambda v: v["prefill"] / v["win"] > 0.8,
+        ),
+    ]
