@@ -96,7 +96,7 @@ def roofline_batch_facts(root=None) -> dict:
 MS, TIMES, TOK_S = "{:.1f} ms", "{:.2f}×", "{:,.0f} tokens/s"
 CONCURRENCY_FORMATS = {
     **{f"conc_fa3_{label}_{c}{what}": fmt for label, cs in (("32k", (1, 4, 16, 64)), ("2k", (1, 4, 16, 64)))
-       for c in cs for what, fmt in (("", MS), ("_floor", MS), ("_x", TIMES))},
+       for c in cs for what, fmt in (("", MS), ("_floor", MS), ("_x", TIMES), ("_gap", MS))},
     **{f"conc_fa3_{label}_{c}_tok_s": TOK_S for label in ("2k", "32k") for c in (1, 64)},
     "conc_fa3_32k_64_admitted": "{:d}", "conc_fa3_2k_tok_s_gain": "{:.0f}×",
     "conc_flex_2k_1": MS, "conc_flex_2k_64": MS, "conc_flex_32k_1": MS, "conc_flex_32k_top": MS,
@@ -109,7 +109,8 @@ def _point_values(table, key: str, arm: str, label: str, n: int, c: int) -> dict
     if point is None:
         return {}
     return {f"conc_{key}_{label}_{c}": point["itl_ms"], f"conc_{key}_{label}_{c}_floor": point["floor_ms"],
-            f"conc_{key}_{label}_{c}_x": point["itl_x_floor"], f"conc_{key}_{label}_{c}_tok_s": point["decode_tok_s"],
+            f"conc_{key}_{label}_{c}_x": point["itl_x_floor"], f"conc_{key}_{label}_{c}_gap": point["itl_ms"] - point["floor_ms"],
+            f"conc_{key}_{label}_{c}_tok_s": point["decode_tok_s"],
             f"conc_{key}_{label}_{c}_admitted": int(point["admitted"])}
 
 
