@@ -184,7 +184,7 @@ def decomposition_facts(root=None, batch: int = 1, n: int = 32768) -> dict:
 # --- measured DRAM bytes against the two model counts ------------------------------------------------
 
 DRAM_FORMATS = {"dram_len": "{:,d} tokens", "dram_over_compulsory": "{:.1f}×", "reread_over_dram": "{:.0f}×",
-                "dram_intensity": "{:,.0f} FLOP/byte", "dram_l2_pct": "{:.0f}%", "dram_tflops": "{:.0f} TFLOP/s",
+                "dram_intensity": "{:,.0f} FLOP/byte", "dram_l2_pct": "{:.0f}%",
                 "dram_cudnn_over_compulsory": "{:.2f}×", "dram_cudnn_l2_pct": "{:.0f}%"}
 
 
@@ -198,8 +198,7 @@ def dram_facts(root=None, candidate: str = "ours-tuned", n: int = 16384) -> dict
     if ours is not None:
         values = {"dram_len": n, "dram_over_compulsory": ours["measured_bytes"] / ours["compulsory_bytes"],
                   "reread_over_dram": ours["reread_bytes"] / ours["measured_bytes"],
-                  "dram_intensity": ours["intensity_measured"], "dram_l2_pct": ours["l2_hit_pct"],
-                  "dram_tflops": ours["achieved_flops"] / 1e12}
+                  "dram_intensity": ours["intensity_measured"], "dram_l2_pct": ours["l2_hit_pct"]}
     if cudnn is not None:
         values |= {"dram_cudnn_over_compulsory": cudnn["measured_bytes"] / cudnn["compulsory_bytes"],
                    "dram_cudnn_l2_pct": cudnn["l2_hit_pct"]}
