@@ -88,6 +88,24 @@ def test_batch_floor_by_hand_and_failed_points_are_not_shown(tmp_path):
     assert concurrency.point(table, "FLASH_ATTN/FA3", 32768, 64) is None  # a failed point is not shown
 
 
+def test_concurrency_explorer_puts_each_point_on_the_floor_of_the_batch_vllm_ran(tmp_path):
+    from lab.book.batch_explorer import concurrency_explorer
+
+    empty = concurrency_explorer(tmp_path).view(16, 32768, "FLASH_ATTN/FA3")
+    readouts = {r.name: r.value for r in empty.readouts}
+    assert readouts["itl"] is None and "No measurement on file" in empty.note
+    points = concurrency.load_points()
+    if points.empty:
+        pytest.skip("no concurrency sweep committed")
+    top = points[(points.arm == "FLASH_ATTN/FA3") & (points.context == 32768)].sort_values("concurrency").iloc[-1]
+    view = concurrency_explorer().view(int(top.concurrency), 32768, "FLASH_ATTN/FA3")
+    readouts = {r.name: r.value for r in view.readouts}
+    bandwidth, _ = concurrency.floor_bandwidth()
+    floor_ms = 1e3 * concurrency.floor_step_s(int(top.admitted), 32768, bandwidth)
+    assert readouts["admitted"] == top.admitted and readouts["floor_itl"] == pytest.approx(floor_ms)
+    assert readouts["itl_floor"] == pytest.approx(top.itl_ms / floor_ms)
+
+
 def test_trace_readings_of_the_published_a10g_census():
     table = cd.census_table()
     control = trace_analysis.control(table, "A10G")

@@ -27,13 +27,15 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
     floor_ms = lambda batch, context: 1e3 * rc.floor_step_s(batch, context, bandwidth)
 
     def view(batch, context, arm):
-        floor, point = floor_ms(batch, context), rc.point(table, arm, context, batch)
-        weights, kv = rc.weight_bytes_per_step(), rc.kv_bytes_per_step(batch, context)
+        point = rc.point(table, arm, context, batch)
         itl = point["itl_ms"] if point else None
         admitted = int(point["admitted"]) if point else None
+        ran = admitted or batch  # the floor is that of the sequences vLLM ran together
+        floor = floor_ms(ran, context)
+        weights, kv = rc.weight_bytes_per_step(), rc.kv_bytes_per_step(ran, context)
         readouts = [
             Readout("floor_itl", "Roofline floor of a decode step", floor, unit="ms", fmt=".2f"),
-            Readout("floor_tok_s", "Decode throughput at that floor", batch / floor * 1e3, unit="tokens/s", fmt=",.0f"),
+            Readout("floor_tok_s", "Decode throughput at that floor", ran / floor * 1e3, unit="tokens/s", fmt=",.0f"),
             Readout("kv_share", "KV cache share of the step's bytes", 100 * kv / (kv + weights), unit="%", fmt=".1f"),
             Readout("matmul_intensity", "Weight matmuls: FLOP per byte of weights", float(batch), fmt=".0f"),
             Readout("attention_intensity", "Decode attention: FLOP per byte of KV", shape.q_heads / shape.kv_heads,
@@ -42,7 +44,7 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
             Readout("itl", "Measured inter-token latency", itl, unit="ms", fmt=".2f"),
             Readout("tok_s", "Measured decode throughput", point["decode_tok_s"] if point else None,
                     unit="tokens/s", fmt=",.0f"),
-            Readout("itl_floor", "ITL / floor of the admitted batch", point["itl_x_floor"] if point else None,
+            Readout("itl_floor", "ITL / floor", point["itl_x_floor"] if point else None,
                     unit="x", fmt=".2f"),
         ]
         series = [Series(f"floor, {context:,} tokens", batches, [floor_ms(b, context) for b in batches],
@@ -53,11 +55,11 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
             if pts:
                 series.append(Series(name, [b for b, _ in pts], [y for _, y in pts], kind="line+points"))
         where = "KV-bound (more KV bytes than weight bytes per step)" if kv > weights else "weight-bound"
-        note = f"{batch} sequences x {context:,} tokens: {where}."
+        note = f"{ran} sequences x {context:,} tokens: {where}."
         if point and admitted != batch:
-            note += f" vLLM admitted {admitted} of the {batch} (the KV cache held no more); the floor is theirs."
+            note += f" vLLM admitted {admitted} of the {batch} requests (its KV cache held no more); the floor is theirs."
         elif not point:
-            note += f" {arm} was not run at this point."
+            note += f" {arm} was not run at this point." if measured else " No measurement on file."
         chart = Chart(x_label="concurrent requests (batch)", y_label="inter-token latency (ms)", log_x=True,
                       series=series, x_ticks=batches,
                       marker=Marker(batch, itl if itl else floor, label="measured" if itl else "floor"),
