@@ -281,6 +281,12 @@ def batch() -> dict:
             point = rc.point(table, arm, long, b)  # its floor is that of the batch vLLM admitted
             out[f"batch_{b}_{name}_itl"] = shown(point["itl_ms"] if point else None, ".1f", data_src, " ms")
             out[f"batch_{b}_{name}_x_floor"] = shown(point["itl_x_floor"] if point else None, ".1f", data_src, "×")
+    # the FLEX arm was run only up to a few requests at the long context (a quarter of a second per step there)
+    flex = table[(table["arm"] == FLEX) & (table["context"] == long)] if not table.empty else table
+    top = rc.point(table, FLEX, long, int(flex["concurrency"].max())) if not flex.empty else None
+    out |= {"batch_flex_top_n": shown(int(top["concurrency"]) if top else None, "d", data_src),
+            "batch_flex_top_itl": shown(top["itl_ms"] if top else None, ".1f", data_src, " ms"),
+            "batch_flex_top_x_floor": shown(top["itl_x_floor"] if top else None, ".0f", data_src, "×")}
     return out
 
 
