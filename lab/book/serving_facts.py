@@ -269,8 +269,11 @@ def batch() -> dict:
            "batch_kv_bound_short": Fact(math.floor(rc.kv_bound_batch(min(contexts))) + 1, src),
            "batch_long": Fact(long, src), "batch_short": Fact(min(contexts), src),
            "batch_low": Fact(low, src), "batch_high": Fact(high, src),
-           "batch_weights_gb": Fact(weights / 1e9, src),
-           "concurrency_status": Fact(f"measured ({data_src})" if not points.empty else None, data_src)}
+           "batch_weights_gb": Fact(weights / 1e9, src)}
+    for b in (4, 16):  # either side of where the model puts the KV-bound batch at the long context
+        point = rc.point(table, FA3, long, b)
+        out[f"batch_{b}_fa_itl"] = shown(point["itl_ms"] if point else None, ".1f", data_src, " ms")
+        out[f"batch_{b}_fa_x_floor"] = shown(point["itl_x_floor"] if point else None, ".2f", data_src, "×")
     for b in (low, high):
         floor_s = rc.floor_step_s(b, long, bandwidth)
         kv = rc.kv_bytes_per_step(b, long)
