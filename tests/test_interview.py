@@ -160,14 +160,30 @@ def test_later_studies_read_their_files(tmp_path):
           [dict(arm="FLASH_ATTN/FA3", target_len=32768, concurrency=c, itl_ms=5.0 + c) for c in (1, 64)])
     write(studies.MASKS, [dict(mask="sliding_window", n=8192, flex_ms=1.0, sdpa_ms=3.0),
                           dict(mask="document", n=8192, flex_ms=2.0, sdpa_ms=3.0)])
-    write(studies.DECOMPOSITION, [dict(variant=v, phase="decode", batch=1, n=32768, ms=ms)
-                                  for v, ms in (("default", 1.0), ("forced", 2.0), ("paged", 6.0), ("vllm", 12.0))])
+    write(studies.DECOMPOSITION, [dict(phase=phase, batch=b, n=n, variant=v, ms=ms, ms_rounds=None, kv_bytes=None,
+                                       gb_per_s=gbs, tflops=tf, max_abs_err=None, note="")
+                                  for phase, b, n, v, ms, gbs, tf in (
+                                      ("decode", 1, 32768, "flex-default", 1.0, 300.0, None),
+                                      ("decode", 1, 32768, "flex-forced", 1.0, 300.0, None),
+                                      ("decode", 1, 32768, "flex-tiles16", 2.0, 150.0, None),
+                                      ("decode", 1, 32768, "flex-paged", 6.0, 50.0, None),
+                                      ("decode", 1, 32768, "sdpa-cudnn", 0.05, 6000.0, None),
+                                      ("decode", 16, 32768, "flex-default", 4.0, 1200.0, None),
+                                      ("decode", 16, 32768, "flex-pad8", 1.6, 3000.0, None),
+                                      ("prefill", 1, 16384, "flex-forced", 5.0, None, 400.0),
+                                      ("prefill", 1, 16384, "flex-tiles16", 50.0, None, 40.0))])
+    (tmp_path / studies.DECOMPOSITION).with_name("provenance.json").write_text(json.dumps(dict(
+        kind="kernels", gpu="NVIDIA H200", driver="x", cuda="x", torch="2.11.0", triton="x", vllm=None,
+        model=None, dtype="bfloat16", flags={}, date="2026-11-30", command="test")))
     write(studies.DRAM, [dict(candidate="ours-tuned", n=16384, dram_read_bytes=3e8, dram_write_bytes=1e8)])
     f = {k: v.value for k, v in studies.facts(root=tmp_path).items()}
     assert f["paged_vs_contiguous_pct"] == pytest.approx(95) and f["paged_copy_pct"] == pytest.approx(3800 / 42.5)
     assert (f["conc_fa3_32k_1"], f["conc_fa3_32k_64"], f["conc_flex_32k_1"]) == (6.0, 69.0, None)
     assert (f["mask_sliding_speedup"], f["mask_document_speedup"], f["mask_len"]) == (3.0, 1.5, 8192)
-    assert (f["flex_forced_over_default"], f["flex_paged_over_forced"], f["vllm_over_paged"]) == (2.0, 3.0, 2.0)
+    assert (f["flex_forced_over_default"], f["flex_tiles16_over_forced"], f["flex_paged_over_tiles16"]) == (1.0, 2.0, 3.0)
+    assert f["flex_default_over_cudnn"] == pytest.approx(20) and f["flex_pad8_speedup_b16"] == pytest.approx(2.5)
+    assert f["flex_prefill_tiles16_x"] == pytest.approx(10) and f["flex_prefill_tflops"] is None  # no flex-default row
+    assert f["vllm_over_paged"] is None  # no vLLM trace under this root
     assert f["dram_over_compulsory"] > 1 and f["reread_over_dram"] > 0
 
 

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab import LabError
 from lab.results.data import DATA_DIR, load
 
 DATASET = "h200/flex-decomposition"
@@ -159,7 +160,11 @@ def vllm_flex(root: Path = DATA_DIR, backend: str = "FlexAttention", arm: str = 
     from lab.results.modelshape import qwen25_7b
     from lab.results.roofline import model_phase
 
-    table, shape, n = cd.census_table(root), qwen25_7b(), VLLM_WINDOW_TOKENS
+    try:
+        table = cd.census_table(root)
+    except LabError:  # no census under this root: nothing of vLLM's arm is measured
+        return VllmFlex(None, None, None, None)
+    shape, n = qwen25_7b(), VLLM_WINDOW_TOKENS
     steps = {w["window"]: w["steps"].get("decode") for w in cd.measured_windows(root)
              if w["gpu"] == "H200" and w["arm"] == arm}
     decode, prefill = cd.window(table, "H200", "decode", n, backend), cd.window(table, "H200", "prefill", n, backend)
@@ -212,7 +217,7 @@ def vllm_over(decomposition: Decomposition, vllm: VllmFlex, variant: str = "flex
     than a standalone variant did at batch 1 (GB/s at the decomposition's length): rates, because the
     lengths differ."""
     rate = decomposition.rate("decode", 1, variant) if decomposition else None
-    return rate / vllm.decode_gb_per_s if rate and vllm.decode_gb_per_s else None
+    return rate / vllm.decode_gb_per_s if rate and vllm and vllm.decode_gb_per_s else None
 
 
 def step_of(variant: str) -> tuple[str, str, str] | None:
