@@ -136,7 +136,7 @@ DECOMPOSITION_FORMATS = {"flex_forced_over_default": "{:.2f}×", "flex_tiles16_o
                          "flex_paged_over_tiles16": "{:.1f}×", "vllm_over_paged": "{:.2f}×",
                          "vllm_over_default": "{:.1f}×", "flex_default_over_cudnn": "{:.0f}×",
                          "flex_pad8_speedup_b16": "{:.1f}×", "flex_prefill_tflops": "{:.0f}",
-                         "flex_prefill_tiles16_x": "{:.0f}×"}
+                         "flex_prefill_tiles16_x": "{:.0f}×", "flex_prefill_len": "{:,d}"}
 
 
 def decomposition_facts(root=None) -> dict:
@@ -158,7 +158,8 @@ def decomposition_facts(root=None) -> dict:
               "flex_default_over_cudnn": step("flex-default", "sdpa-cudnn"),
               "flex_pad8_speedup_b16": step("flex-default", "flex-pad8", 16),
               "flex_prefill_tflops": dec.rate("prefill", 1, "flex-default"),
-              "flex_prefill_tiles16_x": step("flex-tiles16", "flex-forced", 1, "prefill")}
+              "flex_prefill_tiles16_x": step("flex-tiles16", "flex-forced", 1, "prefill"),
+              "flex_prefill_len": dec.length("prefill")}
     return shown_facts(values, DECOMPOSITION_FORMATS, f"data/{source}")
 
 
