@@ -135,8 +135,8 @@ def mask_facts(root=None) -> dict:
 DECOMPOSITION_FORMATS = {"flex_forced_over_default": "{:.2f}×", "flex_tiles16_over_forced": "{:.1f}×",
                          "flex_paged_over_tiles16": "{:.1f}×", "vllm_over_paged": "{:.2f}×",
                          "vllm_over_default": "{:.1f}×", "flex_default_over_cudnn": "{:.0f}×",
-                         "flex_pad8_speedup_b16": "{:.1f}×", "flex_prefill_tflops": "{:.0f}",
-                         "flex_prefill_tiles16_x": "{:.0f}×", "flex_prefill_len": "{:,d}"}
+                         "flex_pad8_speedup_b16": "{:.1f}×", "flex_prefill_tflops": "{:.0f} TFLOP/s",
+                         "flex_prefill_tiles16_x": "{:.0f}×", "flex_prefill_len": "{:,d} tokens"}
 
 
 def decomposition_facts(root=None) -> dict:
