@@ -209,6 +209,8 @@ def _flex_prefill(dec, src: str) -> dict:
         out[f"{key}_tflops"] = shown(dec.rate("prefill", batch, variant) if dec else None, ".0f", src, " TFLOP/s")
         out[f"{key}_ms"] = shown(dec.ms("prefill", batch, variant) if dec else None, ",.1f", src, " ms")
         out[f"{key}_programs"] = shown(dec.programs("prefill", batch, variant) if dec else None, ",d", src)
+        grid = dec.grid("prefill", batch, variant) if dec else None  # (query tiles, batch, heads)
+        out[f"{key}_rows"] = shown(dec.length("prefill") / grid[0] if grid else None, ".0f", src)
     for slow, fast, _ in flexdec.STEPS:
         factor = dec.factor("prefill", batch, slow, fast) if dec else None
         out[f"flexdec_prefill_{slow.split('-')[1]}_x"] = shown(factor, ".2f" if slow == "flex-forced" else ".1f", src, "×")

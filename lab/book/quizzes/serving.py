@@ -142,7 +142,7 @@ def _flex_decomposition_questions() -> list[Question]:
     """The H200 decomposition of vLLM's Flex recipe (lab.measure.flex_decomposition), once it is on file."""
     from lab.results import flex_decomposition as fd
 
-    dec = fd.read()
+    dec = fd.read(data.DATA_DIR)  # looked up now, so a test's data tree applies
     if dec is None or dec.ms("decode", 1, "flex-paged") is None:
         return []
     n = dec.length("decode")
