@@ -45,7 +45,7 @@ def row(table, **where):
     rows = table
     for key, value in where.items():
         rows = rows[rows[key] == value]
-    if len(rows) < 1:  # TEMP local patch, not committed
+    if len(rows) != 1:
         raise ValueError(f"{len(rows)} rows match {where}")
     return rows.iloc[0]
 
