@@ -183,8 +183,21 @@ def test_later_studies_read_their_files_through_lab_results(tmp_path):
            mask("sliding-window", "flex", 1.0), mask("sliding-window", "sdpa-flash", None),
            mask("sliding-window", "sdpa-cudnn", 4.0), mask("sliding-window", "sdpa-efficient", 6.0),
            mask("document", "flex", 2.0), mask("document", "sdpa-cudnn", 3.0)])
-    write(studies.DECOMPOSITION, [dict(variant=v, phase="decode", batch=1, n=32768, ms=ms)
-                                  for v, ms in (("default", 1.0), ("forced", 2.0), ("paged", 6.0), ("vllm", 12.0))])
+    write(studies.DECOMPOSITION, [dict(phase=phase, batch=b, n=n, variant=v, ms=ms, ms_rounds=None, kv_bytes=None,
+                                       gb_per_s=gbs, tflops=tf, max_abs_err=None, note="")
+                                  for phase, b, n, v, ms, gbs, tf in (
+                                      ("decode", 1, 32768, "flex-default", 1.0, 300.0, None),
+                                      ("decode", 1, 32768, "flex-forced", 1.0, 300.0, None),
+                                      ("decode", 1, 32768, "flex-tiles16", 2.0, 150.0, None),
+                                      ("decode", 1, 32768, "flex-paged", 6.0, 50.0, None),
+                                      ("decode", 1, 32768, "sdpa-cudnn", 0.05, 6000.0, None),
+                                      ("decode", 16, 32768, "flex-default", 4.0, 1200.0, None),
+                                      ("decode", 16, 32768, "flex-pad8", 1.6, 3000.0, None),
+                                      ("prefill", 1, 16384, "flex-forced", 5.0, None, 400.0),
+                                      ("prefill", 1, 16384, "flex-tiles16", 50.0, None, 40.0))])
+    (tmp_path / studies.DECOMPOSITION).with_name("provenance.json").write_text(json.dumps(dict(
+        kind="kernels", gpu="NVIDIA H200", driver="x", cuda="x", torch="2.11.0", triton="x", vllm=None,
+        model=None, dtype="bfloat16", flags={}, date="2026-11-30", command="test")))
     dram = dict(batch=1, q_heads=28, kv_heads=4, head_dim=128, causal=True, l2_hit_pct=90.0, kernel_ms=1.0, kernels=1)
     write("h200/dram-bytes/dram_bytes.csv", [dict(candidate="ours-tuned", n=16384, dram_read_bytes=3e8,
                                                   dram_write_bytes=1e8, **dram)])
@@ -198,9 +211,12 @@ def test_later_studies_read_their_files_through_lab_results(tmp_path):
     assert f["mask_causal_sdpa"] == "sdpa-flash" and f["mask_causal_speedup"] == pytest.approx(1.25)
     assert (f["mask_sliding_sdpa"], f["mask_sliding_speedup"], f["mask_document_speedup"]) == ("sdpa-cudnn", 4.0, 1.5)
     assert (f["mask_len"], f["mask_window"]) == (8192, 512)
-    assert (f["flex_forced_over_default"], f["flex_paged_over_forced"], f["vllm_over_paged"]) == (2.0, 3.0, 2.0)
     assert f["dram_over_compulsory"] == pytest.approx(4e8 / (2 * 16384 * 28 * 128 * 2 + 2 * 16384 * 4 * 128 * 2))
     assert f["reread_over_dram"] > 1 and f["dram_cudnn_over_compulsory"] is None
+    assert (f["flex_forced_over_default"], f["flex_tiles16_over_forced"], f["flex_paged_over_tiles16"]) == (1.0, 2.0, 3.0)
+    assert f["flex_default_over_cudnn"] == pytest.approx(20) and f["flex_pad8_speedup_b16"] == pytest.approx(2.5)
+    assert f["flex_prefill_tiles16_x"] == pytest.approx(10) and f["flex_prefill_tflops"] is None  # no flex-default row
+    assert f["vllm_over_paged"] is None  # no vLLM trace under this root
 
 
 def test_a_study_with_other_column_names_is_an_error_not_a_number(tmp_path):

@@ -28,23 +28,46 @@ def test_readers_say_not_measured_while_absent(tmp_path):
     assert concurrency.point(concurrency.load_points(root=tmp_path), "FLASH_ATTN/FA3", 2048, 1) is None
 
 
+KERNELS = "kernels: triton_poi_fused_ones_0 grid=[1, 1, 1]; triton_tem_fused_flex_attention_0 grid=[{grid}]{extra}"
+
+
 def test_flex_decomposition_factors(tmp_path):
     folder = tmp_path / flex_decomposition.DATASET
     _provenance(folder)
     rows = ["phase,batch,n,variant,ms,ms_rounds,kv_bytes,gb_per_s,tflops,max_abs_err,note"]
-    for variant, ms in (("flex-default", 1.0), ("flex-forced", 3.0), ("flex-paged", 12.0), ("copy", 0.5)):
-        rows.append(f"decode,1,32768,{variant},{ms},,{4e9},{4e9 / ms / 1e6},,0.001,")
+    for variant, ms, grid, extra in (("flex-default", 1.0, "1, 1, 28", ""), ("flex-forced", 1.0, "1, 1, 28", ""),
+                                     ("flex-tiles16", 3.0, "1, 1, 28", ""), ("flex-paged", 12.0, "1, 1, 28", ""),
+                                     ("flex-pad8", 2.0, "1, 4, 66", "; triton_red_fused_1 grid=[16, 1, 1]"),
+                                     ("copy", 0.5, "", "")):
+        note = KERNELS.format(grid=grid, extra=extra) if grid else ""
+        rows.append(f'decode,1,32768,{variant},{ms},,{4e9},{4e9 / ms / 1e6},,0.001,"{note}"')
     rows.append("prefill,1,16384,flex-default,10.0,,,,400.0,0.002,")
     (folder / flex_decomposition.FILE).write_text("\n".join(rows) + "\n")
     dec = flex_decomposition.read(tmp_path)
-    assert dec.factor("decode", 1, "flex-forced", "flex-default") == pytest.approx(3.0)
-    assert dec.factor("decode", 1, "flex-paged", "flex-forced") == pytest.approx(4.0)
+    assert dec.factor("decode", 1, "flex-forced", "flex-default") == pytest.approx(1.0)
+    assert dec.factor("decode", 1, "flex-paged", "flex-tiles16") == pytest.approx(4.0)
     assert dec.rate("prefill", 1, "flex-default") == 400.0 and dec.rate("decode", 1, "copy") == pytest.approx(8000)
     assert dec.factor("decode", 16, "flex-forced", "flex-default") is None
+    assert dec.grid("decode", 1, "flex-pad8") == (1, 4, 66) and dec.programs("decode", 1, "flex-paged") == 28
+    assert dec.extra_kernels("decode", 1, "flex-pad8") == 1 and dec.extra_kernels("decode", 1, "flex-default") == 0
+    assert dec.programs("decode", 1, "copy") is None and dec.torch_checks_power_of_two() is None
     ladder = flex_decomposition.ladder(dec, "decode", 1).set_index("variant")
-    assert ladder.loc["flex-paged", "x_previous"] == pytest.approx(4.0)
+    assert list(ladder.index) == ["flex-default", "flex-forced", "flex-tiles16", "flex-paged", "flex-pad8", "copy"]
+    assert ladder.loc["flex-tiles16", "x_step"] == pytest.approx(3.0) and ladder.loc["flex-tiles16", "over"] == "flex-forced"
+    assert ladder.loc["flex-paged", "x_step"] == pytest.approx(4.0)
+    assert ladder.loc["flex-pad8", "x_step"] == pytest.approx(2.0) and ladder.loc["flex-pad8", "over"] == "flex-default"
     assert ladder.loc["flex-default", "pct_of_copy"] == pytest.approx(50.0)
     assert dec.batches("decode") == [1] and dec.length("prefill") == 16384
+    vllm = flex_decomposition.VllmFlex(None, 2000.0 / 3, None, None)  # GB/s: the paged variant reads at 1000/3
+    assert flex_decomposition.vllm_over(dec, vllm) == pytest.approx(0.5)
+    assert flex_decomposition.vllm_over(None, vllm) is None
+
+
+def test_kernel_grids_from_a_note():
+    note = "enable_gqa=True; " + KERNELS.format(grid="1, 64, 4", extra="; triton_poi_fused_2 grid=[8, 2, 1]")
+    assert flex_decomposition.kernels(note)[-1] == ("triton_poi_fused_2", (8, 2, 1))
+    assert flex_decomposition.template_grid(note) == (1, 64, 4)
+    assert flex_decomposition.template_grid("enable_gqa=True") is None
 
 
 def test_vllm_flex_rates_from_our_traces():
@@ -53,6 +76,15 @@ def test_vllm_flex_rates_from_our_traces():
     # the KV cache of one step over the attention time of one step
     assert flex.decode_gb_per_s == pytest.approx(n * shape.kv_bytes_per_token() / (flex.decode_ms_per_step / 1e3) / 1e9)
     assert 10 < flex.decode_gb_per_s < 200 and 5 < flex.prefill_tflops < 100
+    # vLLM's own decode kernel: one launch per layer and step, one program per query head
+    decode = flex_decomposition.vllm_kernels(f"decode-{n}")
+    assert decode[0].grid == (1, 1, shape.q_heads) and decode[0].calls % shape.layers == 0
+    assert decode[0].ms_per_call * shape.layers == pytest.approx(flex.decode_ms_per_step, rel=0.05)
+    assert flex_decomposition.vllm_kernels("decode-1") == []
+
+
+def test_vllm_flex_without_a_census_is_not_measured(tmp_path):
+    assert flex_decomposition.vllm_flex(tmp_path).decode_gb_per_s is None
 
 
 def test_value_dependence(tmp_path):
@@ -146,13 +178,19 @@ def test_chapter_facts_fill_in_when_the_data_lands(tmp_path, monkeypatch):
     test_flex_decomposition_factors(tmp_path)
     test_value_dependence(tmp_path)
     table = sweeps.sweep_table()
+    read_flex, read_values = flex_decomposition.read, value_dependence.read
+    empty = tmp_path / "empty"
+    monkeypatch.setattr(serving_facts.flexdec, "read", lambda: read_flex(empty))
+    monkeypatch.setattr(serving_facts.value_dependence, "read", lambda: read_values(empty))
     absent = serving_facts.flex_arm(table, "h200/vllm0.26-qwen2.5-7b") | serving_facts.values_vs_shapes()
     assert not absent["flexdec_b1_forced_x"].measured and not absent["values_matmul_max_pct"].measured
-    read_flex, read_values = flex_decomposition.read, value_dependence.read
+    assert not absent["flexdec_b1_flex_pad8_programs"].measured and absent["vllm_flex_decode_programs"].measured
     monkeypatch.setattr(serving_facts.flexdec, "read", lambda: read_flex(tmp_path))
     monkeypatch.setattr(serving_facts.value_dependence, "read", lambda: read_values(tmp_path))
     present = serving_facts.flex_arm(table, "h200/vllm0.26-qwen2.5-7b") | serving_facts.values_vs_shapes()
-    assert present["flexdec_b1_forced_x"].value == "3.0×" and present["flexdec_b1_paged_x"].value == "4.0×"
+    assert present["flexdec_b1_forced_x"].value == "1.00×" and present["flexdec_b1_paged_x"].value == "4.00×"
+    assert present["flexdec_b1_tiles16_x"].value == "3.00×" and present["flexdec_b1_flex_pad8_programs"].value == "264"
+    assert present["flexdec_b1_pad8_combine"].value == "1" and present["vllm_flex_decode_programs"].value == "28"
     assert present["flexdec_b1_flex_default_pct"].value == "50.0%"
     assert present["flexdec_status"].value.endswith(f"({present['flexdec_status'].source})")
     assert present["values_matmul_max_pct"].value == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"

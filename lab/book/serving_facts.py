@@ -153,6 +153,9 @@ def decode(table, a10g: str, h200: str) -> dict:
     return out
 
 
+FLEX_VARIANTS = ("flex-default", "flex-forced", "flex-tiles16", "flex-paged", "flex-pad8", "sdpa-flash", "sdpa-cudnn")
+
+
 def flex_arm(table, h200: str) -> dict:
     """vLLM's FLEX arm from our traces, and the standalone decomposition when it is on file."""
     copy = load_measurement(H200_CEILINGS).bandwidth / 1e9
@@ -165,33 +168,78 @@ def flex_arm(table, h200: str) -> dict:
                                          vllm.source, "%"),
            "vllm_flex_prefill_tflops": shown(vllm.prefill_tflops, ".0f", vllm.source),
            "vllm_fa3_prefill_tflops": shown(fa3.prefill_tflops, ".0f", "data/h200/vllm0.26-qwen2.5-7b/traces/flash_attn-fa3"),
-           "flexdec_status": Fact(f"measured on the {dec.gpu} ({src})" if dec else None, src)}
-    decode_n = dec.length("decode") if dec else None
-    prefill_n = dec.length("prefill") if dec else None
-    out["flexdec_decode_n"] = shown(decode_n, ",d", src)
-    out["flexdec_prefill_n"] = shown(prefill_n, ",d", src)
+           "flexdec_status": Fact(f"measured on the {dec.gpu} ({src})" if dec else None, src),
+           "flexdec_decode_n": shown(dec.length("decode") if dec else None, ",d", src),
+           "flexdec_prefill_n": shown(dec.length("prefill") if dec else None, ",d", src),
+           "flexdec_pow2_checked": Fact({True: "does", False: "does not"}.get(dec.torch_checks_power_of_two() if dec else None),
+                                        f"{src[:-len(flexdec.FILE)]}provenance.json: flags.sources"),
+           "flexdec_vllm_vs_paged_x": shown(flexdec.vllm_over(dec, vllm), ".2f", src, "×")}
     for batch in (1, 16):
-        rate = (lambda v, b=batch: dec.rate("decode", b, v)) if dec else (lambda v: None)
-        copy_rate = rate("copy")
-        for variant in ("flex-default", "flex-forced", "flex-paged", "sdpa-flash"):
-            key = variant.replace("-", "_")
-            value = rate(variant)
-            out[f"flexdec_b{batch}_{key}_gbs"] = shown(value, ",.0f", src, " GB/s")
-            out[f"flexdec_b{batch}_{key}_pct"] = shown(100 * value / copy_rate if value and copy_rate else None,
-                                                      ".1f", src, "%")
-        for slow, fast, _ in flexdec.STEPS:
-            factor = dec.factor("decode", batch, slow, fast) if dec else None
-            out[f"flexdec_b{batch}_{slow.split('-')[1]}_x"] = shown(factor, ".1f", src, "×")
-    paged_b1 = dec.rate("decode", 1, "flex-paged") if dec else None
-    out["flexdec_vllm_vs_paged_x"] = shown(paged_b1 / vllm.decode_gb_per_s if paged_b1 and vllm.decode_gb_per_s else None,
-                                           ".1f", src, "×")
-    prefill_batch = (dec.batches("prefill") or [1])[0] if dec else 1  # the prefill rows' batch, whatever it is
-    for variant in ("flex-default", "flex-forced", "flex-paged", "sdpa-flash"):
-        value = dec.rate("prefill", prefill_batch, variant) if dec else None
-        out[f"flexdec_prefill_{variant.replace('-', '_')}_tflops"] = shown(value, ".0f", src, " TFLOP/s")
-    paged_prefill = dec.rate("prefill", prefill_batch, "flex-paged") if dec else None
-    out["flexdec_prefill_vllm_vs_paged_x"] = shown(
-        paged_prefill / vllm.prefill_tflops if paged_prefill and vllm.prefill_tflops else None, ".1f", src, "×")
+        out |= _flex_decode(dec, batch, src)
+    out |= _flex_prefill(dec, src) | _vllm_flex_kernels(table, h200) | _flex_concurrency()
+    return out
+
+
+def _flex_decode(dec, batch: int, src: str) -> dict:
+    """One decode batch of the decomposition: rates, times, programs, and each step's factor."""
+    value = (lambda fn, *a: fn("decode", batch, *a)) if dec else (lambda fn, *a: None)
+    copy_rate = value(dec.rate, "copy") if dec else None
+    out = {}
+    for variant in FLEX_VARIANTS:
+        key, rate = f"flexdec_b{batch}_{variant.replace('-', '_')}", value(dec.rate, variant) if dec else None
+        out[f"{key}_gbs"] = shown(rate, ",.0f", src, " GB/s")
+        out[f"{key}_pct"] = shown(100 * rate / copy_rate if rate and copy_rate else None, ".1f", src, "%")
+        out[f"{key}_ms"] = shown(value(dec.ms, variant) if dec else None, ".3f", src, " ms")
+        out[f"{key}_programs"] = shown(value(dec.programs, variant) if dec else None, ",d", src)
+    for slow, fast, _ in (*flexdec.STEPS, flexdec.DECODE_TEMPLATE):
+        factor = value(dec.factor, slow, fast) if dec else None
+        out[f"flexdec_b{batch}_{slow.split('-')[1]}_x"] = shown(factor, ".2f", src, "×")
+    for fast in ("flex-pad8", "sdpa-cudnn"):  # how many times faster than the general kernel
+        factor = value(dec.factor, "flex-default", fast) if dec else None
+        out[f"flexdec_b{batch}_default_over_{fast.split('-')[1]}"] = shown(factor, ".1f", src, "×")
+    out[f"flexdec_b{batch}_pad8_combine"] = shown(value(dec.extra_kernels, "flex-pad8") if dec else None, "d", src)
+    return out
+
+
+def _flex_prefill(dec, src: str) -> dict:
+    batch = (dec.batches("prefill") or [1])[0] if dec else 1  # the prefill rows' batch, whatever it is
+    out = {}
+    for variant in FLEX_VARIANTS:
+        key = f"flexdec_prefill_{variant.replace('-', '_')}"
+        out[f"{key}_tflops"] = shown(dec.rate("prefill", batch, variant) if dec else None, ".0f", src, " TFLOP/s")
+        out[f"{key}_ms"] = shown(dec.ms("prefill", batch, variant) if dec else None, ",.1f", src, " ms")
+        out[f"{key}_programs"] = shown(dec.programs("prefill", batch, variant) if dec else None, ",d", src)
+        grid = dec.grid("prefill", batch, variant) if dec else None  # (query tiles, batch, heads)
+        out[f"{key}_rows"] = shown(dec.length("prefill") / grid[0] if grid else None, ".0f", src)
+    for slow, fast, _ in flexdec.STEPS:
+        factor = dec.factor("prefill", batch, slow, fast) if dec else None
+        out[f"flexdec_prefill_{slow.split('-')[1]}_x"] = shown(factor, ".2f" if slow == "flex-forced" else ".1f", src, "×")
+    return out
+
+
+def _vllm_flex_kernels(table, h200: str) -> dict:
+    """vLLM's own Flex kernel in the 28k windows: its grid, and the query rows per program it implies."""
+    tokens = flexdec.VLLM_WINDOW_TOKENS
+    decode, prefill = flexdec.vllm_kernels(f"decode-{tokens}"), flexdec.vllm_kernels(f"prefill-{tokens}")
+    src = f"data/{flexdec.VLLM_TRACES}/*-{tokens}.trace.json.gz"
+    main = decode[0] if decode else None
+    chunk = prefill[0] if prefill else None  # most calls: the full chunks
+    rows = report.chunk_size(table, h200) / chunk.grid[0] if chunk else None
+    return {"vllm_flex_decode_grid": Fact(list(main.grid) if main else None, src),
+            "vllm_flex_decode_programs": shown(main.programs if main else None, "d", src),
+            "vllm_flex_decode_kernel_ms": shown(main.ms_per_call if main else None, ".2f", src, " ms"),
+            "vllm_flex_prefill_grid": Fact(list(chunk.grid) if chunk else None, src),
+            "vllm_flex_prefill_rows": shown(rows, ".0f", src)}
+
+
+def _flex_concurrency() -> dict:
+    """vLLM's FLEX arm with several requests: ITL by context and number of requests."""
+    table, src = bd.read(), f"data/{bd.STUDY}/flex_attention/concurrency.csv"
+    out = {}
+    for context in bd.CONTEXTS:
+        for requests in bd.CONCURRENCY:
+            point = bd.measured(table, FLEX, context, requests)
+            out[f"flexconc_{context}_{requests}"] = shown(point["itl_ms"] if point else None, ".1f", src, " ms")
     return out
 
 

@@ -1,41 +1,53 @@
-"""Why vLLM's FLEX_ATTENTION arm is slow, factor by factor: standalone FlexAttention against the
-same kernel with its decode path turned off and over a paged cache, beside vLLM's arm itself.
+"""Why vLLM's FLEX_ATTENTION arm is slow, factor by factor: standalone FlexAttention, then one of vLLM's
+ingredients at a time, beside vLLM's arm itself.
 
-The H200 run (``data/h200/flex-decomposition/flex_decomposition.csv``) times, at one shape per row:
+The H200 run (``data/h200/flex-decomposition/flex_decomposition.csv``, written by
+:mod:`lab.measure.flex_decomposition`, whose docstring defines every variant) times, per shape
+(decode at 32k with batch 1 and 16, causal prefill at 16k; Qwen2.5-7B's 28 query over 4 KV heads):
 
-- ``flex-default``: ``flex_attention`` as PyTorch ships it (for a query shorter than 128 tokens
-  Inductor picks its decoding kernel: split-KV with the query heads of a KV group packed together);
-- ``flex-forced``: the same call with ``kernel_options={"FORCE_USE_FLEX_ATTENTION": True}``, which
-  vLLM's backend always passes, so the general kernel runs (one program per query block and head);
-- ``flex-paged``: forced as well, over a paged cache (one flat pool of 16-token pages) with a mask
-  that turns physical positions into logical ones through a block-table lookup, as vLLM's does;
-- ``sdpa-flash`` and ``sdpa-cudnn``: PyTorch's fused kernels on the same shape, for reference;
-- ``copy``: a device-to-device copy in the same run (the bandwidth a read can reach).
+- ``flex-default``: ``flex_attention`` compiled as PyTorch ships it. Inductor's decode template
+  (``_use_flex_decoding``) needs a power-of-two number of query heads per KV head; Qwen2.5-7B has 7,
+  so even this call runs the general template (``note`` lists the kernels and their grids);
+- ``flex-forced``: ``kernel_options={"FORCE_USE_FLEX_ATTENTION": True}``, as vLLM passes: for this
+  model the same kernel as ``flex-default``;
+- ``flex-tiles16``: forced, with 16 x 16 tiles (``BLOCK_M = BLOCK_N = 16``), as vLLM sets them;
+- ``flex-paged``: vLLM's whole recipe: one pool of 16-token pages, every request's queries packed into
+  a batch of one, a block mask built from the block table with no full blocks, a physical-to-logical
+  lookup in ``mask_mod``, forced, 16 x 16 tiles;
+- ``flex-pad8`` (decode only): ``flex-default`` with each group padded to 8 query heads, so the decode
+  template (split-KV, the group's heads packed into one tile) runs: what that template is worth;
+- ``sdpa-flash``, ``sdpa-cudnn``: PyTorch's fused kernels; ``copy``: a copy of the same K/V bytes.
 
-vLLM's arm itself comes from our profiler windows (:mod:`lab.results.census_windows`): attention
-time per decode step at 28k tokens of context, and attention time of the 28k prefill window.
-Everything returns numbers or None ("not measured yet"), never sentences.
+vLLM's arm itself comes from our profiler windows at 28k tokens (:mod:`lab.results.census_windows` for
+its attention time, the stored trace for its kernel's grid). Everything returns numbers or None
+("not measured yet"), never sentences.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab import LabError
 from lab.results.data import DATA_DIR, load
 
 DATASET = "h200/flex-decomposition"
 FILE = "flex_decomposition.csv"
 COLUMNS = ("phase", "batch", "n", "variant", "ms", "ms_rounds", "kv_bytes", "gb_per_s", "tflops", "max_abs_err", "note")
-VARIANTS = ("flex-default", "flex-forced", "flex-paged", "sdpa-flash", "sdpa-cudnn", "copy")
+VARIANTS = ("flex-default", "flex-forced", "flex-tiles16", "flex-paged", "flex-pad8", "sdpa-flash", "sdpa-cudnn", "copy")
 #: The ladder from FlexAttention as a kernel to FlexAttention as vLLM calls it: (slower, faster, what changed).
-STEPS = (("flex-forced", "flex-default", "decode path off (FORCE_USE_FLEX_ATTENTION)"),
-         ("flex-paged", "flex-forced", "paged cache, block-table lookup in the mask"))
+STEPS = (("flex-forced", "flex-default", "FORCE_USE_FLEX_ATTENTION, as vLLM passes"),
+         ("flex-tiles16", "flex-forced", "16 x 16 tiles, as vLLM sets them"),
+         ("flex-paged", "flex-tiles16", "paged pool, block-table mask with no full blocks, packed queries"))
+#: Beside the ladder: the decode template (group padded to a power of two) against the general kernel.
+DECODE_TEMPLATE = ("flex-pad8", "flex-default", "decode template (group padded to 8 heads)")
 #: The rate that measures each phase: decode reads the cache, prefill multiplies.
 RATE = {"decode": "gb_per_s", "prefill": "tflops"}
 #: The census windows that hold vLLM's own FLEX arm (prompt or context length of both).
 VLLM_WINDOW_TOKENS = 28672
+VLLM_TRACES = "h200/vllm0.26-qwen2.5-7b/traces/flex_attention"
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,7 @@ class Decomposition:
     table: object          # pandas DataFrame with COLUMNS
     source: str            # data/<dataset>/<file>
     gpu: str
+    sources: dict = None   # provenance flags.sources: what the installed torch's source says (may be empty)
 
     def row(self, phase: str, batch: int, variant: str):
         rows = self.table[(self.table["phase"] == phase) & (self.table["batch"] == batch)
@@ -65,6 +78,28 @@ class Decomposition:
         """Time of ``slow`` over time of ``fast`` at the same shape."""
         a, b = self.ms(phase, batch, slow), self.ms(phase, batch, fast)
         return a / b if a is not None and b else None
+
+    def grid(self, phase: str, batch: int, variant: str) -> tuple[int, ...] | None:
+        """The launch grid of the variant's attention kernel (the ``triton_tem`` template), from ``note``."""
+        row = self.row(phase, batch, variant)
+        return template_grid(str(row["note"])) if row is not None else None
+
+    def programs(self, phase: str, batch: int, variant: str) -> int | None:
+        grid = self.grid(phase, batch, variant)
+        return math.prod(grid) if grid else None
+
+    def extra_kernels(self, phase: str, batch: int, variant: str) -> int | None:
+        """Kernels launched after the attention template (the decode template's combine of its splits)."""
+        row = self.row(phase, batch, variant)
+        if row is None:
+            return None
+        names = [name for name, _ in kernels(str(row["note"]))]
+        template = next((i for i, name in enumerate(names) if name.startswith("triton_tem")), None)
+        return None if template is None else len(names) - template - 1
+
+    def torch_checks_power_of_two(self) -> bool | None:
+        """Whether the run's torch has the power-of-two group test in ``_use_flex_decoding``."""
+        return (self.sources or {}).get("torch_use_flex_decoding_checks_power_of_two")
 
     def batches(self, phase: str) -> list[int]:
         return sorted(int(b) for b in self.table.loc[self.table["phase"] == phase, "batch"].unique())
@@ -89,7 +124,21 @@ def read(root: Path = DATA_DIR) -> Decomposition | None:
         return None
     ds = load(folder)
     table = ds.csv(FILE, COLUMNS)
-    return Decomposition(table, f"data/{DATASET}/{FILE}", ds.gpu)
+    sources = (ds.provenance.get("flags") or {}).get("sources") or {}
+    return Decomposition(table, f"data/{DATASET}/{FILE}", ds.gpu, sources)
+
+
+_KERNEL = re.compile(r"(\S+) grid=\[([\d,\s]+)\]")
+
+
+def kernels(note: str) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, grid) of every kernel a ``note`` lists ("kernels: name grid=[x, y, z]; ...")."""
+    return [(name, tuple(int(x) for x in grid.split(","))) for name, grid in _KERNEL.findall(note or "")]
+
+
+def template_grid(note: str) -> tuple[int, ...] | None:
+    """The grid of the attention template (Inductor names it ``triton_tem_...``), or None."""
+    return next((grid for name, grid in kernels(note) if name.startswith("triton_tem")), None)
 
 
 @dataclass(frozen=True)
@@ -111,7 +160,11 @@ def vllm_flex(root: Path = DATA_DIR, backend: str = "FlexAttention", arm: str = 
     from lab.results.modelshape import qwen25_7b
     from lab.results.roofline import model_phase
 
-    table, shape, n = cd.census_table(root), qwen25_7b(), VLLM_WINDOW_TOKENS
+    try:
+        table = cd.census_table(root)
+    except LabError:  # no census under this root: nothing of vLLM's arm is measured
+        return VllmFlex(None, None, None, None)
+    shape, n = qwen25_7b(), VLLM_WINDOW_TOKENS
     steps = {w["window"]: w["steps"].get("decode") for w in cd.measured_windows(root)
              if w["gpu"] == "H200" and w["arm"] == arm}
     decode, prefill = cd.window(table, "H200", "decode", n, backend), cd.window(table, "H200", "prefill", n, backend)
@@ -124,22 +177,72 @@ def vllm_flex(root: Path = DATA_DIR, backend: str = "FlexAttention", arm: str = 
                     attention, flops / (attention / 1e3) / 1e12 if attention else None)
 
 
+@dataclass(frozen=True)
+class VllmKernel:
+    """One launch configuration of vLLM's Flex attention kernel in a stored profiler trace."""
+
+    window: str                 # e.g. decode-28672
+    name: str
+    grid: tuple[int, ...]
+    calls: int
+    ms_per_call: float
+
+    @property
+    def programs(self) -> int:
+        return math.prod(self.grid)
+
+
+def vllm_kernels(window: str, root: Path = DATA_DIR) -> list[VllmKernel]:
+    """The Flex attention kernels of one of our vLLM windows, one entry per grid, most calls first
+    (empty when the trace is not on file). Read from the trace itself: the census keeps no grids."""
+    import gzip
+    import json
+
+    path = Path(root) / VLLM_TRACES / f"{window}.trace.json.gz"
+    if not path.exists():
+        return []
+    with gzip.open(path, "rt") as handle:
+        events = json.load(handle).get("traceEvents", [])
+    launches: dict[tuple, list[float]] = {}
+    for event in events:
+        if event.get("cat") == "kernel" and "flex_attention" in event.get("name", ""):
+            grid = tuple(int(x) for x in (event.get("args") or {}).get("grid") or ())
+            launches.setdefault((event["name"], grid), []).append(float(event.get("dur", 0.0)) / 1e3)
+    found = [VllmKernel(window, name, grid, len(ms), sum(ms) / len(ms)) for (name, grid), ms in launches.items()]
+    return sorted(found, key=lambda k: -k.calls)
+
+
+def vllm_over(decomposition: Decomposition, vllm: VllmFlex, variant: str = "flex-paged") -> float | None:
+    """How many times slower vLLM's arm read the cache (batch-1 decode, GB/s at its window's length)
+    than a standalone variant did at batch 1 (GB/s at the decomposition's length): rates, because the
+    lengths differ."""
+    rate = decomposition.rate("decode", 1, variant) if decomposition else None
+    return rate / vllm.decode_gb_per_s if rate and vllm and vllm.decode_gb_per_s else None
+
+
+def step_of(variant: str) -> tuple[str, str, str] | None:
+    """The ladder step (or the decode-template comparison) that ends at ``variant``."""
+    return next((step for step in (*STEPS, DECODE_TEMPLATE) if step[0] == variant), None)
+
+
 def ladder(decomposition: Decomposition, phase: str, batch: int):
-    """One table per phase and batch: variant, ms, rate, % of copy bandwidth (decode), time over the
-    variant above it in the ladder. Rows in the order of :data:`VARIANTS`."""
+    """One table per phase and batch, rows in the order of :data:`VARIANTS`: variant, ms, rate, % of
+    copy bandwidth (decode), programs of the attention kernel, and, for the variants of
+    :data:`STEPS` and :data:`DECODE_TEMPLATE`, the time over the variant that step starts from
+    (``x_step``) and that variant's name (``over``)."""
     import pandas as pd
 
     copy = decomposition.rate(phase, batch, "copy")
-    rows, previous = [], None
+    rows = []
     for variant in VARIANTS:
         ms = decomposition.ms(phase, batch, variant)
         if ms is None:
             continue
         rate = decomposition.rate(phase, batch, variant)
-        step = ms / decomposition.ms(phase, batch, previous) if previous in ("flex-default", "flex-forced") and \
-            variant in ("flex-forced", "flex-paged") else None
+        step = step_of(variant)
+        factor = decomposition.factor(phase, batch, variant, step[1]) if step else None
         rows.append({"variant": variant, "ms": ms, "rate": rate,
                      "pct_of_copy": 100 * rate / copy if phase == "decode" and rate and copy and variant != "copy" else None,
-                     "x_previous": step})
-        previous = variant
-    return pd.DataFrame(rows, columns=["variant", "ms", "rate", "pct_of_copy", "x_previous"])
+                     "programs": decomposition.programs(phase, batch, variant),
+                     "x_step": factor, "over": step[1] if factor is not None else None})
+    return pd.DataFrame(rows, columns=["variant", "ms", "rate", "pct_of_copy", "programs", "x_step", "over"])

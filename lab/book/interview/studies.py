@@ -8,7 +8,7 @@ file or point gives a fact that is not measured ("not measured yet" in the chapt
     paged         data/h200/paged-decode/paged.csv via lab.results.paged: gb_per_s, copy_gb_per_s by kernel
     concurrency   data/h200/vllm0.26-qwen2.5-7b-concurrency via lab.results.concurrency, beside the step floor
     masks         data/h200/flex-masks/masks.csv via lab.results.paged: Flex against the fastest SDPA that ran
-    decomposition data/h200/flex-decomposition/flex_decomposition.csv: variant, phase, batch, n, ms
+    decomposition through lab.results.flex_decomposition (its variants, and vLLM's trace windows)
     dram bytes    data/h200/dram-bytes/dram_bytes.csv via lab.results.dram_bytes, beside the two model counts
 
 The batch-on-the-roofline facts of the model (where decode turns KV-bound, the floor of a step) are always there:
@@ -166,19 +166,35 @@ def mask_facts(root=None) -> dict:
     return shown_facts(values, MASK_FORMATS, source)
 
 
-DECOMPOSITION_FORMATS = {"flex_forced_over_default": "{:.1f}×", "flex_paged_over_forced": "{:.1f}×",
-                         "vllm_over_paged": "{:.1f}×", "vllm_over_default": "{:.1f}×"}
+DECOMPOSITION_FORMATS = {"flex_forced_over_default": "{:.2f}×", "flex_tiles16_over_forced": "{:.1f}×",
+                         "flex_paged_over_tiles16": "{:.1f}×", "vllm_over_paged": "{:.2f}×",
+                         "vllm_over_default": "{:.1f}×", "flex_default_over_cudnn": "{:.0f}×",
+                         "flex_pad8_speedup_b16": "{:.1f}×", "flex_prefill_tflops": "{:.0f} TFLOP/s",
+                         "flex_prefill_tiles16_x": "{:.0f}×", "flex_prefill_len": "{:,d} tokens"}
 
 
-def decomposition_facts(root=None, batch: int = 1, n: int = 32768) -> dict:
-    """Decode at 32k, batch 1: how much each step from standalone Flex to vLLM's arm multiplies the time."""
-    table = _table(DECOMPOSITION, root)
-    ms = lambda variant: cell(table, "ms", variant=variant, phase="decode", batch=batch, n=n)
-    default, forced, paged, vllm = ms("default"), ms("forced"), ms("paged"), ms("vllm")
-    values = {"flex_forced_over_default": _ratio(forced, default), "flex_paged_over_forced": _ratio(paged, forced),
-              "vllm_over_paged": _ratio(vllm, paged), "vllm_over_default": _ratio(vllm, default)}
-    source = f"data/{DECOMPOSITION}: ms by variant (default, forced, paged, vllm), phase, batch, n"
-    return shown_facts(values, DECOMPOSITION_FORMATS, source)
+def decomposition_facts(root=None) -> dict:
+    """Standalone Flex to vLLM's arm, one ingredient at a time (lab.results.flex_decomposition): decode at
+    batch 1 as time ratios, vLLM's arm as read-rate ratios (its window is 28k tokens, the rest 32k), the
+    decode template at batch 16, and prefill."""
+    from lab.results import flex_decomposition as fd
+
+    root = data.DATA_DIR if root is None else root
+    dec, vllm = fd.read(root), fd.vllm_flex(root)
+    source = f"{fd.DATASET}/{fd.FILE} (lab.results.flex_decomposition) + vLLM's FLEX trace windows"
+    if dec is None:
+        return missing_facts(DECOMPOSITION_FORMATS, f"data/{source}")
+    step = lambda slow, fast, batch=1, phase="decode": dec.factor(phase, batch, slow, fast)  # noqa: E731
+    values = {"flex_forced_over_default": step("flex-forced", "flex-default"),
+              "flex_tiles16_over_forced": step("flex-tiles16", "flex-forced"),
+              "flex_paged_over_tiles16": step("flex-paged", "flex-tiles16"),
+              "vllm_over_paged": fd.vllm_over(dec, vllm), "vllm_over_default": fd.vllm_over(dec, vllm, "flex-default"),
+              "flex_default_over_cudnn": step("flex-default", "sdpa-cudnn"),
+              "flex_pad8_speedup_b16": step("flex-default", "flex-pad8", 16),
+              "flex_prefill_tflops": dec.rate("prefill", 1, "flex-default"),
+              "flex_prefill_tiles16_x": step("flex-tiles16", "flex-forced", 1, "prefill"),
+              "flex_prefill_len": dec.length("prefill")}
+    return shown_facts(values, DECOMPOSITION_FORMATS, f"data/{source}")
 
 
 # --- measured DRAM bytes against the two model counts ------------------------------------------------

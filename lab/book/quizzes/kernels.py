@@ -1,10 +1,12 @@
 """Questions of chapters 04-05: FlashAttention in Triton, decode and split-KV, batch on the decode roofline.
 
-What the FLEX_ATTENTION arm of vLLM measures: vLLM's integration of FlexAttention, not Flex as a kernel. vLLM's
+What the FLEX_ATTENTION arm of vLLM measures: vLLM's integration of FlexAttention, not Flex as a kernel.
+PyTorch's ``_use_flex_decoding`` picks Flex's split-KV decoding template only for a power-of-two number of
+query heads per KV head; Qwen2.5-7B has 7, so Flex decodes with its general kernel whether or not vLLM's
 backend (``vllm/v1/attention/backends/flex_attention.py``, ``get_kernel_options``) passes
-``FORCE_USE_FLEX_ATTENTION=True``, which turns off Flex's own decode path (split-KV with GQA packing, chosen
-by PyTorch's ``_use_flex_decoding`` for short queries), and masks the paged physical cache with a
-physical-to-logical block lookup inside ``mask_mod``.
+``FORCE_USE_FLEX_ATTENTION=True`` (the H200 decomposition measured the option at no cost for this model).
+What vLLM adds is 16 x 16 tiles and a block mask built from the block table, with no full blocks and a
+physical-to-logical lookup inside ``mask_mod``.
 """
 
 from __future__ import annotations
@@ -220,16 +222,17 @@ def decode_split_kv() -> list[Question]:
             "On the A10G, decode inter-token latency from {short} to {long} tokens of context went {flash_short} → "
             "{flash_long} ms with FLASH_ATTN and {flex_short} → {flex_long} ms with FLEX_ATTENTION. What does the "
             "FLEX arm measure?",
-            ["vLLM's integration of Flex: its decode path forced off, the paged cache masked by a lookup",
-             "FlexAttention itself, which has no split-KV decode path of its own",
+            ["vLLM's integration of Flex: small tiles over a paged cache masked by a lookup",
+             "FlexAttention's split-KV decoding template, which vLLM's FORCE_USE_FLEX_ATTENTION option turns off",
              "A quadratic term that FlexAttention computes in decode and FlashAttention avoids",
              "FlexAttention running in fp32, because vLLM cannot compile it in bf16"],
             0,
             "A decode step has no n×n matrix; its attention cost is reading the KV cache, linear in context. Flex has "
-            "a decode path of its own (split-KV with GQA packing for short queries), but vLLM's backend passes "
-            "FORCE_USE_FLEX_ATTENTION, which turns it off, and reaches the paged cache through a block lookup in "
-            "its mask function. FLASH_ATTN's line stays nearly flat; the FLEX arm's climbs with the cache.",
-            cites=cites,
+            "a split-KV decoding template, but PyTorch picks it only for a power-of-two number of query heads per KV "
+            "head, and Qwen2.5-7B has {group}: Flex runs its general kernel here whether vLLM forces it or not. vLLM "
+            "runs it with 16 × 16 tiles over its paged cache, reached through a block lookup in the mask function. "
+            "FLASH_ATTN's line stays nearly flat; the FLEX arm's climbs with the cache.",
+            cites={**cites, "group": shape_number("query heads per KV head", lambda s: s.q_heads // s.kv_heads)},
             holds=lambda v: (v["flex_long"] - v["flex_short"]) > 3 * (v["flash_long"] - v["flash_short"]),
         ),
         Question(

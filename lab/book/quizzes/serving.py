@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from lab.book import interview
 from lab.book.quiz import Computed, Question, measured, ratio
-from lab.book.quizzes.common import A10G, FLASH, FLEX, census_long_window, length, sweep_cell, sweep_lengths
+from lab.book.quizzes.common import (A10G, FLASH, FLEX, census_long_window, length, shape_number, sweep_cell,
+                                     sweep_lengths)
 from lab.results import data
+
+
+GROUP = shape_number("query heads per KV head", lambda s: s.q_heads // s.kv_heads)
 
 
 # --- 06 live vLLM sweeps ---------------------------------------------------------------------------
@@ -118,18 +122,51 @@ def _h200_questions() -> list[Question]:
             questions.append(Question(
                 "On the H200, decode ITL from {short} to {long} tokens of context went {fa3_short} → {fa3_long} ms with "
                 "FA3 and {flex_short} → {flex_long} ms with FLEX_ATTENTION. Which statement fits?",
-                ["vLLM's FLEX arm runs Flex's general kernel over a lookup-masked paged cache",
-                 "FlexAttention has no decode path of its own, so any Flex decode climbs like this",
+                ["vLLM's FLEX arm runs Flex's general kernel with small tiles over a lookup-masked paged cache",
+                 "vLLM's FORCE_USE_FLEX_ATTENTION switches off the split-KV decoding template Flex would otherwise "
+                 "use for this model",
                  "The H200's larger memory makes decode compute-bound, and FLEX does more FLOPs per token",
                  "Both curves are flat, so the backend does not matter for decode on this GPU"],
                 0,
-                "Decode attention reads the KV cache, linear in context. FA3 reads it near the bandwidth floor. vLLM "
-                "calls Flex with FORCE_USE_FLEX_ATTENTION, which turns off Flex's split-KV decode path, and masks the "
-                "paged physical cache through a block lookup; the arm measures that integration, not Flex as a kernel.",
+                "Decode attention reads the KV cache, linear in context. FA3 reads it near the bandwidth floor. Flex's "
+                "split-KV decoding template needs a power-of-two number of query heads per KV head and Qwen2.5-7B has "
+                "{group}, so Flex decodes with its general kernel here, forced or not. vLLM runs it with 16 × 16 tiles over "
+                "its paged physical cache, masked through a block-table lookup; the arm measures that integration, "
+                "not Flex as a kernel.",
                 cites={"short": Computed("shortest common H200 length", lambda: short, (), ",d"),
-                       "long": Computed("longest common H200 length", lambda: long, (), ",d"), **c},
+                       "long": Computed("longest common H200 length", lambda: long, (), ",d"), **c,
+                       "group": GROUP},
                 holds=lambda v: (v["flex_long"] - v["flex_short"]) > (v["fa3_long"] - v["fa3_short"])))
-    return questions
+    return questions + _flex_decomposition_questions()
+
+
+def _flex_decomposition_questions() -> list[Question]:
+    """The H200 decomposition of vLLM's Flex recipe (lab.measure.flex_decomposition), once it is on file."""
+    from lab.results import flex_decomposition as fd
+
+    dec = fd.read(data.DATA_DIR)  # looked up now, so a test's data tree applies
+    if dec is None or dec.ms("decode", 1, "flex-paged") is None:
+        return []
+    n = dec.length("decode")
+    ms = lambda variant: measured(fd.DATASET, fd.FILE, "ms", ".3f", phase="decode", batch=1, n=n, variant=variant)  # noqa: E731
+    return [Question(
+        "On the H200, one decode step at batch 1 over {n} tokens with Qwen2.5-7B's shape: Flex as PyTorch ships it "
+        "took {default} ms, the same call with vLLM's FORCE_USE_FLEX_ATTENTION {forced} ms, with vLLM's 16 × 16 tiles "
+        "as well {tiles} ms, and with vLLM's paged block-table mask on top {paged} ms. What does the option cost here?",
+        ["Nothing: with a group of {group} query heads PyTorch never picks Flex's decoding template anyway",
+         "Most of the gap: the option turns off the split-KV decoding template, and the rest is noise in the timings",
+         "Nothing, because FORCE_USE_FLEX_ATTENTION only changes the kernel in prefill",
+         "It doubles the time, because the option makes Flex compute every query head twice"],
+        0,
+        "PyTorch's _use_flex_decoding asks for a power-of-two number of query heads per KV head; Qwen2.5-7B has {group}, so "
+        "both calls run the same general kernel (the profiler shows the same grid). What vLLM's recipe costs is the "
+        "tiles ({tiles_x}×) and the paged mask, which marks no block full and looks up every key ({paged_x}×).",
+        cites={"n": Computed(f"data/{fd.DATASET}/{fd.FILE}: decode context", lambda: n, (), ",d"),
+               "default": ms("flex-default"), "forced": ms("flex-forced"), "tiles": ms("flex-tiles16"),
+               "paged": ms("flex-paged"), "tiles_x": ratio(ms("flex-tiles16"), ms("flex-forced")),
+               "paged_x": ratio(ms("flex-paged"), ms("flex-tiles16")), "group": GROUP},
+        holds=lambda v: abs(v["forced"] / v["default"] - 1) < 0.05 and v["paged"] > 1.5 * v["forced"]
+        and int(v["group"]) & (int(v["group"]) - 1) != 0)]
 
 
 def _batch_questions() -> list[Question]:
