@@ -7,7 +7,8 @@ it, as the book build does) under a time limit; chapters that measure on the GPU
 total budget stops starting new chapters once it is spent (they are recorded as skipped).
 
 What each chapter measured comes from the chapter itself: live cells call ``lab.env.note_live(...)``,
-which appends to the file named by ``LAB_LIVE_LOG`` that this command sets per chapter.
+which appends to the file named by ``LAB_LIVE_LOG`` that this command sets per chapter. It also sets
+``LAB_PANEL_AUTORUN=1``, so each run panel (chapters 04-07) runs its default plan while the cell executes.
 
 Writes ``summary.csv``, ``summary.json`` and ``provenance.json`` to ``--out`` (default
 data/local/live-check), plus each executed notebook under ``notebooks/``.
@@ -132,7 +133,8 @@ def run_chapter(md: Path, lane: str, limit_s: float, out: Path, say=None) -> Cha
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "LAB_STATIC"}
-    env.update(LAB_LIVE_LOG=str(log), MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
+    # LAB_PANEL_AUTORUN: each run panel runs its default plan as the cell executes (lab.book.run_panels.base)
+    env.update(LAB_LIVE_LOG=str(log), LAB_PANEL_AUTORUN="1", MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     argv = [sys.executable, "-m", "lab.book.live_check", "--one", str(md), "--limit-s", str(limit_s),
             "--notebook", str(out / "notebooks" / f"{name}.ipynb")]
