@@ -218,6 +218,7 @@ def test_the_kernel_panel_times_through_the_bench_and_writes_a_run_the_explorer_
     assert '"kind": "kernels"' in (tmp_path / "kernels-live" / "provenance.json").read_text()
     assert any("ours-tuned: check (first call" in line for line in panel.progress.lines)
     assert panel.tables and list(panel.tables[0].candidate) == ["ours-teaching", "ours-tuned"]
+    assert panel.note_of(rows).startswith("prefill at 40 tokens: ours-teaching 1.5 ms (")
 
 
 def test_autorun_runs_the_default_prints_progress_and_notes_what_it_measured(tmp_path, pool, monkeypatch, capsys):
@@ -227,7 +228,7 @@ def test_autorun_runs_the_default_prints_progress_and_notes_what_it_measured(tmp
     panel.autorun()
     printed = capsys.readouterr().out
     assert "Run a sweep on your GPU: FLASH_ATTN/FA3 at 1 prompt length(s)" in printed and "ready in" in printed
-    assert "FLASH_ATTN/FA3 at 1 prompt length(s)" in log.read_text()
+    assert "vLLM FLASH_ATTN/FA3 TTFT 32: " in log.read_text() and "ITL" in log.read_text()
 
 
 def test_base_worker_keeps_one_thread_for_every_job():

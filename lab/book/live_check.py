@@ -79,6 +79,8 @@ def execute_notebook(md: Path, notebook_out: Path, cell_timeout: float) -> None:
     from nbclient import NotebookClient
 
     nb = jupytext.read(md)
+    if not any(cell.cell_type == "code" for cell in nb.cells):
+        raise LabError(f"{md}: no code cells (is it a MyST notebook with a jupytext header?)")
     client = NotebookClient(nb, timeout=int(cell_timeout), kernel_name="python3",
                             resources={"metadata": {"path": str(md.parent)}})
     try:
@@ -105,11 +107,8 @@ def _notes(log: Path) -> str:
 
 
 def _last_error(text: str) -> str:
-    """The most telling line of a failed child: the exception line nbclient printed, else the last line."""
+    """The most telling line of a failed child: its last line (the failing cell's ``Name: message``)."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", line):
-            return line[:300]
     return (lines[-1] if lines else "no output")[:300]
 
 
@@ -246,7 +245,17 @@ def _select(text: str | None) -> list[Path]:
 
 def main(args) -> int:
     if args.one is not None:
-        execute_notebook(args.one, args.notebook, args.limit_s)
+        from nbclient.exceptions import CellExecutionError
+
+        try:
+            execute_notebook(args.one, args.notebook, args.limit_s)
+        except CellExecutionError as exc:  # the cell's own exception, on the last line the parent reads
+            print(f"{exc.ename}: {str(exc.evalue).strip().splitlines()[0] if str(exc.evalue).strip() else ''}",
+                  file=sys.stderr)
+            return 1
+        except LabError as exc:
+            print(f"LabError: {exc}", file=sys.stderr)
+            return 1
         return 0
     if args.budget_s <= 0 or args.limit_s <= 0 or args.jobs < 1:
         raise LabError("--budget-s and --limit-s must be positive and --jobs at least 1")

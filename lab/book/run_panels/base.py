@@ -266,8 +266,12 @@ class RunPanel:
         print(f"{self.title}: {plan.title}", flush=True)
         self.start()
         result = self.wait(echo=lambda line: print(line, flush=True))
-        env.note_live(plan.title)
+        env.note_live(self.note_of(result) or plan.title)
         return result
+
+    def note_of(self, result) -> str:
+        """One line on what a run measured, for ``lab.book.live_check``'s summary ('' to use the plan's title)."""
+        return ""
 
     # -- the live face
     def live_widget(self):

@@ -112,6 +112,13 @@ class CapturePanel(RunPanel):
         self.show_result(summary)
         return summary
 
+    def note_of(self, summary) -> str:
+        if not summary:
+            return ""
+        attention = summary["families"]["attention"]
+        return (f"census of {summary['window']} on {summary['arm']}: {summary['kernel_ms']:.1f} ms of kernels, "
+                f"attention {100 * attention['share']:.1f}%")
+
     def table(self, summary: dict | None = None):
         """The census of a window (default: the last) as a table: family, ms, share of the window."""
         import pandas as pd

@@ -97,6 +97,19 @@ class KernelPanel(RunPanel):
             self.show_result(live)
         return new
 
+    def note_of(self, rows) -> str:
+        from lab.results import units
+
+        if not rows:
+            return ""
+        def one(r):
+            rate = (units.flops_rate(r["tflops"] * 1e12) if self.phase == "prefill" and r.get("tflops")
+                    else units.byte_rate(r["gbps"] * 1e9) if r.get("gbps") else "")
+            return f"{r['candidate']} {r['ms']:.3g} ms" + (f" ({rate})" if rate else "") if r["status"] == "ok" \
+                else f"{r['candidate']} {r['status']}"
+        sizes = sorted({r["n"] for r in rows})
+        return f"{self.phase} at {', '.join(f'{n:,}' for n in sizes)} tokens: " + ", ".join(one(r) for r in rows)
+
     def _write(self, started: float) -> None:
         from lab.measure.bench import write_tables
 

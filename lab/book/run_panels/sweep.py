@@ -178,6 +178,19 @@ class SweepPanel(RunPanel):
             if records:
                 self._write(folder, records, server, values, arm, lengths, started)
 
+    def note_of(self, folders) -> str:
+        import pandas as pd
+
+        parts = []
+        for folder in folders or []:
+            table = pd.read_csv(folder / "sweep.csv")
+            ok = table[table["status"] == "ok"]
+            if len(ok):
+                arm = ok["arm"].iloc[0]
+                parts.append(f"vLLM {arm} TTFT " + ", ".join(f"{int(r.target_len):,}: {r.ttft_s:.3f} s"
+                                                            for r in ok.itertuples()) + f"; ITL {ok['itl_ms'].median():.2f} ms")
+        return "; ".join(parts)
+
     def _write(self, folder, records, server, values, arm, lengths, started) -> None:
         from lab.measure.vllm.sweep import write_dataset
 
