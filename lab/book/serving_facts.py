@@ -18,15 +18,19 @@ from lab.results import sweeps as report
 from lab.results import value_dependence
 from lab.results.hardware import device, load_measurement
 from lab.results.modelshape import qwen25_7b
+from lab.results import units
 
 H200_CEILINGS = "data/h200/hardware"
 FA3, FLEX, FA2 = "FLASH_ATTN/FA3", "FLEX_ATTENTION", "FLASH_ATTN/FA2"
 
 
+def _measured(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
 def shown(value, fmt: str, source: str, suffix: str = "") -> Fact:
     """A fact that may be missing: formatted text when measured, "not measured yet" when not."""
-    ok = value is not None and not (isinstance(value, float) and math.isnan(value))
-    return Fact(f"{value:{fmt}}{suffix}" if ok else None, source)
+    return Fact(f"{value:{fmt}}{suffix}" if _measured(value) else None, source)
 
 
 def rig(table, study: str) -> dict:
@@ -176,7 +180,7 @@ def flex_arm(table, h200: str) -> dict:
         for variant in ("flex-default", "flex-forced", "flex-paged", "sdpa-flash"):
             key = variant.replace("-", "_")
             value = rate(variant)
-            out[f"flexdec_b{batch}_{key}_gbs"] = shown(value, ",.0f", src, " GB/s")
+            out[f"flexdec_b{batch}_{key}_gbs"] = Fact(units.byte_rate(value * 1e9) if _measured(value) else None, src)
             out[f"flexdec_b{batch}_{key}_pct"] = shown(100 * value / copy_rate if value and copy_rate else None,
                                                       ".1f", src, "%")
         for slow, fast, _ in flexdec.STEPS:
@@ -188,7 +192,8 @@ def flex_arm(table, h200: str) -> dict:
     prefill_batch = (dec.batches("prefill") or [1])[0] if dec else 1  # the prefill rows' batch, whatever it is
     for variant in ("flex-default", "flex-forced", "flex-paged", "sdpa-flash"):
         value = dec.rate("prefill", prefill_batch, variant) if dec else None
-        out[f"flexdec_prefill_{variant.replace('-', '_')}_tflops"] = shown(value, ".0f", src, " TFLOP/s")
+        out[f"flexdec_prefill_{variant.replace('-', '_')}_tflops"] = Fact(
+            units.flops_rate(value * 1e12) if _measured(value) else None, src)
     paged_prefill = dec.rate("prefill", prefill_batch, "flex-paged") if dec else None
     out["flexdec_prefill_vllm_vs_paged_x"] = shown(
         paged_prefill / vllm.prefill_tflops if paged_prefill and vllm.prefill_tflops else None, ".1f", src, "×")
