@@ -70,6 +70,17 @@ def test_a_file_with_no_code_cells_is_an_error_not_a_pass(tmp_path):
     assert result.status == "error" and "no code cells" in result.error
 
 
+def test_a_server_left_behind_by_a_chapter_is_killed(tmp_path):
+    import os
+    import sys
+
+    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    (tmp_path / "flash_attn-fa3.pgid").write_text(str(orphan.pid))
+    assert live_check.stop_leftover_servers(tmp_path) == [orphan.pid]
+    assert orphan.wait(timeout=10) == -9 and not list(tmp_path.glob("*.pgid"))
+    assert os.path.exists(tmp_path)
+
+
 def test_bad_input_is_one_line():
     with pytest.raises(LabError, match="no chapter 'nine'"):
         live_check._select("nine")

@@ -65,7 +65,10 @@ def toc_chapters(toc: Path = REPO_ROOT / "_toc.yml") -> list[Path]:
 
 
 def lane_of(path: Path) -> str:
+    """'gpu' (measures on the GPU: one at a time), 'cpu', or 'text' (a page with no code cell: nothing to run)."""
     text = path.read_text(encoding="utf-8")
+    if "{code-cell}" not in text:
+        return "text"
     return "gpu" if any(marker in text for marker in GPU_MARKERS) else "cpu"
 
 
@@ -124,6 +127,25 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def stop_leftover_servers(folder: Path | None = None) -> list[int]:
+    """Kill the process group of every run-panel server a chapter left behind (its ``.pgid`` file).
+
+    A server is stopped by its kernel at exit; a kernel killed at its time limit may not get to, and the
+    GPU must be free for the next chapter. Returns the groups signalled."""
+    from lab.book.run_panels.servers import LOG_DIR
+
+    killed = []
+    for pgid_file in sorted(Path(folder or LOG_DIR).glob("*.pgid")):
+        try:
+            pgid = int(pgid_file.read_text().strip())
+            os.killpg(pgid, signal.SIGKILL)
+            killed.append(pgid)
+        except (ValueError, ProcessLookupError, PermissionError, OSError):
+            pass
+        pgid_file.unlink(missing_ok=True)
+    return killed
+
+
 def run_chapter(md: Path, lane: str, limit_s: float, out: Path, say=None) -> ChapterResult:
     """Execute ``md`` in a child process (its own process group, killed whole at the limit)."""
     say = say or _say
@@ -149,6 +171,9 @@ def run_chapter(md: Path, lane: str, limit_s: float, out: Path, say=None) -> Cha
         _kill_group(proc)
         status, error = "timeout", f"still running after {limit_s:.0f} s; stopped"
     seconds = round(time.monotonic() - started, 1)
+    if lane == "gpu":
+        for pgid in stop_leftover_servers():
+            say(f"[live-check] {name}: killed a vLLM server it left running (process group {pgid})")
     result = ChapterResult(name, lane, status, seconds, limit_s, _notes(log), error)
     say(f"[live-check] {name}: {status} in {seconds:.0f} s" + (f": {error}" if error else "")
         + (f" (measured: {result.measured})" if result.measured else ""))
@@ -171,7 +196,9 @@ def check_all(chapters: list[Path], out: Path, *, default_limit: float, override
     def one(md: Path) -> None:
         left = deadline - time.monotonic()
         limit = min(limit_for(md.stem, overrides, default_limit), left)
-        if limit < MIN_START_S:
+        if lanes[md] == "text":
+            result = ChapterResult(md.stem, "text", "ok", 0.0, 0.0, measured="", error="")
+        elif limit < MIN_START_S:
             result = ChapterResult(md.stem, lanes[md], "skipped", 0.0, 0.0, error=f"budget of {budget_s:.0f} s spent")
             say(f"[live-check] {md.stem}: skipped (budget spent)")
         else:
@@ -180,7 +207,7 @@ def check_all(chapters: list[Path], out: Path, *, default_limit: float, override
             results[md] = result
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(one, md) for md in chapters if lanes[md] == "cpu"]
+        futures = [pool.submit(one, md) for md in chapters if lanes[md] in ("cpu", "text")]
         for md in (md for md in chapters if lanes[md] == "gpu"):
             one(md)
         for future in futures:
