@@ -22,9 +22,10 @@ mkdir -p "$dir"
 want=(jupytext==1.19.6 nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 ipython==9.18.1 ipywidgets==8.1.9
       jupyter_client==8.10.0 jupyter_core==5.9.1 pyzmq==27.3.0 tornado==6.6.1 traitlets==5.16.1
       comm==0.2.3 debugpy==1.8.22 ijson==3.6.0)
-# myst-nb without its dependencies: a chapter only calls myst_nb.glue, which needs IPython alone; the
-# Sphinx side (sphinx, docutils, babel, jupyter-cache, sqlalchemy: ~20 MB) is for the site build.
-no_deps=(myst-nb==1.4.0)
+# myst-nb without its dependencies: a chapter only calls myst_nb.glue, which needs IPython and docutils
+# (checked with a CPython 3.12 that has only the GPU image's packages); the Sphinx side (sphinx, babel,
+# jupyter-cache, sqlalchemy: ~20 MB) is for the site build.
+no_deps=(myst-nb==1.4.0 docutils==0.21.2)
 # Already in the GPU image (KINDS.md's package list): keep its versions, carry nothing for them.
 DEVICE_HAS="attrs certifi charset_normalizer click filelock fsspec idna jinja2 markdown_it_py markupsafe mdurl numpy
 packaging pandas pillow pip platformdirs_never psutil pygments python_dateutil pyyaml requests setuptools six
