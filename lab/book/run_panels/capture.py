@@ -79,6 +79,7 @@ class CapturePanel(RunPanel):
         backend, fa = ARMS[values["backend"]]
         self.current = ArmKey(backend, fa, None, profiler=True)
         trace_dir = (LOG_DIR / f"{self.current.slug}-traces").resolve()
+        trace_dir.mkdir(parents=True, exist_ok=True)  # vLLM writes its traces here (an absolute folder)
         server = self.pool().get(self.current, say=self.progress.line, cancelled=self.cancel.is_set,
                                  profiler_dir=trace_dir)
         self.check_cancel()
