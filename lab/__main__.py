@@ -29,6 +29,7 @@ COMMANDS = {
     "capture": "lab.measure.capture",
     "census": "lab.measure.census",
     "slides": "lab.book.slides",
+    "live-check": "lab.book.live_check",
 }
 
 

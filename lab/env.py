@@ -94,6 +94,20 @@ def static_build() -> bool:
     return os.environ.get("LAB_STATIC", "") not in ("", "0")
 
 
+def note_live(what: str) -> None:
+    """Record that a live cell measured ``what`` (one short line), for ``lab.book.live_check``'s summary.
+
+    Does nothing unless ``LAB_LIVE_LOG`` names a file (the checker sets it per chapter).
+    """
+    path = os.environ.get("LAB_LIVE_LOG")
+    if path:
+        import time
+
+        # one short line in append mode (no lab.store: it imports this module); a torn line is skipped by the reader
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"what": str(what), "time": round(time.time(), 1)}) + "\n")
+
+
 def use_triton_interpreter_without_gpu() -> bool:
     """Set TRITON_INTERPRET=1 when there is no GPU, so Triton kernels run on the CPU.
 

@@ -38,7 +38,7 @@ PROVENANCE_FIELDS: dict[str, tuple[type, ...]] = {
     "date": _STR,        # ISO 8601 date or date-time
     "command": _STR,     # the exact command that produced the folder
 }
-KINDS = ("reference", "vllm-sweep", "kernels", "hardware", "census")
+KINDS = ("reference", "vllm-sweep", "kernels", "hardware", "census", "live-check")
 _TYPE_NAMES = {str: "a string", type(None): "null", dict: "an object"}
 
 

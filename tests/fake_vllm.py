@@ -5,6 +5,7 @@ Two uses:
 - as an executable: ``python tests/fake_vllm.py serve MODEL --port P ...`` behaves like the vLLM CLI
   for the lifecycle tests. ``FAKE_VLLM_MODE`` picks the behaviour: ok, never (never ready), die
   (exits with a traceback in its log), stubborn (ignores SIGTERM), wrong_backend, die_midstream.
+  ``FAKE_VLLM_START_S`` spreads its start over that many seconds, logging vLLM's start phases on the way.
   ``FAKE_VLLM_CHILD_PID_FILE`` makes it start a child process (like vLLM's engine process) and
   write the child's pid there.
 
@@ -235,7 +236,13 @@ def main(argv: list[str]) -> int:
         _log("EngineCore_DP0", f"Using {old.get(shown, shown)} backend on V1 engine.")
     if shown == "FLASH_ATTN":
         _log("EngineCore", f"Using FlashAttention version {fa}")
+    start_s = float(os.environ.get("FAKE_VLLM_START_S", "0"))  # a slow start, phase by phase, like vLLM's
+    for line in ("Loading model from scratch...", "Dynamo bytecode transform time: 5.90 s"):
+        _log("EngineCore", line)
+        time.sleep(start_s / 3)
     _log("EngineCore", "GPU KV cache size: 1,451,760 tokens")
+    print(f"(EngineCore pid={os.getpid()}) Capturing CUDA graphs (PIECEWISE):   0%|  | 0/51", flush=True)
+    time.sleep(start_s / 3)
     if mode == "never":
         while True:
             time.sleep(1)

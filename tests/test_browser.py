@@ -407,3 +407,50 @@ def test_a_quiz_answered_from_the_keyboard_keeps_focus_in_the_question(browser_c
     assert inside, "focus fell out of the question after answering with Enter"
     assert question.locator("[data-feedback]").get_attribute("aria-live") == "polite"
     page.close()
+
+
+# --- run panels: on the static site they say what they would run and why not, with no buttons ----------
+
+PANEL_CHAPTERS = ("04-flashattention-triton", "05-decode-split-kv", "06-vllm-sweeps", "07-the-trace")
+
+
+def _check_needs_gpu_panel(root, reason: str) -> str:
+    assert root.is_visible()
+    text = root.inner_text()
+    assert "Would run:" in text and f"Not here: {reason}" in text and "python -m lab " in text, text
+    assert root.locator("button, input, select").count() == 0, "a panel that cannot run must offer no controls"
+    return text
+
+
+def test_a_panel_that_cannot_run_shows_the_needs_a_gpu_state(tmp_path, browser_context, serve, monkeypatch):
+    monkeypatch.setenv("LAB_STATIC", "1")
+    from lab.book.run_panels import capture_panel, kernel_panel, sweep_panel
+
+    panels = [sweep_panel(), capture_panel(), kernel_panel("prefill"), kernel_panel("decode")]
+    body = "".join(p.static_html() for p in panels)
+    (tmp_path / "index.html").write_text(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>panels"
+                                         f"</title></head><body>{body}</body></html>", encoding="utf-8")
+    with serve(tmp_path) as base:
+        page = open_page(browser_context, base + "index.html")
+        roots = page.locator('.lab-run-panel[data-state="needs-gpu"]').all()
+        assert len(roots) == 4
+        texts = [_check_needs_gpu_panel(r, "this is the static book") for r in roots]
+        assert "vllm-sweep --backend FLASH_ATTN" in texts[0] and "capture vllm" in texts[1]
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        roots[0].screenshot(path=str(SCREENSHOTS / "run-panel-needs-gpu.png"))
+        problems = browser_context[1].take()
+        page.close()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_the_chapters_run_panels_show_the_needs_a_gpu_state_on_the_site(browser_context, served_site):
+    base, html = served_site
+    for chapter in PANEL_CHAPTERS:
+        page = open_page(browser_context, base + f"book/{chapter}.html")
+        roots = page.locator('.lab-run-panel[data-state="needs-gpu"]').all()
+        assert len(roots) == 1, f"{chapter}: {len(roots)} run panels"
+        roots[0].scroll_into_view_if_needed()
+        _check_needs_gpu_panel(roots[0], "this is the static book")
+        assert not browser_context[1].take()
+        page.close()

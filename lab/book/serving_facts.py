@@ -23,10 +23,13 @@ H200_CEILINGS = "data/h200/hardware"
 FA3, FLEX, FA2 = "FLASH_ATTN/FA3", "FLEX_ATTENTION", "FLASH_ATTN/FA2"
 
 
+def _measured(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
 def shown(value, fmt: str, source: str, suffix: str = "") -> Fact:
     """A fact that may be missing: formatted text when measured, "not measured yet" when not."""
-    ok = value is not None and not (isinstance(value, float) and math.isnan(value))
-    return Fact(f"{value:{fmt}}{suffix}" if ok else None, source)
+    return Fact(f"{value:{fmt}}{suffix}" if _measured(value) else None, source)
 
 
 def rig(table, study: str) -> dict:
@@ -234,11 +237,11 @@ def _vllm_flex_kernels(table, h200: str) -> dict:
 
 def _flex_concurrency() -> dict:
     """vLLM's FLEX arm with several requests: ITL by context and number of requests."""
-    table, src = bd.read(), f"data/{bd.STUDY}/flex_attention/concurrency.csv"
+    table, src = rc.load_points(), f"data/{rc.H200_STUDY}/flex_attention/concurrency.csv"
     out = {}
-    for context in bd.CONTEXTS:
-        for requests in bd.CONCURRENCY:
-            point = bd.measured(table, FLEX, context, requests)
+    for context in (2048, 32768):
+        for requests in (1, 4, 16, 64):
+            point = rc.point(table, FLEX, context, requests) if not table.empty else None
             out[f"flexconc_{context}_{requests}"] = shown(point["itl_ms"] if point else None, ".1f", src, " ms")
     return out
 

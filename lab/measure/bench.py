@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab import REPO_ROOT, LabError, store
+from lab import REPO_ROOT, LabError, store, units
 from lab.measure.candidates import (  # noqa: F401  (re-exported: lab.measure.bench is where callers look)
     CANDIDATES,
     MAX_ABS_ERR,
@@ -222,7 +222,7 @@ def main(args) -> int:
     (out_dir / "measurements.jsonl").unlink(missing_ok=True)
     started = time.time()
     copy_gbps = copy_bandwidth_gbps()
-    print(f"{caps.gpu}: device-to-device copy {copy_gbps:,.0f} GB/s (read + write)", file=sys.stderr)
+    print(f"{caps.gpu}: device-to-device copy {units.byte_rate(copy_gbps * 1e9)} (read + write)", file=sys.stderr)
     clocks = gpuclocks.ClockSampler(interval_ms=20) if gpuclocks.available() else None
     flags = {
         "q_heads": args.q_heads, "kv_heads": args.kv_heads, "head_dim": 128, "candidates": candidates,

@@ -152,6 +152,9 @@ class _TraceFolder:
             time.sleep(0.5)
 
 
+#: The trace folder under its public name, for callers that keep their own server (the book's run panels).
+TraceFolder = _TraceFolder
+
 #: Trace files of vLLM's API-server process (CPU only) carry one of these in their names.
 _FRONTEND_NAMES = ("async_llm", "api_server", "frontend")
 

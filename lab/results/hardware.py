@@ -12,16 +12,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.measure import ceilings as measured_ceilings
 from lab.measure.ceilings import (  # noqa: F401  (the measured side of this module's face)
     CPU_SIZES,
     GPU_SIZES,
     QUICK_CPU_SIZES,
     Ceilings,
-    measure,
     quick_cpu_ceilings,
     write_measurement,
 )
 from lab.results import units
+
+
+def measure(*args, **kwargs) -> Ceilings:
+    """:func:`lab.measure.ceilings.measure`, and on a GPU a note of what it measured for
+    ``lab.book.live_check`` (``lab.env.note_live``: nothing happens unless a check is running)."""
+    from lab import env
+
+    result = measured_ceilings.measure(*args, **kwargs)
+    if not result.name.startswith("CPU"):
+        env.note_live(f"{result.name}: matmul {units.flops_rate(result.peak_flops)}, copy {units.byte_rate(result.bandwidth)}")
+    return result
+
 
 KIB, MIB, GB, TB, TFLOPS = 1024, 1024**2, 10**9, 10**12, 10**12
 

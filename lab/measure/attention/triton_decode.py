@@ -29,7 +29,8 @@ env.use_triton_interpreter_without_gpu()
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from lab.measure.attention.triton_fwd import check_inputs, interpreting  # noqa: E402 (also applies the interpreter fix)
+from lab.measure.attention import launch_cache  # noqa: E402
+from lab.measure.attention.triton_fwd import check_inputs, gpu_name, interpreting  # noqa: E402 (also applies the interpreter fix)
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -217,12 +218,17 @@ def tuned_decode(q, k, v, scale: float | None = None, config: dict | None = None
         config = {"BLOCK_N": 16, "num_stages": 1, "programs_per_sm": 4}
     if config is None:
         key = (batch, q_heads, kv_heads, n_k, d, str(q.dtype))
+        cache_key = launch_cache.decode_key(*key)
+        gpu = gpu_name(q)
+        if key not in _BEST and (known := launch_cache.lookup(gpu, cache_key)) is not None:
+            _BEST[key] = known  # tuned before on this GPU: no compiles of the other settings
         if key not in _BEST:
             from triton.testing import do_bench
 
             times = [do_bench(lambda cfg=cfg: _launch_tuned(q, k, v, scale, cfg), warmup=5, rep=20,
                               return_mode="median") for cfg in DECODE_SPACE]
             _BEST[key] = DECODE_SPACE[min(range(len(times)), key=times.__getitem__)]
+            launch_cache.remember(gpu, cache_key, _BEST[key])
         config = _BEST[key]
     return _launch_tuned(q, k, v, scale, {"BLOCK_N": 64, "programs_per_sm": 4, **config})
 

@@ -17,6 +17,7 @@ and not, grouped-query heads, head dims 16..256 (powers of two), any sequence le
 from __future__ import annotations
 
 from lab import LabError, env
+from lab.measure.attention import launch_cache
 from lab.measure.attention.reference import softmax_scale
 
 env.use_triton_interpreter_without_gpu()
@@ -287,6 +288,10 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
     q, k, v, o, (batch, q_heads, kv_heads, n_q, n_k, d), precision = _prepare(q, k, v, causal)
     if config is not None and not all(_power_of_two_from_16(config.get(key, 0)) for key in ("BLOCK_M", "BLOCK_N")):
         raise LabError(f"config needs BLOCK_M and BLOCK_N to be powers of two, at least 16; got {config}")
+    choosing = config is None and tma is None and split_diagonal and heavy_first and not interpreting()
+    if choosing:  # a launch already known for this shape skips the autotuning compiles (launch_cache)
+        config, tma = _known_launch(q, n_q, n_k, d, causal, precision)
+        choosing = config is None
     if tma is None:
         tma = _faster_loads(q, k, v, causal, scale, config, split_diagonal, heavy_first) if tma_available() else False
     qk_scale = softmax_scale(d, scale) * LOG2E
@@ -308,6 +313,9 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
         _CHOSEN[(n_q, n_k, d, causal, precision, tma)] = {**best.kwargs, "num_warps": best.num_warps,
                                                            "num_stages": best.num_stages,
                                                            **({"maxnreg": best.maxnreg} if best.maxnreg else {})}
+        if choosing:
+            launch_cache.remember(gpu_name(q), launch_cache.forward_key(n_q, n_k, d, causal, precision),
+                                  {**_CHOSEN[(n_q, n_k, d, causal, precision, tma)], "tma": tma})
     else:
         grid = (triton.cdiv(n_q, config["BLOCK_M"]) * batch * q_heads,)
         register_cap = {"maxnreg": config["maxnreg"]} if config.get("maxnreg") and not interpreting() else {}
@@ -317,6 +325,35 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
         if not interpreting():
             _LAST_KERNEL["kernel"] = kernel
     return o
+
+
+#: Shapes this small are one or two tiles: every launch takes microseconds, so the first call does not
+#: autotune (which would compile all of TUNED_CONFIGS, twice over for TMA) and takes this launch.
+SMALL_SHAPE = 128
+SMALL_LAUNCH = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2}
+
+
+def gpu_name(q) -> str:
+    """The name of the GPU holding ``q`` (the launch cache is kept per GPU model)."""
+    import torch
+
+    return torch.cuda.get_device_name(q.device)
+
+
+def _known_launch(q, n_q, n_k, d, causal, precision) -> tuple[dict | None, bool | None]:
+    """(config, tma) for a shape whose launch needs no autotuning: a small one, or one this GPU already
+    tuned (``lab.measure.attention.launch_cache``); (None, None) otherwise. Recorded as the autotuner's
+    pick would be, so :func:`best_config` reports it."""
+    if max(n_q, n_k) <= SMALL_SHAPE:
+        config, tma = dict(SMALL_LAUNCH), False
+    else:
+        config = launch_cache.lookup(gpu_name(q), launch_cache.forward_key(n_q, n_k, d, causal, precision))
+        if config is None:
+            return None, None
+        tma = bool(config.pop("tma", False)) and tma_available()
+    _CHOSEN[(n_q, n_k, d, causal, precision, tma)] = dict(config)
+    _TMA_CHOICE[(n_q, n_k, d, causal, str(q.dtype), "known", True, True)] = tma
+    return config, tma
 
 
 def _power_of_two_from_16(value) -> bool:

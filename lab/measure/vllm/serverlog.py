@@ -148,3 +148,28 @@ def read_text(path: Path, max_bytes: int = 8 * 1024 * 1024) -> str:
             return fh.read(max_bytes).decode("utf-8", "replace")
     except FileNotFoundError:
         return ""
+
+
+#: What a starting server is doing, in the order vLLM 0.26 logs it (the last phase seen is the current one).
+START_PHASES = (
+    ("starting the engine", re.compile(r"Initializing a V1 LLM engine|vLLM API server version")),
+    ("loading weights", re.compile(r"Loading model|Loading weights|Model loading took")),
+    ("torch.compile", re.compile(r"Dynamo bytecode transform|Compiling a graph|torch\.compile took")),
+    ("sizing the KV cache", re.compile(r"GPU KV cache size|Available KV cache memory")),
+    ("capturing CUDA graphs", re.compile(r"Capturing CUDA graph|Graph capturing finished")),
+    ("ready", re.compile(_READY)),
+)
+
+
+def start_phases_seen(text: str) -> list[str]:
+    """The start-up phases the log text shows, in start-up order."""
+    return [label for label, pattern in START_PHASES if pattern.search(text)]
+
+
+def start_phase(text: str) -> tuple[int, str]:
+    """(index, label) of the furthest start-up phase the log text shows; (-1, 'launching') before any."""
+    found = (-1, "launching")
+    for index, (label, pattern) in enumerate(START_PHASES):
+        if pattern.search(text):
+            found = (index, label)
+    return found

@@ -234,8 +234,10 @@ def run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path,
 
 
 def write_dataset(out: Path, records: list[dict], server: Server, args, model: str, lengths: list[int],
-                  started: float) -> None:
-    """sweep.csv and provenance.json from the measurements so far (called even when the probe failed)."""
+                  started: float, command: str | None = None) -> None:
+    """sweep.csv and provenance.json from the measurements so far (called even when the probe failed).
+
+    ``command`` is what provenance records as the run's command (default: this process's arguments)."""
     import pandas as pd
 
     from lab.measure.vllm.probe import summarize
@@ -272,7 +274,7 @@ def write_dataset(out: Path, records: list[dict], server: Server, args, model: s
             "sweep.csv": "one row per prompt length: median TTFT over repetitions, ITL pooled over their decode gaps",
             "server.log": "the vLLM server's log of the last session"},
         elapsed_s=round(time.time() - started, 1),
-        command="python -m lab vllm-sweep " + " ".join(shlex.quote(a) for a in options))
+        command=command or "python -m lab vllm-sweep " + " ".join(shlex.quote(a) for a in options))
     write_provenance(out, record)
 
 

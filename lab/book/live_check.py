@@ -1,0 +1,320 @@
+"""Execute every chapter live on this machine (no LAB_STATIC) and write a summary: chapter, seconds, ok/error.
+
+``scripts/check_live.sh`` runs this on a GPU box; on a CPU machine it checks the same notebooks take their
+"no GPU here" paths. Each chapter runs in a kernel of its own (jupytext reads the MyST file, nbclient runs
+it, as the book build does) under a time limit; chapters that measure on the GPU (they ask
+``lab.env.detect()`` or open a run panel) run one after another, the rest in parallel beside them, and a
+total budget stops starting new chapters once it is spent (they are recorded as skipped).
+
+What each chapter measured comes from the chapter itself: live cells call ``lab.env.note_live(...)``,
+which appends to the file named by ``LAB_LIVE_LOG`` that this command sets per chapter. It also sets
+``LAB_PANEL_AUTORUN=1``, so each run panel (chapters 04-07) runs its default plan while the cell executes.
+
+Writes ``summary.csv``, ``summary.json`` and ``provenance.json`` to ``--out`` (default
+data/local/live-check), plus each executed notebook under ``notebooks/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lab import REPO_ROOT, LabError
+
+BOOK = REPO_ROOT / "book"
+DEFAULT_OUT = REPO_ROOT / "data" / "local" / "live-check"
+#: Seconds a chapter may take unless --limit says otherwise: the vLLM chapters start a server (~80-150 s).
+DEFAULT_LIMIT_S = 150
+CHAPTER_LIMITS_S = {"06-vllm-sweeps": 240, "07-the-trace": 240}
+#: A chapter that calls one of these measures on the GPU: such chapters never run two at a time.
+GPU_MARKERS = ("env.detect(", "run_live(", "_panel(")
+#: A GPU chapter is not started with less than this left of the budget (it would only time out).
+MIN_START_S = 30
+COLUMNS = ("chapter", "lane", "status", "seconds", "limit_s", "measured", "error")
+
+
+@dataclass
+class ChapterResult:
+    chapter: str
+    lane: str
+    status: str          # ok, error, timeout, skipped
+    seconds: float
+    limit_s: float
+    measured: str = ""   # what the chapter's live cells said they measured ('; '-joined), empty if none
+    error: str = ""
+
+
+def toc_chapters(toc: Path = REPO_ROOT / "_toc.yml") -> list[Path]:
+    """The book's chapters in reading order, as the table of contents lists them."""
+    names = re.findall(r"(?:root|file):\s*(\S+)", toc.read_text(encoding="utf-8"))
+    paths = [REPO_ROOT / f"{name}.md" for name in names]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        raise LabError(f"{toc}: lists {missing[0].relative_to(REPO_ROOT)}, which does not exist")
+    return paths
+
+
+def lane_of(path: Path) -> str:
+    """'gpu' (measures on the GPU: one at a time), 'cpu', or 'text' (a page with no code cell: nothing to run)."""
+    text = path.read_text(encoding="utf-8")
+    if "{code-cell}" not in text:
+        return "text"
+    return "gpu" if any(marker in text for marker in GPU_MARKERS) else "cpu"
+
+
+def execute_notebook(md: Path, notebook_out: Path, cell_timeout: float) -> None:
+    """Run one chapter in a fresh kernel (book/ as working folder, like the build) and save the result.
+
+    Raises nbclient's CellExecutionError on the first failing cell, after saving what ran.
+    """
+    import jupytext
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(md)
+    if not any(cell.cell_type == "code" for cell in nb.cells):
+        raise LabError(f"{md}: no code cells (is it a MyST notebook with a jupytext header?)")
+    client = NotebookClient(nb, timeout=int(cell_timeout), kernel_name="python3",
+                            resources={"metadata": {"path": str(md.parent)}})
+    try:
+        client.execute()
+    finally:
+        notebook_out.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(notebook_out))
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _notes(log: Path) -> str:
+    if not log.exists():
+        return ""
+    notes = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            notes.append(json.loads(line)["what"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return "; ".join(dict.fromkeys(notes))
+
+
+def _last_error(text: str) -> str:
+    """The most telling line of a failed child: its last line (the failing cell's ``Name: message``)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else "no output")[:300]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def stop_leftover_servers(folder: Path | None = None) -> list[int]:
+    """Kill the process group of every run-panel server a chapter left behind (its ``.pgid`` file).
+
+    A server is stopped by its kernel at exit; a kernel killed at its time limit may not get to, and the
+    GPU must be free for the next chapter. Returns the groups signalled."""
+    from lab.book.run_panels.servers import LOG_DIR
+
+    killed = []
+    for pgid_file in sorted(Path(folder or LOG_DIR).glob("*.pgid")):
+        try:
+            pgid = int(pgid_file.read_text().strip())
+            os.killpg(pgid, signal.SIGKILL)
+            killed.append(pgid)
+        except (ValueError, ProcessLookupError, PermissionError, OSError):
+            pass
+        pgid_file.unlink(missing_ok=True)
+    return killed
+
+
+def run_chapter(md: Path, lane: str, limit_s: float, out: Path, say=None) -> ChapterResult:
+    """Execute ``md`` in a child process (its own process group, killed whole at the limit)."""
+    say = say or _say
+    name = md.stem
+    log = out / "notes" / f"{name}.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "LAB_STATIC"}
+    # LAB_PANEL_AUTORUN: each run panel runs its default plan as the cell executes (lab.book.run_panels.base)
+    env.update(LAB_LIVE_LOG=str(log), LAB_PANEL_AUTORUN="1", MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    argv = [sys.executable, "-m", "lab.book.live_check", "--one", str(md), "--limit-s", str(limit_s),
+            "--notebook", str(out / "notebooks" / f"{name}.ipynb")]
+    say(f"[live-check] {name}: started ({lane} lane, limit {limit_s:.0f} s)")
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env, cwd=str(REPO_ROOT))
+    try:
+        output, _ = proc.communicate(timeout=limit_s)
+        status = "ok" if proc.returncode == 0 else "error"
+        error = "" if status == "ok" else _last_error(output)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        status, error = "timeout", f"still running after {limit_s:.0f} s; stopped"
+    seconds = round(time.monotonic() - started, 1)
+    if lane == "gpu":
+        for pgid in stop_leftover_servers():
+            say(f"[live-check] {name}: killed a vLLM server it left running (process group {pgid})")
+    result = ChapterResult(name, lane, status, seconds, limit_s, _notes(log), error)
+    say(f"[live-check] {name}: {status} in {seconds:.0f} s" + (f": {error}" if error else "")
+        + (f" (measured: {result.measured})" if result.measured else ""))
+    return result
+
+
+def limit_for(name: str, overrides: dict[str, float], default: float) -> float:
+    return overrides.get(name, CHAPTER_LIMITS_S.get(name, default) if default == DEFAULT_LIMIT_S else default)
+
+
+def check_all(chapters: list[Path], out: Path, *, default_limit: float, overrides: dict[str, float],
+              budget_s: float, jobs: int, say=None) -> list[ChapterResult]:
+    """Run the GPU lane in order in this thread and the CPU lane in a pool beside it."""
+    say = say or _say
+    deadline = time.monotonic() + budget_s
+    lanes = {md: lane_of(md) for md in chapters}
+    results: dict[Path, ChapterResult] = {}
+    lock = threading.Lock()
+
+    def one(md: Path) -> None:
+        left = deadline - time.monotonic()
+        limit = min(limit_for(md.stem, overrides, default_limit), left)
+        if lanes[md] == "text":
+            result = ChapterResult(md.stem, "text", "ok", 0.0, 0.0, measured="", error="")
+        elif limit < MIN_START_S:
+            result = ChapterResult(md.stem, lanes[md], "skipped", 0.0, 0.0, error=f"budget of {budget_s:.0f} s spent")
+            say(f"[live-check] {md.stem}: skipped (budget spent)")
+        else:
+            result = run_chapter(md, lanes[md], limit, out, say)
+        with lock:
+            results[md] = result
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(one, md) for md in chapters if lanes[md] in ("cpu", "text")]
+        for md in (md for md in chapters if lanes[md] == "gpu"):
+            one(md)
+        for future in futures:
+            future.result()
+    return [results[md] for md in chapters]
+
+
+def write_summary(out: Path, results: list[ChapterResult], args, total_s: float) -> None:
+    import pandas as pd
+
+    from lab.store import new_provenance, write_csv, write_json_atomic, write_provenance
+
+    rows = [asdict(r) for r in results]
+    write_csv(out, "summary.csv", pd.DataFrame(rows, columns=list(COLUMNS)))
+    passed = sum(r.status == "ok" for r in results)
+    write_json_atomic(out / "summary.json", {"chapters": rows, "total_s": round(total_s, 1),
+                                             "passed": passed, "of": len(results)})
+    write_provenance(out, new_provenance(
+        "live-check", flags={"budget_s": args.budget_s, "default_limit_s": args.limit_s, "jobs": args.jobs,
+                             "limits_s": {r.chapter: r.limit_s for r in results}, "static": False},
+        files={"summary.csv": "one row per chapter: lane, status, seconds, its limit, what it measured live",
+               "summary.json": "the same rows, with the total time",
+               "notebooks/": "each chapter as executed (outputs included)",
+               "notes/": "what each chapter's live cells reported (lab.env.note_live)"},
+        elapsed_s=round(total_s, 1)))
+
+
+def _parse_limits(items: list[str]) -> dict[str, float]:
+    limits = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            limits[name] = float(value)
+        except ValueError:
+            raise LabError(f"--limit {item!r}: expected CHAPTER=SECONDS, e.g. 06-vllm-sweeps=240") from None
+    return limits
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--chapters", help="comma-separated chapter names (default: every chapter in _toc.yml)")
+    parser.add_argument("--limit-s", type=float, default=DEFAULT_LIMIT_S,
+                        help=f"seconds per chapter (default {DEFAULT_LIMIT_S}; vLLM chapters {CHAPTER_LIMITS_S})")
+    parser.add_argument("--limit", action="append", default=[], metavar="CHAPTER=S", help="one chapter's limit")
+    parser.add_argument("--budget-s", type=float, default=540, help="total seconds; later chapters are skipped (default 540)")
+    parser.add_argument("--jobs", type=int, default=4, help="chapters without GPU work run this many at a time (default 4)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"summary folder (default {DEFAULT_OUT})")
+    parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)       # internal: execute one chapter
+    parser.add_argument("--notebook", type=Path, help=argparse.SUPPRESS)  # internal: where --one saves it
+
+
+def _select(text: str | None) -> list[Path]:
+    chapters = toc_chapters()
+    if not text:
+        return chapters
+    wanted = [name.strip().removesuffix(".md") for name in text.split(",") if name.strip()]
+    by_name = {p.stem: p for p in chapters}
+    unknown = [w for w in wanted if w not in by_name]
+    if unknown:
+        raise LabError(f"--chapters: no chapter {unknown[0]!r}; choose from {', '.join(by_name)}")
+    return [by_name[w] for w in wanted]
+
+
+def main(args) -> int:
+    if args.one is not None:
+        from nbclient.exceptions import CellExecutionError
+
+        try:
+            execute_notebook(args.one, args.notebook, args.limit_s)
+        except CellExecutionError as exc:  # the cell's own exception, on the last line the parent reads
+            print(f"{exc.ename}: {str(exc.evalue).strip().splitlines()[0] if str(exc.evalue).strip() else ''}",
+                  file=sys.stderr)
+            return 1
+        except LabError as exc:
+            print(f"LabError: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    if args.budget_s <= 0 or args.limit_s <= 0 or args.jobs < 1:
+        raise LabError("--budget-s and --limit-s must be positive and --jobs at least 1")
+    chapters = _select(args.chapters)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    results = check_all(chapters, out, default_limit=args.limit_s, overrides=_parse_limits(args.limit),
+                        budget_s=args.budget_s, jobs=args.jobs)
+    total = time.monotonic() - started
+    write_summary(out, results, args, total)
+    print_summary(results, total, out)
+    return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def print_summary(results: list[ChapterResult], total_s: float, out: Path) -> None:
+    width = max(len(r.chapter) for r in results)
+    print(f"\n{'chapter':{width}}  lane  status   seconds  measured / error")
+    for r in results:
+        print(f"{r.chapter:{width}}  {r.lane:4}  {r.status:7}  {r.seconds:7.1f}  {(r.measured or r.error or '-')[:110]}")
+    passed = sum(r.status == "ok" for r in results)
+    print(f"{passed} of {len(results)} chapters ok in {total_s:.0f} s -> {out}")
+
+
+def cli(argv: list[str] | None = None) -> int:
+    from lab.cli import run_command
+
+    parser = argparse.ArgumentParser(prog="python -m lab.book.live_check", description=__doc__.strip().splitlines()[0],
+                                     epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run_command(main, parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
