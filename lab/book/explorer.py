@@ -254,6 +254,10 @@ class Explorer:
     controls: list[Control]
     view: Callable[..., View]
     caption: str = ""
+    #: ``why_missing(**values)``: "" where that combination has data, else why not (e.g. "not run on this GPU").
+    #: Such combinations are never shown: moving a control there moves to the nearest one with data (see
+    #: :meth:`resolve`), so no reader lands on a view of "n/a" only.
+    why_missing: Callable[..., str] | None = None
 
     def __post_init__(self):
         if not _KEY.match(self.key):
@@ -277,6 +281,48 @@ class Explorer:
         """Every combination of control values, first control slowest (the order of the static JSON)."""
         names = [c.name for c in self.controls]
         return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(c.values for c in self.controls))]
+
+    def missing(self, **values) -> str:
+        """Why this combination has no data ("" when it has some)."""
+        if self.why_missing is None:
+            return ""
+        reason = self.why_missing(**{**self.defaults, **values})
+        if not isinstance(reason, str):
+            raise LabError(f"explorer '{self.key}': why_missing returned {type(reason).__name__}; expected text")
+        return reason
+
+    def resolve(self, values: dict, moved: str | None = None) -> dict:
+        """The combination shown when a reader asks for ``values`` by moving control ``moved``.
+
+        A combination with data is shown as asked. Otherwise a moved slider goes to its nearest value with
+        data (the slider spans the chosen dataset); failing that, the moved control keeps its value and the
+        others change as little as possible (fewest controls, then smallest steps, then the first in order).
+        ``book/_static/explorer.js`` implements the same rule; tests/test_browser.py checks they agree.
+        """
+        values = {**self.defaults, **values}
+        if not self.missing(**values):
+            return values
+        index = {c.name: c.values.index(values[c.name]) for c in self.controls}
+        control = next((c for c in self.controls if c.name == moved), None)
+        if control is not None and control.numeric:
+            best = None
+            for j, value in enumerate(control.values):
+                if not self.missing(**{**values, control.name: value}):
+                    if best is None or abs(j - index[control.name]) < abs(best - index[control.name]):
+                        best = j
+            if best is not None:
+                return {**values, control.name: control.values[best]}
+        best, best_cost = None, None
+        for combo in self.combinations():
+            if (control is not None and combo[control.name] != values[control.name]) or self.missing(**combo):
+                continue
+            steps = [abs(c.values.index(combo[c.name]) - index[c.name]) for c in self.controls]
+            cost = (sum(1 for d in steps if d), sum(steps))
+            if best_cost is None or cost < best_cost:
+                best, best_cost = combo, cost
+        if best is None:
+            raise LabError(f"explorer '{self.key}': no combination with {moved}={values.get(moved)!r} has data")
+        return best
 
     def compute(self, **values) -> View:
         """``view`` for these control values (missing ones take their defaults), checked."""
@@ -305,7 +351,14 @@ class Explorer:
             return index[token]
 
         for combo in self.combinations():
+            reason = self.missing(**combo)
+            if reason:
+                views.append({"x": reason})
+                continue
             view = self.compute(**combo)
+            if view.readouts and all(r.text == "n/a" for r in view.readouts):
+                raise LabError(f"explorer '{self.key}': view({combo}) shows n/a for every readout; give the explorer "
+                               "a why_missing that says why this combination has no data")
             heads = [{"name": r.name, "label": r.label} for r in view.readouts]
             if readout_heads is None:
                 readout_heads = heads
@@ -326,8 +379,10 @@ class Explorer:
                 m = chart.marker
                 entry["m"] = [m.x, m.y, m.label] if m is not None and m.visible else None
             views.append(entry)
+        self._check_reachable(views)
         return {
             "key": self.key,
+            "title": self.title,
             # Where the view was defined, so a test can rebuild the explorer and recompute every value.
             "origin": f"{getattr(self.view, '__module__', '?')}:{getattr(self.view, '__qualname__', '?')}",
             "controls": [{"name": c.name, "label": c.label, "labels": c.labels, "values": c.values,
@@ -337,6 +392,18 @@ class Explorer:
             "series": series_table,
             "views": views,
         }
+
+    def _check_reachable(self, views: list[dict]) -> None:
+        """Every offered value must lead to some data, and the defaults must have data."""
+        if self.missing(**self.defaults):
+            raise LabError(f"explorer '{self.key}': the default choices {self.defaults} have no data "
+                           f"({self.missing(**self.defaults)}); choose defaults that do")
+        shown = [combo for combo, v in zip(self.combinations(), views, strict=True) if "x" not in v]
+        for c in self.controls:
+            dead = [v for v in c.values if not any(combo[c.name] == v for combo in shown)]
+            if dead:
+                raise LabError(f"explorer '{self.key}': control '{c.name}' offers {dead} but no combination with "
+                               "them has data; leave those values out")
 
     def static_html(self) -> str:
         """The static face: an HTML fragment (skeleton + JSON) that explorer.js brings to life."""
@@ -369,6 +436,10 @@ class Explorer:
         parts.append(readouts_html(first.readouts))
         parts.append("</div>")
         parts.append(f'<p class="lab-note" data-note aria-live="polite">{html.escape(first.note)}</p>')
+        # Said when a choice had no data and the explorer moved to the nearest one that has.
+        parts.append('<p class="lab-snap" data-snap aria-live="polite"></p>')
+        parts.append(f'<div class="lab-tools"><button type="button" data-reset>Reset</button>'
+                     f'<a data-csv download="{key}.csv" href="#">Download CSV of what is shown</a></div>')
         if self.caption:
             parts.append(f'<p class="lab-caption">{html.escape(self.caption)}</p>')
         parts.append('<noscript>This explorer needs JavaScript; the values shown are for the default choices.</noscript>')
@@ -424,13 +495,15 @@ class LiveExplorer:
             self.controls[c.name] = widget
         self.readouts = w.HTML()
         self.note = w.HTML()
+        self.snap = w.HTML()
+        self._moving = False
         self.output = w.Output()
         self.view: View | None = None
         self.figure = None
         title = w.HTML(f"<b>{html.escape(explorer.title)}</b>")
         caption = w.HTML(f"<small>{html.escape(explorer.caption)}</small>") if explorer.caption else w.HTML()
         self.widget = w.VBox([title, w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
-                              w.HBox([self.output, self.readouts]), self.note, caption])
+                              w.HBox([self.output, self.readouts]), self.note, self.snap, caption])
         self.refresh()
 
     @property
@@ -442,7 +515,21 @@ class LiveExplorer:
 
         display(self.widget)
 
-    def _on_change(self, _change) -> None:
+    def _on_change(self, change) -> None:
+        if self._moving:
+            return
+        moved = next((name for name, widget in self.controls.items() if widget is change.get("owner")), None)
+        asked = self.values
+        shown = self.explorer.resolve(asked, moved)
+        self.snap.value = ""
+        if shown != asked:
+            self.snap.value = f"<i>{html.escape(self.explorer.missing(**asked))}: showing the nearest choice with data</i>"
+            self._moving = True
+            try:
+                for name, value in shown.items():
+                    self.controls[name].value = value
+            finally:
+                self._moving = False
         self.refresh()
 
     def refresh(self) -> None:

@@ -87,6 +87,15 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
     fits, floor_of = fits_by_arm(table), _floors(table, studies)
     x_ticks = [256 * 4 ** k for k in range(12) if 256 * 4 ** k <= max(lengths)]
 
+    measured = {(s, a, int(n)) for s, a, n in table[["study", "arm", "target_len"]].itertuples(index=False)}
+
+    def why_missing(length, backend, study, metric):
+        if (study, backend, length) in measured:
+            return ""
+        if not any(s == study and a == backend for s, a, _ in measured):
+            return f"{backend} was not run on {labels[study]}"
+        return f"{labels[study]} has no {backend} run at {length:,} tokens"
+
     def view(length, backend, study, metric):
         rows, gpu, floor = table[table["study"] == study], labels[study], floor_of[study]
         ttft_mode = metric == "TTFT"
@@ -119,7 +128,10 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
         elif ttft is None or n is None:
             note = f"The {backend} run at {length} tokens on {gpu} did not finish."
         else:
-            note = f"{backend}, {n:.0f}-token prompt on {gpu}."
+            # the slider names the requested length; the tokenizer may add one (a BOS token): say both
+            note = (f"{backend}, {length}-token prompt on {gpu}." if int(n) == length else
+                    f"{backend}, {length}-token prompt on {gpu} ({n:.0f} tokens once tokenized; the chart "
+                    "plots that).")
         y = ttft if ttft_mode else itl
         marker = Marker(n, y, label=f"{backend} @ {n:.0f}") if n is not None and y is not None else None
         model = rows["provenance"].iloc[0].get("model") or "model not recorded"
@@ -137,7 +149,7 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
                   Control("backend", "Attention backend", values=arms),
                   Control("study", "GPU(s) and engine", values=studies, labels=[labels[s] for s in studies]),
                   Control("metric", "Chart", values=["TTFT", "ITL"], labels=["time to first token", "inter-token latency"])],
-        view=view,
+        view=view, why_missing=why_missing,
         caption="Points are measured; the grey dashed line is the roofline floor of the chosen GPU(s) "
                 "(FLOPs over peak for the first token, bytes over bandwidth for each later one); in the TTFT "
                 "chart the coloured dashed curve is the chosen backend's quadratic fit t = a + b·n + c·n². "
