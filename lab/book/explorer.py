@@ -152,6 +152,7 @@ class Series:
         from lab.book.plots import color
 
         # Any matplotlib colour (name, RGB tuple, hex) becomes '#rrggbb', which SVG and matplotlib both read.
+        self.auto_color = self.color is None
         try:
             self.color = to_hex(color(self.name) if self.color is None else self.color)
         except ValueError:
@@ -185,6 +186,19 @@ class Chart:
     x_ticks: Sequence[float] | None = None   # None: chosen automatically
     y_ticks: Sequence[float] | None = None
     source: str = ""                          # which GPU/engine/dataset; written under the chart
+
+    def __post_init__(self):
+        # Series that took a default colour must not share one with another series of this chart.
+        from matplotlib.colors import to_hex
+
+        from lab.book.plots import PALETTE
+
+        used = {s.color for s in self.series if not getattr(s, "auto_color", False)}
+        for s in self.series:
+            if getattr(s, "auto_color", False):
+                if s.color in used:
+                    s.color = next((to_hex(c) for c in PALETTE if to_hex(c) not in used), s.color)
+                used.add(s.color)
 
 
 @dataclass
