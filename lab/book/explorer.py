@@ -191,14 +191,15 @@ class Chart:
         # Series that took a default colour must not share one with another series of this chart.
         from matplotlib.colors import to_hex
 
-        from lab.book.plots import PALETTE
+        from lab.book.plots import COLORS, PALETTE
 
-        used = {s.color for s in self.series if not getattr(s, "auto_color", False)}
-        for s in self.series:
-            if getattr(s, "auto_color", False):
-                if s.color in used:
-                    s.color = next((to_hex(c) for c in PALETTE if to_hex(c) not in used), s.color)
-                used.add(s.color)
+        # a colour given by the author or the book's fixed colour for a name is kept; the others give way
+        free = [s for s in self.series if getattr(s, "auto_color", False) and s.name not in COLORS]
+        used = {s.color for s in self.series if s not in free}
+        for s in free:
+            if s.color in used:
+                s.color = next((to_hex(c) for c in PALETTE if to_hex(c) not in used), s.color)
+            used.add(s.color)
 
 
 @dataclass

@@ -25,8 +25,8 @@ FIT_POINTS = 48
 
 def _labels(table, studies: list[str]) -> list[str]:
     labels = [study_label(table, s) + (" (your run)" if s.startswith("local/") else "") for s in studies]
-    if len(set(labels)) < len(labels):  # same GPU and engine twice: name the folders
-        labels = [f"{label} ({s})" for label, s in zip(labels, studies, strict=True)]
+    # same GPU and engine twice: name the folders of those studies only
+    labels = [f"{label} ({s})" if labels.count(label) > 1 else label for label, s in zip(labels, studies, strict=True)]
     return labels
 
 
