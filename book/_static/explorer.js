@@ -24,7 +24,7 @@
     ".lab-control{display:flex;align-items:center;gap:.4em;flex-wrap:wrap}" +
     ".lab-control output{min-width:4.5em;font-variant-numeric:tabular-nums}" +
     ".lab-explorer select,.lab-explorer button{background:var(--lab-bg);color:var(--lab-fg);" +
-    "border:1px solid var(--lab-border);border-radius:4px;padding:.1em .4em}" +
+    "border:1px solid var(--lab-border);border-radius:4px;padding:.1em .4em}.lab-explorer select{max-width:100%}" +
     ".lab-explorer-body{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}" +
     ".lab-explorer svg[data-chart]{flex:1 1 420px;max-width:640px;min-width:0;width:100%;height:auto}" +
     ".lab-explorer svg text{fill:var(--lab-fg)}.lab-explorer svg text.lab-src{fill:var(--lab-muted)}" +

@@ -85,7 +85,9 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
     lengths = sorted(int(n) for n in table["target_len"].unique())
     arms = sorted(table["arm"].unique(), key=lambda a: (a not in PREFERRED_ARMS, not a.startswith("FLASH_ATTN"), a))
     fits, floor_of = fits_by_arm(table), _floors(table, studies)
-    x_ticks = [256 * 4 ** k for k in range(12) if 256 * 4 ** k <= max(lengths)]
+    longest = {s: int(table[table["study"] == s]["target_len"].max()) for s in studies}
+    # ticks over the chosen study's lengths: the A10G chart ends where its data ends
+    x_ticks = {s: [256 * 4 ** k for k in range(12) if 256 * 4 ** k <= longest[s]] for s in studies}
 
     measured = {(s, a, int(n)) for s, a, n in table[["study", "arm", "target_len"]].itertuples(index=False)}
 
@@ -133,11 +135,12 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
                     f"{backend}, {length}-token prompt on {gpu} ({n:.0f} tokens once tokenized; the chart "
                     "plots that).")
         y = ttft if ttft_mode else itl
-        marker = Marker(n, y, label=f"{backend} @ {n:.0f}") if n is not None and y is not None else None
+        # labelled with the slider's length (the note gives the tokenized length too)
+        marker = Marker(n, y, label=f"{backend} @ {length}") if n is not None and y is not None else None
         model = rows["provenance"].iloc[0].get("model") or "model not recorded"
         chart = Chart(x_label="prompt length (tokens)",
                       y_label="time to first token (s)" if ttft_mode else "inter-token latency (ms)",
-                      log_x=True, series=series, marker=marker, x_ticks=x_ticks,
+                      log_x=True, series=series, marker=marker, x_ticks=x_ticks[study],
                       source=f"{gpu}, {model}, bf16, batch 1, data/{study}")
         return View(readouts=readouts, chart=chart, note=note)
 
