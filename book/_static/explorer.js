@@ -335,7 +335,10 @@
     var parts = data.controls.map(function (c, i) {
       return encodeURIComponent(c.name) + "=" + encodeURIComponent(String(c.values[chosen[i]]));
     });
-    if (history.replaceState) history.replaceState(null, "", "#" + encodeURIComponent(data.key) + "?" + parts.join("&"));
+    // a slide deck keeps its own position in the hash (reveal.js): leave it alone there
+    if (history.replaceState && !document.querySelector(".reveal")) {
+      history.replaceState(null, "", "#" + encodeURIComponent(data.key) + "?" + parts.join("&"));
+    }
   }
 
   function wire(root) {
