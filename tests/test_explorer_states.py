@@ -119,3 +119,15 @@ def test_figure_text_is_raised_to_nine_pixels_in_the_column():
     assert tiny.get_fontsize() >= min_font_pt(12, fig.dpi) > 5
     shown_px = tiny.get_fontsize() * min(fig.dpi, 720 / 12) / 72
     assert shown_px >= 9
+
+
+def test_the_live_face_moves_around_missing_combinations_too():
+    pytest.importorskip("ipywidgets")
+    toy = _toy(why_missing=lambda n, kind: "" if (kind == "a" or n == 1) else "b only at 1")
+    live = toy.live()
+    live.controls["n"].value = 3
+    live.controls["kind"].value = "b"  # (3, b) has no data: the option stays, the slider goes back to 1
+    assert live.values == {"n": 1, "kind": "b"}
+    assert "b only at 1" in live.snap.value
+    live.controls["kind"].value = "a"
+    assert live.snap.value == ""

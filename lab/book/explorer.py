@@ -13,13 +13,20 @@ control moves. On the static site (``LAB_STATIC=1``, set by the book build) it p
 ``view`` for every combination, embeds the results as compact JSON and lets the vendored
 ``book/_static/explorer.js`` redraw an SVG chart in the browser: no kernel, no network.
 Readout strings are formatted here, in Python, so both faces show the same characters.
+
+No reader lands on a view without data: an explorer whose controls cross (a GPU that ran only some
+backends or lengths) passes ``why_missing(**values)``, which returns why a combination has no data.
+Those combinations are never shown; a move there goes to the nearest combination with data
+(:meth:`Explorer.resolve`, mirrored in explorer.js) and the page says why. The build refuses a
+combination with data whose readouts are all "n/a", an offered value that leads to no data, and
+defaults without data. The static page also has a reset button, keeps its state in the URL hash
+(``#<key>?<control>=<value>&…``), shows values on hover, offers a CSV of what is shown and follows
+the theme's dark mode.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import itertools
 import json
 import math
@@ -33,6 +40,7 @@ from lab import REPO_ROOT
 from lab import LabError
 
 from lab import env
+from lab.book.explorer_live import LiveExplorer, readouts_html
 
 #: Most combinations of control values one static explorer may embed (page size stays small).
 MAX_COMBINATIONS = 1500
@@ -212,15 +220,6 @@ class View:
 
 
 # --- shared HTML pieces (the same strings on both faces) ----------------------------------------
-
-def readouts_html(readouts: Sequence[Readout]) -> str:
-    rows = "".join(
-        f'<tr><th>{html.escape(r.label)}</th><td><span data-readout="{html.escape(r.name)}">'
-        f"{html.escape(r.text)}</span></td></tr>"
-        for r in readouts
-    )
-    return f'<table class="lab-readouts" aria-live="polite">{rows}</table>'
-
 
 def _check_view(result: Any, where: str) -> View:
     """Reject a view function's result early, naming the call, so the author sees one clear line."""
@@ -488,84 +487,3 @@ class Explorer:
             display(self._repr_mimebundle_(), raw=True)
         else:
             display(self.live().widget)
-
-
-class LiveExplorer:
-    """The ipywidgets face: one widget per control, a readout table and a matplotlib figure."""
-
-    def __init__(self, explorer: Explorer):
-        import ipywidgets as w
-
-        self.explorer = explorer
-        self.controls: dict[str, Any] = {}
-        for c in explorer.controls:
-            options = list(zip(c.labels, c.values, strict=True))
-            style = {"description_width": "initial"}
-            if c.numeric:
-                widget = w.SelectionSlider(options=options, value=c.default, description=c.label,
-                                           continuous_update=False, style=style, layout=w.Layout(width="28em"))
-            else:
-                widget = w.Dropdown(options=options, value=c.default, description=c.label, style=style)
-            widget.observe(self._on_change, names="value")
-            self.controls[c.name] = widget
-        self.readouts = w.HTML()
-        self.note = w.HTML()
-        self.snap = w.HTML()
-        self._moving = False
-        self.output = w.Output()
-        self.view: View | None = None
-        self.figure = None
-        title = w.HTML(f"<b>{html.escape(explorer.title)}</b>")
-        caption = w.HTML(f"<small>{html.escape(explorer.caption)}</small>") if explorer.caption else w.HTML()
-        self.widget = w.VBox([title, w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
-                              w.HBox([self.output, self.readouts]), self.note, self.snap, caption])
-        self.refresh()
-
-    @property
-    def values(self) -> dict:
-        return {name: widget.value for name, widget in self.controls.items()}
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
-
-    def _on_change(self, change) -> None:
-        if self._moving:
-            return
-        moved = next((name for name, widget in self.controls.items() if widget is change.get("owner")), None)
-        asked = self.values
-        shown = self.explorer.resolve(asked, moved)
-        self.snap.value = ""
-        if shown != asked:
-            self.snap.value = f"<i>{html.escape(self.explorer.missing(**asked))}: showing the nearest choice with data</i>"
-            self._moving = True
-            try:
-                for name, value in shown.items():
-                    self.controls[name].value = value
-            finally:
-                self._moving = False
-        self.refresh()
-
-    def refresh(self) -> None:
-        """Recompute the view for the current control values and redraw."""
-        import matplotlib.pyplot as plt
-
-        from lab.book.plots.explorer import draw_view
-
-        self.view = self.explorer.compute(**self.values)
-        self.readouts.value = readouts_html(self.view.readouts)
-        self.note.value = f"<i>{html.escape(self.view.note)}</i>" if self.view.note else ""
-        self.figure = None
-        outputs = ()
-        if self.view.chart is not None:
-            self.figure = draw_view(self.view)
-            png = io.BytesIO()
-            self.figure.savefig(png, format="png")
-            plt.close(self.figure)
-            # Set the Output widget's outputs directly (not `with output: display(...)`), so the figure is
-            # replaced in one step from any callback, in any front end, and a test can see it.
-            outputs = ({"output_type": "display_data", "metadata": {},
-                        "data": {"image/png": base64.b64encode(png.getvalue()).decode("ascii"),
-                                 "text/plain": "<explorer figure>"}},)
-        self.output.outputs = outputs
