@@ -95,7 +95,7 @@ class LiveExplorer:
         if self.view.chart is not None:
             self.figure = draw_view(self.view)
             png = io.BytesIO()
-            self.figure.savefig(png, format="png")
+            self.figure.savefig(png, format="png", bbox_inches="tight")
             plt.close(self.figure)
             # Set the Output widget's outputs directly (not `with output: display(...)`), so the figure is
             # replaced in one step from any callback, in any front end, and a test can see it.

@@ -116,5 +116,6 @@ def figure(nrows: int = 1, ncols: int = 1, **kwargs):
 
 def caption(ax, source: str) -> None:
     """Write where the numbers came from (GPU, engine, dataset) under the axes."""
+    # wrapped at the figure's edge: text raised to a legible size (see _legible) is never cut off
     ax.annotate(source, xy=(0, 0), xycoords="figure fraction", xytext=(6, 4), textcoords="offset points",
-                fontsize=7, color="#555555", ha="left", va="bottom")
+                fontsize=7, color="#555555", ha="left", va="bottom", wrap=True)
