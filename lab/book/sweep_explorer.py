@@ -74,6 +74,20 @@ def _series(table, study, backend, fit, floor, column, ttft_mode, order):
     return series
 
 
+def _why_missing(table, labels: dict):
+    """why_missing for the explorer: a backend a study never ran, or a length it did not reach."""
+    measured = {(s, a, int(n)) for s, a, n in table[["study", "arm", "target_len"]].itertuples(index=False)}
+
+    def why_missing(length, backend, study, metric):
+        if (study, backend, length) in measured:
+            return ""
+        if not any(s == study and a == backend for s, a, _ in measured):
+            return f"{backend} was not run on {labels[study]}"
+        return f"{labels[study]} has no {backend} run at {length:,} tokens"
+
+    return why_missing
+
+
 def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
     """Prompt length x backend x GPU study x chart (TTFT or ITL) -> the measured point, its fit and floor."""
     table = sweep_table(root)
@@ -89,14 +103,7 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
     # ticks over the chosen study's lengths: the A10G chart ends where its data ends
     x_ticks = {s: [256 * 4 ** k for k in range(12) if 256 * 4 ** k <= longest[s]] for s in studies}
 
-    measured = {(s, a, int(n)) for s, a, n in table[["study", "arm", "target_len"]].itertuples(index=False)}
-
-    def why_missing(length, backend, study, metric):
-        if (study, backend, length) in measured:
-            return ""
-        if not any(s == study and a == backend for s, a, _ in measured):
-            return f"{backend} was not run on {labels[study]}"
-        return f"{labels[study]} has no {backend} run at {length:,} tokens"
+    why_missing = _why_missing(table, labels)
 
     def view(length, backend, study, metric):
         rows, gpu, floor = table[table["study"] == study], labels[study], floor_of[study]
