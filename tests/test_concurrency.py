@@ -132,7 +132,7 @@ def test_a_server_that_dies_mid_point_stops_the_sweep_and_keeps_the_point(tmp_pa
     jsonl = tmp_path / "measurements.jsonl"
     with FakeVLLM(decode_s=0.001, die_after_tokens=3) as fake, pytest.raises(LabError, match="during 2 requests of 8"):
         conc.run_points(fake, [(8, 2), (8, 4)], _plan(), jsonl, say=lambda _: None)
-    records = conc.read_records(jsonl)
+    records = conc.read_records(jsonl, required=conc.RECORD_FIELDS)
     assert [r["status"] for r in records] == ["server_died"]
 
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from lab.results import batch_decode, flex_decomposition, trace_analysis, value_dependence
 from lab.results import census_windows as cd
+from lab.results import concurrency, flex_decomposition, trace_analysis, value_dependence
 from lab.results.modelshape import qwen25_7b
 
 
@@ -24,8 +24,8 @@ def _provenance(folder, kind="kernels"):
 def test_readers_say_not_measured_while_absent(tmp_path):
     assert flex_decomposition.read(tmp_path) is None
     assert value_dependence.read(tmp_path) is None
-    assert batch_decode.read(tmp_path) is None
-    assert batch_decode.measured(None, "FLASH_ATTN/FA3", 2048, 1) is None
+    assert concurrency.load_points(root=tmp_path).empty
+    assert concurrency.point(concurrency.load_points(root=tmp_path), "FLASH_ATTN/FA3", 2048, 1) is None
 
 
 def test_flex_decomposition_factors(tmp_path):
@@ -70,23 +70,40 @@ def test_value_dependence(tmp_path):
     assert data.power_range("matmul") == (400.0, 690.0)
 
 
-def test_batch_floor_by_hand(tmp_path):
+def test_batch_floor_by_hand_and_failed_points_are_not_shown(tmp_path):
     shape = qwen25_7b()
     weights = 2 * (shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights)
-    floor = batch_decode.step_floor(16, 32768)
-    assert floor.itl_ms == pytest.approx((weights + 16 * 32768 * 57344) / 4.8e12 * 1e3)
-    assert floor.kv_bound and not batch_decode.step_floor(1, 2048).kv_bound
-    n = batch_decode.kv_bound_batch(32768)
-    assert batch_decode.step_floor(n, 32768).kv_bound and not batch_decode.step_floor(n - 1, 32768).kv_bound
-    assert batch_decode.intensities(64) == {"matmul": 64.0, "attention": 7.0}
-    folder = tmp_path / batch_decode.STUDY / "flash_attn-fa3"
+    assert concurrency.floor_step_s(16, 32768, 4.8e12) == pytest.approx((weights + 16 * 32768 * 57344) / 4.8e12)
+    n = concurrency.kv_bound_batch(32768)
+    assert concurrency.kv_bytes_per_step(int(n) + 1, 32768) > weights > concurrency.kv_bytes_per_step(int(n), 32768)
+    bandwidth, source = concurrency.floor_bandwidth(tmp_path / "no-hardware")
+    assert bandwidth == 4.8e12 and "datasheet" in source
+    folder = tmp_path / concurrency.H200_STUDY / "flash_attn-fa3"
     _provenance(folder, kind="vllm-sweep")
-    (folder / batch_decode.FILE).write_text("arm,context,concurrency,admitted,itl_ms,decode_tok_s,window_s,steps,ok\n"
-                                            "FLASH_ATTN/FA3,32768,16,16,11.0,1450,5.0,400,True\n"
-                                            "FLASH_ATTN/FA3,32768,64,40,30.0,1300,5.0,150,False\n")
-    table = batch_decode.read(tmp_path)
-    assert batch_decode.measured(table, "FLASH_ATTN/FA3", 32768, 16)["itl_ms"] == 11.0
-    assert batch_decode.measured(table, "FLASH_ATTN/FA3", 32768, 64) is None  # a failed point is not shown
+    (folder / concurrency.CSV).write_text("arm,context,concurrency,admitted,itl_ms,decode_tok_s,window_s,steps,ok\n"
+                                          "FLASH_ATTN/FA3,32768,16,16,11.0,1450,5.0,400,True\n"
+                                          "FLASH_ATTN/FA3,32768,64,40,30.0,1300,5.0,150,False\n")
+    table = concurrency.with_floor(concurrency.load_points(root=tmp_path), 4.8e12)
+    assert concurrency.point(table, "FLASH_ATTN/FA3", 32768, 16)["itl_ms"] == 11.0
+    assert concurrency.point(table, "FLASH_ATTN/FA3", 32768, 64) is None  # a failed point is not shown
+
+
+def test_concurrency_explorer_puts_each_point_on_the_floor_of_the_batch_vllm_ran(tmp_path):
+    from lab.book.batch_explorer import concurrency_explorer
+
+    empty = concurrency_explorer(tmp_path).view(16, 32768, "FLASH_ATTN/FA3")
+    readouts = {r.name: r.value for r in empty.readouts}
+    assert readouts["itl"] is None and "No measurement on file" in empty.note
+    points = concurrency.load_points()
+    if points.empty:
+        pytest.skip("no concurrency sweep committed")
+    top = points[(points.arm == "FLASH_ATTN/FA3") & (points.context == 32768)].sort_values("concurrency").iloc[-1]
+    view = concurrency_explorer().view(int(top.concurrency), 32768, "FLASH_ATTN/FA3")
+    readouts = {r.name: r.value for r in view.readouts}
+    bandwidth, _ = concurrency.floor_bandwidth()
+    floor_ms = 1e3 * concurrency.floor_step_s(int(top.admitted), 32768, bandwidth)
+    assert readouts["admitted"] == top.admitted and readouts["floor_itl"] == pytest.approx(floor_ms)
+    assert readouts["itl_floor"] == pytest.approx(top.itl_ms / floor_ms)
 
 
 def test_trace_readings_of_the_published_a10g_census():

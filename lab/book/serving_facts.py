@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from lab.book.facts import Fact
-from lab.results import batch_decode as bd
+from lab.results import concurrency as rc
 from lab.results import flex_decomposition as flexdec
 from lab.results import sweep_variants as variants
 from lab.results import sweeps as report
@@ -258,24 +258,38 @@ def against_floor(table, a10g: str, h200: str) -> dict:
 
 
 def batch() -> dict:
-    src, table = "lab.results.batch_decode", bd.read()
-    data_src = f"data/{bd.STUDY}"
-    low, high = min(bd.CONCURRENCY), max(bd.CONCURRENCY)
-    out = {"batch_kv_bound_long": Fact(bd.kv_bound_batch(max(bd.CONTEXTS)), src),
-           "batch_kv_bound_short": Fact(bd.kv_bound_batch(min(bd.CONTEXTS)), src),
-           "batch_long": Fact(max(bd.CONTEXTS), src), "batch_short": Fact(min(bd.CONTEXTS), src),
+    src, points = "lab.results.concurrency", rc.load_points()
+    data_src = f"data/{rc.H200_STUDY}"
+    bandwidth, _ = rc.floor_bandwidth()
+    table = rc.with_floor(points, bandwidth)
+    contexts, concurrency = (2048, 32768), (1, 4, 16, 64)
+    low, high, long = min(concurrency), max(concurrency), max(contexts)
+    weights = rc.weight_bytes_per_step()
+    out = {"batch_kv_bound_long": Fact(math.floor(rc.kv_bound_batch(long)) + 1, src),
+           "batch_kv_bound_short": Fact(math.floor(rc.kv_bound_batch(min(contexts))) + 1, src),
+           "batch_long": Fact(long, src), "batch_short": Fact(min(contexts), src),
            "batch_low": Fact(low, src), "batch_high": Fact(high, src),
-           "batch_weights_gb": Fact(bd.step_floor(1, 0).weight_bytes / 1e9, src),
-           "concurrency_status": Fact(f"measured ({data_src})" if table is not None else None, data_src)}
+           "batch_weights_gb": Fact(weights / 1e9, src)}
+    for b in (4, 16):  # either side of where the model puts the KV-bound batch at the long context
+        point = rc.point(table, FA3, long, b)
+        out[f"batch_{b}_fa_itl"] = shown(point["itl_ms"] if point else None, ".1f", data_src, " ms")
+        out[f"batch_{b}_fa_x_floor"] = shown(point["itl_x_floor"] if point else None, ".2f", data_src, "×")
     for b in (low, high):
-        floor = bd.step_floor(b, max(bd.CONTEXTS))
-        out[f"batch_{b}_floor_itl"] = Fact(floor.itl_ms, src)
-        out[f"batch_{b}_floor_tok_s"] = Fact(floor.tokens_per_s, src)
-        out[f"batch_{b}_kv_share"] = Fact(floor.kv_share_pct, src)
+        floor_s = rc.floor_step_s(b, long, bandwidth)
+        kv = rc.kv_bytes_per_step(b, long)
+        out[f"batch_{b}_floor_itl"] = Fact(floor_s * 1e3, src)
+        out[f"batch_{b}_floor_tok_s"] = Fact(b / floor_s, src)
+        out[f"batch_{b}_kv_share"] = Fact(100 * kv / (kv + weights), src)
         for name, arm in (("fa", FA3), ("flex", FLEX)):
-            point = bd.measured(table, arm, max(bd.CONTEXTS), b)
+            point = rc.point(table, arm, long, b)  # its floor is that of the batch vLLM admitted
             out[f"batch_{b}_{name}_itl"] = shown(point["itl_ms"] if point else None, ".1f", data_src, " ms")
-            out[f"batch_{b}_{name}_x_floor"] = shown(point["itl_ms"] / floor.itl_ms if point else None, ".1f", data_src, "×")
+            out[f"batch_{b}_{name}_x_floor"] = shown(point["itl_x_floor"] if point else None, ".1f", data_src, "×")
+    # the FLEX arm was run only up to a few requests at the long context (a quarter of a second per step there)
+    flex = table[(table["arm"] == FLEX) & (table["context"] == long)] if not table.empty else table
+    top = rc.point(table, FLEX, long, int(flex["concurrency"].max())) if not flex.empty else None
+    out |= {"batch_flex_top_n": shown(int(top["concurrency"]) if top else None, "d", data_src),
+            "batch_flex_top_itl": shown(top["itl_ms"] if top else None, ".1f", data_src, " ms"),
+            "batch_flex_top_x_floor": shown(top["itl_x_floor"] if top else None, ".0f", data_src, "×")}
     return out
 
 

@@ -25,9 +25,9 @@ FIT_POINTS = 48
 
 def _labels(table, studies: list[str]) -> list[str]:
     labels = [study_label(table, s) + (" (your run)" if s.startswith("local/") else "") for s in studies]
-    # same GPU and engine twice: name the folders of those studies only
-    labels = [f"{label} ({s})" if labels.count(label) > 1 else label for label, s in zip(labels, studies, strict=True)]
-    return labels
+    # same GPU and engine twice (another chunk size, say): name the folders of those studies only
+    repeated = {label for label in labels if labels.count(label) > 1}
+    return [f"{label} ({s})" if label in repeated else label for label, s in zip(labels, studies, strict=True)]
 
 
 def _floors(table, studies):

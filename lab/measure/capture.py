@@ -243,8 +243,12 @@ _ARMS = {"FLASH_ATTN/FA3": ("FLASH_ATTN", 3), "FLASH_ATTN/FA2": ("FLASH_ATTN", 2
 def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_model_len: int,
                  max_num_batched_tokens: int | None, decode_tokens: int = DECODE_TOKENS,
                  max_mb: float = MAX_TRACE_MB, ready_timeout: float | None = None,
-                 profiler_options: dict | None = None) -> Path:
-    """Start a server for ``arm``, capture every window, write traces + census under ``out/<arm>/``."""
+                 profiler_options: dict | None = None, tensor_parallel_size: int = 1) -> Path:
+    """Start a server for ``arm``, capture every window, write traces + census under ``out/<arm>/``.
+
+    With ``tensor_parallel_size`` > 1 each GPU's worker writes its own trace; the first one written
+    (one rank's kernels, its all-reduces in the ``communication`` family) is kept.
+    """
     from lab.measure import gpuclocks
     from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
     from lab.measure.vllm.sweep import arm_slug  # folders named as the sweeps name theirs
@@ -265,7 +269,7 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
     try:
         with Server(model, backend, fa_version=fa_version, log_path=folder / "server.log",
                     max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-                    profiler_dir=raw_dir, profiler_options=options,
+                    tensor_parallel_size=tensor_parallel_size, profiler_dir=raw_dir, profiler_options=options,
                     ready_timeout=ready_timeout or DEFAULT_READY_TIMEOUT_S) as server:
             traces = _TraceFolder(raw_dir)
             clocks = gpuclocks.ClockSampler() if gpuclocks.available() else None
@@ -298,6 +302,7 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
     write_provenance(folder, new_provenance(
         "census", model="Qwen2.5-7B-Instruct shape (dummy weights)", dtype="bfloat16",
         flags={"arm": arm, "windows": [w.name for w in windows], "decode_tokens": decode_tokens,
+               "tensor_parallel_size": tensor_parallel_size,
                "max_trace_mb": max_mb, "profiler_options": options, "server": record}))
     return folder
 
@@ -364,6 +369,7 @@ def add_arguments(parser) -> None:
     v.add_argument("--max-num-batched-tokens", type=int, default=None,
                    help="chunked-prefill chunk size (default: vLLM's; the log records it)")
     v.add_argument("--decode-tokens", type=int, default=DECODE_TOKENS, help="tokens inside a decode window")
+    v.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the model is split across (vLLM TP)")
     v.add_argument("--max-trace-mb", type=float, default=MAX_TRACE_MB, help="trim traces above this size")
     v.add_argument("--ready-timeout", type=float, default=None, help="seconds to wait for the server")
     v.add_argument("--profiler-option", action="append", default=[], metavar="KEY=JSON",
@@ -378,7 +384,7 @@ def add_arguments(parser) -> None:
     t.add_argument("--out", required=True, help="output trace, *.json.gz")
 
 
-_POSITIVE = ("max_model_len", "decode_tokens", "max_trace_mb", "ready_timeout", "max_num_batched_tokens", "repeat")
+_POSITIVE = ("max_model_len", "tensor_parallel_size", "decode_tokens", "max_trace_mb", "ready_timeout", "max_num_batched_tokens", "repeat")
 
 
 def _check_numbers(args) -> None:
@@ -404,7 +410,8 @@ def main(args) -> int:
         folder = capture_vllm(args.arm, Path(args.out), parse_windows(args.windows), model=args.model,
                               max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
                               decode_tokens=args.decode_tokens, max_mb=args.max_trace_mb,
-                              ready_timeout=args.ready_timeout, profiler_options=options)
+                              ready_timeout=args.ready_timeout, profiler_options=options,
+                              tensor_parallel_size=args.tensor_parallel_size)
         print(f"wrote {folder}")
         return 0
     if args.source == "call":

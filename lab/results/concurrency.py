@@ -65,6 +65,27 @@ def measured_bandwidth(folder: str | Path = H200_HARDWARE) -> float | None:
     return None if ceilings is None else ceilings.bandwidth
 
 
+def floor_bandwidth(folder: str | Path = H200_HARDWARE, gpu: str = "H200-SXM") -> tuple[float, str]:
+    """(B/s, where from) the floor divides by: the copy bandwidth measured on that GPU, or its datasheet
+    bandwidth while no measurement is on file (the explorer still draws a floor then)."""
+    from lab.results.hardware import device
+
+    measured = measured_bandwidth(folder)
+    if measured is not None:
+        return measured, f"copy bandwidth measured in {folder}"
+    return device(gpu).bandwidth, f"{gpu} datasheet bandwidth"
+
+
+def point(points, arm: str, context: int, concurrency: int) -> dict | None:
+    """One measured point (a row of :func:`load_points` or :func:`with_floor`, as a dict), or None when it is
+    not on file or did not finish (``ok`` false)."""
+    if points is None or points.empty:
+        return None
+    rows = points[(points["arm"] == arm) & (points["context"] == context) & (points["concurrency"] == concurrency)]
+    rows = rows[rows["ok"].astype(str).str.lower().isin(["true", "1"])]
+    return None if rows.empty else rows.iloc[-1].to_dict()
+
+
 def load_points(study: str = H200_STUDY, root: Path = DATA_DIR):
     """Every arm's concurrency.csv under ``root/study`` in one table, with ``dataset`` and ``gpu`` columns.
 

@@ -73,13 +73,18 @@ def kv_bandwidth_gb_s(itl_short_ms: float, itl_long_ms: float, n_short: int, n_l
 
 # --- shared with the quizzes: this project's H200 vLLM sweeps ---------------------------------------
 
+#: The H200 study with vLLM's default settings; its variants (another chunk size, two GPUs) have folders of their own.
+H200_STUDY = "h200/vllm0.26-qwen2.5-7b/"
+
+
 def h200_sweeps():
-    """Committed H200 vLLM sweep rows with a measured TTFT (readers' data/local runs left out), or None."""
+    """Committed H200 vLLM sweep rows of the default-settings study with a measured TTFT (variants and readers'
+    data/local runs left out), or None."""
     try:
         table = data.load_sweeps()
     except Exception:  # no sweep at all: the reference dataset is missing too, which a10g_facts reports
         return None
-    table = table[table["dataset"].str.startswith("h200/") & table["gpu"].str.contains("H200")]
+    table = table[table["dataset"].str.startswith(H200_STUDY) & table["gpu"].str.contains("H200")]
     if "status" in table.columns:
         table = table[table["status"].isna() | (table["status"].astype(str) == "ok")]
     table = table[table["ttft_s"].apply(lambda v: isinstance(v, (int, float)) and math.isfinite(v))]

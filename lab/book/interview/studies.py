@@ -1,30 +1,27 @@
-"""Facts of the studies that land after the interview chapter was written, each "not measured yet" until then.
+"""Facts of the studies that landed after the interview chapter was first written: paged decode, the concurrency
+sweep, Flex masks, the Flex decomposition and DRAM bytes.
 
-Every reader looks up a few named columns; a missing file, a missing column or not exactly one matching row
-gives a fact that is not measured, and its source names the file and the columns it reads, so a study
-written with other column names shows up as "not measured yet" instead of a wrong number:
+Each reader goes through the lab.results module that owns its data (:mod:`lab.results.paged`,
+:mod:`lab.results.concurrency`, :mod:`lab.results.dram_bytes`), so the column names live in one place; a missing
+file or point gives a fact that is not measured ("not measured yet" in the chapter), never a guessed number.
 
-    paged         data/h200/paged-decode/paged.csv: layout (contiguous|paged), page_size, batch, n, gbps, copy_gbps
-    concurrency   data/h200/vllm0.26-qwen2.5-7b-concurrency/*/concurrency.csv: arm, target_len, concurrency, itl_ms
-    masks         data/h200/flex-masks/masks.csv: mask, n, flex_ms, sdpa_ms
+    paged         data/h200/paged-decode/paged.csv via lab.results.paged: gb_per_s, copy_gb_per_s by kernel
+    concurrency   data/h200/vllm0.26-qwen2.5-7b-concurrency via lab.results.concurrency, beside the step floor
+    masks         data/h200/flex-masks/masks.csv via lab.results.paged: Flex against the fastest SDPA that ran
     decomposition data/h200/flex-decomposition/flex_decomposition.csv: variant, phase, batch, n, ms
-    dram bytes    data/h200/dram-bytes/dram_bytes.csv: candidate, n, dram_read_bytes, dram_write_bytes
+    dram bytes    data/h200/dram-bytes/dram_bytes.csv via lab.results.dram_bytes, beside the two model counts
 
-The batch-on-the-roofline facts that need no measurement (where decode turns KV-bound in the model) are
-always there.
+The batch-on-the-roofline facts of the model (where decode turns KV-bound, the floor of a step) are always there:
+their bandwidth is the H200's measured copy bandwidth, or its datasheet's while that is not on file.
 """
 
 from __future__ import annotations
 
-from lab.book.interview.common import FA3, FLEX, Shown, missing_facts, shown_facts, streamed_weight_bytes
-from lab.results import data, hardware, iomodel
-from lab.results.modelshape import qwen25_7b
+from lab.book.interview.common import FA3, FLEX, Shown, missing_facts, shown_facts
+from lab.results import concurrency as rc
+from lab.results import data, dram_bytes, paged
 
-PAGED = "h200/paged-decode/paged.csv"
-CONCURRENCY = "h200/vllm0.26-qwen2.5-7b-concurrency"
-MASKS = "h200/flex-masks/masks.csv"
 DECOMPOSITION = "h200/flex-decomposition/flex_decomposition.csv"
-DRAM = "h200/dram-bytes/dram_bytes.csv"
 
 
 def _table(relative: str, root=None):
@@ -55,80 +52,117 @@ def _ratio(a, b, scale: float = 1.0):
 
 # --- PagedAttention: a paged split-KV kernel against the contiguous one ------------------------------
 
-PAGED_FORMATS = {"paged_vs_contiguous_pct": "{:.0f}%", "paged_copy_pct": "{:.0f}%", "contiguous_copy_pct": "{:.0f}%"}
+GB_S = "{:,.0f} GB/s"
+PAGED_FORMATS = {"paged_vs_contiguous_pct": "{:.0f}%", "paged_128_vs_contiguous_pct": "{:.0f}%",
+                 "paged_b1_vs_contiguous_pct": "{:.0f}%", "paged_gb_s": GB_S, "contiguous_gb_s": GB_S,
+                 "paged_copy_gb_s": GB_S}
 
 
 def paged_facts(root=None, batch: int = 16, n: int = 32768, page: int = 16) -> dict:
-    """Batch 16 × 32k decode with 16-token pages: the paged kernel's bandwidth against the contiguous one's."""
-    table = _table(PAGED, root)
-    paged = cell(table, "gbps", layout="paged", page_size=page, batch=batch, n=n)
-    contiguous = cell(table, "gbps", layout="contiguous", batch=batch, n=n)
-    copy = cell(table, "copy_gbps", layout="contiguous", batch=batch, n=n)
-    values = {"paged_vs_contiguous_pct": _ratio(paged, contiguous, 100), "paged_copy_pct": _ratio(paged, copy, 100),
-              "contiguous_copy_pct": _ratio(contiguous, copy, 100)}
-    return shown_facts(values, PAGED_FORMATS, f"data/{PAGED}: gbps, copy_gbps by layout, page_size, batch, n")
+    """Batch 16 × 32k decode with 16-token pages: the paged kernel's bandwidth against the contiguous one's and
+    against a copy of the same bytes in the same run (a copy counts a read and a write); then 128-token pages, and
+    batch 1."""
+    value = lambda column, kernel, b=batch, p=None: paged.paged_value(column, kernel, b, n, p, root)
+    share = lambda b, p: None if (v := value("fraction_of_contiguous", "paged", b, p)) is None else 100 * v
+    values = {"paged_vs_contiguous_pct": share(batch, page), "paged_128_vs_contiguous_pct": share(batch, 128),
+              "paged_b1_vs_contiguous_pct": share(1, page), "paged_gb_s": value("gb_per_s", "paged", p=page),
+              "contiguous_gb_s": value("gb_per_s", "contiguous"), "paged_copy_gb_s": value("gb_per_s", "copy")}
+    source = f"{paged.source(paged.PAGED_RUN)}: gb_per_s, fraction_of_contiguous by kernel, page_size, batch, n"
+    return shown_facts(values, PAGED_FORMATS, source)
 
 
 # --- batch on the decode roofline -------------------------------------------------------------------
 
-def kv_bound_batch(n: int) -> float:
-    """Batch at which the KV bytes of n-token sequences equal the streamed weights (the model, no data)."""
-    return streamed_weight_bytes() / (n * qwen25_7b().kv_bytes_per_token(2))
+def _bandwidth(root=None) -> tuple[float, str]:
+    folder = rc.H200_HARDWARE if root is None else root / "h200" / "hardware"
+    return rc.floor_bandwidth(folder)
 
 
-CONCURRENCY_FORMATS = {f"conc_{arm}_{n}_{c}": "{:.1f} ms" for arm in ("fa3", "flex") for n in ("2k", "32k")
-                       for c in (1, 64)}
+def roofline_batch_facts(root=None) -> dict:
+    """Where decode turns KV-bound for Qwen2.5-7B, and the H200 floor of a step (the model: always there)."""
+    bandwidth, where = _bandwidth(root)
+    floor = lambda b, n: 1e3 * rc.floor_step_s(b, n, bandwidth)
+    kv, weights = rc.kv_bytes_per_step(64, 32768), rc.weight_bytes_per_step()
+    values = {"kv_bound_batch_2k": rc.kv_bound_batch(2048), "kv_bound_batch_32k": rc.kv_bound_batch(32768),
+              "floor_gb_s": bandwidth / 1e9, "floor_h200_1_32k_ms": floor(1, 32768),
+              "floor_h200_64_32k_ms": floor(64, 32768), "floor_h200_64_2k_ms": floor(64, 2048),
+              "kv_share_64_32k_pct": 100 * kv / (kv + weights)}
+    formats = {"kv_bound_batch_2k": ".0f", "kv_bound_batch_32k": ".1f", "floor_gb_s": ",.0f",
+               "floor_h200_1_32k_ms": ".1f", "floor_h200_64_32k_ms": ".1f", "floor_h200_64_2k_ms": ".1f",
+               "kv_share_64_32k_pct": ".0f"}
+    return shown_facts(values, formats, f"lab.results.concurrency (Qwen2.5-7B) over the {where}")
+
+
+MS, TIMES, TOK_S = "{:.1f} ms", "{:.2f}×", "{:,.0f} tokens/s"
+CONCURRENCY_FORMATS = {
+    **{f"conc_fa3_{label}_{c}{what}": fmt for label, cs in (("32k", (1, 4, 16, 64)), ("2k", (1, 4, 16, 64)))
+       for c in cs for what, fmt in (("", MS), ("_floor", MS), ("_x", TIMES), ("_gap", MS))},
+    **{f"conc_fa3_{label}_{c}_tok_s": TOK_S for label in ("2k", "32k") for c in (1, 64)},
+    "conc_fa3_32k_64_admitted": "{:d}", "conc_fa3_2k_tok_s_gain": "{:.0f}×",
+    "conc_flex_2k_1": MS, "conc_flex_2k_64": MS, "conc_flex_32k_1": MS, "conc_flex_32k_top": MS,
+    "conc_flex_32k_top_n": "{:d}", "conc_flex_32k_1_x": "{:.0f}×", "conc_flex_32k_top_x": "{:.0f}×",
+    "kv_bound_below_32k": "{:d}", "kv_bound_from_32k": "{:d}"}
+
+
+def _point_values(table, key: str, arm: str, label: str, n: int, c: int) -> dict:
+    point = rc.point(table, arm, n, c)
+    if point is None:
+        return {}
+    return {f"conc_{key}_{label}_{c}": point["itl_ms"], f"conc_{key}_{label}_{c}_floor": point["floor_ms"],
+            f"conc_{key}_{label}_{c}_x": point["itl_x_floor"], f"conc_{key}_{label}_{c}_gap": point["itl_ms"] - point["floor_ms"],
+            f"conc_{key}_{label}_{c}_tok_s": point["decode_tok_s"],
+            f"conc_{key}_{label}_{c}_admitted": int(point["admitted"])}
 
 
 def concurrency_facts(root=None) -> dict:
-    """ITL at 1 and 64 concurrent requests, 2k and 32k context, FA3 and FLEX, from the vLLM concurrency sweep."""
-    import pandas as pd
-
-    folder = (data.DATA_DIR if root is None else root) / CONCURRENCY
-    tables = [pd.read_csv(p) for p in sorted(folder.glob("*/concurrency.csv"))] if folder.exists() else []
-    table = pd.concat(tables, ignore_index=True) if tables else None
+    """ITL in vLLM on the H200 against concurrent requests (1 to 64) at 2k and 32k, FA3 and FLEX, each beside the
+    floor of the batch vLLM admitted; and, at 32k, the measured concurrencies either side of the KV-bound batch."""
+    points = rc.load_points(root=data.DATA_DIR if root is None else root)
+    table = rc.with_floor(points, _bandwidth(root)[0])
     values = {}
-    for key, arm in (("fa3", FA3), ("flex", FLEX)):
-        for label, n in (("2k", 2048), ("32k", 32768)):
-            for c in (1, 64):
-                values[f"conc_{key}_{label}_{c}"] = cell(table, "itl_ms", arm=arm, target_len=n, concurrency=c)
-    source = f"data/{CONCURRENCY}/*/concurrency.csv: itl_ms by arm, target_len, concurrency"
+    for label, n in (("2k", 2048), ("32k", 32768)):
+        for c in (1, 4, 16, 64):
+            values |= _point_values(table, "fa3", FA3, label, n, c) | _point_values(table, "flex", FLEX, label, n, c)
+    if values.get("conc_fa3_2k_1_tok_s") and values.get("conc_fa3_2k_64_tok_s"):
+        values["conc_fa3_2k_tok_s_gain"] = values["conc_fa3_2k_64_tok_s"] / values["conc_fa3_2k_1_tok_s"]
+    flex_32k = sorted(int(c) for c in table[(table["arm"] == FLEX) & (table["context"] == 32768)]["concurrency"])
+    if flex_32k:  # the FLEX arm may stop early at 32k: its steps take a quarter of a second
+        top = _point_values(table, "flex", FLEX, "32k", 32768, flex_32k[-1])
+        values |= {"conc_flex_32k_top_n": flex_32k[-1], "conc_flex_32k_top": top.get(f"conc_flex_32k_{flex_32k[-1]}"),
+                   "conc_flex_32k_top_x": top.get(f"conc_flex_32k_{flex_32k[-1]}_x")}
+    fa3_32k = sorted(int(c) for c in table[(table["arm"] == FA3) & (table["context"] == 32768)]["concurrency"])
+    threshold = rc.kv_bound_batch(32768)
+    below, above = [c for c in fa3_32k if c <= threshold], [c for c in fa3_32k if c > threshold]
+    values |= {"kv_bound_below_32k": below[-1] if below and above else None,
+               "kv_bound_from_32k": above[0] if below and above else None}
+    source = f"data/{rc.H200_STUDY}/*/concurrency.csv via lab.results.concurrency (floor: weights + admitted × KV)"
     return shown_facts(values, CONCURRENCY_FORMATS, source)
 
 
-def roofline_batch_facts() -> dict:
-    """Where decode turns KV-bound for Qwen2.5-7B, and the H200 floor of a 64 × 32k step (the model)."""
-    bandwidth = hardware.device("H200-SXM").bandwidth
-    shape = qwen25_7b()
-    floor = lambda n, b: 1e3 * (streamed_weight_bytes() + b * n * shape.kv_bytes_per_token(2)) / bandwidth
-    source = "lab.results.modelshape (Qwen2.5-7B) + lab.results.hardware (H200 datasheet bandwidth)"
-    values = {"kv_bound_batch_2k": kv_bound_batch(2048), "kv_bound_batch_32k": kv_bound_batch(32768),
-              "floor_h200_1_32k_ms": floor(32768, 1), "floor_h200_64_32k_ms": floor(32768, 64),
-              "floor_h200_64_2k_ms": floor(2048, 64),
-              "kv_share_64_32k_pct": 100 * 64 * 32768 * shape.kv_bytes_per_token(2)
-              / (streamed_weight_bytes() + 64 * 32768 * shape.kv_bytes_per_token(2))}
-    formats = {"kv_bound_batch_2k": ".0f", "kv_bound_batch_32k": ".0f", "floor_h200_1_32k_ms": ".1f",
-               "floor_h200_64_32k_ms": ".1f", "floor_h200_64_2k_ms": ".1f", "kv_share_64_32k_pct": ".0f"}
-    return shown_facts(values, formats, source)
+# --- FlexAttention: masks as code, against the fastest SDPA that takes the mask ----------------------
 
-
-# --- FlexAttention: masks as code, and what vLLM's integration costs ---------------------------------
-
-MASK_FORMATS = {"mask_sliding_speedup": "{:.1f}×", "mask_document_speedup": "{:.1f}×", "mask_len": "{:,d} tokens"}
+MASK_FORMATS = {"mask_len": "{:,d} tokens", "mask_window": "{:,d} tokens", "mask_causal_speedup": "{:.2f}×",
+                "mask_sliding_speedup": "{:.1f}×", "mask_document_speedup": "{:.1f}×",
+                "mask_causal_flex_ms": MS, "mask_causal_sdpa_ms": MS, "mask_sliding_flex_ms": "{:.2f} ms",
+                "mask_sliding_sdpa_ms": MS, "mask_document_flex_ms": "{:.2f} ms", "mask_document_sdpa_ms": MS,
+                "mask_causal_sdpa": "", "mask_sliding_sdpa": "", "mask_document_sdpa": ""}
 
 
 def mask_facts(root=None) -> dict:
-    """Sliding-window and document masks: SDPA's time over Flex's at the longest length measured."""
-    table = _table(MASKS, root)
-    source = f"data/{MASKS}: flex_ms, sdpa_ms by mask, n"
-    if table is None or "n" not in table.columns:
+    """Causal, sliding-window and document masks at the longest length measured: Flex's time, the fastest SDPA
+    backend that accepts the mask (flash takes plain causal only), and SDPA's time over Flex's."""
+    table = paged.masks_table(root)
+    source = f"{paged.source(paged.MASKS_RUN)}: ms by mask, impl, n (SDPA: its fastest backend that ran the mask)"
+    if table is None or table.empty:
         return missing_facts(MASK_FORMATS, source)
     n = int(table["n"].max())
-    speedup = lambda mask: _ratio(cell(table, "sdpa_ms", mask=mask, n=n), cell(table, "flex_ms", mask=mask, n=n))
-    values = {"mask_sliding_speedup": speedup("sliding_window"), "mask_document_speedup": speedup("document"),
-              "mask_len": n}
-    if values["mask_sliding_speedup"] is None and values["mask_document_speedup"] is None:
-        values["mask_len"] = None
+    values = {"mask_len": n, "mask_window": data.load((root or data.DATA_DIR) / paged.MASKS_RUN).provenance
+              .get("flags", {}).get("window")}
+    for key, mask in (("causal", "causal"), ("sliding", "sliding-window"), ("document", "document")):
+        impl, sdpa_ms = paged.fastest_sdpa(mask, n, root)
+        flex_ms = paged.mask_value("ms", mask, "flex", n, root)
+        values |= {f"mask_{key}_flex_ms": flex_ms, f"mask_{key}_sdpa_ms": sdpa_ms, f"mask_{key}_sdpa": impl,
+                   f"mask_{key}_speedup": None if flex_ms is None or sdpa_ms is None else sdpa_ms / flex_ms}
     return shown_facts(values, MASK_FORMATS, source)
 
 
@@ -149,29 +183,29 @@ def decomposition_facts(root=None, batch: int = 1, n: int = 32768) -> dict:
 
 # --- measured DRAM bytes against the two model counts ------------------------------------------------
 
-DRAM_FORMATS = {"dram_len": "{:,d} tokens", "dram_over_compulsory": "{:.1f}×", "reread_over_dram": "{:.1f}×",
-                "dram_intensity": "{:,.0f} FLOP/byte"}
+DRAM_FORMATS = {"dram_len": "{:,d} tokens", "dram_over_compulsory": "{:.1f}×", "reread_over_dram": "{:.0f}×",
+                "dram_intensity": "{:,.0f} FLOP/byte", "dram_l2_pct": "{:.0f}%",
+                "dram_cudnn_over_compulsory": "{:.2f}×", "dram_cudnn_l2_pct": "{:.0f}%"}
 
 
 def dram_facts(root=None, candidate: str = "ours-tuned", n: int = 16384) -> dict:
-    """Measured DRAM bytes of one layer's prefill attention between the compulsory and re-read counts."""
-    table = _table(DRAM, root)
-    read = cell(table, "dram_read_bytes", candidate=candidate, n=n)
-    write = cell(table, "dram_write_bytes", candidate=candidate, n=n)
-    source = f"data/{DRAM}: dram_read_bytes, dram_write_bytes by candidate, n + lab.results.iomodel"
-    if read is None or write is None:
-        return missing_facts(DRAM_FORMATS, source)
-    shape, measured = qwen25_7b(), read + write
-    flops = iomodel.prefill_flops(shape, n)["attention"] / shape.layers
-    compulsory = iomodel.attention_compulsory_bytes(shape, n, "prefill", per="layer")
-    reread = iomodel.attention_hbm_bytes(shape, n, "prefill", "flash", hardware.device("H200-SXM").smem_per_sm,
-                                         per="layer")
-    values = {"dram_len": n, "dram_over_compulsory": measured / compulsory, "reread_over_dram": reread / measured,
-              "dram_intensity": flops / measured}
+    """Measured DRAM bytes of one layer's prefill attention (Nsight Compute) between the compulsory and re-read
+    counts, for the book's kernel and for cuDNN's, and what the book's kernel achieved."""
+    table = dram_bytes.load(root)
+    ours, cudnn = dram_bytes.row(table, candidate, n), dram_bytes.row(table, "sdpa-cudnn", n)
+    source = f"data/{dram_bytes.DATASET}/{dram_bytes.FILE} via lab.results.dram_bytes (Nsight Compute, H200)"
+    values = {}
+    if ours is not None:
+        values = {"dram_len": n, "dram_over_compulsory": ours["measured_bytes"] / ours["compulsory_bytes"],
+                  "reread_over_dram": ours["reread_bytes"] / ours["measured_bytes"],
+                  "dram_intensity": ours["intensity_measured"], "dram_l2_pct": ours["l2_hit_pct"]}
+    if cudnn is not None:
+        values |= {"dram_cudnn_over_compulsory": cudnn["measured_bytes"] / cudnn["compulsory_bytes"],
+                   "dram_cudnn_l2_pct": cudnn["l2_hit_pct"]}
     return shown_facts(values, DRAM_FORMATS, source)
 
 
 def facts(root=None) -> dict[str, Shown]:
     """Every later-study fact, measured or not."""
-    return {**paged_facts(root), **concurrency_facts(root), **roofline_batch_facts(), **mask_facts(root),
+    return {**paged_facts(root), **concurrency_facts(root), **roofline_batch_facts(root), **mask_facts(root),
             **decomposition_facts(root), **dram_facts(root)}

@@ -244,18 +244,7 @@ def decode_split_kv() -> list[Question]:
             "applied once across splits.",
         ),
         _batch_on_the_roofline(),
-        Question(
-            "vLLM keeps the KV cache in pages of a few tokens, with a block table per sequence. What does paging "
-            "cost a decode kernel, and what does it buy?",
-            ["A lookup per page and shorter reads; it saves the memory a maximum-length reservation wastes",
-             "It reads fewer bytes, because only the pages that are full get read",
-             "Nothing: the engine copies each sequence's pages into one contiguous buffer before every step",
-             "It makes attention approximate, since tokens that straddle two pages are dropped"],
-            0,
-            "The kernel reads K and V through the block table, one indirection per page, in page-sized pieces "
-            "scattered over memory. In return the engine reserves no maximum-length region per request, wastes at "
-            "most one partly filled page per sequence, and can share pages between sequences with a common prefix.",
-        ),
+        _paging(),
         *_h200_decode_kernels(),
     ]
 
@@ -284,6 +273,39 @@ def _batch_on_the_roofline() -> Question:
         cites={"b": Computed("batch picked for the question", lambda: batch, (), "d"), "matmul": matmul,
                "attention": attention, "ridge": ridge("H200-SXM")},
         holds=lambda v: v["attention"] < v["matmul"] and v["attention"] < v["ridge"] / 10,
+    )
+
+
+PAGED_RUN = "h200/paged-decode"
+
+
+def _paging() -> Question:
+    """What a block table costs a decode kernel: measured on the H200 once the paged-decode run is on file."""
+    options = ["A lookup per page and shorter reads; it saves the memory a maximum-length reservation wastes",
+               "It reads fewer bytes, because only the pages that are full get read",
+               "Nothing: the engine copies each sequence's pages into one contiguous buffer before every step",
+               "It makes attention approximate, since tokens that straddle two pages are dropped"]
+    why = ("The kernel reads K and V through the block table, one indirection per page, in page-sized pieces "
+           "scattered over memory. In return the engine reserves no maximum-length region per request, wastes at "
+           "most one partly filled page per sequence, and can share pages between sequences with a common prefix.")
+    if not (data.DATA_DIR / PAGED_RUN / "paged.csv").exists():
+        return Question("vLLM keeps the KV cache in pages of a few tokens, with a block table per sequence. What does "
+                        "paging cost a decode kernel, and what does it buy?", options, 0, why)
+    batch, n, page = 16, 32768, 16
+    gbps = lambda kernel, **where: measured(PAGED_RUN, "paged.csv", "gb_per_s", ",.0f", kernel=kernel, batch=batch,
+                                            n=n, **where)  # page_size is a float column: contiguous rows leave it empty
+    return Question(
+        "On the H200 the book's split-KV decode kernel read a batch of {b} sequences of {n} tokens at {contiguous} "
+        "GB/s from a contiguous cache, and at {paged} GB/s through a block table of shuffled {page}-token pages. "
+        "What does paging cost a decode kernel, and what does it buy?",
+        options, 0, why + " Here the lookups cost {pct}% of the contiguous kernel's bandwidth.",
+        cites={"b": Computed("batch of the paged-decode run", lambda: batch, (), "d"),
+               "n": Computed("context of the paged-decode run", lambda: n, (), ",d"),
+               "page": Computed("page size of the paged-decode run", lambda: page, (), "d"),
+               "contiguous": gbps("contiguous"), "paged": gbps("paged", page_size=float(page)),
+               "pct": Computed("100 × (1 − paged / contiguous bandwidth)", lambda c, p_: 100 * (1 - p_ / c),
+                               (gbps("contiguous"), gbps("paged", page_size=float(page))), ".0f")},
+        holds=lambda v: 0.9 < v["paged"] / v["contiguous"] < 1.0,
     )
 
 

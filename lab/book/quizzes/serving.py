@@ -78,6 +78,8 @@ def vllm_sweeps() -> list[Question]:
             "skips empty blocks and applies the mask only where a block is partly kept.",
         ),
         *_h200_questions(),
+        *_batch_questions(),
+        *_mask_questions(),
     ]
 
 
@@ -128,6 +130,81 @@ def _h200_questions() -> list[Question]:
                        "long": Computed("longest common H200 length", lambda: long, (), ",d"), **c},
                 holds=lambda v: (v["flex_long"] - v["flex_short"]) > (v["fa3_long"] - v["fa3_short"])))
     return questions
+
+
+def _batch_questions() -> list[Question]:
+    """Decode against concurrent requests in vLLM on the H200 (FA3, 32k), each point beside its floor."""
+    from lab.results import concurrency as rc
+
+    points = rc.load_points(root=data.DATA_DIR)
+    fa3 = points[(points["arm"] == interview.FA3) & (points["context"] == 32768)] if not points.empty else points
+    if fa3.empty or not {1, 16, 64} <= set(int(c) for c in fa3["concurrency"]):
+        return []
+    dataset = str(fa3["dataset"].iloc[0])
+    bandwidth, where = rc.floor_bandwidth()
+    cell = lambda column, c, fmt=".1f": measured(dataset, "concurrency.csv", column, fmt, arm=interview.FA3,
+                                                 context=32768, concurrency=c)
+    floor = lambda c: Computed(f"lab.results.concurrency: floor of the admitted batch over the {where}",
+                               lambda b: 1e3 * rc.floor_step_s(int(b), 32768, bandwidth), (cell("admitted", c, "d"),))
+    return [Question(
+        "In vLLM on the H200, FA3 decoding requests of 32k tokens took {itl1} ms per step with one request, {itl16} "
+        "with 16 and {itl64} with 64 sent ({admitted} admitted). The floor of each step, the weights once plus every "
+        "admitted sequence's KV cache at the measured copy bandwidth, was {f1}, {f16} and {f64} ms. What do the "
+        "numbers say?",
+        ["Past a handful of requests the KV read dominates, and ITL follows its floor",
+         "The step stays bound by reading the weights, so ITL should not grow with the batch",
+         "FA3 falls further behind its floor as the batch grows: the kernel is the bottleneck",
+         "Decode turned compute-bound at sixteen requests, so the floor no longer applies"],
+        0,
+        "The KV bytes of a step equal the weights' at about {kvb} sequences of 32k tokens. Below that the step is the "
+        "weights plus a fixed per-step cost; above it every request adds its whole cache, and FA3 reads it near the "
+        "copy bandwidth, so ITL tracks the floor ({x64}× of it at the end). That is why GQA, MLA and FP8 KV caches "
+        "exist.",
+        cites={"itl1": cell("itl_ms", 1), "itl16": cell("itl_ms", 16), "itl64": cell("itl_ms", 64),
+               "admitted": cell("admitted", 64, "d"), "f1": floor(1), "f16": floor(16), "f64": floor(64),
+               "kvb": Computed("lab.results.concurrency: batch whose KV bytes equal the weights' at 32k",
+                               lambda: rc.kv_bound_batch(32768)),
+               "x64": ratio(cell("itl_ms", 64), floor(64), ".2f")},
+        holds=lambda v: (v["itl1"] / v["f1"] > v["itl16"] / v["f16"] > v["itl64"] / v["f64"]
+                         and v["itl64"] / v["f64"] < 1.1 and 1 < v["kvb"] < 16),
+    )]
+
+
+def _mask_questions() -> list[Question]:
+    """Flex masks against the fastest SDPA backend that takes them (the H200 flex-masks run)."""
+    from lab.results import paged
+
+    table = paged.masks_table(data.DATA_DIR)
+    if table is None:
+        return []
+    n = int(table["n"].max())
+    causal_impl, _ = paged.fastest_sdpa("causal", n, data.DATA_DIR)
+    window_impl, _ = paged.fastest_sdpa("sliding-window", n, data.DATA_DIR)
+    if causal_impl is None or window_impl is None:
+        return []
+    ms = lambda mask, impl: measured(paged.MASKS_RUN, "masks.csv", "ms", ".2f", mask=mask, impl=impl, n=n)
+    window = data.load(paged.MASKS_RUN).provenance["flags"]["window"]
+    return [Question(
+        "On the H200 at {n} tokens, FlexAttention took {flex_causal} ms with a causal mask and {flex_window} ms with a "
+        "causal window of {w} tokens. The fastest SDPA backend that accepts each took {sdpa_causal} ms ({causal_impl}, "
+        "is_causal) and {sdpa_window} ms ({window_impl}, a dense boolean mask). Where does Flex's large win come from?",
+        ["Its BlockMask skips the blocks the mask empties; a dense mask visits all",
+         "Flex computes its scores in a lower precision than any of SDPA's backends",
+         "SDPA recompiles its kernel on every call, while Flex is compiled only once",
+         "Flex caches the previous call's output and returns it whenever the same inputs come back"],
+        0,
+        "With plain causal both skip the masked half and the times are close. A window mask reaches SDPA only as a "
+        "dense n×n boolean tensor, so its backend computes every block; Flex's create_block_mask recorded which "
+        "blocks hold any kept pair, and the kernel never visits the rest.",
+        cites={"n": Computed(f"{paged.MASKS_RUN}/masks.csv: longest length", lambda: n, (), ",d"),
+               "w": Computed(f"{paged.MASKS_RUN}/provenance.json: flags.window", lambda: window, (), ",d"),
+               "flex_causal": ms("causal", "flex"), "flex_window": ms("sliding-window", "flex"),
+               "sdpa_causal": ms("causal", causal_impl), "sdpa_window": ms("sliding-window", window_impl),
+               "causal_impl": measured(paged.MASKS_RUN, "masks.csv", "impl", "", mask="causal", impl=causal_impl, n=n),
+               "window_impl": measured(paged.MASKS_RUN, "masks.csv", "impl", "", mask="sliding-window",
+                                       impl=window_impl, n=n)},
+        holds=lambda v: (v["sdpa_window"] / v["flex_window"] > 3 * v["sdpa_causal"] / v["flex_causal"]),
+    )]
 
 
 def dataset_of(table, arm: str) -> str:

@@ -70,9 +70,10 @@ def _teaching_split_kernel(Q, K, V, O_part, LSE_part, scale, n_k, keys_per_split
 
 
 @triton.jit
-def _combine_kernel(O_part, LSE_part, Out, num_splits, q_heads, sob, soh,
+def combine_kernel(O_part, LSE_part, Out, num_splits, q_heads, sob, soh,
                     HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr):
-    # exact merge: weight each split's output by exp(lse_s - max) / sum of those weights
+    # exact merge: weight each split's output by exp(lse_s - max) / sum of those weights (a split with
+    # lse = -inf, one that saw no keys, gets weight 0); the paged kernel reuses it
     bh = tl.program_id(0)
     b, h = bh // q_heads, bh % q_heads
     splits = tl.arange(0, SPLITS)
@@ -146,7 +147,7 @@ def _multiprocessors(device) -> int:
 
 
 def _combine(o_part, lse_part, o, num_splits, batch, q_heads, d):
-    _combine_kernel[(batch * q_heads,)](o_part, lse_part, o, num_splits, q_heads, o.stride(0), o.stride(1),
+    combine_kernel[(batch * q_heads,)](o_part, lse_part, o, num_splits, q_heads, o.stride(0), o.stride(1),
                                         HEAD_DIM=d, SPLITS=max(2, triton.next_power_of_2(num_splits)))
     return o
 

@@ -30,7 +30,7 @@ env.use_triton_interpreter_without_gpu()
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from lab.measure.attention.triton_decode import LOG2E, split_plan  # noqa: E402
+from lab.measure.attention.triton_decode import LOG2E, combine_kernel, split_plan  # noqa: E402
 from lab.measure.attention.triton_fwd import interpreting  # noqa: E402 (also applies the interpreter fix)
 
 
@@ -79,22 +79,6 @@ def _paged_split_kernel(Q, K, V, BlockTable, SeqLens, O_part, LSE_part, qk_scale
     lse = tl.where(has_keys, (m_i + tl.log2(tl.where(has_keys, l_i, 1.0))) * 0.6931471805599453, float("-inf"))
     tl.store(O_part + (bh[:, None] * num_splits + split) * HEAD_DIM + dims[None, :], out, mask=real[:, None])
     tl.store(LSE_part + bh * num_splits + split, lse, mask=real)
-
-
-@triton.jit
-def _paged_combine_kernel(O_part, LSE_part, Out, num_splits, q_heads, sob, soh,
-                          HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr):
-    # as triton_decode's combine; splits with lse = -inf (no keys) get weight 0
-    bh = tl.program_id(0)
-    b, h = bh // q_heads, bh % q_heads
-    splits = tl.arange(0, SPLITS)
-    dims = tl.arange(0, HEAD_DIM)
-    lse = tl.load(LSE_part + bh * num_splits + splits, mask=splits < num_splits, other=float("-inf"))
-    w = tl.exp(lse - tl.max(lse, 0))
-    w = w / tl.sum(w, 0)
-    o = tl.load(O_part + (bh * num_splits + splits[:, None]) * HEAD_DIM + dims[None, :],
-                mask=splits[:, None] < num_splits, other=0.0)
-    tl.store(Out + b * sob + h * soh + dims, tl.sum(w[:, None] * o, 0).to(Out.dtype.element_ty))
 
 
 def check_paged_inputs(q, k_cache, v_cache, block_table, seq_lens) -> tuple[int, int, int, int, int]:
@@ -160,7 +144,7 @@ def _launch(q, k_cache, v_cache, block_table, seq_lens, scale, cfg, longest: int
         PAGE_SIZE=page_size, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
     out = torch.empty_like(q)
-    _paged_combine_kernel[(batch * q_heads,)](o_part, lse_part, out, num_splits, q_heads, out.stride(0), out.stride(1),
+    combine_kernel[(batch * q_heads,)](o_part, lse_part, out, num_splits, q_heads, out.stride(0), out.stride(1),
                                               HEAD_DIM=d, SPLITS=max(2, triton.next_power_of_2(num_splits)))
     return out
 

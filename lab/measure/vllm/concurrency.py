@@ -43,9 +43,8 @@ from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, S
 from lab.measure.vllm.sweep import (
     DEFAULT_MODEL,
     arm_slug,
-    auto_max_model_len,
-    model_position_limit,
     parse_lengths,
+    resolve_max_model_len,
     resolve_model,
 )
 
@@ -53,6 +52,8 @@ DEFAULT_CONTEXTS = "2048,32768"
 DEFAULT_CONCURRENCY = "1,4,16,64"
 #: A window shorter than this many decode steps is not a steady state.
 MIN_WINDOW_STEPS = 8
+#: What every point's JSONL record carries (a resume refuses a line without them).
+RECORD_FIELDS = ("context", "concurrency")
 #: Columns of concurrency.csv, in order.
 COLUMNS = ["arm", "context", "concurrency", "admitted", "itl_ms", "decode_tok_s", "window_s", "steps", "ok",
            "itl_p90_ms", "ttft_first_s", "ttft_last_s", "stop", "status", "error"]
@@ -312,7 +313,7 @@ def run_points(endpoint: Endpoint, points: list[tuple[int, int]], template: Poin
 
     from lab.store import append_jsonl
 
-    records = read_records(jsonl)
+    records = read_records(jsonl, required=RECORD_FIELDS)
     _check_same_run(records, template.run_key, jsonl)
     done = {(r["context"], r["concurrency"]) for r in records if r.get("status") in ("ok", "no_window")}
     for context, n in points:
@@ -372,15 +373,7 @@ def _check_args(args, contexts: list[int], model: str) -> int:
         raise LabError(f"--steps must be at least {MIN_WINDOW_STEPS} and below --max-tokens ({args.max_tokens})")
     if args.stall <= 0 or args.point_timeout <= 0:
         raise LabError("--stall and --point-timeout must be positive")
-    max_model_len = args.max_model_len or auto_max_model_len(contexts, args.max_tokens)
-    if max(contexts) + args.max_tokens > max_model_len:
-        raise LabError(f"the longest context ({max(contexts)}) plus --max-tokens {args.max_tokens} exceeds "
-                       f"--max-model-len {max_model_len}")
-    limit = model_position_limit(model)
-    if limit is not None and max_model_len > limit:
-        raise LabError(f"--max-model-len {max_model_len} exceeds the model's max_position_embeddings ({limit}) "
-                       f"in {model}/config.json; use data/models/qwen2.5-7b-128k")
-    return max_model_len
+    return resolve_max_model_len(args.max_model_len, contexts, args.max_tokens, model)
 
 
 def main(args) -> int:
@@ -449,7 +442,7 @@ def run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int,
         try:
             run_points(server, points, template, jsonl, say=say)
         finally:
-            write_dataset(out, read_records(jsonl), server, args, model, points, started)
+            write_dataset(out, read_records(jsonl, required=RECORD_FIELDS), server, args, model, points, started)
     say(f"{server.arm_label()} done in {time.time() - started:.0f} s -> {out}")
     print_table(out / "concurrency.csv")
     return 0

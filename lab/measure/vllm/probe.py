@@ -269,12 +269,15 @@ class ProbePlan:
         return self.reps
 
 
-def read_records(path: Path) -> list[dict]:
-    """Measurements already in a JSONL file (none if it does not exist; a torn last line is skipped)."""
+def read_records(path: Path, required=("target_len", "rep")) -> list[dict]:
+    """Measurements already in a JSONL file (none if it does not exist; a torn last line is skipped).
+
+    ``required``: the fields every record must carry (a sweep's by default; the concurrency sweep names its own).
+    """
     from lab.store import read_jsonl
 
     path = Path(path)
-    return read_jsonl(path, required=("target_len", "rep")) if path.exists() else []
+    return read_jsonl(path, required=required) if path.exists() else []
 
 
 def _check_same_run(records: list[dict], run_key: dict, path: Path) -> None:

@@ -121,11 +121,17 @@ def _check_args(args, lengths: list[int], model: str) -> int:
         raise LabError("--reps and --long-reps must be at least 1")
     if args.max_tokens < 4:
         raise LabError("--max-tokens must be at least 4 (the first gaps are dropped from the ITL)")
-    if args.max_model_len is not None and args.max_model_len <= 0:   # 0 must not quietly mean "auto"
-        raise LabError(f"--max-model-len {args.max_model_len}: expected a positive token count (leave it out for auto)")
-    max_model_len = args.max_model_len or auto_max_model_len(lengths, args.max_tokens)
-    if max(lengths) + args.max_tokens > max_model_len:
-        raise LabError(f"the longest prompt ({max(lengths)}) plus {args.max_tokens} generated tokens exceeds "
+    return resolve_max_model_len(args.max_model_len, lengths, args.max_tokens, model)
+
+
+def resolve_max_model_len(requested: int | None, lengths: list[int], max_tokens: int, model: str) -> int:
+    """The server's --max-model-len: the one asked for, or the smallest that fits the longest prompt plus
+    the generated tokens; refused when it cannot hold them or exceeds the model's position limit."""
+    if requested is not None and requested <= 0:   # 0 must not quietly mean "auto"
+        raise LabError(f"--max-model-len {requested}: expected a positive token count (leave it out for auto)")
+    max_model_len = requested or auto_max_model_len(lengths, max_tokens)
+    if max(lengths) + max_tokens > max_model_len:
+        raise LabError(f"the longest prompt ({max(lengths)}) plus {max_tokens} generated tokens exceeds "
                        f"--max-model-len {max_model_len}")
     limit = model_position_limit(model)
     if limit is not None and max_model_len > limit:
