@@ -138,7 +138,19 @@ def settings_to_check(explorer: Explorer) -> list[dict]:
     return settings
 
 
-def set_controls(root, explorer: Explorer, values: dict) -> None:
+def page_values(root, explorer: Explorer) -> dict:
+    """The control values the page is set to now."""
+    indices = root.evaluate("root => [...root.querySelectorAll('[data-control]')].map(e => Number(e.value))")
+    return {c.name: c.values[i] for c, i in zip(explorer.controls, indices, strict=True)}
+
+
+def set_controls(root, explorer: Explorer, values: dict) -> dict:
+    """Move each control in turn, as a reader would; return what Python says the page now shows.
+
+    A move into a combination without data lands on the nearest one with data (Explorer.resolve), so
+    the page's answer is compared with Python's after every single move.
+    """
+    state = page_values(root, explorer)
     for control in explorer.controls:
         element = root.locator(f'[data-control="{control.name}"]')
         index = str(control.values.index(values[control.name]))
@@ -146,6 +158,10 @@ def set_controls(root, explorer: Explorer, values: dict) -> None:
             element.fill(index)  # a range input over value indices
         else:
             element.select_option(index)
+        state = explorer.resolve({**state, control.name: values[control.name]}, control.name)
+        assert page_values(root, explorer) == state, f"{explorer.key}: after moving {control.name} the page shows " \
+            f"{page_values(root, explorer)}, Python resolves {state}"
+    return state
 
 
 def shown_state(root) -> dict:
@@ -183,8 +199,8 @@ def check_explorer(page, root, explorer: Explorer, shot_name: str) -> int:
     root.scroll_into_view_if_needed()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     root.screenshot(path=str(SCREENSHOTS / f"{shot_name}-default.png"))
-    for values in settings_to_check(explorer):
-        set_controls(root, explorer, values)
+    for asked in settings_to_check(explorer):
+        values = set_controls(root, explorer, asked)
         shown, expected = shown_state(root), expected_state(explorer, values)
         marker = shown.pop("marker")
         expected_marker = expected.pop("marker")
@@ -454,3 +470,130 @@ def test_the_chapters_run_panels_show_the_needs_a_gpu_state_on_the_site(browser_
         _check_needs_gpu_panel(roots[0], "this is the static book")
         assert not browser_context[1].take()
         page.close()
+
+
+# --- explorers as readers use them: no dead ends, legible, resettable, shareable, downloadable, dark ---
+
+VIEWPORTS = {"phone": PHONE, "laptop": LAPTOP}
+
+
+def explorer_pages(html: Path) -> list[str]:
+    return [n for n in site_pages(html) if not n.startswith("slides/")
+            and "data-explorer=" in (html / n).read_text(encoding="utf-8")]
+
+
+def smallest_chart_text_px(root) -> float:
+    """The smallest text in the explorer's chart, in CSS pixels as drawn (font size x the SVG's scale)."""
+    return root.evaluate("""root => {
+        const svg = root.querySelector('svg[data-chart]');
+        if (!svg || svg.style.display === 'none') return 1e9;
+        const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+        let least = 1e9;
+        for (const t of svg.querySelectorAll('text')) {
+          if (!t.textContent) continue;
+          least = Math.min(least, parseFloat(getComputedStyle(t).fontSize) * scale);
+        }
+        return least;
+    }""")
+
+
+def csv_rows(root) -> list[list[str]]:
+    import csv
+    import io
+    from urllib.parse import unquote
+
+    href = root.locator("[data-csv]").get_attribute("href")
+    assert href.startswith("data:text/csv"), f"the CSV link is {href[:40]!r}, not a data: URL"
+    return list(csv.reader(io.StringIO(unquote(href.split(",", 1)[1]))))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sorted(VIEWPORTS))
+def test_no_explorer_state_shows_only_na_and_charts_are_legible(browser_context, served_site, size):
+    """Every selectable state shows a value; every control value leads somewhere; chart text >= 9 px."""
+    base, html = served_site
+    checked = 0
+    for name in explorer_pages(html):
+        page = open_sized(browser_context, base + name, VIEWPORTS[size])
+        for key, root, data in explorers_on(page):
+            for i, view in enumerate(data["views"]):
+                if "x" not in view:  # a combination without data is never shown (explorer.js resolves around it)
+                    assert any(r != "n/a" for r in view["r"]), f"{name}#{key}: view {i} shows only n/a"
+            explorer = rebuild(data["origin"], key)
+            root.scroll_into_view_if_needed()
+            for asked in settings_to_check(explorer):
+                set_controls(root, explorer, asked)
+                shown = root.evaluate("r => [...r.querySelectorAll('[data-readout]')].map(e => e.textContent)")
+                assert any(t != "n/a" for t in shown), f"{name}#{key} at {page_values(root, explorer)}: all n/a"
+                least = smallest_chart_text_px(root)
+                assert least >= 9, f"{name}#{key} at {size}: chart text {least:.1f} px"
+                checked += 1
+        assert not browser_context[1].take()
+        page.close()
+    assert checked
+
+
+@pytest.mark.slow
+def test_reset_hash_and_csv(browser_context, served_site):
+    """Reset restores the defaults; the URL hash restores a state on a fresh load; the CSV holds the readouts."""
+    base, html = served_site
+    for name in explorer_pages(html):
+        page = open_sized(browser_context, base + name, PHONE)
+        for key, root, data in explorers_on(page):
+            explorer = rebuild(data["origin"], key)
+            moved = {c.name: c.values[-1] for c in explorer.controls}
+            state = set_controls(root, explorer, moved)
+            readouts = [r.text for r in explorer.compute(**state).readouts]
+            rows = csv_rows(root)
+            assert [r[3] for r in rows if r[0] == "readout"] == readouts, f"{name}#{key}: CSV readouts differ"
+            assert [r[3] for r in rows if r[0] == "control"] == \
+                [c.labels[c.values.index(state[c.name])] for c in explorer.controls]
+            assert root.locator("[data-csv]").get_attribute("download") == f"{key}.csv"
+            url = page.url
+            assert url.split("#", 1)[1].startswith(f"{key}?"), f"{name}#{key}: no state in the URL ({url})"
+            fresh = open_sized(browser_context, url, PHONE)
+            again = fresh.locator(f'[data-explorer="{key}"]').first
+            assert page_values(again, explorer) == state, f"{name}#{key}: {url} restores another state"
+            fresh.close()
+            root.locator("[data-reset]").click()
+            assert page_values(root, explorer) == explorer.defaults, f"{name}#{key}: reset left {page_values(root, explorer)}"
+            assert root.evaluate("r => [...r.querySelectorAll('[data-readout]')].map(e => e.textContent)") == \
+                [r.text for r in explorer.compute().readouts]
+        assert not browser_context[1].take()
+        page.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sorted(VIEWPORTS))
+def test_explorers_follow_dark_mode(browser_context, served_site, size):
+    base, html = served_site
+    page = open_sized(browser_context, base + explorer_pages(html)[0], VIEWPORTS[size])
+    colours = """() => { const e = document.querySelector('[data-explorer]');
+        const t = e.querySelector('svg[data-chart] text');
+        return [getComputedStyle(e).backgroundColor, getComputedStyle(e).color, getComputedStyle(t).fill]; }"""
+    page.evaluate("() => document.documentElement.setAttribute('data-theme', 'light')")
+    light = page.evaluate(colours)
+    page.evaluate("() => document.documentElement.setAttribute('data-theme', 'dark')")
+    dark = page.evaluate(colours)
+    assert all(a != b for a, b in zip(light, dark, strict=True)), f"light {light} vs dark {dark}"
+    assert dark[0] not in ("rgb(255, 255, 255)", "rgba(0, 0, 0, 0)"), f"dark explorer background {dark[0]}"
+    page.close()
+
+
+@pytest.mark.slow
+def test_figures_are_shown_no_narrower_than_their_fonts_assume(browser_context, served_site):
+    """lab.book.plots sizes text for a PNG shown at min(its width, COLUMN_PX); check the page does that."""
+    from lab.book.plots import COLUMN_PX
+
+    base, html = served_site
+    narrow = []
+    for name in site_pages(html):
+        if name.startswith("slides/") or "cell_output" not in (html / name).read_text(encoding="utf-8"):
+            continue
+        page = open_sized(browser_context, base + name, LAPTOP)
+        sizes = page.evaluate("""() => [...document.querySelectorAll('.cell_output img')]
+            .map(i => [i.getAttribute('src').slice(-40), i.naturalWidth, i.getBoundingClientRect().width])""")
+        narrow += [f"{name}: {src} {shown:.0f} px shown of {natural}" for src, natural, shown in sizes
+                   if natural and shown < min(natural, COLUMN_PX) - 1]
+        page.close()
+    assert not narrow, "\n".join(narrow)

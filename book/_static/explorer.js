@@ -8,19 +8,32 @@
 (function () {
   "use strict";
   var NS = "http://www.w3.org/2000/svg";
-  var W = 640, H = 360, M = { l: 62, r: 18, t: 14, b: 56 };
+  /* The chart is drawn at the width it is shown (one SVG unit = one CSS pixel, up to 640), so text keeps
+     its size on a phone instead of shrinking with a fixed 640-wide viewBox. */
+  var MAX_W = 640, MIN_W = 280, M = { l: 58, r: 14, t: 12, b: 50 };
+  var FONT = { tick: 11, label: 12, legend: 11, source: 10 };
+  /* Colours follow the theme (pydata's html[data-theme=dark]) through CSS variables. */
   var CSS =
-    ".lab-explorer{border:1px solid #ddd;border-radius:6px;padding:.6em .8em;margin:1em 0;font-size:.9em;" +
-    "background:#fff;color:#222}" +
+    ".lab-explorer{--lab-bg:#fff;--lab-fg:#222;--lab-muted:#555;--lab-grid:#e5e5e5;--lab-border:#ddd;" +
+    "border:1px solid var(--lab-border);border-radius:6px;padding:.6em .8em;margin:1em 0;font-size:.9em;" +
+    "background:var(--lab-bg);color:var(--lab-fg)}" +
+    "html[data-theme=dark] .lab-explorer{--lab-bg:#1f2227;--lab-fg:#e3e3e3;--lab-muted:#a9adb3;--lab-grid:#3a3f46;" +
+    "--lab-border:#444a52}" +
     ".lab-explorer-title{font-weight:600;margin-bottom:.4em}" +
     ".lab-controls{display:flex;flex-wrap:wrap;gap:.4em 1.4em;margin-bottom:.5em}" +
-    ".lab-control{display:flex;align-items:center;gap:.4em}" +
+    ".lab-control{display:flex;align-items:center;gap:.4em;flex-wrap:wrap}" +
     ".lab-control output{min-width:4.5em;font-variant-numeric:tabular-nums}" +
+    ".lab-explorer select,.lab-explorer button{background:var(--lab-bg);color:var(--lab-fg);" +
+    "border:1px solid var(--lab-border);border-radius:4px;padding:.1em .4em}.lab-explorer select{max-width:100%}" +
     ".lab-explorer-body{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}" +
-    ".lab-explorer svg[data-chart]{flex:1 1 420px;max-width:640px;height:auto}" +
+    ".lab-explorer svg[data-chart]{flex:1 1 420px;max-width:640px;min-width:0;width:100%;height:auto}" +
+    ".lab-explorer svg text{fill:var(--lab-fg)}.lab-explorer svg text.lab-src{fill:var(--lab-muted)}" +
+    ".lab-explorer svg .lab-grid{stroke:var(--lab-grid)}.lab-explorer svg .lab-axis{stroke:var(--lab-muted)}" +
     ".lab-readouts th{text-align:left;font-weight:normal;padding-right:1em}" +
     ".lab-readouts td{font-variant-numeric:tabular-nums;font-weight:600}" +
-    ".lab-note,.lab-caption{font-size:.85em;color:#555;margin:.3em 0}";
+    ".lab-note,.lab-caption,.lab-snap{font-size:.85em;color:var(--lab-muted);margin:.3em 0}" +
+    ".lab-snap:empty{display:none}.lab-tools{display:flex;gap:1em;align-items:center;font-size:.85em;margin:.3em 0}" +
+    ".lab-explorer .lab-tools a{color:inherit}";
 
   function injectStyle() {
     if (document.getElementById("lab-explorer-style")) return;
@@ -91,6 +104,51 @@
     };
   }
 
+  /* Words into lines of at most `max` characters (a long source line on a phone wraps, never shrinks). */
+  function wrap(str, max) {
+    var lines = [], line = "";
+    str.split(" ").forEach(function (word) {
+      if (line && (line + " " + word).length > max) { lines.push(line); line = word; }
+      else line = line ? line + " " + word : word;
+    });
+    if (line) lines.push(line);
+    return lines;
+  }
+
+  function num(v) { return String(+(+v).toPrecision(5)); }
+
+  /* Near-black series (a roof, a floor) take the text colour, so they stay visible in dark mode. */
+  function ink(color) {
+    var m = /^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/i.exec(color || "");
+    if (!m) return null;
+    var lum = (0.299 * parseInt(m[1], 16) + 0.587 * parseInt(m[2], 16) + 0.114 * parseInt(m[3], 16)) / 255;
+    return lum < 0.3 ? "var(--lab-fg)" : null;
+  }
+
+  function paint(node, prop, color) {
+    var themed = ink(color);
+    if (themed) node.setAttribute("style", prop + ":" + themed);
+    else node.setAttribute(prop, color);
+  }
+
+  function chartWidth(el) {
+    var w = el.getBoundingClientRect().width;
+    if (!w && el.parentNode) w = el.parentNode.getBoundingClientRect().width;
+    return Math.max(MIN_W, Math.min(MAX_W, Math.round(w || MAX_W)));
+  }
+
+  /* The legend sits under the plot, in rows that wrap: it never covers a curve. */
+  function layoutLegend(series, W) {
+    var items = [], x = 8, row = 0, charW = FONT.legend * 0.6;
+    series.forEach(function (s) {
+      var width = 30 + s.name.length * charW;
+      if (x > 8 && x + width > W - 4) { x = 8; row++; }
+      items.push({ s: s, x: x, row: row });
+      x += width + 14;
+    });
+    return { items: items, rows: series.length ? row + 1 : 0 };
+  }
+
   function drawChart(el, data, view) {
     while (el.firstChild) el.removeChild(el.firstChild);
     var chart = view.c === null || view.c === undefined ? null : data.charts[view.c];
@@ -98,29 +156,39 @@
     el.removeAttribute("data-marker-x");
     el.removeAttribute("data-marker-y");
     if (!chart) return;
+    var W = chartWidth(el), PH = W >= 560 ? 340 : Math.round(W * 0.78);
     var series = view.s.map(function (i) { return data.series[i]; });
+    var legend = layoutLegend(series, W);
+    var src = chart.src ? wrap(chart.src, Math.floor((W - 12) / (FONT.source * 0.56))) : [];
+    var legendTop = PH + 6, srcTop = legendTop + legend.rows * 17 + 6;
+    var H = srcTop + src.length * 13 + 2;
+    el.setAttribute("viewBox", "0 0 " + W + " " + H);
+    el.setAttribute("data-width", String(W));
     var xs = [], ys = [];
     series.forEach(function (s) { xs = xs.concat(s.x); ys = ys.concat(s.y); });
     if (view.m) { xs.push(view.m[0]); ys.push(view.m[1]); }
     var X = makeAxis(xs, chart.logx, chart.xt, M.l, W - M.r);
-    var Y = makeAxis(ys, chart.logy, chart.yt, H - M.b, M.t);
+    var Y = makeAxis(ys, chart.logy, chart.yt, PH - M.b, M.t);
 
-    var grid = svg("g", { "class": "lab-grid", stroke: "#e5e5e5", "stroke-width": 1 }, el);
-    var labels = svg("g", { "font-size": 11, fill: "#333", "font-family": "sans-serif" }, el);
+    var grid = svg("g", { "class": "lab-grid", "stroke-width": 1 }, el);
+    var labels = svg("g", { "font-size": FONT.tick, "font-family": "sans-serif" }, el);
+    var lastRight = -1e9;
     X.ticks.forEach(function (v) {
-      var x = X.at(v);
-      svg("line", { x1: x, x2: x, y1: M.t, y2: H - M.b }, grid);
-      text(labels, x, H - M.b + 15, tickLabel(v), { "text-anchor": "middle" });
+      var x = X.at(v), label = tickLabel(v), half = label.length * FONT.tick * 0.3;
+      svg("line", { x1: x, x2: x, y1: M.t, y2: PH - M.b }, grid);
+      if (x - half < lastRight + 4) return;  // no overlapping tick labels on a narrow chart
+      text(labels, x, PH - M.b + 15, label, { "text-anchor": "middle" });
+      lastRight = x + half;
     });
     Y.ticks.forEach(function (v) {
       var y = Y.at(v);
       svg("line", { x1: M.l, x2: W - M.r, y1: y, y2: y }, grid);
       text(labels, M.l - 6, y + 4, tickLabel(v), { "text-anchor": "end" });
     });
-    svg("path", { d: "M" + M.l + " " + M.t + "V" + (H - M.b) + "H" + (W - M.r), stroke: "#555", fill: "none" }, el);
-    text(labels, (M.l + W - M.r) / 2, H - 22, chart.xl, { "text-anchor": "middle", "font-size": 12 });
-    var yl = text(labels, 0, 0, chart.yl, { "text-anchor": "middle", "font-size": 12 });
-    yl.setAttribute("transform", "translate(14 " + (M.t + H - M.b) / 2 + ") rotate(-90)");
+    svg("path", { "class": "lab-axis", d: "M" + M.l + " " + M.t + "V" + (PH - M.b) + "H" + (W - M.r), fill: "none" }, el);
+    text(labels, (M.l + W - M.r) / 2, PH - M.b + 33, chart.xl, { "text-anchor": "middle", "font-size": FONT.label });
+    var yl = text(labels, 0, 0, chart.yl, { "text-anchor": "middle", "font-size": FONT.label });
+    yl.setAttribute("transform", "translate(14 " + (M.t + PH - M.b) / 2 + ") rotate(-90)");
 
     var plot = svg("g", { "class": "lab-series" }, el);
     series.forEach(function (s) {
@@ -132,13 +200,18 @@
           d += pen + X.at(s.x[i]).toFixed(1) + " " + Y.at(s.y[i]).toFixed(1);
           pen = "L";
         }
-        var line = svg("path", { d: d, fill: "none", stroke: s.color, "stroke-width": 1.8 }, g);
+        var line = svg("path", { d: d, fill: "none", "stroke-width": 1.8 }, g);
+        paint(line, "stroke", s.color);
         if (s.dashed) line.setAttribute("stroke-dasharray", "6 4");
+        svg("title", {}, line).textContent = s.name;
       }
       if (s.kind !== "line") {
         for (var j = 0; j < s.x.length; j++) {
           if (X.ok(s.x[j]) && Y.ok(s.y[j])) {
-            svg("circle", { cx: X.at(s.x[j]).toFixed(1), cy: Y.at(s.y[j]).toFixed(1), r: 3, fill: s.color }, g);
+            var dot = svg("circle", { cx: X.at(s.x[j]).toFixed(1), cy: Y.at(s.y[j]).toFixed(1), r: 3.5 }, g);
+            paint(dot, "fill", s.color);
+            // hover: the point's values, as the readouts would print them
+            svg("title", {}, dot).textContent = s.name + ": " + chart.xl + " " + num(s.x[j]) + ", " + chart.yl + " " + num(s.y[j]);
           }
         }
       }
@@ -147,27 +220,32 @@
     if (view.m && X.ok(view.m[0]) && Y.ok(view.m[1])) {
       var mx = X.at(view.m[0]), my = Y.at(view.m[1]);
       var mk = svg("g", { "class": "lab-marker" }, el);
-      svg("circle", { cx: mx, cy: my, r: 7, fill: "none", stroke: "#000", "stroke-width": 2 }, mk);
+      var ring = svg("circle", { cx: mx, cy: my, r: 7, fill: "none", "stroke-width": 2, style: "stroke:var(--lab-fg)" }, mk);
+      svg("title", {}, ring).textContent = (view.m[2] ? view.m[2] + ": " : "") + chart.xl + " " + num(view.m[0]) +
+        ", " + chart.yl + " " + num(view.m[1]);
       if (view.m[2]) {
-        var right = mx < W - 160;
+        var right = mx < W * 0.6;
         text(mk, mx + (right ? 11 : -11), my - 8, view.m[2],
-          { "font-size": 11, "font-family": "sans-serif", "text-anchor": right ? "start" : "end" });
+          { "font-size": FONT.legend, "font-family": "sans-serif", "text-anchor": right ? "start" : "end" });
       }
       el.setAttribute("data-marker-x", String(view.m[0]));
       el.setAttribute("data-marker-y", String(view.m[1]));
     }
 
-    var legend = svg("g", { "class": "lab-legend", "font-size": 11, "font-family": "sans-serif" }, el);
-    series.forEach(function (s, k) {
-      var y = M.t + 10 + 15 * k, x = M.l + 10;
+    var key = svg("g", { "class": "lab-legend", "font-size": FONT.legend, "font-family": "sans-serif" }, el);
+    legend.items.forEach(function (item) {
+      var s = item.s, y = legendTop + 8 + 17 * item.row, x = item.x;
       if (s.kind !== "points") {
-        var sample = svg("line", { x1: x, x2: x + 20, y1: y, y2: y, stroke: s.color, "stroke-width": 2 }, legend);
+        var sample = svg("line", { x1: x, x2: x + 20, y1: y, y2: y, "stroke-width": 2 }, key);
+        paint(sample, "stroke", s.color);
         if (s.dashed) sample.setAttribute("stroke-dasharray", "5 3");
       }
-      if (s.kind !== "line") svg("circle", { cx: x + 10, cy: y, r: 3.5, fill: s.color }, legend);
-      text(legend, x + 26, y + 4, s.name);
+      if (s.kind !== "line") paint(svg("circle", { cx: x + 10, cy: y, r: 3.5 }, key), "fill", s.color);
+      text(key, x + 26, y + 4, s.name);
     });
-    if (chart.src) text(labels, W - M.r, H - 4, chart.src, { "text-anchor": "end", "font-size": 9, fill: "#777" });
+    src.forEach(function (line, k) {
+      text(labels, 6, srcTop + 10 + 13 * k, line, { "font-size": FONT.source, "class": "lab-src" });
+    });
   }
 
   /* Views are stored first control slowest, so the index is a mixed-radix number. */
@@ -175,6 +253,92 @@
     var index = 0;
     data.controls.forEach(function (c, i) { index = index * c.values.length + chosen[i]; });
     return index;
+  }
+
+  function decode(data, index) {
+    var out = [];
+    for (var i = data.controls.length - 1; i >= 0; i--) {
+      var n = data.controls[i].values.length;
+      out[i] = index % n;
+      index = Math.floor(index / n);
+    }
+    return out;
+  }
+
+  function missing(data, chosen) { return data.views[viewIndex(data, chosen)].x || ""; }
+
+  /* The same rule as Explorer.resolve in lab/book/explorer.py: a combination without data is never shown.
+     A moved slider goes to its nearest value with data; otherwise the moved control keeps its value and
+     the others change as little as possible (fewest controls, smallest steps, first in order). */
+  function resolve(data, chosen, moved) {
+    if (!missing(data, chosen)) return chosen;
+    var c = moved >= 0 ? data.controls[moved] : null;
+    if (c && c.numeric) {
+      var best = -1;
+      for (var j = 0; j < c.values.length; j++) {
+        var t = chosen.slice();
+        t[moved] = j;
+        if (!missing(data, t) && (best < 0 || Math.abs(j - chosen[moved]) < Math.abs(best - chosen[moved]))) best = j;
+      }
+      if (best >= 0) { var r = chosen.slice(); r[moved] = best; return r; }
+    }
+    var found = null, cost = null;
+    for (var k = 0; k < data.views.length; k++) {
+      if (data.views[k].x) continue;
+      var combo = decode(data, k);
+      if (c && combo[moved] !== chosen[moved]) continue;
+      var changed = 0, steps = 0;
+      for (var i = 0; i < combo.length; i++) {
+        var d = Math.abs(combo[i] - chosen[i]);
+        if (d) changed++;
+        steps += d;
+      }
+      if (!found || changed < cost[0] || (changed === cost[0] && steps < cost[1])) { found = combo; cost = [changed, steps]; }
+    }
+    return found || chosen;
+  }
+
+  function csvCell(v) {
+    var s = v === null || v === undefined ? "" : String(v);
+    return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+
+  /* What is shown, as CSV: the choices, the readouts (the same strings), the note and every plotted point. */
+  function toCsv(data, chosen, view) {
+    var rows = [["section", "name", "x", "value"]];
+    data.controls.forEach(function (c, i) { rows.push(["control", c.label, "", c.labels[chosen[i]]]); });
+    data.readouts.forEach(function (r, i) { rows.push(["readout", r.label, "", view.r[i]]); });
+    if (view.n) rows.push(["note", "", "", view.n]);
+    (view.s || []).forEach(function (i) {
+      var s = data.series[i];
+      for (var j = 0; j < s.x.length; j++) if (s.x[j] !== null && s.y[j] !== null) rows.push(["series", s.name, s.x[j], s.y[j]]);
+    });
+    return rows.map(function (r) { return r.map(csvCell).join(","); }).join("\r\n") + "\r\n";
+  }
+
+  /* State in the URL: #<key>?<control>=<value>&... (values, not indices, so a link survives new data). */
+  function readHash(data) {
+    var hash = decodeURIComponent(location.hash.slice(1)), at = hash.indexOf("?");
+    if (at < 0 || hash.slice(0, at) !== data.key) return null;
+    var params = {};
+    hash.slice(at + 1).split("&").forEach(function (pair) {
+      var eq = pair.indexOf("=");
+      if (eq > 0) params[pair.slice(0, eq)] = pair.slice(eq + 1);
+    });
+    return data.controls.map(function (c) {
+      var i = c.values.map(String).indexOf(params[c.name]);
+      return i < 0 ? c["default"] : i;
+    });
+  }
+
+  function writeHash(data, chosen) {
+    var parts = data.controls.map(function (c, i) {
+      return encodeURIComponent(c.name) + "=" + encodeURIComponent(String(c.values[chosen[i]]));
+    });
+    // a slide deck keeps its own position in the hash (reveal.js): leave it alone there
+    if (history.replaceState && !document.querySelector(".reveal")) {
+      history.replaceState(null, "", "#" + encodeURIComponent(data.key) + "?" + parts.join("&"));
+    }
   }
 
   function wire(root) {
@@ -186,9 +350,18 @@
       return root.querySelector('[data-control="' + c.name + '"]');
     });
     var chartEl = root.querySelector("svg[data-chart]");
+    var snap = root.querySelector("[data-snap]");
+    var csv = root.querySelector("[data-csv]");
+    var defaults = data.controls.map(function (c) { return c["default"]; });
+    var chosen = defaults.slice(), drawnWidth = 0;
+
+    function show(next) {
+      chosen = next;
+      inputs.forEach(function (input, i) { input.value = String(chosen[i]); });
+      render();
+    }
 
     function render() {
-      var chosen = inputs.map(function (input) { return parseInt(input.value, 10); });
       data.controls.forEach(function (c, i) {
         var shown = root.querySelector('[data-value-for="' + c.name + '"]');
         if (shown) shown.textContent = c.labels[chosen[i]];
@@ -202,14 +375,43 @@
       });
       var note = root.querySelector("[data-note]");
       if (note) note.textContent = view.n || "";
-      if (chartEl) drawChart(chartEl, data, view);
+      if (chartEl) { drawChart(chartEl, data, view); drawnWidth = chartWidth(chartEl); }
+      if (csv) csv.setAttribute("href", "data:text/csv;charset=utf-8," + encodeURIComponent(toCsv(data, chosen, view)));
       root.setAttribute("data-view-index", String(viewIndex(data, chosen)));
     }
 
-    inputs.forEach(function (input) {
-      input.addEventListener(input.tagName === "SELECT" ? "change" : "input", render);
+    function move(asked, moved) {
+      var next = resolve(data, asked, moved);
+      var changed = next.join() !== asked.join();
+      if (snap) snap.textContent = changed ? missing(data, asked) + ": showing the nearest choice with data" : "";
+      show(next);
+    }
+
+    inputs.forEach(function (input, i) {
+      input.addEventListener(input.tagName === "SELECT" ? "change" : "input", function () {
+        move(inputs.map(function (el) { return parseInt(el.value, 10); }), i);
+        writeHash(data, chosen);
+      });
     });
-    render();
+    var reset = root.querySelector("[data-reset]");
+    if (reset) reset.addEventListener("click", function () {
+      if (snap) snap.textContent = "";
+      show(defaults.slice());
+      if (readHash(data) && history.replaceState) history.replaceState(null, "", location.pathname + location.search);
+    });
+
+    function fromHash() {
+      var asked = readHash(data);
+      if (!asked) return false;
+      move(asked, -1);
+      return true;
+    }
+    if (!fromHash()) show(chosen);
+    else if (root.scrollIntoView) root.scrollIntoView();
+    window.addEventListener("hashchange", fromHash);
+    if (chartEl && window.ResizeObserver) {
+      new ResizeObserver(function () { if (chartWidth(chartEl) !== drawnWidth) render(); }).observe(chartEl);
+    }
     root.setAttribute("data-explorer-ready", "1");
   }
 

@@ -13,13 +13,20 @@ control moves. On the static site (``LAB_STATIC=1``, set by the book build) it p
 ``view`` for every combination, embeds the results as compact JSON and lets the vendored
 ``book/_static/explorer.js`` redraw an SVG chart in the browser: no kernel, no network.
 Readout strings are formatted here, in Python, so both faces show the same characters.
+
+No reader lands on a view without data: an explorer whose controls cross (a GPU that ran only some
+backends or lengths) passes ``why_missing(**values)``, which returns why a combination has no data.
+Those combinations are never shown; a move there goes to the nearest combination with data
+(:meth:`Explorer.resolve`, mirrored in explorer.js) and the page says why. The build refuses a
+combination with data whose readouts are all "n/a", an offered value that leads to no data, and
+defaults without data. The static page also has a reset button, keeps its state in the URL hash
+(``#<key>?<control>=<value>&…``), shows values on hover, offers a CSV of what is shown and follows
+the theme's dark mode.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import itertools
 import json
 import math
@@ -33,6 +40,7 @@ from lab import REPO_ROOT
 from lab import LabError
 
 from lab import env
+from lab.book.explorer_live import LiveExplorer, readouts_html
 
 #: Most combinations of control values one static explorer may embed (page size stays small).
 MAX_COMBINATIONS = 1500
@@ -152,6 +160,7 @@ class Series:
         from lab.book.plots import color
 
         # Any matplotlib colour (name, RGB tuple, hex) becomes '#rrggbb', which SVG and matplotlib both read.
+        self.auto_color = self.color is None
         try:
             self.color = to_hex(color(self.name) if self.color is None else self.color)
         except ValueError:
@@ -186,6 +195,20 @@ class Chart:
     y_ticks: Sequence[float] | None = None
     source: str = ""                          # which GPU/engine/dataset; written under the chart
 
+    def __post_init__(self):
+        # Series that took a default colour must not share one with another series of this chart.
+        from matplotlib.colors import to_hex
+
+        from lab.book.plots import COLORS, PALETTE
+
+        # a colour given by the author or the book's fixed colour for a name is kept; the others give way
+        free = [s for s in self.series if getattr(s, "auto_color", False) and s.name not in COLORS]
+        used = {s.color for s in self.series if s not in free}
+        for s in free:
+            if s.color in used:
+                s.color = next((to_hex(c) for c in PALETTE if to_hex(c) not in used), s.color)
+            used.add(s.color)
+
 
 @dataclass
 class View:
@@ -197,15 +220,6 @@ class View:
 
 
 # --- shared HTML pieces (the same strings on both faces) ----------------------------------------
-
-def readouts_html(readouts: Sequence[Readout]) -> str:
-    rows = "".join(
-        f'<tr><th>{html.escape(r.label)}</th><td><span data-readout="{html.escape(r.name)}">'
-        f"{html.escape(r.text)}</span></td></tr>"
-        for r in readouts
-    )
-    return f'<table class="lab-readouts" aria-live="polite">{rows}</table>'
-
 
 def _check_view(result: Any, where: str) -> View:
     """Reject a view function's result early, naming the call, so the author sees one clear line."""
@@ -254,6 +268,10 @@ class Explorer:
     controls: list[Control]
     view: Callable[..., View]
     caption: str = ""
+    #: ``why_missing(**values)``: "" where that combination has data, else why not (e.g. "not run on this GPU").
+    #: Such combinations are never shown: moving a control there moves to the nearest one with data (see
+    #: :meth:`resolve`), so no reader lands on a view of "n/a" only.
+    why_missing: Callable[..., str] | None = None
 
     def __post_init__(self):
         if not _KEY.match(self.key):
@@ -277,6 +295,48 @@ class Explorer:
         """Every combination of control values, first control slowest (the order of the static JSON)."""
         names = [c.name for c in self.controls]
         return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(c.values for c in self.controls))]
+
+    def missing(self, **values) -> str:
+        """Why this combination has no data ("" when it has some)."""
+        if self.why_missing is None:
+            return ""
+        reason = self.why_missing(**{**self.defaults, **values})
+        if not isinstance(reason, str):
+            raise LabError(f"explorer '{self.key}': why_missing returned {type(reason).__name__}; expected text")
+        return reason
+
+    def resolve(self, values: dict, moved: str | None = None) -> dict:
+        """The combination shown when a reader asks for ``values`` by moving control ``moved``.
+
+        A combination with data is shown as asked. Otherwise a moved slider goes to its nearest value with
+        data (the slider spans the chosen dataset); failing that, the moved control keeps its value and the
+        others change as little as possible (fewest controls, then smallest steps, then the first in order).
+        ``book/_static/explorer.js`` implements the same rule; tests/test_browser.py checks they agree.
+        """
+        values = {**self.defaults, **values}
+        if not self.missing(**values):
+            return values
+        index = {c.name: c.values.index(values[c.name]) for c in self.controls}
+        control = next((c for c in self.controls if c.name == moved), None)
+        if control is not None and control.numeric:
+            best = None
+            for j, value in enumerate(control.values):
+                if not self.missing(**{**values, control.name: value}):
+                    if best is None or abs(j - index[control.name]) < abs(best - index[control.name]):
+                        best = j
+            if best is not None:
+                return {**values, control.name: control.values[best]}
+        best, best_cost = None, None
+        for combo in self.combinations():
+            if (control is not None and combo[control.name] != values[control.name]) or self.missing(**combo):
+                continue
+            steps = [abs(c.values.index(combo[c.name]) - index[c.name]) for c in self.controls]
+            cost = (sum(1 for d in steps if d), sum(steps))
+            if best_cost is None or cost < best_cost:
+                best, best_cost = combo, cost
+        if best is None:
+            raise LabError(f"explorer '{self.key}': no combination with {moved}={values.get(moved)!r} has data")
+        return best
 
     def compute(self, **values) -> View:
         """``view`` for these control values (missing ones take their defaults), checked."""
@@ -305,7 +365,14 @@ class Explorer:
             return index[token]
 
         for combo in self.combinations():
+            reason = self.missing(**combo)
+            if reason:
+                views.append({"x": reason})
+                continue
             view = self.compute(**combo)
+            if view.readouts and all(r.text == "n/a" for r in view.readouts):
+                raise LabError(f"explorer '{self.key}': view({combo}) shows n/a for every readout; give the explorer "
+                               "a why_missing that says why this combination has no data")
             heads = [{"name": r.name, "label": r.label} for r in view.readouts]
             if readout_heads is None:
                 readout_heads = heads
@@ -326,8 +393,10 @@ class Explorer:
                 m = chart.marker
                 entry["m"] = [m.x, m.y, m.label] if m is not None and m.visible else None
             views.append(entry)
+        self._check_reachable(views)
         return {
             "key": self.key,
+            "title": self.title,
             # Where the view was defined, so a test can rebuild the explorer and recompute every value.
             "origin": f"{getattr(self.view, '__module__', '?')}:{getattr(self.view, '__qualname__', '?')}",
             "controls": [{"name": c.name, "label": c.label, "labels": c.labels, "values": c.values,
@@ -337,6 +406,18 @@ class Explorer:
             "series": series_table,
             "views": views,
         }
+
+    def _check_reachable(self, views: list[dict]) -> None:
+        """Every offered value must lead to some data, and the defaults must have data."""
+        if self.missing(**self.defaults):
+            raise LabError(f"explorer '{self.key}': the default choices {self.defaults} have no data "
+                           f"({self.missing(**self.defaults)}); choose defaults that do")
+        shown = [combo for combo, v in zip(self.combinations(), views, strict=True) if "x" not in v]
+        for c in self.controls:
+            dead = [v for v in c.values if not any(combo[c.name] == v for combo in shown)]
+            if dead:
+                raise LabError(f"explorer '{self.key}': control '{c.name}' offers {dead} but no combination with "
+                               "them has data; leave those values out")
 
     def static_html(self) -> str:
         """The static face: an HTML fragment (skeleton + JSON) that explorer.js brings to life."""
@@ -369,6 +450,10 @@ class Explorer:
         parts.append(readouts_html(first.readouts))
         parts.append("</div>")
         parts.append(f'<p class="lab-note" data-note aria-live="polite">{html.escape(first.note)}</p>')
+        # Said when a choice had no data and the explorer moved to the nearest one that has.
+        parts.append('<p class="lab-snap" data-snap aria-live="polite"></p>')
+        parts.append(f'<div class="lab-tools"><button type="button" data-reset>Reset</button>'
+                     f'<a data-csv download="{key}.csv" href="#">Download CSV of what is shown</a></div>')
         if self.caption:
             parts.append(f'<p class="lab-caption">{html.escape(self.caption)}</p>')
         parts.append('<noscript>This explorer needs JavaScript; the values shown are for the default choices.</noscript>')
@@ -402,68 +487,3 @@ class Explorer:
             display(self._repr_mimebundle_(), raw=True)
         else:
             display(self.live().widget)
-
-
-class LiveExplorer:
-    """The ipywidgets face: one widget per control, a readout table and a matplotlib figure."""
-
-    def __init__(self, explorer: Explorer):
-        import ipywidgets as w
-
-        self.explorer = explorer
-        self.controls: dict[str, Any] = {}
-        for c in explorer.controls:
-            options = list(zip(c.labels, c.values, strict=True))
-            style = {"description_width": "initial"}
-            if c.numeric:
-                widget = w.SelectionSlider(options=options, value=c.default, description=c.label,
-                                           continuous_update=False, style=style, layout=w.Layout(width="28em"))
-            else:
-                widget = w.Dropdown(options=options, value=c.default, description=c.label, style=style)
-            widget.observe(self._on_change, names="value")
-            self.controls[c.name] = widget
-        self.readouts = w.HTML()
-        self.note = w.HTML()
-        self.output = w.Output()
-        self.view: View | None = None
-        self.figure = None
-        title = w.HTML(f"<b>{html.escape(explorer.title)}</b>")
-        caption = w.HTML(f"<small>{html.escape(explorer.caption)}</small>") if explorer.caption else w.HTML()
-        self.widget = w.VBox([title, w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
-                              w.HBox([self.output, self.readouts]), self.note, caption])
-        self.refresh()
-
-    @property
-    def values(self) -> dict:
-        return {name: widget.value for name, widget in self.controls.items()}
-
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
-
-    def _on_change(self, _change) -> None:
-        self.refresh()
-
-    def refresh(self) -> None:
-        """Recompute the view for the current control values and redraw."""
-        import matplotlib.pyplot as plt
-
-        from lab.book.plots.explorer import draw_view
-
-        self.view = self.explorer.compute(**self.values)
-        self.readouts.value = readouts_html(self.view.readouts)
-        self.note.value = f"<i>{html.escape(self.view.note)}</i>" if self.view.note else ""
-        self.figure = None
-        outputs = ()
-        if self.view.chart is not None:
-            self.figure = draw_view(self.view)
-            png = io.BytesIO()
-            self.figure.savefig(png, format="png")
-            plt.close(self.figure)
-            # Set the Output widget's outputs directly (not `with output: display(...)`), so the figure is
-            # replaced in one step from any callback, in any front end, and a test can see it.
-            outputs = ({"output_type": "display_data", "metadata": {},
-                        "data": {"image/png": base64.b64encode(png.getvalue()).decode("ascii"),
-                                 "text/plain": "<explorer figure>"}},)
-        self.output.outputs = outputs

@@ -66,6 +66,14 @@ def _why_not(row) -> str:
     return f"{row['status']}: {note}" if isinstance(note, str) and note else str(row["status"])
 
 
+def prefill_missing(run: str, length: int, backend: str) -> str:
+    """Why a run has no prefill time for this kernel and length ("" when it has one)."""
+    row = _row(kernel_runs()[run][1], backend, n=length)
+    if row is not None and row["status"] == "ok":
+        return ""
+    return f"{LABELS[backend]} at {length:,} tokens in {run}: {_why_not(row)}"
+
+
 def prefill_view(run: str, length: int, backend: str) -> View:
     ds, table, _ = kernel_runs()[run]
     series = []
@@ -137,7 +145,7 @@ def prefill_explorer() -> Explorer:
                   Control("length", "Prompt length (tokens)", values=lengths, default=max(lengths)),
                   Control("backend", "Kernel", values=list(CANDIDATES), default="ours-tuned",
                           labels=[LABELS[c] for c in CANDIDATES])],
-        view=prefill_view,
+        view=prefill_view, why_missing=prefill_missing,
         caption="Every candidate timed in one run (median of CUDA-event timings, L2 flushed) after its output "
                 "was checked against an fp32 reference.")
 

@@ -121,7 +121,7 @@ def roofline_view(length: int, gpu: str, dtype: str) -> View:
                          [r.attainable(x) / 1e12 for x in band], kind="line+points", color=color("sdpa-flash")))
     for name, k in measured.items():
         series.append(Series(f"measured bytes: {name}", [k.intensity], [r.attainable(k.intensity) / 1e12],
-                             kind="points", color=color(name)))
+                             kind="points"))  # a colour of its own, not the model's blue
     readouts = [
         Readout("ridge", "ridge point of this GPU and dtype", r.ridge, "FLOP/B", ".0f"),
         Readout("ai_mlp", "MLP matmul intensity", kernels["MLP matmul"].intensity, "FLOP/B", ",.0f"),
@@ -174,7 +174,7 @@ def attention_bytes_view(length: int, gpu: str, dtype: str, phase: str) -> View:
         for name in sorted({c for n in LENGTHS for c in _measured(n, gpu, dtype)}):
             points = [(n, _measured(n, gpu, dtype)[name].bytes / GB) for n in LENGTHS if name in _measured(n, gpu, dtype)]
             series.append(Series(f"measured (Nsight Compute): {name}", [p[0] for p in points], [p[1] for p in points],
-                                 kind="points", color=color(name)))
+                                 kind="points"))  # a colour of its own, not the model's blue
     measured = _measured(length, gpu, dtype) if phase == "prefill" else {}
     need = iomodel.naive_intermediate_bytes(shape, length, DTYPE_BYTES[dtype]) / GB
     fits = ("yes" if phase == "decode" or length <= limit

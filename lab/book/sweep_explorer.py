@@ -74,6 +74,20 @@ def _series(table, study, backend, fit, floor, column, ttft_mode, order):
     return series
 
 
+def _why_missing(table, labels: dict):
+    """why_missing for the explorer: a backend a study never ran, or a length it did not reach."""
+    measured = {(s, a, int(n)) for s, a, n in table[["study", "arm", "target_len"]].itertuples(index=False)}
+
+    def why_missing(length, backend, study, metric):
+        if (study, backend, length) in measured:
+            return ""
+        if not any(s == study and a == backend for s, a, _ in measured):
+            return f"{backend} was not run on {labels[study]}"
+        return f"{labels[study]} has no {backend} run at {length:,} tokens"
+
+    return why_missing
+
+
 def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
     """Prompt length x backend x GPU study x chart (TTFT or ITL) -> the measured point, its fit and floor."""
     table = sweep_table(root)
@@ -85,7 +99,11 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
     lengths = sorted(int(n) for n in table["target_len"].unique())
     arms = sorted(table["arm"].unique(), key=lambda a: (a not in PREFERRED_ARMS, not a.startswith("FLASH_ATTN"), a))
     fits, floor_of = fits_by_arm(table), _floors(table, studies)
-    x_ticks = [256 * 4 ** k for k in range(12) if 256 * 4 ** k <= max(lengths)]
+    longest = {s: int(table[table["study"] == s]["target_len"].max()) for s in studies}
+    # ticks over the chosen study's lengths: the A10G chart ends where its data ends
+    x_ticks = {s: [256 * 4 ** k for k in range(12) if 256 * 4 ** k <= longest[s]] for s in studies}
+
+    why_missing = _why_missing(table, labels)
 
     def view(length, backend, study, metric):
         rows, gpu, floor = table[table["study"] == study], labels[study], floor_of[study]
@@ -119,13 +137,17 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
         elif ttft is None or n is None:
             note = f"The {backend} run at {length} tokens on {gpu} did not finish."
         else:
-            note = f"{backend}, {n:.0f}-token prompt on {gpu}."
+            # the slider names the requested length; the tokenizer may add one (a BOS token): say both
+            note = (f"{backend}, {length}-token prompt on {gpu}." if int(n) == length else
+                    f"{backend}, {length}-token prompt on {gpu} ({n:.0f} tokens once tokenized; the chart "
+                    "plots that).")
         y = ttft if ttft_mode else itl
-        marker = Marker(n, y, label=f"{backend} @ {n:.0f}") if n is not None and y is not None else None
+        # labelled with the slider's length (the note gives the tokenized length too)
+        marker = Marker(n, y, label=f"{backend} @ {length}") if n is not None and y is not None else None
         model = rows["provenance"].iloc[0].get("model") or "model not recorded"
         chart = Chart(x_label="prompt length (tokens)",
                       y_label="time to first token (s)" if ttft_mode else "inter-token latency (ms)",
-                      log_x=True, series=series, marker=marker, x_ticks=x_ticks,
+                      log_x=True, series=series, marker=marker, x_ticks=x_ticks[study],
                       source=f"{gpu}, {model}, bf16, batch 1, data/{study}")
         return View(readouts=readouts, chart=chart, note=note)
 
@@ -137,7 +159,7 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
                   Control("backend", "Attention backend", values=arms),
                   Control("study", "GPU(s) and engine", values=studies, labels=[labels[s] for s in studies]),
                   Control("metric", "Chart", values=["TTFT", "ITL"], labels=["time to first token", "inter-token latency"])],
-        view=view,
+        view=view, why_missing=why_missing,
         caption="Points are measured; the grey dashed line is the roofline floor of the chosen GPU(s) "
                 "(FLOPs over peak for the first token, bytes over bandwidth for each later one); in the TTFT "
                 "chart the coloured dashed curve is the chosen backend's quadratic fit t = a + b·n + c·n². "

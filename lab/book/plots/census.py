@@ -30,7 +30,7 @@ def _bars(ax, windows, unit_scale: float) -> set[str]:
 
 
 def plot_census_panels(groups: dict, source: str, seconds_above_ms: float = 2000.0):
-    """One panel per window kind (e.g. "prefill 28k"), one stacked bar per backend, own x scale each.
+    """One panel per window kind (e.g. "prefill 28k"), one stacked bar per backend, own x scale, one unit.
 
     ``groups`` maps a panel title to a list of :class:`lab.results.census_windows.WindowCensus`; windows with
     no data are left out and a panel with none says so. A window whose total is known but whose
@@ -42,14 +42,15 @@ def plot_census_panels(groups: dict, source: str, seconds_above_ms: float = 2000
     titles = list(groups)
     fig, axes = figure(len(titles), 1, figsize=(7.0, 1.25 * len(titles) + 1.0), squeeze=False)
     used: set[str] = set()
+    # One unit for every panel (a reader compares the panels): seconds if any window runs past the threshold.
+    known = [w for title in titles for w in groups[title] if w.known]
+    seconds = any((w.window_ms or sum(v or 0 for v in w.ms.values())) > seconds_above_ms for w in known)
     for ax, title in zip(axes[:, 0], titles, strict=True):
         windows = [w for w in groups[title] if w.known]
         if not windows:
             ax.set_axis_off()
             ax.text(0.0, 0.5, f"{title}: no data", transform=ax.transAxes, fontsize=9, color="#777777")
             continue
-        longest = max((w.window_ms or sum(v or 0 for v in w.ms.values())) for w in windows)
-        seconds = longest > seconds_above_ms
         used |= _bars(ax, windows, 1e-3 if seconds else 1.0)
         ax.set_title(title, fontsize=9, loc="left")
         ax.set_xlabel("s" if seconds else "ms", fontsize=8, labelpad=1)

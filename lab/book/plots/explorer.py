@@ -56,7 +56,8 @@ def draw_view(view, ax=None):
     ax.set_xlabel(chart.x_label)
     ax.set_ylabel(chart.y_label)
     if chart.series:
-        ax.legend(loc="upper left", fontsize=8, frameon=False)
+        # under the axes, never over a curve
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9, frameon=False)
     if chart.source:
         caption(ax, chart.source)
     fig.tight_layout(rect=(0, 0.04 if chart.source else 0, 1, 1))

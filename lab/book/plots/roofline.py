@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from lab.book.plots import caption, color, figure
+from lab.book.plots import caption, color, distinct_colors, figure
 from lab.results.roofline import Kernel, Roof
 
 
@@ -40,10 +40,11 @@ def plot_roofline(roofs: Roof | list[Roof], kernels: list[Kernel] = (), source: 
     finite = [k for k in kernels if math.isfinite(k.intensity) and k.intensity > 0]
     markers = "osD^vP*Xh"
     handles = []
+    colors = distinct_colors([k.name for k in finite], fixed={r.name: color(r.name) for r in roofs})
     for i, k in enumerate(sorted(finite, key=lambda k: k.intensity)):
         kind = k.bound(main)
         handle, = ax.plot([k.intensity], [main.attainable(k.intensity)], markers[i % len(markers)], ms=7,
-                          color=color(k.name), mec="black", mew=0.6,
+                          color=colors[k.name], mec="black", mew=0.6,
                           label=f"{k.name}: {k.intensity:,.3g} FLOP/B, {kind}-bound")
         handles.append(handle)
     if handles:
