@@ -355,8 +355,7 @@ def tensor_parallel(table) -> dict:
            "tp_allreduces": Fact(2 * shape.layers, src),
            "tp_allreduce_kb": Fact(shape.hidden * 2 / 1e3, src),
            "tp_weights_floor_one": Fact(weights / bandwidth * 1e3, "lab.results.hardware"),
-           "tp_weights_floor_split": Fact(weights / gpus / bandwidth * 1e3, "lab.results.hardware"),
-           "tp_status": Fact(f"measured ({data_src})" if split else None, data_src)}
+           "tp_weights_floor_split": Fact(weights / gpus / bandwidth * 1e3, "lab.results.hardware")}
     if split:
         i = len(split.lengths) - 1
         overhead = split.itl_overhead_ms()
@@ -366,7 +365,22 @@ def tensor_parallel(table) -> dict:
             "tp_itl_split": shown(split.itl_split[0] if split else None, ".2f", data_src, " ms"),
             "tp_itl_short_n": shown(split.lengths[0] if split else None, ",d", data_src),
             "tp_overhead_ms": shown(overhead[0] if split else None, ".2f", data_src, " ms")}
-    return out
+    return out | tensor_parallel_window(gpus)
+
+
+def tensor_parallel_window(gpus: int, tokens: int = 8192) -> dict:
+    """One prefill window of the TP server beside the one-GPU window of the same prompt (census, ms)."""
+    from lab.results import census_windows as cw
+
+    table, src = cw.census_table(), "data/h200x2/vllm0.26-qwen2.5-7b-tp2/traces/flash_attn-fa3/census.csv"
+    split, one = (cw.window(table, g, "prefill", tokens, "FlashAttention") for g in (f"{gpus}x H200", "H200"))
+    ms = lambda w, fam: shown(w.ms.get(fam) if w.known else None, ".1f", src, " ms")
+    comm = split.ms.get("communication") if split.known else None
+    return {"tp_window_n": Fact(tokens, src), "tp_window_ms": shown(split.window_ms if split.known else None, ".0f", src, " ms"),
+            "one_window_ms": shown(one.window_ms if one.known else None, ".0f", src, " ms"),
+            "tp_comm_ms": ms(split, "communication"), "tp_attn_ms": ms(split, "attention"),
+            "one_attn_ms": ms(one, "attention"), "tp_matmul_ms": ms(split, "matmul"), "one_matmul_ms": ms(one, "matmul"),
+            "tp_comm_pct": shown(100 * comm / split.window_ms if comm is not None else None, ".0f", src, "%")}
 
 
 def chapter06(table) -> dict:

@@ -80,7 +80,8 @@ def census_table(root: Path = DATA_DIR):
         table.loc[seconds, "unit"] = "ms"
         table.loc[seconds, "metric"] = "window_ms"
         table.insert(0, "source", "published" if ds.kind == "reference" else "measured")
-        table.insert(0, "gpu", short_gpu(ds.gpu))
+        gpus = (ds.provenance.get("flags") or {}).get("tensor_parallel_size") or 1  # a TP window is its own GPU choice
+        table.insert(0, "gpu", short_gpu(ds.gpu) if gpus == 1 else f"{gpus}x {short_gpu(ds.gpu)}")
         table.insert(0, "dataset", ds.name)
         tables.append(table)
     if not tables:
