@@ -75,6 +75,8 @@ def stored_runs(folder: str, root: Path | None = None) -> dict:
 
 #: The benchmark of record (the tables the chapters read) and the repeats made right after it.
 RECORD, RECORD_REPEATS = "h200/kernels", "h200/kernels-repeats"
+#: The same kernel timed the earlier way, one block per candidate (the appendix shows why rounds replaced it).
+CONTIGUOUS = "h200/kernels-contiguous"
 
 
 def runs_of_record(root: Path | None = None) -> dict:
