@@ -156,8 +156,11 @@ def test_a_window_with_communication_time_reads_back_and_draws(root):
 def test_every_state_of_the_chapter_explorer_shows_data():
     explorer = census_explorer()
     for combo in explorer.combinations():
+        if explorer.missing(**combo):   # said why and never shown (the page moves to the nearest choice with data)
+            continue
         view = explorer.compute(**combo)
         assert any(r.text != "n/a" for r in view.readouts), combo
+    assert explorer.missing(phase="prefill", length=2048, backend="FlexAttention", gpu="2x H200")
     # the study published no decode-only window: its whole-request window is shown, and the note says so
     view = explorer.compute(phase="decode", length=2048, backend="FlashAttention", gpu="A10G")
     assert "shown instead: its decode window as in the study (prefill included) at 28672 tokens" in view.note

@@ -33,6 +33,12 @@ def census_explorer(root: Path = DATA_DIR):
     table = census_table(root)
     gpu_values = gpus(table)
 
+    def why_missing(phase, length, backend, gpu):
+        # a GPU with no window of this backend at all (the two-GPU server was profiled with FA3 only)
+        if not nearest_window(table, gpu, phase, length, backend)[0].known:
+            return f"no {backend} window was captured on {gpu}"
+        return ""
+
     def view(phase, length, backend, gpu):
         w, substituted = nearest_window(table, gpu, phase, length, backend)
         readouts = [Readout("window", "GPU kernel time in the window", w.window_ms, unit="ms", fmt=",.1f")]
@@ -65,4 +71,4 @@ def census_explorer(root: Path = DATA_DIR):
                   Control("length", "Tokens in the window", values=list(LENGTHS), default=28672),
                   Control("backend", "Attention backend", values=list(BACKENDS)),
                   Control("gpu", "GPU", values=gpu_values)],
-        view=view)
+        view=view, why_missing=why_missing)
