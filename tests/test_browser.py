@@ -426,7 +426,7 @@ def cold_load(browser_context, url: str, viewport: dict) -> tuple[object, int]:
     watcher.watch(page)
     context.new_cdp_session(page).send("Network.setCacheDisabled", {"cacheDisabled": True})
     responses = []
-    page.on("response", responses.append)
+    page.on("response", lambda response: responses.append(response))
     page.goto(url, wait_until="load")
     page.wait_for_load_state("networkidle")
     total = 0

@@ -238,6 +238,7 @@ _STATE = """() => {
 def walk_deck(page) -> tuple[set[str], list[str], float]:
     """Press → from the first slide to the last; what became visible, what ran over, the smallest text."""
     page.wait_for_function("document.querySelector('.reveal.ready') !== null", timeout=15000)
+    page.evaluate("() => Reveal.configure({transition: 'none', backgroundTransition: 'none'})")  # measure at rest
     page.evaluate(f"""() => document.querySelectorAll('.reveal .slides {', .reveal .slides '.join(CONTENT.split(', '))}')
                          .forEach((e, i) => e.setAttribute('data-lab-id', String(i)))""")
     seen, over, smallest = set(), [], 1e9
@@ -270,18 +271,41 @@ def test_arrow_right_reaches_every_figure_and_table_and_nothing_runs_off_a_slide
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
         try:
             for name, viewport in DECK_VIEWPORTS.items():
-                page = browser.new_page(viewport=viewport)
-                page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
                 for deck in decks:
+                    page = browser.new_page(viewport=viewport)
+                    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
                     page.goto(f"{base}slides/{deck.name}", wait_until="load")
                     total = page.locator(f".reveal .slides :is({CONTENT})").count()
                     seen, over, smallest = walk_deck(page)
                     if len(seen) != total:
                         problems.append(f"{deck.name} ({name}): → reaches {len(seen)} of {total} figures/tables/explorers")
-                    problems += [f"{deck.name} ({name}): {o}" for o in over]
+                    problems.extend(f"{deck.name} ({name}): {o}" for o in over)
                     if smallest < 12:
                         problems.append(f"{deck.name} ({name}): text as small as {smallest:.1f} px")
-                page.close()
+                    page.close()
         finally:
             browser.close()
     assert not problems, "\n".join(problems)
+
+
+def test_long_tables_and_quizzes_are_cut_into_slides():
+    import pandas as pd
+
+    from lab.book.quiz import Question, Quiz
+    from lab.book.slide_split import TABLE_ROWS_PER_SLIDE, output_slides
+
+    table = pd.DataFrame({"n": range(30), "ms": [i * 1.5 for i in range(30)]}).to_html()
+    quiz = Quiz("q", [Question(f"Question {i}?", ["yes", "no"], 0, "Because.") for i in range(3)])
+    outputs = [{"output_type": "stream", "text": "note"},
+               {"output_type": "display_data", "data": {"text/html": table}},
+               {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/plain": "<Figure>"}},
+               {"output_type": "display_data", "data": {"text/html": quiz.to_html(inline_assets=False)}}]
+    groups = output_slides(outputs)
+    assert len(groups) == 3 + 1 + 3  # 30 rows in three parts, the figure, a slide per question
+    assert groups[0][0]["output_type"] == "stream"  # text stays with the rich output after it
+    parts = [g[-1]["data"]["text/html"] for g in groups[:3]]
+    body_rows = [p.split("<tbody>")[1].count("<tr") for p in parts]
+    assert all("<thead>" in p for p in parts) and sum(body_rows) == 30 and max(body_rows) <= TABLE_ROWS_PER_SLIDE
+    questions = [g[0]["data"]["text/html"] for g in groups[4:]]
+    assert [q.count('class="lab-quiz-question"') for q in questions] == [1, 1, 1]
+    assert all(q.startswith('<div class="lab-quiz"') and q.rstrip().endswith("</div>") for q in questions)

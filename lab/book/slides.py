@@ -29,10 +29,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import REPO_ROOT
-
-from lab import LabError
-from lab.book.slide_split import is_rich, output_slides
+from lab import REPO_ROOT, LabError
+from lab.book.slide_split import needs_own_slide, output_slides
 
 BOOK_DIR = REPO_ROOT / "book"
 SITE_DIR = REPO_ROOT / "_build" / "html"
@@ -184,33 +182,31 @@ def _blocks(lines: list[str]) -> list[str]:
 
 def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
     """(slide_type, markdown) cells: headings open slides, a section's opening stays, the rest is notes
-    (lists and tables, being content, continue on further slides instead)."""
+    (lists and tables, being content, continue on further slides; after a revealed answer, a new slide)."""
     cells: list[tuple[str, str]] = []
     for seg in segments:
         if seg.kind == "fragment":
             cells.append(("fragment", "\n".join(seg.lines).strip()))
             continue
-        sections: list[tuple[str, list[str]]] = [("-", [])]
+        sections: list[tuple[str, list[str]]] = [("slide" if cells and cells[-1][0] == "fragment" else "-", [])]
         for line in seg.lines:
             heading = _HEADING.match(line)
-            if heading:
-                level = len(heading.group(1))
-                kind = "slide" if level <= 3 else "-"  # all horizontal: → alone walks the deck
-                sections.append((kind, [line]))
+            if heading:  # all horizontal (# to ###): → alone walks the deck
+                sections.append(("slide" if len(heading.group(1)) <= 3 else "-", [line]))
             else:
                 sections[-1][1].append(line)
         for kind, lines in sections:
             blocks = [part for block in _blocks(lines) for part in _split_list(block)]
             if not blocks:
                 continue
-            # The heading and the section's opening fill the slide; a list or table that runs over
-            # continues on further slides (it is the content); prose that runs over goes to the notes.
+            # The heading and the section's opening fill the slide; a list that runs over continues on
+            # further slides and a table gets one of its own (content); prose that runs over goes to the notes.
             slides, notes, used = [(kind, [])], [], 0
             for block in blocks:
                 over = used + len(block) > SLIDE_TEXT_BUDGET and slides[-1][1] and not _HEADING.match(slides[-1][1][-1])
-                table = block.lstrip().startswith("|")
-                if (over and _LIST_ITEM.match(block)) or (table and (over or notes)):
-                    slides.append(("slide", []))  # a list or table is content: it continues on the next slide
+                shared = slides[-1][1] and not (len(slides[-1][1]) == 1 and _HEADING.match(slides[-1][1][0]))
+                if (over and _LIST_ITEM.match(block)) or (block.lstrip().startswith("|") and shared):
+                    slides.append(("slide", []))  # a long list continues on the next slide; a table gets its own
                     used = 0
                 elif over or notes:
                     notes.append(block)
@@ -316,10 +312,12 @@ def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anch
 
     metadata = {key: nb.metadata[key] for key in ("kernelspec", "language_info") if nb.metadata.get(key)}
     out = nbformat.v4.new_notebook(metadata={**metadata, "title": _title(nb)})
+    own = False  # the last code part had a slide of its own: prose after it starts a new one
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
         if cell.cell_type == "markdown":
             for kind, text in slide_cells(convert_myst(cell.source, glue, link)):
+                kind, own = ("slide" if own and kind == "-" else kind), False
                 out.cells.append(nbformat.v4.new_markdown_cell(text, metadata={"slideshow": {"slide_type": kind}}))
         elif cell.cell_type == "code":
             if "remove-cell" in tags:
@@ -335,8 +333,8 @@ def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anch
             for n, outputs in enumerate(output_slides(new.outputs)):
                 part = copy.deepcopy(new) if n else new
                 part.outputs = outputs
-                rich = any(is_rich(o) for o in outputs)
-                part.metadata = {"tags": sorted(tags), "slideshow": {"slide_type": "slide" if rich else "-"}}
+                own = needs_own_slide(part.source, outputs, show_source=not (hide_input or n))
+                part.metadata = {"tags": sorted(tags), "slideshow": {"slide_type": "slide" if own else "-"}}
                 if hide_input or n:
                     part.metadata["transient"] = {"remove_source": True}
                 out.cells.append(part)
@@ -417,7 +415,8 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
     exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
     lab_css = [_rel(static / name, out_dir) for name in ("quiz.css",) if (static / name).exists()]
     lab_js = [_rel(static / name, out_dir) for name in ("explorer.js", "quiz.js") if (static / name).exists()]
-    body, _ = exporter.from_notebook_node(slides_nb, resources={"lab_css": lab_css, "lab_js": lab_js,
+    favicon = _rel(static / "favicon.svg", out_dir) if (static / "favicon.svg").exists() else ""  # else a 404
+    body, _ = exporter.from_notebook_node(slides_nb, resources={"lab_css": lab_css, "lab_js": lab_js, "lab_favicon": favicon,
                                                                 "metadata": {"name": stem}})
 
     page = out_dir / f"{stem}.slides.html"
