@@ -9,7 +9,11 @@ n=$tmp/node_modules; v=$root/book/_static/vendor
 mkdir -p "$v/html-manager" "$v/mathjax/output/chtml/fonts"
 cp "$n/requirejs/require.js" "$v/require.js"
 cp "$n/@jupyter-widgets/html-manager/dist/embed-amd.js" "$n"/@jupyter-widgets/html-manager/dist/*.woff2 "$v/html-manager/"
-cp "$n/mathjax/es5/tex-chtml-full.js" "$n/mathjax/LICENSE" "$v/mathjax/"
+# MathJax from its parts (no menu, no autoload): the loader config in _config.yml and the slides template names them
+m=$n/mathjax/es5; rm -rf "$v/mathjax" && mkdir -p "$v/mathjax/input/tex/extensions" "$v/mathjax/output/chtml/fonts" "$v/mathjax/a11y"
+cp "$m/startup.js" "$m/core.js" "$n/mathjax/LICENSE" "$v/mathjax/" && cp "$m/input/tex-base.js" "$v/mathjax/input/"
+cp "$m/input/tex/extensions/ams.js" "$v/mathjax/input/tex/extensions/" && cp "$m/output/chtml.js" "$v/mathjax/output/"
+cp "$m/output/chtml/fonts/tex.js" "$v/mathjax/output/chtml/fonts/" && cp "$m/a11y/assistive-mml.js" "$v/mathjax/a11y/"
 rm -rf "$v/mathjax/output/chtml/fonts/woff-v2" && cp -r "$n/mathjax/es5/output/chtml/fonts/woff-v2" "$v/mathjax/output/chtml/fonts/"
 r=$n/reveal.js; rv=$v/reveal.js  # slides: only what nbconvert's reveal template loads (+ the theme's woff fonts)
 rm -rf "$rv" && mkdir -p "$rv/dist/theme/fonts/source-sans-pro" "$rv/plugin/notes"

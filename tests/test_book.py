@@ -49,3 +49,46 @@ def test_no_page_names_a_cdn_anywhere(built_site: Path):
     for page in built_site.rglob("*.html"):
         found = cdn.search(page.read_text(encoding="utf-8"))
         assert not found, f"{page.relative_to(built_site)} names {found.group(0)}"
+
+
+def test_the_teaching_kernel_fits_on_a_screen():
+    """Chapter 04 prints the teaching kernel as it runs; no line may need sideways scrolling."""
+    import inspect
+
+    from lab.measure.attention import triton_fwd
+
+    kernel = inspect.getsource(triton_fwd).split("# --- teaching kernel")[1].split("# --- tuned kernel")[0]
+    long_lines = [line for line in kernel.splitlines() if len(line) > 100]
+    assert not long_lines, f"teaching kernel lines over 100 characters: {long_lines}"
+    assert len(kernel.strip().splitlines()) <= 60
+
+
+GLOSSARY_TERMS = ("HBM", "SRAM", "shared memory", "SM", "L2 cache", "TTFT", "ITL", "GQA", "MQA", "MLA", "TMA",
+                  "wgmma", "warp", "warpgroup", "KV cache", "paged KV cache", "split-KV", "roofline",
+                  "arithmetic intensity", "ridge point", "CUDA graph", "chunked prefill", "tensor parallelism")
+
+
+def _term_id(term: str) -> str:
+    return "term-" + re.sub(r"[^\w]+", "-", term).strip("-")
+
+
+def test_the_glossary_defines_every_term_and_chapters_link_to_it(built_site: Path):
+    glossary = (built_site / "book" / "glossary.html").read_text(encoding="utf-8")
+    chapters = "".join(p.read_text(encoding="utf-8") for p in (built_site / "book").glob("*.html")
+                       if p.name != "glossary.html")
+    for term in GLOSSARY_TERMS:
+        anchor = _term_id(term)
+        assert f'id="{anchor}"' in glossary, f"the glossary does not define {term!r} (no #{anchor})"
+    linked = {t for t in GLOSSARY_TERMS if f'glossary.html#{_term_id(t)}"' in chapters}
+    assert len(linked) >= len(GLOSSARY_TERMS) - 2, f"terms no chapter links: {set(GLOSSARY_TERMS) - linked}"
+
+
+def test_figures_are_numbered_captioned_and_cross_referenced(built_site: Path):
+    pages = {p.name: p.read_text(encoding="utf-8") for p in (built_site / "book").glob("*.html")}
+    numbered = {name: re.findall(r'<span class="caption-number">Figure (\d+) </span>', text) for name, text in pages.items()}
+    assert len(numbered["06-vllm-sweeps.html"]) >= 2 and len(numbered["03-tiling-online-softmax.html"]) == 3
+    assert sum(len(v) for v in numbered.values()) >= 15
+    for name, text in pages.items():
+        for target, label in re.findall(r'<a class="reference internal" href="[^"]*#([\w-]+)"><span class="std std-numref">([^<]*)</span>', text):
+            assert re.match(r"Figure \d+", label), f"{name}: a figure reference reads {label!r}"
+            assert f'id="{target}"' in text, f"{name}: the reference to #{target} does not resolve on the page"

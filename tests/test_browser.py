@@ -459,6 +459,51 @@ def test_a_panel_that_cannot_run_shows_the_needs_a_gpu_state(tmp_path, browser_c
     assert not problems, "\n".join(problems)
 
 
+# --- weight, math, chapter headers and downloads ----------------------------------------------------
+
+PAGE_BUDGET_BYTES = 2_500_000
+
+
+def chapter_pages(html: Path) -> list[str]:
+    return [n for n in site_pages(html) if n.startswith("book/")]
+
+
+def cold_load(browser_context, url: str, viewport: dict) -> tuple[object, int]:
+    """Open ``url`` with the browser cache off; the page and the bytes of every response it loaded."""
+    context, watcher = browser_context
+    page = context.new_page()
+    page.set_viewport_size(viewport)
+    watcher.watch(page)
+    context.new_cdp_session(page).send("Network.setCacheDisabled", {"cacheDisabled": True})
+    responses = []
+    page.on("response", lambda response: responses.append(response))
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    total = 0
+    for response in responses:
+        if response.status < 300:
+            total += len(response.body())
+    return page, total
+
+
+@pytest.mark.slow
+def test_every_chapter_is_light_and_its_math_renders(browser_context, served_site):
+    base, html = served_site
+    problems = []
+    for viewport in (PHONE, LAPTOP):
+        for name in chapter_pages(html):
+            page, total = cold_load(browser_context, base + name, viewport)
+            if total > PAGE_BUDGET_BYTES:
+                problems.append(f"{name}: {total / 1e6:.2f} MB on a cold load (budget {PAGE_BUDGET_BYTES / 1e6} MB)")
+            if 'class="math' in (html / name).read_text(encoding="utf-8"):
+                page.wait_for_function("() => document.querySelector('mjx-container') !== null", timeout=15000)
+                errors = page.locator("mjx-merror").all_text_contents()
+                problems += [f"{name}: MathJax could not typeset: {e}" for e in errors]
+            problems += [f"{name}: {p}" for p in browser_context[1].take()]
+            page.close()
+    assert not problems, "\n".join(problems)
+
+
 @pytest.mark.slow
 def test_the_chapters_run_panels_show_the_needs_a_gpu_state_on_the_site(browser_context, served_site):
     base, html = served_site
@@ -597,3 +642,24 @@ def test_figures_are_shown_no_narrower_than_their_fonts_assume(browser_context, 
                    if natural and shown < min(natural, COLUMN_PX) - 1]
         page.close()
     assert not narrow, "\n".join(narrow)
+
+
+def test_each_chapter_says_what_it_needs_and_offers_its_executed_notebook(browser_context, served_site):
+    base, html = served_site
+    from lab.book.chapter_header import CHAPTERS
+
+    for stem in CHAPTERS:
+        page = open_sized(browser_context, f"{base}book/{stem}.html", PHONE)
+        meta = page.locator(".lab-chapter-meta")
+        assert meta.is_visible(), f"{stem}: no header line under the title"
+        assert re.match(r"About \d+ min to read · Runs anywhere", meta.text_content()), meta.text_content()
+        deck = meta.get_by_role("link", name="Slides")
+        assert page.request.get(base + "book/" + deck.get_attribute("href")).ok, f"{stem}: the slides link is dead"
+        download = page.locator("a.btn-download-notebook-button")
+        assert download.count() == 1, f"{stem}: the download menu offers no .ipynb"
+        notebook = page.request.get(base + "book/" + download.get_attribute("href"))
+        assert notebook.ok, f"{stem}: {download.get_attribute('href')} is a {notebook.status}"
+        cells = json.loads(notebook.body())["cells"]
+        assert any(c.get("outputs") for c in cells if c["cell_type"] == "code"), f"{stem}: the .ipynb has no outputs"
+        assert not browser_context[1].take()
+        page.close()

@@ -28,3 +28,14 @@ def test_glue_all_glues_plain_values_and_the_missing_state(monkeypatch):
     out = book_facts.glue_all({"a": np.float64(2.5), "b": Fact(np.int64(7), "data/x.csv"), "c": Fact(None, "data/y.csv")})
     assert out == glued == {"a": 2.5, "b": 7, "c": NOT_MEASURED}
     assert type(glued["a"]) is float and type(glued["b"]) is int
+
+
+def test_glue_all_shows_nothing_as_a_cells_last_expression(monkeypatch):
+    import myst_nb
+
+    monkeypatch.setattr(myst_nb, "glue", lambda *a, **k: None)
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    format_dict, _ = shell.display_formatter.format(book_facts.glue_all({"a": 1}))
+    assert format_dict == {}, format_dict

@@ -87,11 +87,12 @@ def test_headings_set_slide_types_and_long_prose_goes_to_notes():
     assert ("slide", "## Section") == (cells[1][0], cells[1][1].splitlines()[0])
     assert "Paragraph 0" in cells[1][1] and "Paragraph 3" not in cells[1][1]
     assert cells[2][0] == "notes" and "Paragraph 3" in cells[2][1]
-    detail = kinds.index("subslide")
-    assert cells[detail][1].startswith("### Detail")
-    # a long list continues on further sub-slides instead of vanishing into the notes
+    assert "subslide" not in kinds  # → skips vertical sub-slides: every slide is horizontal
+    detail = next(i for i, (_, text) in enumerate(cells) if text.startswith("### Detail"))
+    assert cells[detail][0] == "slide"
+    # a long list continues on further slides instead of vanishing into the notes
     items = [c for c in cells[detail:] if "- item" in c[1]]
-    assert len(items) > 1 and all(k == "subslide" for k, _ in items)
+    assert len(items) > 1 and all(k == "slide" for k, _ in items)
     assert sum(c[1].count("- item") for c in items) == 12
 
 
@@ -210,3 +211,101 @@ def test_every_chapter_flattens_to_plain_markdown(stem):
     for cell in out.cells:
         if cell.cell_type == "markdown":
             assert not re.search(r"\{glue|^:{3,}|^`{3,}\{|\]\([\w-]+\.md", cell.source, re.M), cell.source[:200]
+
+
+# --- the exported decks in a browser: → reaches everything, nothing runs off a slide ------------------
+
+DECK_VIEWPORTS = {"laptop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
+#: What a class must be able to reach with → alone: figures, tables and explorers.
+CONTENT = "img, table, [data-explorer]"
+
+_STATE = """() => {
+  const slide = Reveal.getCurrentSlide(), box = document.querySelector('.reveal .slides').getBoundingClientRect();
+  const inner = slide.querySelector(':scope > .lab-fit') || slide;
+  const r = inner.getBoundingClientRect();
+  const seen = [...slide.querySelectorAll('[data-lab-id]')].map(e => e.getAttribute('data-lab-id'));
+  let smallest = 1e9;
+  for (const e of slide.querySelectorAll('p, li')) {  // prose as the reader sees it: both scales applied
+    if (e.closest('aside.notes, [data-explorer]') || !e.textContent.trim()) continue;
+    smallest = Math.min(smallest, parseFloat(getComputedStyle(e).fontSize) * r.width / inner.offsetWidth);
+  }
+  return {seen, smallest, last: Reveal.isLastSlide() && !Reveal.availableFragments().next,
+          over: [r.top - box.top, box.bottom - r.bottom, r.left - box.left, box.right - r.right].map(Math.round),
+          where: JSON.stringify(Reveal.getIndices())};
+}"""
+
+
+def walk_deck(page) -> tuple[set[str], list[str], float]:
+    """Press → from the first slide to the last; what became visible, what ran over, the smallest text."""
+    page.wait_for_function("document.querySelector('.reveal.ready') !== null", timeout=15000)
+    page.evaluate("() => Reveal.configure({transition: 'none', backgroundTransition: 'none'})")  # measure at rest
+    page.evaluate(f"""() => document.querySelectorAll('.reveal .slides {', .reveal .slides '.join(CONTENT.split(', '))}')
+                         .forEach((e, i) => e.setAttribute('data-lab-id', String(i)))""")
+    seen, over, smallest = set(), [], 1e9
+    for _ in range(1000):
+        page.wait_for_timeout(30)
+        state = page.evaluate(_STATE)
+        seen.update(state["seen"])
+        smallest = min(smallest, state["smallest"])
+        if min(state["over"]) < -2:
+            over.append(f"slide {state['where']}: content runs {min(state['over'])} px past the slide")
+        if state["last"]:
+            return seen, over, smallest
+        page.keyboard.press("ArrowRight")
+    raise AssertionError("→ never reached the last slide")
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_arrow_right_reaches_every_figure_and_table_and_nothing_runs_off_a_slide(served_site):
+    from test_quiz import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"chromium not found at {CHROMIUM}")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    base, html = served_site
+    decks = sorted((html / "slides").glob("*.slides.html"))
+    assert len(decks) == len(slides.toc_chapters())
+    problems = []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            for name, viewport in DECK_VIEWPORTS.items():
+                for deck in decks:
+                    page = browser.new_page(viewport=viewport)
+                    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+                    page.goto(f"{base}slides/{deck.name}", wait_until="load")
+                    total = page.locator(f".reveal .slides :is({CONTENT})").count()
+                    seen, over, smallest = walk_deck(page)
+                    if len(seen) != total:
+                        problems.append(f"{deck.name} ({name}): → reaches {len(seen)} of {total} figures/tables/explorers")
+                    problems.extend(f"{deck.name} ({name}): {o}" for o in over)
+                    if smallest < 12:
+                        problems.append(f"{deck.name} ({name}): text as small as {smallest:.1f} px")
+                    page.close()
+        finally:
+            browser.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_long_tables_and_quizzes_are_cut_into_slides():
+    import pandas as pd
+
+    from lab.book.quiz import Question, Quiz
+    from lab.book.slide_split import TABLE_ROWS_PER_SLIDE, output_slides
+
+    table = pd.DataFrame({"n": range(30), "ms": [i * 1.5 for i in range(30)]}).to_html()
+    quiz = Quiz("q", [Question(f"Question {i}?", ["yes", "no"], 0, "Because.") for i in range(3)])
+    outputs = [{"output_type": "stream", "text": "note"},
+               {"output_type": "display_data", "data": {"text/html": table}},
+               {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/plain": "<Figure>"}},
+               {"output_type": "display_data", "data": {"text/html": quiz.to_html(inline_assets=False)}}]
+    groups = output_slides(outputs)
+    assert len(groups) == 3 + 1 + 3  # 30 rows in three parts, the figure, a slide per question
+    assert groups[0][0]["output_type"] == "stream"  # text stays with the rich output after it
+    parts = [g[-1]["data"]["text/html"] for g in groups[:3]]
+    body_rows = [p.split("<tbody>")[1].count("<tr") for p in parts]
+    assert all("<thead>" in p for p in parts) and sum(body_rows) == 30 and max(body_rows) <= TABLE_ROWS_PER_SLIDE
+    questions = [g[0]["data"]["text/html"] for g in groups[4:]]
+    assert [q.count('class="lab-quiz-question"') for q in questions] == [1, 1, 1]
+    assert all(q.startswith('<div class="lab-quiz"') and q.rstrip().endswith("</div>") for q in questions)

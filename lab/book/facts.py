@@ -17,7 +17,15 @@ from typing import Any
 from lab.results.facts import NOT_MEASURED, Fact, plain  # noqa: F401  (Fact and NOT_MEASURED: part of this module's face)
 
 
-def glue_all(facts: Mapping[str, Any], *, display: bool = False) -> dict[str, Any]:
+class Glued(dict):
+    """The values :func:`glue_all` glued. As a cell's last expression it shows nothing: the values
+    belong in the prose, not dumped under the cell (nor inside a numbered figure with the plot)."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def glue_all(facts: Mapping[str, Any], *, display: bool = False) -> Glued:
     """Glue every fact under its name; returns the plain values glued (name -> value).
 
     A bare value is taken as it is; a :class:`Fact` that is not measured is glued as the words
@@ -25,7 +33,7 @@ def glue_all(facts: Mapping[str, Any], *, display: bool = False) -> dict[str, An
     """
     from myst_nb import glue
 
-    glued = {}
+    glued = Glued()
     for name, fact in facts.items():
         if isinstance(fact, Fact):
             value = plain(fact.value) if fact.measured else NOT_MEASURED

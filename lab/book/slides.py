@@ -1,8 +1,9 @@
 """Export chapters as reveal.js slide decks that work offline (run after the site is built).
 
 Each chapter's MyST notebook becomes a Jupyter notebook with slide metadata derived from its
-headings (# and ## start a slide, ### a sub-slide), then nbconvert's reveal exporter turns it into
-``<out>/<chapter>.slides.html``. Only the opening of each section stays on the slide; the rest of its
+headings (#, ## and ### each start a slide, all horizontal so that → alone reaches every one; each
+figure, explorer and table part gets its own, see :mod:`lab.book.slide_split`), then nbconvert's
+reveal exporter turns it into ``<out>/<chapter>.slides.html``. Only the opening of each section stays on the slide; the rest of its
 prose goes to the speaker notes (press S). Dropdown answers become fragments that appear on the next
 key press, so a class can guess first. Glued numbers are filled in from the values the book build
 stored (``_build/jupyter_execute/book/<chapter>.glue.json``), and figures come from the executed
@@ -28,9 +29,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import REPO_ROOT
-
-from lab import LabError
+from lab import REPO_ROOT, LabError
+from lab.book.slide_split import needs_own_slide, output_slides
 
 BOOK_DIR = REPO_ROOT / "book"
 SITE_DIR = REPO_ROOT / "_build" / "html"
@@ -181,19 +181,18 @@ def _blocks(lines: list[str]) -> list[str]:
 
 
 def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
-    """(slide_type, markdown) cells: headings open slides, a section's opening stays, the rest is notes."""
+    """(slide_type, markdown) cells: headings open slides, a section's opening stays, the rest is notes
+    (lists and tables, being content, continue on further slides; after a revealed answer, a new slide)."""
     cells: list[tuple[str, str]] = []
     for seg in segments:
         if seg.kind == "fragment":
             cells.append(("fragment", "\n".join(seg.lines).strip()))
             continue
-        sections: list[tuple[str, list[str]]] = [("-", [])]
+        sections: list[tuple[str, list[str]]] = [("slide" if cells and cells[-1][0] == "fragment" else "-", [])]
         for line in seg.lines:
             heading = _HEADING.match(line)
-            if heading:
-                level = len(heading.group(1))
-                kind = "slide" if level <= 2 else "subslide" if level == 3 else "-"
-                sections.append((kind, [line]))
+            if heading:  # all horizontal (# to ###): → alone walks the deck
+                sections.append(("slide" if len(heading.group(1)) <= 3 else "-", [line]))
             else:
                 sections[-1][1].append(line)
         for kind, lines in sections:
@@ -201,12 +200,13 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
             if not blocks:
                 continue
             # The heading and the section's opening fill the slide; a list that runs over continues on
-            # sub-slides (it is the content); prose that runs over goes to the speaker notes.
+            # further slides and a table gets one of its own (content); prose that runs over goes to the notes.
             slides, notes, used = [(kind, [])], [], 0
             for block in blocks:
                 over = used + len(block) > SLIDE_TEXT_BUDGET and slides[-1][1] and not _HEADING.match(slides[-1][1][-1])
-                if over and _LIST_ITEM.match(block):
-                    slides.append(("subslide", []))
+                shared = slides[-1][1] and not (len(slides[-1][1]) == 1 and _HEADING.match(slides[-1][1][0]))
+                if (over and _LIST_ITEM.match(block)) or (block.lstrip().startswith("|") and shared):
+                    slides.append(("slide", []))  # a long list continues on the next slide; a table gets its own
                     used = 0
                 elif over or notes:
                     notes.append(block)
@@ -312,10 +312,12 @@ def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anch
 
     metadata = {key: nb.metadata[key] for key in ("kernelspec", "language_info") if nb.metadata.get(key)}
     out = nbformat.v4.new_notebook(metadata={**metadata, "title": _title(nb)})
+    own = False  # the last code part had a slide of its own: prose after it starts a new one
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
         if cell.cell_type == "markdown":
             for kind, text in slide_cells(convert_myst(cell.source, glue, link)):
+                kind, own = ("slide" if own and kind == "-" else kind), False
                 out.cells.append(nbformat.v4.new_markdown_cell(text, metadata={"slideshow": {"slide_type": kind}}))
         elif cell.cell_type == "code":
             if "remove-cell" in tags:
@@ -327,11 +329,15 @@ def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anch
             hide_input = bool(tags & {"remove-input", "hide-input"})
             if hide_input and not new.outputs:
                 continue
-            rich = any(k.startswith("image/") or k == "text/html" for o in new.outputs for k in o.get("data", {}))
-            new.metadata = {"tags": sorted(tags), "slideshow": {"slide_type": "subslide" if rich else "-"}}
-            if hide_input:
-                new.metadata["transient"] = {"remove_source": True}
-            out.cells.append(new)
+            # each figure, explorer or table part on a horizontal slide of its own (→ reaches it)
+            for n, outputs in enumerate(output_slides(new.outputs)):
+                part = copy.deepcopy(new) if n else new
+                part.outputs = outputs
+                own = needs_own_slide(part.source, outputs, show_source=not (hide_input or n))
+                part.metadata = {"tags": sorted(tags), "slideshow": {"slide_type": "slide" if own else "-"}}
+                if hide_input or n:
+                    part.metadata["transient"] = {"remove_source": True}
+                out.cells.append(part)
     return out
 
 
@@ -379,7 +385,7 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
         static = BOOK_DIR / "_static"
     vendor = static / "vendor"
     for needed in (vendor / "reveal.js" / "dist" / "reveal.js", vendor / "require.js",
-                   vendor / "mathjax" / "tex-chtml-full.js"):
+                   vendor / "mathjax" / "startup.js"):
         if not needed.exists():
             raise LabError(f"{needed}: vendored file missing (scripts/vendor_js.sh fetches it)")
 
@@ -399,7 +405,7 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
     c.SlidesExporter.reveal_theme = "white"
     c.SlidesExporter.reveal_scroll = False
     c.SlidesExporter.require_js_url = _rel(vendor / "require.js", out_dir)
-    c.SlidesExporter.mathjax_url = _rel(vendor / "mathjax" / "tex-chtml-full.js", out_dir)
+    c.SlidesExporter.mathjax_url = _rel(vendor / "mathjax" / "startup.js", out_dir)
     c.SlidesExporter.jquery_url = ""
     c.SlidesExporter.font_awesome_url = ""
     c.SlidesExporter.jupyter_widgets_base_url = ""
@@ -409,7 +415,8 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
     exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
     lab_css = [_rel(static / name, out_dir) for name in ("quiz.css",) if (static / name).exists()]
     lab_js = [_rel(static / name, out_dir) for name in ("explorer.js", "quiz.js") if (static / name).exists()]
-    body, _ = exporter.from_notebook_node(slides_nb, resources={"lab_css": lab_css, "lab_js": lab_js,
+    favicon = _rel(static / "favicon.svg", out_dir) if (static / "favicon.svg").exists() else ""  # else a 404
+    body, _ = exporter.from_notebook_node(slides_nb, resources={"lab_css": lab_css, "lab_js": lab_js, "lab_favicon": favicon,
                                                                 "metadata": {"name": stem}})
 
     page = out_dir / f"{stem}.slides.html"
@@ -425,8 +432,8 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
     return write_atomic(page, lambda tmp: tmp.write_text(body, encoding="utf-8"))
 
 
-#: Pages in the table of contents that are not chapters and get no slide deck (the bibliography).
-NOT_DECKS = ("references",)
+#: Pages in the table of contents that are not chapters and get no slide deck (bibliography, glossary).
+NOT_DECKS = ("references", "glossary")
 
 
 def toc_chapters() -> list[str]:

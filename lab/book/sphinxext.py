@@ -79,4 +79,5 @@ def _drop_icon_scripts(app, exception) -> None:
 def setup(app):
     app.connect("html-page-context", _dedupe_page_scripts, priority=900)  # after extensions that add scripts
     app.connect("build-finished", _drop_icon_scripts)
+    app.setup_extension("lab.book.chapter_header")  # the line under each chapter title, the .ipynb download
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -47,7 +47,8 @@ def _teaching_kernel(Q, K, V, Out, scale, n_q, n_k, q_heads, group,
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols0 = tl.arange(0, BLOCK_N)
     dims = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=rows[:, None] < n_q, other=0.0)
+    q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :],
+                mask=rows[:, None] < n_q, other=0.0)
     k_base, v_base = K + b * skb + kv_h * skh, V + b * svb + kv_h * svh
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)   # running row max
@@ -58,8 +59,9 @@ def _teaching_kernel(Q, K, V, Out, scale, n_q, n_k, q_heads, group,
         hi = tl.minimum(n_k, (start_m + 1) * BLOCK_M + n_k - n_q)
     for start_n in range(0, hi, BLOCK_N):
         cols = start_n + cols0
-        k = tl.load(k_base + cols[None, :] * skn + dims[:, None], mask=cols[None, :] < n_k, other=0.0)
-        s = tl.dot(q, k, input_precision=PRECISION) * scale            # BLOCK_M x BLOCK_N scores
+        k = tl.load(k_base + cols[None, :] * skn + dims[:, None],
+                    mask=cols[None, :] < n_k, other=0.0)
+        s = tl.dot(q, k, input_precision=PRECISION) * scale     # BLOCK_M x BLOCK_N scores
         visible = cols[None, :] < n_k
         if CAUSAL:
             visible = visible & (cols[None, :] <= rows[:, None] + (n_k - n_q))
@@ -68,12 +70,13 @@ def _teaching_kernel(Q, K, V, Out, scale, n_q, n_k, q_heads, group,
         alpha = tl.exp(m_i - m_new)                     # rescale what was summed under the old max
         p = tl.exp(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_base + cols[:, None] * svn + dims[None, :], mask=cols[:, None] < n_k, other=0.0)
+        v = tl.load(v_base + cols[:, None] * svn + dims[None, :],
+                    mask=cols[:, None] < n_k, other=0.0)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
         m_i = m_new
     out = acc / l_i[:, None]
-    tl.store(Out + b * sob + h * soh + rows[:, None] * son + dims[None, :], out.to(Out.dtype.element_ty),
-             mask=rows[:, None] < n_q)
+    tl.store(Out + b * sob + h * soh + rows[:, None] * son + dims[None, :],
+             out.to(Out.dtype.element_ty), mask=rows[:, None] < n_q)
 
 
 # --- tuned kernel --------------------------------------------------------------------------------
@@ -109,7 +112,8 @@ def _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, star
         if TMA:
             v = V.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         elif MASKED:
-            v = tl.load(v_base + cols[:, None] * svn + dims[None, :], mask=cols[:, None] < n_k, other=0.0)
+            v = tl.load(v_base + cols[:, None] * svn + dims[None, :],
+                    mask=cols[:, None] < n_k, other=0.0)
         else:
             v = tl.load(v_base + cols[:, None] * svn + dims[None, :])
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
@@ -142,7 +146,8 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
         q = Q.load([b, h, start_m * BLOCK_M, 0]).reshape(BLOCK_M, HEAD_DIM)
         k_base, v_base = 0, 0
     else:
-        q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :], mask=rows[:, None] < n_q, other=0.0)
+        q = tl.load(Q + b * sqb + h * sqh + rows[:, None] * sqn + dims[None, :],
+                mask=rows[:, None] < n_q, other=0.0)
         k_base, v_base = K + b * skb + kv_h * skh, V + b * svb + kv_h * svh
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
