@@ -92,3 +92,39 @@ def needs_own_slide(source: str, outputs: list[dict], show_source: bool) -> bool
     text = "".join("".join(o.get("text", "")) + "".join((o.get("data") or {}).get("text/plain", "")) for o in outputs)
     lines = (source.count("\n") + 1 if show_source and source.strip() else 0) + text.count("\n")
     return lines > SHARED_LINES
+
+
+def markdown_blocks(lines: list[str]) -> list[str]:
+    """Blank-line separated blocks, never splitting a fenced code block or $$ math."""
+    blocks, current, fence = [], [], None
+    for line in lines:
+        marker = re.match(r"^(`{3,}|~{3,}|\$\$)", line.strip())
+        if marker:
+            token = marker.group(1)
+            fence = None if fence and token.startswith(fence[0]) else (fence or token)
+        if not line.strip() and fence is None:
+            if current:
+                blocks.append("\n".join(current))
+                current = []
+        else:
+            current.append(line)
+    if current:
+        blocks.append("\n".join(current))
+    return blocks
+
+
+def fragment_cells(lines: list[str], budget: int) -> list[tuple[str, str]]:
+    """A revealed answer: its opening (up to the slide's text budget) appears on the next key press; a
+    table in it gets a slide of its own and the rest of a long answer goes to the notes, so nothing on
+    the slide is shrunk to unreadable text."""
+    shown, tables, notes, used = [], [], [], 0
+    for block in markdown_blocks(lines):
+        if block.lstrip().startswith("|"):
+            tables.append(block)
+        elif not shown or (used + len(block) <= budget and not notes):
+            shown.append(block)
+            used += len(block)
+        else:
+            notes.append(block)
+    cells = [("fragment", "\n\n".join(shown))] + [("slide", table) for table in tables]
+    return cells + ([("notes", "\n\n".join(notes))] if notes else [])

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
-from lab.book.slide_split import needs_own_slide, output_slides
+from lab.book.slide_split import fragment_cells, markdown_blocks, needs_own_slide, output_slides
 
 BOOK_DIR = REPO_ROOT / "book"
 SITE_DIR = REPO_ROOT / "_build" / "html"
@@ -161,32 +161,13 @@ def convert_myst(text: str, glue: dict, link=lambda target, anchor: target + anc
     return [s for s in segments if any(ln.strip() for ln in s.lines)]
 
 
-def _blocks(lines: list[str]) -> list[str]:
-    """Blank-line separated blocks, never splitting a fenced code block or $$ math."""
-    blocks, current, fence = [], [], None
-    for line in lines:
-        marker = re.match(r"^(`{3,}|~{3,}|\$\$)", line.strip())
-        if marker:
-            token = marker.group(1)
-            fence = None if fence and token.startswith(fence[0]) else (fence or token)
-        if not line.strip() and fence is None:
-            if current:
-                blocks.append("\n".join(current))
-                current = []
-        else:
-            current.append(line)
-    if current:
-        blocks.append("\n".join(current))
-    return blocks
-
-
 def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
     """(slide_type, markdown) cells: headings open slides, a section's opening stays, the rest is notes
     (lists and tables, being content, continue on further slides; after a revealed answer, a new slide)."""
     cells: list[tuple[str, str]] = []
     for seg in segments:
         if seg.kind == "fragment":
-            cells.append(("fragment", "\n".join(seg.lines).strip()))
+            cells += fragment_cells(seg.lines, SLIDE_TEXT_BUDGET)
             continue
         sections: list[tuple[str, list[str]]] = [("slide" if cells and cells[-1][0] == "fragment" else "-", [])]
         for line in seg.lines:
@@ -196,7 +177,7 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
             else:
                 sections[-1][1].append(line)
         for kind, lines in sections:
-            blocks = [part for block in _blocks(lines) for part in _split_list(block)]
+            blocks = [part for block in markdown_blocks(lines) for part in _split_list(block)]
             if not blocks:
                 continue
             # The heading and the section's opening fill the slide; a list that runs over continues on
@@ -220,6 +201,7 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
 
 
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
 
 
 def _split_list(block: str) -> list[str]:
