@@ -25,7 +25,7 @@ _STR = (str,)
 _OPT_STR = (str, type(None))
 #: field -> accepted types. Fields that do not apply (vLLM for a kernel benchmark) are null, never absent.
 PROVENANCE_FIELDS: dict[str, tuple[type, ...]] = {
-    "kind": _STR,        # reference | vllm-sweep | kernels | hardware | census
+    "kind": _STR,        # one of KINDS
     "gpu": _STR,
     "driver": _OPT_STR,
     "cuda": _OPT_STR,
@@ -38,7 +38,8 @@ PROVENANCE_FIELDS: dict[str, tuple[type, ...]] = {
     "date": _STR,        # ISO 8601 date or date-time
     "command": _STR,     # the exact command that produced the folder
 }
-KINDS = ("reference", "vllm-sweep", "kernels", "hardware", "census", "live-check")
+#: "device-log": what a batch of device runs printed, kept beside the datasets those runs wrote
+KINDS = ("reference", "vllm-sweep", "kernels", "hardware", "census", "live-check", "device-log")
 _TYPE_NAMES = {str: "a string", type(None): "null", dict: "an object"}
 
 

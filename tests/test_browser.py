@@ -496,7 +496,7 @@ def test_every_chapter_is_light_and_its_math_renders(browser_context, served_sit
             if total > PAGE_BUDGET_BYTES:
                 problems.append(f"{name}: {total / 1e6:.2f} MB on a cold load (budget {PAGE_BUDGET_BYTES / 1e6} MB)")
             if 'class="math' in (html / name).read_text(encoding="utf-8"):
-                page.wait_for_function("() => document.querySelector('mjx-container') !== null", timeout=15000)
+                page.wait_for_function("() => document.querySelector('mjx-container') !== null", timeout=60000)
                 errors = page.locator("mjx-merror").all_text_contents()
                 problems += [f"{name}: MathJax could not typeset: {e}" for e in errors]
             problems += [f"{name}: {p}" for p in browser_context[1].take()]

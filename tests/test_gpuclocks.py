@@ -35,6 +35,14 @@ def _install(tmp_path: Path, monkeypatch, reject: str = "") -> None:
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
 
 
+def _wait_for_lines(sampler, count: int, limit_s: float = 120.0) -> None:
+    """Until the stand-in nvidia-smi has written ``count`` lines: on a busy machine that only takes longer."""
+    deadline = time.monotonic() + limit_s
+    while Path(sampler._file.name).read_text().count("\n") < count:
+        assert time.monotonic() < deadline, f"the stand-in nvidia-smi wrote under {count} lines in {limit_s:.0f} s"
+        time.sleep(0.01)
+
+
 def test_parse_line_reads_numbers_and_not_available_fields():
     sample = gpuclocks.parse_line("2026/11/30 07:00:00.000, 1980, [N/A], 412.50, 41, 0x0000000000000004")
     assert sample["sm_mhz"] == 1980 and math.isnan(sample["mem_mhz"]) and sample["power_w"] == 412.5
@@ -58,7 +66,7 @@ def test_sampler_records_between_start_and_stop(tmp_path, monkeypatch):
     _install(tmp_path, monkeypatch)
     sampler = gpuclocks.ClockSampler(interval_ms=10)
     sampler.start()
-    time.sleep(0.3)
+    _wait_for_lines(sampler, 5)
     summary = sampler.stop()
     assert summary["samples"] >= 4
     assert summary["sm_mhz"]["min"] == 1755 and summary["sm_mhz"]["max"] == 1980
@@ -72,7 +80,7 @@ def test_sampler_drops_a_field_the_driver_does_not_know(tmp_path, monkeypatch):
     sampler = gpuclocks.ClockSampler(interval_ms=10)
     assert "clocks_event_reasons.active" not in sampler.fields
     sampler.start()
-    time.sleep(0.2)
+    _wait_for_lines(sampler, 3)
     summary = sampler.stop()
     assert summary["samples"] >= 2 and summary["limits_active"] == {}
 

@@ -182,11 +182,11 @@ def test_deck_runs_offline_in_a_browser(tmp_path):
             page.on("pageerror", lambda e: problems.append(str(e)))
             page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
             page.goto(page_file.as_uri(), wait_until="load")
-            page.wait_for_function("document.querySelector('.reveal.ready') !== null", timeout=15000)
-            page.wait_for_function("window.MathJax && window.MathJax.startup && window.MathJax.startup.document", timeout=15000)
+            page.wait_for_function("document.querySelector('.reveal.ready') !== null", timeout=60000)
+            page.wait_for_function("window.MathJax && window.MathJax.startup && window.MathJax.startup.document", timeout=60000)
             before = page.evaluate("location.hash")
             page.keyboard.press("ArrowRight")
-            page.wait_for_function(f"location.hash !== {before!r}", timeout=5000)
+            page.wait_for_function(f"location.hash !== {before!r}", timeout=30000)
             assert page.locator("mjx-container").count() >= 1  # $n^2$ typeset by the vendored MathJax 3
         finally:
             browser.close()
@@ -235,6 +235,15 @@ _STATE = """() => {
 }"""
 
 
+#: Resolves once the shown slide is laid out for good: its MathJax typesetting (and the template's refit that
+#: follows it) has run and a frame has been drawn. Events, not a sleep: a busy machine only makes it later.
+_SETTLED = """() => new Promise(done => {
+  const typeset = window.MathJax && window.MathJax.typesetPromise
+    ? window.MathJax.typesetPromise([Reveal.getCurrentSlide()]) : Promise.resolve();
+  typeset.then(() => requestAnimationFrame(() => requestAnimationFrame(() => done(true))));
+})"""
+
+
 #: Smallest prose a deck may show, after its fit-to-slide scaling (a phone slide read at arm's length; the
 #: book's bar for chart text is 9 px). The longest interview answers land near 11 px on a 390 px phone.
 MIN_PHONE_TEXT_PX = 10
@@ -242,13 +251,13 @@ MIN_PHONE_TEXT_PX = 10
 
 def walk_deck(page) -> tuple[set[str], list[str], float]:
     """Press → from the first slide to the last; what became visible, what ran over, the smallest text."""
-    page.wait_for_function("document.querySelector('.reveal.ready') !== null", timeout=15000)
+    page.wait_for_function("document.querySelector('.reveal.ready') !== null", timeout=60000)
     page.evaluate("() => Reveal.configure({transition: 'none', backgroundTransition: 'none'})")  # measure at rest
     page.evaluate(f"""() => document.querySelectorAll('.reveal .slides {', .reveal .slides '.join(CONTENT.split(', '))}')
                          .forEach((e, i) => e.setAttribute('data-lab-id', String(i)))""")
     seen, over, smallest = set(), [], 1e9
     for _ in range(1000):
-        page.wait_for_timeout(30)
+        page.evaluate(_SETTLED)
         state = page.evaluate(_STATE)
         seen.update(state["seen"])
         smallest = min(smallest, state["smallest"])

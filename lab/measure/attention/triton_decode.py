@@ -147,9 +147,30 @@ def _multiprocessors(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _combine(o_part, lse_part, o, num_splits, batch, q_heads, d):
+def split_buffers(q, n_keys: int, kv_programs: int, cfg: dict):
+    """The split count of a tuned launch and its fp32 partial outputs: (num_splits, keys_per_split, o_part, lse_part).
+
+    ``cfg`` fixes ``num_splits``, or asks for about ``programs_per_sm`` programs per multiprocessor, shared
+    among ``kv_programs`` (sequence, KV head) pairs. Used by the contiguous and the paged kernels alike.
+    """
+    import torch
+
+    if "num_splits" in cfg:
+        num_splits, keys_per_split = split_plan(n_keys, 1, cfg["BLOCK_N"], cfg["num_splits"])
+    else:
+        num_splits, keys_per_split = split_plan(n_keys, kv_programs, cfg["BLOCK_N"],
+                                                cfg["programs_per_sm"] * _multiprocessors(q.device))
+    rows, d = q.shape[0] * q.shape[1], q.shape[3]
+    o_part = torch.empty((rows, num_splits, d), dtype=torch.float32, device=q.device)
+    lse_part = torch.empty((rows, num_splits), dtype=torch.float32, device=q.device)
+    return num_splits, keys_per_split, o_part, lse_part
+
+
+def combine(o_part, lse_part, o, num_splits: int):
+    """Merge the splits' partial outputs into ``o`` (batch, q_heads, 1, d) with their log-sum-exps."""
+    batch, q_heads, _, d = o.shape
     combine_kernel[(batch * q_heads,)](o_part, lse_part, o, num_splits, q_heads, o.stride(0), o.stride(1),
-                                        HEAD_DIM=d, SPLITS=max(2, triton.next_power_of_2(num_splits)))
+                                       HEAD_DIM=d, SPLITS=max(2, triton.next_power_of_2(num_splits)))
     return o
 
 
@@ -170,7 +191,7 @@ def teaching_decode(q, k, v, scale: float | None = None, num_splits: int | None 
         q, k, v, o_part, lse_part, scale, n_k, keys_per_split, num_splits, q_heads, q_heads // kv_heads,
         q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3], HEAD_DIM=d, BLOCK_N=block_n,
         num_warps=4)
-    return _combine(o_part, lse_part, torch.empty_like(q), num_splits, batch, q_heads, d)
+    return combine(o_part, lse_part, torch.empty_like(q), num_splits)
 
 
 #: Launch settings the tuned decode kernel tries on a GPU, once per shape (the fastest is kept).
@@ -189,20 +210,14 @@ def _launch_tuned(q, k, v, scale, cfg):
     batch, q_heads, _, d = q.shape
     kv_heads, n_k = k.shape[1], k.shape[2]
     group = q_heads // kv_heads
-    if "num_splits" in cfg:
-        num_splits, keys_per_split = split_plan(n_k, 1, cfg["BLOCK_N"], cfg["num_splits"])
-    else:
-        num_splits, keys_per_split = split_plan(n_k, batch * kv_heads, cfg["BLOCK_N"],
-                                                cfg["programs_per_sm"] * _multiprocessors(q.device))
-    o_part = torch.empty((batch * q_heads, num_splits, d), dtype=torch.float32, device=q.device)
-    lse_part = torch.empty((batch * q_heads, num_splits), dtype=torch.float32, device=q.device)
+    num_splits, keys_per_split, o_part, lse_part = split_buffers(q, n_k, batch * kv_heads, cfg)
     _tuned_split_kernel[(num_splits, batch * kv_heads)](
         q, k, v, o_part, lse_part, scale * LOG2E, n_k, keys_per_split,
         num_splits, kv_heads, group, q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3],
         HEAD_DIM=d, BLOCK_N=cfg["BLOCK_N"], GROUP_PAD=max(16, triton.next_power_of_2(group)),
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
-    return _combine(o_part, lse_part, torch.empty_like(q), num_splits, batch, q_heads, d)
+    return combine(o_part, lse_part, torch.empty_like(q), num_splits)
 
 
 def tuned_decode(q, k, v, scale: float | None = None, config: dict | None = None):

@@ -30,7 +30,7 @@ env.use_triton_interpreter_without_gpu()
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from lab.measure.attention.triton_decode import LOG2E, combine_kernel, split_plan  # noqa: E402
+from lab.measure.attention.triton_decode import DECODE_SPACE, LOG2E, combine, split_buffers  # noqa: E402
 from lab.measure.attention.triton_fwd import interpreting  # noqa: E402 (also applies the interpreter fix)
 
 
@@ -118,44 +118,24 @@ def check_paged_inputs(q, k_cache, v_cache, block_table, seq_lens) -> tuple[int,
     return batch, q_heads, kv_heads, page_size, d
 
 
-def _multiprocessors(device) -> int:
-    if interpreting():
-        return 4
-    import torch
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def _launch(q, k_cache, v_cache, block_table, seq_lens, scale, cfg, longest: int):
     import torch
 
     batch, q_heads, kv_heads, page_size, d = q.shape[0], q.shape[1], k_cache.shape[2], k_cache.shape[1], q.shape[3]
     group = q_heads // kv_heads
-    if "num_splits" in cfg:
-        num_splits, keys_per_split = split_plan(longest, 1, cfg["BLOCK_N"], cfg["num_splits"])
-    else:
-        num_splits, keys_per_split = split_plan(longest, batch * kv_heads, cfg["BLOCK_N"],
-                                                cfg["programs_per_sm"] * _multiprocessors(q.device))
-    o_part = torch.empty((batch * q_heads, num_splits, d), dtype=torch.float32, device=q.device)
-    lse_part = torch.empty((batch * q_heads, num_splits), dtype=torch.float32, device=q.device)
+    num_splits, keys_per_split, o_part, lse_part = split_buffers(q, longest, batch * kv_heads, cfg)
     _paged_split_kernel[(num_splits, batch * kv_heads)](
         q, k_cache, v_cache, block_table, seq_lens, o_part, lse_part, scale * LOG2E, keys_per_split, num_splits,
         kv_heads, group, q.stride(0), q.stride(1), block_table.stride(0), *k_cache.stride()[:3],
         *v_cache.stride()[:3], HEAD_DIM=d, BLOCK_N=cfg["BLOCK_N"], GROUP_PAD=max(16, triton.next_power_of_2(group)),
         PAGE_SIZE=page_size, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
-    out = torch.empty_like(q)
-    combine_kernel[(batch * q_heads,)](o_part, lse_part, out, num_splits, q_heads, out.stride(0), out.stride(1),
-                                              HEAD_DIM=d, SPLITS=max(2, triton.next_power_of_2(num_splits)))
-    return out
+    return combine(o_part, lse_part, torch.empty_like(q), num_splits)
 
 
 #: Launch settings timed once per shape on a GPU (the fastest kept): the contiguous kernel's space
 #: (triton_decode.DECODE_SPACE) with the same tiles, so neither kernel is tuned more than the other.
-PAGED_SPACE = [
-    {"BLOCK_N": bn, "num_warps": w, "num_stages": st, "programs_per_sm": per_sm}
-    for bn, w, st, per_sm in [(64, 4, 3, 4), (64, 4, 4, 2), (64, 4, 2, 8), (32, 4, 3, 4), (32, 4, 4, 8),
-                              (128, 8, 3, 2), (128, 4, 2, 4), (64, 8, 3, 4)]
-]
+PAGED_SPACE = DECODE_SPACE
 _BEST: dict[tuple, dict] = {}
 
 

@@ -39,10 +39,11 @@ from pathlib import Path
 
 from lab import LabError
 from lab.measure.vllm.probe import Endpoint, StreamError, make_prompt, percentile, read_records, stream_completion
-from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command, request
+from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, request
 from lab.measure.vllm.sweep import (
     DEFAULT_MODEL,
     arm_slug,
+    dry_run_line,
     parse_lengths,
     resolve_max_model_len,
     resolve_model,
@@ -385,11 +386,7 @@ def main(args) -> int:
 
     out = (args.out or LOCAL_DIR / "vllm-concurrency" / arm_slug(args.backend, args.fa_version)).resolve()
     if args.dry_run:
-        spec = ServeSpec(model=model, backend=args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
-                         max_num_batched_tokens=args.max_num_batched_tokens,
-                         gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format, port=8000)
-        argv, env = build_command(spec, args.vllm_version or "0.26.0")
-        print(" ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "") + " ".join(argv))
+        print(dry_run_line(args, model, max_model_len))
         for context, n in points:
             print(f"  {n:>4} requests x {context:>6} tokens: up to {args.max_tokens} tokens each, stop after "
                   f"{args.steps} steady steps or {args.point_timeout:.0f} s")

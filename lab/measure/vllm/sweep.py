@@ -140,6 +140,19 @@ def resolve_max_model_len(requested: int | None, lengths: list[int], max_tokens:
     return max_model_len
 
 
+def dry_run_line(args, model: str, max_model_len: int) -> str:
+    """The command a sweep CLI's ``--dry-run`` prints: the vLLM server its parsed ``args`` would start."""
+    spec = ServeSpec(model=model, backend=args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
+                     max_num_batched_tokens=args.max_num_batched_tokens,
+                     gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
+                     tensor_parallel_size=getattr(args, "tensor_parallel_size", 1), port=8000)
+    from lab.env import detect
+
+    version = args.vllm_version or detect().vllm or "0.26.0"   # a dry run needs no vLLM: 0.26.0's flags
+    argv, env = build_command(spec, version)
+    return f"vLLM {version}: " + " ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "") + " ".join(argv)
+
+
 def main(args) -> int:
     lengths = parse_lengths(args.lengths)
     model = resolve_model(args.model)
@@ -149,13 +162,7 @@ def main(args) -> int:
     out = (args.out or LOCAL_DIR / "vllm" / arm_slug(args.backend, args.fa_version)).resolve()
 
     if args.dry_run:
-        spec = ServeSpec(model=model, backend=args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
-                         max_num_batched_tokens=args.max_num_batched_tokens,
-                         gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
-                         tensor_parallel_size=args.tensor_parallel_size, port=8000)
-        version = args.vllm_version or _installed_version_or("0.26.0")
-        argv, env = build_command(spec, version)
-        print(f"vLLM {version}: " + " ".join(f"{k}={v}" for k, v in env.items()) + (" " if env else "") + " ".join(argv))
+        print(dry_run_line(args, model, max_model_len))
         plan = _plan(args, lengths, max_model_len, {})
         for length in lengths:
             print(f"  {length:>7} tokens: 1 warm-up ({args.warmup_tokens} tokens) + {plan.reps_for(length)} x {args.max_tokens} tokens")
@@ -183,14 +190,6 @@ def check_gpu_count(tensor_parallel_size: int) -> None:
         if torch.cuda.device_count() < tensor_parallel_size:
             raise LabError(f"--tensor-parallel-size {tensor_parallel_size} needs {tensor_parallel_size} GPUs; "
                            f"this machine has {torch.cuda.device_count()}")
-
-
-def _installed_version_or(default: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("vllm")
-    except PackageNotFoundError:
-        return default
 
 
 def run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path, vllm_version: str) -> int:
