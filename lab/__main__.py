@@ -18,6 +18,7 @@ COMMANDS = {
     "datasets": "lab.results.data",
     "env": "lab.env",
     "hardware": "lab.results.hardware",
+    "device-properties": "lab.measure.device_properties",
     "bench": "lab.measure.bench",
     "dram-bytes": "lab.measure.dram_bytes",
     "flex-decomposition": "lab.measure.flex_decomposition",

@@ -68,6 +68,9 @@ L4_DATASHEET = Source("NVIDIA L4 Tensor Core GPU datasheet",
                       "https://resources.nvidia.com/en-us-data-center-overview/l4-gpu-datasheet")
 ADA_WHITEPAPER = Source("NVIDIA Ada GPU Architecture (whitepaper)",
                         "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf")
+#: NVIDIA publishes no L2 size for the H200; the driver of the lent one reports 60 MiB (the H100 SXM's is 50 MB).
+H200_MEASURED = Source("cudaDeviceProp of the lent H200, read by `python -m lab device-properties`",
+                       "data/h200/device-properties/properties.json")
 CUDA_GUIDE = Source("CUDA C++ Programming Guide, technical specifications per compute capability",
                     "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#features-and-technical-specifications")
 
@@ -154,11 +157,13 @@ DEVICES: dict[str, Device] = {d.key: d for d in [
     Device(
         key="H200-SXM", name="NVIDIA H200 SXM", arch="Hopper GH100, sm_90",
         bf16_flops=989.4 * TFLOPS, fp32_flops=67 * TFLOPS, bandwidth=4800 * GB,
-        smem_per_sm=228 * KIB, l1_smem_per_sm=256 * KIB, sm_count=132, l2_bytes=50 * MIB, memory_bytes=141 * GB,
+        smem_per_sm=228 * KIB, l1_smem_per_sm=256 * KIB, sm_count=132, l2_bytes=60 * MIB, memory_bytes=141 * GB,
         sources={**_same(H200_DATASHEET, "bf16_flops", "fp32_flops", "bandwidth", "memory_bytes"),
-                 **_same(HOPPER_WHITEPAPER, "smem_per_sm", "l1_smem_per_sm", "sm_count", "l2_bytes")},
+                 **_same(HOPPER_WHITEPAPER, "smem_per_sm", "l1_smem_per_sm", "sm_count"),
+                 **_same(H200_MEASURED, "l2_bytes")},
         note=("Same GH100 compute as the H100 SXM (datasheet: 1,979 TFLOP/s bf16 with sparsity, so 989.4 dense); "
-              "new HBM3e memory. SM, L2 and shared-memory figures are GH100's from the Hopper whitepaper."),
+              "new HBM3e memory. SM and shared-memory figures are GH100's from the Hopper whitepaper; the L2 size "
+              "is what the lent H200's driver reports (60 MiB, the whole GH100 die's; the H100 SXM enables 50 MB)."),
     ),
     Device(
         key="L4", name="NVIDIA L4", arch="Ada AD104, sm_89",
