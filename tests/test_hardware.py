@@ -140,3 +140,25 @@ def test_the_h200_figures_match_what_the_lent_h200_reported():
     h200 = DEVICES["H200-SXM"]
     assert gpu["name"] == "NVIDIA H200" and (gpu["cc_major"], gpu["cc_minor"]) == (9, 0)
     assert (gpu["l2_bytes"], gpu["sm_count"], gpu["smem_per_sm_bytes"]) == (h200.l2_bytes, h200.sm_count, h200.smem_per_sm)
+
+
+def test_device_properties_reads_every_gpu_and_needs_one(tmp_path):
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from lab import REPO_ROOT
+    from lab.measure import device_properties
+
+    props = SimpleNamespace(name="GPU X", major=9, minor=0, multi_processor_count=4, L2_cache_size=2**20,
+                            total_memory=2**30, shared_memory_per_multiprocessor=1024, regs_per_multiprocessor=65536,
+                            warp_size=32)   # no shared_memory_per_block_optin: an older torch
+    cuda = SimpleNamespace(device_count=lambda: 2, get_device_properties=lambda i: props)
+    rows = device_properties.read_properties(cuda)
+    assert [r["index"] for r in rows] == [0, 1] and rows[1]["l2_bytes"] == 2**20 and rows[0]["sm_count"] == 4
+    assert rows[0]["smem_per_block_optin_bytes"] is None
+    run = subprocess.run([sys.executable, "-m", "lab", "device-properties", "--out", str(tmp_path / "out")],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin",
+                         "PYTHONPATH": str(REPO_ROOT), "CUDA_VISIBLE_DEVICES": ""})
+    assert run.returncode == 2 and run.stderr.strip().startswith("error: no CUDA GPU here")
+    assert not (tmp_path / "out").exists()
