@@ -1,4 +1,4 @@
-"""How every command ends: a LabError is one line and exit status 2, Ctrl-C is exit 130.
+"""How every command ends (a LabError is one line and exit status 2, Ctrl-C is exit 130), and how sizes are read.
 
 Shared by ``python -m lab`` and the modules that also run on their own (``python -m lab.measure.vllm.sweep``).
 """
@@ -20,3 +20,15 @@ def run_command(command_main, args) -> int:
     except KeyboardInterrupt:
         print("interrupted: results already written are kept", file=sys.stderr)
         return 130
+
+
+def sizes(text: str, example: str = "1k,2k,4096") -> tuple[int, ...]:
+    """Comma-separated positive integers, each optionally in units of 1024 with a ``k`` (``32k`` = 32768)."""
+    try:
+        values = tuple(int(x.removesuffix("k")) * (1024 if x.endswith("k") else 1)
+                       for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise LabError(f"expected comma-separated integers such as {example}; got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise LabError(f"expected positive sizes such as {example}; got {text!r}")
+    return values

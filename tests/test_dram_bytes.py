@@ -133,5 +133,5 @@ def test_a_call_count_that_does_not_match_is_reported_not_guessed(tmp_path: Path
 def test_bad_arguments_are_one_line_errors(capsys):
     assert db.cli(["--candidates", "fa9"]) == 2
     assert "unknown candidate 'fa9'" in capsys.readouterr().err
-    assert db.cli(["--lengths", "4k"]) == 2
+    assert db.cli(["--lengths", "4x"]) == 2
     assert "comma-separated integers" in capsys.readouterr().err

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store, units
+from lab.cli import sizes
 from lab.measure.candidates import (  # noqa: F401  (re-exported: lab.measure.bench is where callers look)
     CANDIDATES,
     MAX_ABS_ERR,
@@ -106,16 +107,6 @@ def bars(prefill, decode) -> list[dict]:
 
 
 # --- CLI ---------------------------------------------------------------------------------------
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x.replace("k", "")) * (1024 if x.endswith("k") else 1) for x in text.split(",") if x)
-    except ValueError:
-        raise LabError(f"expected comma-separated integers such as 1k,2k,4096; got {text!r}") from None
-    if not values or min(values) <= 0:
-        raise LabError(f"expected positive sizes; got {text!r}")
-    return values
-
 
 def add_arguments(parser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
@@ -214,9 +205,9 @@ def main(args) -> int:
         raise LabError(f"--q-heads ({args.q_heads}) must be a multiple of --kv-heads ({args.kv_heads})")
     shapes = []
     if not args.skip_prefill:
-        shapes += [Shape("prefill", 1, args.q_heads, args.kv_heads, n) for n in _ints(args.lengths)]
+        shapes += [Shape("prefill", 1, args.q_heads, args.kv_heads, n) for n in sizes(args.lengths)]
     if not args.skip_decode:
-        shapes += [Shape("decode", b, args.q_heads, args.kv_heads, n) for b in _ints(args.batches) for n in _ints(args.contexts)]
+        shapes += [Shape("decode", b, args.q_heads, args.kv_heads, n) for b in sizes(args.batches) for n in sizes(args.contexts)]
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "measurements.jsonl").unlink(missing_ok=True)
@@ -249,7 +240,7 @@ def main(args) -> int:
             write_tables(out_dir, rows)
     ablation_rows = []
     if not args.skip_prefill and not args.skip_ablation:
-        for n in [n for n in _ints(args.lengths) if n in (16384, 32768)]:
+        for n in [n for n in sizes(args.lengths) if n in (16384, 32768)]:
             ablation_rows += ablation(n, args.q_heads, args.kv_heads, args.rep_ms, args.rounds)
         if ablation_rows:
             store.write_csv(out_dir, "ablation.csv", pd.DataFrame(ablation_rows))

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
+from lab.cli import sizes
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "dram-bytes"
 CANDIDATES = ("ours-tuned", "sdpa-flash", "sdpa-cudnn", "flex")
@@ -230,16 +231,6 @@ def profile_candidate(ncu: str, candidate: str, lengths, args, timeout_s: float)
     return rows, kernel_rows, done.stdout
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x)
-    except ValueError:
-        raise LabError(f"expected comma-separated integers; got {text!r}") from None
-    if not values or min(values) <= 0:
-        raise LabError(f"expected positive integers; got {text!r}")
-    return values
-
-
 def add_arguments(parser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}, in order")
@@ -255,7 +246,7 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     import pandas as pd
 
-    candidates, lengths = [c for c in args.candidates.split(",") if c], _ints(args.lengths)
+    candidates, lengths = [c for c in args.candidates.split(",") if c], sizes(args.lengths)
     unknown = [c for c in candidates if c not in CANDIDATES]
     if unknown:
         raise LabError(f"unknown candidate {unknown[0]!r}; choose from {', '.join(CANDIDATES)}")

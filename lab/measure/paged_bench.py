@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
+from lab.cli import sizes
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "paged-decode"
 EXPERIMENT = "paged-decode"
@@ -154,16 +155,6 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
 
 # --- CLI ---------------------------------------------------------------------------------------
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x.replace("k", "")) * (1024 if x.endswith("k") else 1) for x in text.split(",") if x)
-    except ValueError:
-        raise LabError(f"expected comma-separated integers such as 16,128 or 32k,128k; got {text!r}") from None
-    if not values or min(values) <= 0:
-        raise LabError(f"expected positive sizes; got {text!r}")
-    return values
-
-
 def add_arguments(parser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
@@ -185,7 +176,7 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
         batch, _, n = item.partition("x")
         if not n:
             raise LabError(f"--shapes: expected BATCHxCONTEXT such as 16x32k; got {item!r}")
-        shapes.append((_ints(batch)[0], _ints(n)[0]))
+        shapes.append((sizes(batch)[0], sizes(n)[0]))
     return shapes
 
 
@@ -194,7 +185,7 @@ def main(args) -> int:
 
     from lab import env
 
-    shapes, page_sizes = parse_shapes(args.shapes), _ints(args.page_sizes)
+    shapes, page_sizes = parse_shapes(args.shapes), sizes(args.page_sizes)
     if any(p & (p - 1) for p in page_sizes):
         raise LabError(f"--page-sizes must be powers of two; got {args.page_sizes}")
     if args.q_heads % args.kv_heads or args.rounds < 1 or args.rep_ms < args.rounds:
