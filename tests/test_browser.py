@@ -669,3 +669,159 @@ def test_each_chapter_says_what_it_needs_and_offers_its_executed_notebook(browse
         assert not browser_context[1].take()
         page.close()
     assert with_outputs >= len(CHAPTERS) // 2, f"only {with_outputs} downloads carry outputs"
+
+
+# --- quizzes, run panels, links and figures follow dark mode too ---------------------------------------
+
+#: For each element: its text colour, the opacity it is drawn with, and the background colours from it up
+#: to <html> (the first opaque one is what the text sits on).
+_PAINT = """els => els.map(e => {
+    let opacity = 1, backs = [];
+    for (let n = e; n; n = n.parentElement) {
+        const s = getComputedStyle(n);
+        opacity *= parseFloat(s.opacity);
+        backs.push(s.backgroundColor);
+    }
+    return [getComputedStyle(e).color, opacity, backs];
+})"""
+
+
+def _rgba(css: str) -> tuple[float, float, float, float]:
+    parts = [float(v) for v in re.findall(r"[\d.]+", css)]
+    assert css.startswith("rgb") and len(parts) in (3, 4), f"unexpected colour {css!r}"
+    return (*parts[:3], parts[3] if len(parts) == 4 else 1.0)
+
+
+def _over(top: tuple, under: tuple) -> tuple:
+    """``top`` (r, g, b, alpha) painted over the opaque ``under``."""
+    a = top[3]
+    return tuple(top[i] * a + under[i] * (1 - a) for i in range(3)) + (1.0,)
+
+
+def _luminance(rgb: tuple) -> float:
+    """WCAG 2 relative luminance of an sRGB colour given in 0-255."""
+    lin = [(c / 255 / 12.92) if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb[:3]]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(a: tuple, b: tuple) -> float:
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def painted(page, selectors: dict[str, str]) -> dict[str, tuple[float, float]]:
+    """For each named selector's first visible element: (text contrast ratio, luminance of what it sits on)."""
+    found = {}
+    for name, selector in selectors.items():
+        element = page.locator(selector).first
+        assert element.count(), f"nothing matches {selector}"
+        colour, opacity, backs = element.evaluate(f"e => ({_PAINT})([e])[0]")
+        ground = (255.0, 255.0, 255.0, 1.0)  # the canvas under <html>
+        for back in reversed(backs):
+            ground = _over(_rgba(back), ground)
+        text = _rgba(colour)
+        text = _over((*text[:3], text[3] * opacity), ground)
+        found[name] = (_contrast(text, ground), _luminance(ground))
+    return found
+
+
+def set_theme(page, theme: str):
+    page.evaluate(f"() => document.documentElement.setAttribute('data-theme', '{theme}')")
+
+
+QUIZ_PARTS = {
+    "question": ".lab-quiz-prompt", "hint": ".lab-quiz-hint", "option (locked)": ".lab-quiz-option:disabled",
+    "right option": ".lab-quiz-option.lab-quiz-right", "wrong option": ".lab-quiz-option.lab-quiz-wrong",
+    "verdict (wrong)": ".lab-quiz-verdict-wrong", "verdict (right)": ".lab-quiz-verdict-right", "explanation": ".lab-quiz-explanation",
+    "sources": ".lab-quiz-sources", "try again": ".lab-quiz-retry",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sorted(VIEWPORTS))
+def test_quizzes_follow_dark_mode_with_readable_text(browser_context, served_site, size):
+    """Quiz, right/wrong feedback and options switch with the theme; every text part keeps WCAG AA (4.5:1)."""
+    base, html = served_site
+    page = open_sized(browser_context, base + "book/01-roofline.html", VIEWPORTS[size])
+    question = page.locator(".lab-quiz-question").first
+    right = int(question.get_attribute("data-answer"))
+    question.locator("[data-option]").nth((right + 1) % question.locator("[data-option]").count()).click()
+    second = page.locator(".lab-quiz-question").nth(1)
+    second.locator("[data-option]").nth(int(second.get_attribute("data-answer"))).click()
+    seen = {}
+    for theme in ("light", "dark"):
+        set_theme(page, theme)
+        seen[theme] = painted(page, QUIZ_PARTS)
+        seen[theme]["quiz box"] = (0.0, page.locator(".lab-quiz").first.evaluate(
+            "e => getComputedStyle(e).backgroundColor"))
+        low = {k: round(c, 2) for k, (c, _) in seen[theme].items() if k != "quiz box" and c < 4.5}
+        assert not low, f"{theme} at {size}: quiz text below 4.5:1 contrast: {low}"
+    print({t: {k: round(c, 2) for k, (c, _) in v.items() if k != "quiz box"} for t, v in seen.items()})
+    assert seen["light"]["quiz box"] != seen["dark"]["quiz box"], "the quiz background ignores the theme"
+    assert all(ground < 0.05 for _, ground in list(seen["dark"].values())[:-1]), f"a light box in dark mode: {seen['dark']}"
+    assert all(ground > 0.6 for _, ground in list(seen["light"].values())[:-1]), f"a dark box in light mode: {seen['light']}"
+    assert not browser_context[1].take()
+    page.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sorted(VIEWPORTS))
+def test_run_panels_headers_and_links_follow_dark_mode(browser_context, served_site, size):
+    """The needs-a-GPU panel, the chapter header line, its Slides link and glossary links: dark ground, AA text."""
+    base, html = served_site
+    page = open_sized(browser_context, base + "book/06-vllm-sweeps.html", VIEWPORTS[size])
+    parts = {"run panel": ".lab-run-panel p", "run panel command": ".lab-run-panel pre",
+             "explorer": "[data-explorer] .lab-explorer-title", "chapter header": ".lab-chapter-meta",
+             "slides link": ".lab-chapter-meta a", "glossary link": '.bd-article a[href*="glossary.html#term-"]'}
+    for theme in ("light", "dark"):
+        set_theme(page, theme)
+        seen = painted(page, parts)
+        print(theme, size, {k: (round(c, 2), round(g, 3)) for k, (c, g) in seen.items()})
+        low = {k: round(c, 2) for k, (c, _) in seen.items() if c < 4.5}
+        assert not low, f"{theme} at {size}: text below 4.5:1 contrast: {low}"
+        wrong_ground = {k: round(g, 3) for k, (_, g) in seen.items() if (g > 0.05 if theme == "dark" else g < 0.6)}
+        assert not wrong_ground, f"{theme} at {size}: boxes that ignore the theme (luminance): {wrong_ground}"
+    assert not browser_context[1].take()
+    page.close()
+
+
+def _figure_pixels(page, image) -> tuple[float, set[int]]:
+    """Mean luminance (0-1) of the figure as drawn, and the hue bins (of 12) its saturated pixels fill."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    image.evaluate("e => e.scrollIntoView({block: 'center'})")
+    box = image.bounding_box()
+    shot = Image.open(io.BytesIO(page.screenshot(clip=box))).convert("RGB")
+    mean = float(np.asarray(shot.convert("L"), dtype=float).mean()) / 255
+    hsv = np.asarray(shot.convert("HSV")).reshape(-1, 3).astype(int)
+    bins = np.bincount(hsv[(hsv[:, 1] > 100) & (hsv[:, 2] > 80), 0] * 12 // 256, minlength=12)
+    return mean, {int(b) for b in np.flatnonzero(bins > 0.05 * max(bins.sum(), 1))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", sorted(VIEWPORTS))
+def test_figures_follow_dark_mode(browser_context, served_site, size):
+    """A matplotlib figure is drawn dark in dark mode (no white box) and its series keep their hues."""
+    base, html = served_site
+    page = open_sized(browser_context, base + "book/06-vllm-sweeps.html", VIEWPORTS[size])
+    image = page.locator(".cell_output img").first
+    styles, pixels = {}, {}
+    for theme in ("light", "dark"):
+        set_theme(page, theme)
+        styles[theme] = image.evaluate("e => getComputedStyle(e).filter")
+        pixels[theme] = _figure_pixels(page, image)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(clip=image.bounding_box(), path=str(SCREENSHOTS / f"figure-{theme}-{size}.png"))
+    print(size, {t: (round(m, 3), sorted(h)) for t, (m, h) in pixels.items()})
+    assert styles["light"] != styles["dark"], f"the figure is drawn alike in both themes ({styles['light']})"
+    assert pixels["light"][0] > 0.7, f"light figure mean luminance {pixels['light'][0]:.2f}"
+    assert pixels["dark"][0] < 0.3, f"dark figure mean luminance {pixels['dark'][0]:.2f}: a light box in dark mode"
+    light_hues, dark_hues = pixels["light"][1], pixels["dark"][1]
+    near = {b for h in light_hues for b in (h - 1, h, h + 1) for b in [b % 12]}
+    assert len(dark_hues) >= len(light_hues) and dark_hues <= near, \
+        f"series hues changed: light bins {sorted(light_hues)}, dark bins {sorted(dark_hues)}"
+    assert not browser_context[1].take()
+    page.close()
