@@ -83,10 +83,11 @@ def distinct_colors(names, fixed: dict | None = None) -> dict:
 
 #: The smallest text a reader meets in a figure, in CSS pixels, as shown in the page's content column.
 MIN_TEXT_PX = 9.0
-#: The content column's width on a 390x844 phone: 358 CSS px, measured in chromium on the built site
-#: (sphinx-book-theme; at 1366x900 it is 757 px). A wider PNG is scaled down to the column, so a figure's
-#: text is smallest on a phone; a floor that holds there holds on every wider screen too.
-PHONE_COLUMN_PX = 358
+#: How wide a figure is shown on a 390x844 phone, in CSS px, measured in chromium on the built site
+#: (tests/test_browser.py prints it): the content column is 358 px (sphinx-book-theme; 757 px at
+#: 1366x900) and a cell output's image gets 342 px of it. A wider PNG is scaled down to this, so a
+#: figure's text is smallest on a phone; a floor that holds there holds on every wider screen too.
+PHONE_COLUMN_PX = 342
 #: matplotlib's mathtext draws sub- and superscripts at 0.7 of the font size (mathtext's SHRINK_FACTOR);
 #: text with them is held to the floor at that size. The book's tick formatters avoid mathtext anyway.
 SCRIPT_SHRINK = 0.7
@@ -204,9 +205,14 @@ def figure(nrows: int = 1, ncols: int = 1, **kwargs):
     return fig, axes
 
 
-def floor_pt(fig) -> float:
-    """The smallest font (points) text in ``fig`` may have at its current width, a hair above the floor."""
-    return round(min_font_pt(fig.get_figwidth() + 0.2, fig.dpi) + 0.05, 1)
+def floor_pt(fig_or_width, dpi: float | None = None) -> float:
+    """The smallest font (points) text may have in a figure (or one ``fig_or_width`` inches wide, at the
+    book's dpi), a hair above the floor: what plot functions give their smallest text."""
+    if isinstance(fig_or_width, (int, float)):
+        width, dpi = float(fig_or_width), dpi or STYLE["figure.dpi"]
+    else:
+        width, dpi = fig_or_width.get_figwidth(), fig_or_width.dpi
+    return round(min_font_pt(width + 0.2, dpi) + 0.05, 1)
 
 
 def wrap_to_width(text: str, fontsize: float, width_in: float) -> str:

@@ -24,6 +24,12 @@ def _label(level: dict, dev: Device) -> tuple[str, str]:
     return size, "bandwidth not published"
 
 
+def _text(size: str, rate: str, fontsize: float) -> str:
+    """Size and bandwidth on one line if it fits beside the level names, else on two."""
+    one_line = f"{size}, {rate}"
+    return one_line if wrap_to_width(one_line, fontsize, WIDTH_IN - 1.3) == one_line else f"{size},\n{rate}"
+
+
 def plot_memory_hierarchy(devices: list[Device], source: str):
     """Horizontal bars of each level's total size (log scale), one group per level, one bar per GPU.
 
@@ -32,23 +38,22 @@ def plot_memory_hierarchy(devices: list[Device], source: str):
     """
     levels = [memory_hierarchy(dev) for dev in devices]
     names = [lvl["level"] if lvl["level"] != "GDDR6" else "HBM" for lvl in levels[0]]
-    fig, ax = figure(figsize=(WIDTH_IN, 1.6 + 0.62 * len(names) * len(devices)))
-    small = floor_pt(fig)
-    row, gap = 1.0, 0.6  # one row per bar (bar and its words), a gap between levels
+    small = floor_pt(WIDTH_IN)
+    texts = [[_text(*_label(lvl, dev), small) for lvl in per_level] for dev, per_level in zip(devices, levels, strict=True)]
+    # one row per bar, tall enough for its words (one line or two), a gap between levels; 0.4 in per row unit
+    row = 1.0 if all("\n" not in t for per_dev in texts for t in per_dev) else 1.35
+    gap = 0.6
     group = len(devices) * row + gap
+    fig, ax = figure(figsize=(WIDTH_IN, 2.6 + 0.4 * (len(names) * group - gap + 1.0)))
     label_at = blended_transform_factory(ax.transAxes, ax.transData)
     for i, (dev, per_level) in enumerate(zip(devices, levels, strict=True)):
         ys = [g * group + i * row for g in range(len(names))]
-        sizes = [lvl["size"] for lvl in per_level]
-        ax.barh(ys, sizes, height=0.32, color=color(dev.key), alpha=0.85, label=dev.name)
-        for y, lvl in zip(ys, per_level, strict=True):
-            size, rate = _label(lvl, dev)
-            one_line = f"{size}, {rate}"
-            text = one_line if wrap_to_width(one_line, small, WIDTH_IN - 1.3) == one_line else f"{size},\n{rate}"
+        ax.barh(ys, [lvl["size"] for lvl in per_level], height=0.32, color=color(dev.key), alpha=0.85, label=dev.name)
+        for y, text in zip(ys, texts[i], strict=True):
             ax.text(0.01, y - 0.2, text, transform=label_at, va="bottom", ha="left", fontsize=small)
     centres = [g * group + (len(devices) - 1) * row / 2 for g in range(len(names))]
     ax.set_yticks(centres, [_LEVEL_NAMES.get(n, n) for n in names])
-    ax.set_ylim(len(names) * group - gap + 0.1, -0.95)   # first level on top; room for the first words
+    ax.set_ylim(len(names) * group - gap + 0.1, 0.05 - row)   # first level on top; room for the first words
     ax.set_xscale("log")
     ax.set_xlim(1e6, 1e12)
     plain_log_axis(ax.xaxis, unit="B")
