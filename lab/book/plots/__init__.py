@@ -94,6 +94,7 @@ SCRIPT_SHRINK = 0.7
 #: The PNG text chunk every figure carries: the smallest text drawn in it, in image pixels.
 PNG_TEXT_KEY = "lab-min-text-px"
 
+
 def min_font_pt(width_in: float, dpi: float) -> float:
     """Smallest font (points) that is MIN_TEXT_PX on a phone for a PNG ``width_in`` inches wide at ``dpi``."""
     shown_px_per_pt = min(dpi, PHONE_COLUMN_PX / width_in) / 72.0
