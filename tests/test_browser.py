@@ -625,23 +625,65 @@ def test_explorers_follow_dark_mode(browser_context, served_site, size):
     page.close()
 
 
+def png_text(data: bytes) -> dict[str, str]:
+    """The tEXt / zTXt chunks of a PNG, key -> value (matplotlib writes ``metadata=`` as tEXt)."""
+    import struct
+    import zlib
+
+    found, pos = {}, 8
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        key, _, rest = body.partition(b"\0")
+        if kind == b"tEXt":
+            found[key.decode("latin-1")] = rest.decode("latin-1")
+        elif kind == b"zTXt":
+            found[key.decode("latin-1")] = zlib.decompress(rest[1:]).decode("latin-1")
+        pos += 12 + length
+    return found
+
+
 @pytest.mark.slow
-def test_figures_are_shown_no_narrower_than_their_fonts_assume(browser_context, served_site):
-    """lab.book.plots sizes text for a PNG shown at min(its width, COLUMN_PX); check the page does that."""
-    from lab.book.plots import COLUMN_PX
+@pytest.mark.parametrize("size", sorted(VIEWPORTS))
+def test_figure_text_is_at_least_nine_css_px_as_shown(browser_context, served_site, size):
+    """Every figure on every chapter page, as chromium lays it out: the smallest text the PNG says it holds
+    (lab.book.plots writes it as the 'lab-min-text-px' chunk), times how much the page scales the PNG."""
+    from urllib.parse import unquote
+
+    from lab.book.plots import MIN_TEXT_PX, PNG_TEXT_KEY
 
     base, html = served_site
-    narrow = []
+    problems, report = [], []
     for name in site_pages(html):
         if name.startswith("slides/") or "cell_output" not in (html / name).read_text(encoding="utf-8"):
             continue
-        page = open_sized(browser_context, base + name, LAPTOP)
-        sizes = page.evaluate("""() => [...document.querySelectorAll('.cell_output img')]
-            .map(i => [i.getAttribute('src').slice(-40), i.naturalWidth, i.getBoundingClientRect().width])""")
-        narrow += [f"{name}: {src} {shown:.0f} px shown of {natural}" for src, natural, shown in sizes
-                   if natural and shown < min(natural, COLUMN_PX) - 1]
+        page = open_sized(browser_context, base + name, VIEWPORTS[size])
+        images = page.evaluate("""async () => {
+            const imgs = [...document.querySelectorAll('.cell_output img')];
+            for (const i of imgs) { i.loading = 'eager'; await i.decode().catch(() => {}); }
+            return imgs.map(i => [new URL(i.src).pathname, i.naturalWidth, i.getBoundingClientRect().width]);
+        }""")
         page.close()
-    assert not narrow, "\n".join(narrow)
+        least = None
+        for path, natural, shown in images:
+            label = f"{name}: {path.rsplit('/', 1)[-1][-24:]}"
+            chunk = png_text((html / unquote(path).lstrip("/")).read_bytes()).get(PNG_TEXT_KEY)
+            if chunk is None:
+                problems.append(f"{label}: no {PNG_TEXT_KEY} chunk (draw every figure with lab.book.plots.figure)")
+                continue
+            if not natural or not shown:
+                problems.append(f"{label}: not shown (natural {natural} px, shown {shown:.0f} px)")
+                continue
+            px = float(chunk) * shown / natural
+            least = px if least is None else min(least, px)
+            if px < MIN_TEXT_PX - 0.01:
+                problems.append(f"{label}: smallest text {px:.2f} CSS px ({chunk} px in a {natural} px PNG "
+                                f"shown {shown:.0f} px wide)")
+        if images:
+            report.append(f"{size:6} {name:36} {len(images)} figure(s), smallest text {least or 0:.2f} CSS px")
+    print("\n" + "\n".join(report))
+    assert report, "no page shows a figure"
+    assert not problems, "\n".join(problems)
 
 
 def test_each_chapter_says_what_it_needs_and_offers_its_executed_notebook(browser_context, served_site):

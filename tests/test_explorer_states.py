@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import io
 import pkgutil
 
 import pytest
@@ -107,18 +106,6 @@ def test_explorer_colours_are_distinct_and_fixed_ones_kept():
                                     Series("FLEX_ATTENTION", [1], [1])])
     colours = [s.color for s in chart.series]
     assert len(set(colours)) == 3 and colours[2] == "#d62728"
-
-
-def test_figure_text_is_raised_to_nine_pixels_in_the_column():
-    from lab.book.plots import figure, min_font_pt
-
-    fig, ax = figure(figsize=(12, 4))
-    tiny = ax.text(0.5, 0.5, "tiny", fontsize=5)
-    ax.set_title("title", fontsize=6)
-    fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
-    assert tiny.get_fontsize() >= min_font_pt(12, fig.dpi) > 5
-    shown_px = tiny.get_fontsize() * min(fig.dpi, 720 / 12) / 72
-    assert shown_px >= 9
 
 
 def test_the_live_face_moves_around_missing_combinations_too():

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from matplotlib.ticker import MaxNLocator
+
+from lab.book.plots import WIDTH_IN, caption, color, figure, floor_pt
 from lab.measure.census import FAMILIES
-from lab.book.plots import caption, color, figure
 
 UNBROKEN = "not broken down"
 
@@ -24,7 +26,8 @@ def _bars(ax, windows, unit_scale: float) -> set[str]:
             ax.barh(i, w.window_ms * unit_scale - left, left=left, color="none", edgecolor="#999999",
                     hatch="///", height=0.7)
             used.add(UNBROKEN)
-    ax.set_yticks(range(len(windows)), [w.backend for w in windows], fontsize=8)
+    ax.set_yticks(range(len(windows)), [w.backend for w in windows])
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # a few short ticks: the panel is a phone's width
     ax.set_ylim(len(windows) - 0.5, -0.5)
     return used
 
@@ -40,7 +43,8 @@ def plot_census_panels(groups: dict, source: str, seconds_above_ms: float = 2000
     import matplotlib.patches as mpatches
 
     titles = list(groups)
-    fig, axes = figure(len(titles), 1, figsize=(7.0, 1.25 * len(titles) + 1.0), squeeze=False)
+    fig, axes = figure(len(titles), 1, figsize=(WIDTH_IN, 1.45 * len(titles) + 1.2), squeeze=False)
+    small = floor_pt(fig)
     used: set[str] = set()
     # One unit for every panel (a reader compares the panels): seconds if any window runs past the threshold.
     known = [w for title in titles for w in groups[title] if w.known]
@@ -49,16 +53,15 @@ def plot_census_panels(groups: dict, source: str, seconds_above_ms: float = 2000
         windows = [w for w in groups[title] if w.known]
         if not windows:
             ax.set_axis_off()
-            ax.text(0.0, 0.5, f"{title}: no data", transform=ax.transAxes, fontsize=9, color="#777777")
+            ax.text(0.0, 0.5, f"{title}: no data", transform=ax.transAxes, fontsize=max(small, 10), color="#777777")
             continue
         used |= _bars(ax, windows, 1e-3 if seconds else 1.0)
-        ax.set_title(title, fontsize=9, loc="left")
-        ax.set_xlabel("s" if seconds else "ms", fontsize=8, labelpad=1)
-        ax.xaxis.set_label_coords(1.02, -0.08)
+        ax.set_title(title, fontsize=10, loc="left")
+        ax.set_xlabel("s" if seconds else "ms", fontsize=small, labelpad=1)
+        ax.xaxis.set_label_coords(1.045, -0.08)
     handles = [mpatches.Patch(color=color(f), label=f) for f in FAMILIES if f in used]
     if UNBROKEN in used:
         handles.append(mpatches.Patch(facecolor="none", edgecolor="#999999", hatch="///", label=UNBROKEN))
-    fig.legend(handles=handles, loc="upper right", fontsize=8, ncol=len(handles))
-    fig.tight_layout(rect=(0, 0.04, 1, 0.95))
+    fig.legend(handles=handles, loc="outside upper left", fontsize=small, ncol=min(len(handles), 3))
     caption(axes[-1, 0], source)
     return fig

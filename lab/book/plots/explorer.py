@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from matplotlib.ticker import FuncFormatter
 
-from lab.book.plots import caption, figure
+from lab.book.plots import caption, figure, floor_pt, legend_above
 
 
 def tick_label(value: float) -> str:
@@ -41,7 +41,8 @@ def draw_view(view, ax=None):
         ax.plot([marker.x], [marker.y], marker="o", markersize=11, markerfacecolor="none",
                 markeredgecolor="black", markeredgewidth=2, linestyle="none")
         if marker.label:
-            ax.annotate(marker.label, (marker.x, marker.y), xytext=(9, -4), textcoords="offset points", fontsize=9)
+            ax.annotate(marker.label, (marker.x, marker.y), xytext=(9, -4), textcoords="offset points",
+                        fontsize=floor_pt(fig))
     if chart.log_x:
         ax.set_xscale("log")
     if chart.log_y:
@@ -56,9 +57,7 @@ def draw_view(view, ax=None):
     ax.set_xlabel(chart.x_label)
     ax.set_ylabel(chart.y_label)
     if chart.series:
-        # under the axes, never over a curve
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=9, frameon=False)
+        legend_above(ax)  # above the axes, never over a curve
     if chart.source:
         caption(ax, chart.source)
-    fig.tight_layout(rect=(0, 0.04 if chart.source else 0, 1, 1))
     return fig

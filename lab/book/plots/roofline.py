@@ -6,7 +6,17 @@ import math
 
 import numpy as np
 
-from lab.book.plots import caption, color, distinct_colors, figure
+from lab.book.plots import (
+    WIDTH_IN,
+    caption,
+    color,
+    distinct_colors,
+    figure,
+    floor_pt,
+    legend_above,
+    plain_log_axis,
+    wrap_to_width,
+)
 from lab.results.roofline import Kernel, Roof
 
 
@@ -26,43 +36,47 @@ def plot_roofline(roofs: Roof | list[Roof], kernels: list[Kernel] = (), source: 
     roofs = [roofs] if isinstance(roofs, Roof) else list(roofs)
     if ax is None:
         _, ax = figure()
+    fig = ax.figure
+    fig.set_size_inches(WIDTH_IN, 7.0)  # phone-first: the legend above the axes, the caption under them
+    small = floor_pt(fig)
     lo, hi = _intensity_range(roofs, kernels)
     xs = np.geomspace(lo, hi, 400)
+    handles = []
     for i, r in enumerate(roofs):
         style = "-" if i == 0 else "--"
         ys = np.minimum(r.peak_flops, xs * r.bandwidth)
         line, = ax.plot(xs, ys, style, lw=2 if i == 0 else 1.2, color=color(r.name),
                         label=f"{r.name} ({r.dtype}): ridge {r.ridge:,.0f} FLOP/B")
         ax.axvline(r.ridge, color=line.get_color(), lw=0.6, ls=":")
+        handles.append(line)
     main = roofs[0]
-    # Both legends sit to the right of the axes, so no label covers a roof or a point.
-    roof_legend = ax.legend(loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=7, title="roof", title_fontsize=7)
     finite = [k for k in kernels if math.isfinite(k.intensity) and k.intensity > 0]
     markers = "osD^vP*Xh"
-    handles = []
     colors = distinct_colors([k.name for k in finite], fixed={r.name: color(r.name) for r in roofs})
     for i, k in enumerate(sorted(finite, key=lambda k: k.intensity)):
         kind = k.bound(main)
+        label = f"{k.name}: {k.intensity:,.3g} FLOP/B, {kind}-bound"
         handle, = ax.plot([k.intensity], [main.attainable(k.intensity)], markers[i % len(markers)], ms=7,
                           color=colors[k.name], mec="black", mew=0.6,
-                          label=f"{k.name}: {k.intensity:,.3g} FLOP/B, {kind}-bound")
+                          label=wrap_to_width(label, small, WIDTH_IN - 0.8))
         handles.append(handle)
-    if handles:
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
-                  title=f"kernels on {main.name}", title_fontsize=7)
-        ax.add_artist(roof_legend)
-    ax.figure.set_size_inches(10.0, 4.2)
-    ax.figure.subplots_adjust(right=0.6)
+    # One legend, above the axes (no label covers a roof or a point): the roofs, then the kernels.
+    legend_above(ax, handles=handles, ncol=1,
+                 title=f"roofs; kernels placed on {main.name}" if finite else "roofs")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of device memory traffic)")
+    plain_log_axis(ax.xaxis)
+    plain_log_axis(ax.yaxis)
+    ax.set_xlabel("arithmetic intensity\n(FLOP per byte of device memory traffic)")
     ax.set_ylabel("attainable FLOP/s")
     ax.set_xlim(lo, hi)
     top = max(r.peak_flops for r in roofs)
     ax.set_ylim(min(r.bandwidth * lo for r in roofs) / 2, top * 3)
     if title:
-        ax.set_title(title, fontsize=10)
+        if len(fig.axes) == 1:
+            fig.suptitle(wrap_to_width(title, 11, WIDTH_IN - 0.3), fontsize=11)
+        else:
+            ax.set_title(title, fontsize=10)
     if source:
-        ax.figure.subplots_adjust(bottom=0.2)
         caption(ax, source)
     return ax

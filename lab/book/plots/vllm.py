@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from lab.results.fit import fit_quadratic
-from lab.book.plots import caption, color, figure
+from lab.book.plots import WIDTH_IN, caption, color, figure, legend_above, token_axis
 from lab.results import sweeps as report
+from lab.results.fit import fit_quadratic
 
 _FLOOR_STYLE = dict(color="#444444", linestyle=":", linewidth=1.3)
 
 
-def _panels(studies):
-    fig, axes = figure(1, len(studies), figsize=(5.2 * len(studies), 3.9), squeeze=False)
-    return fig, axes[0]
+def _panels(count: int):
+    """One panel per study, stacked in one column (a phone's width each), each headed by its legend."""
+    fig, axes = figure(count, 1, figsize=(WIDTH_IN, 1.0 + 3.9 * count), squeeze=False)
+    return fig, axes[:, 0]
 
 
 def _arms(table, study):
@@ -26,11 +27,7 @@ def _source(table, studies, what: str) -> str:
 
 
 def _finish(fig, axes, source: str) -> None:
-    import textwrap
-
-    # lay the panels out first: a caption placed before would be counted as part of the first axes
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
-    caption(axes[0], "\n".join(textwrap.wrap(source, width=88 * len(axes))))
+    caption(axes[-1], source)
 
 
 def _floor_and_axes(ax, table, study: str, phase: str, x_label: str, y_label: str) -> None:
@@ -42,16 +39,15 @@ def _floor_and_axes(ax, table, study: str, phase: str, x_label: str, y_label: st
         ax.plot(floor["n"], floor["prefill_s"], label="roofline floor (FLOPs / peak)", **_FLOOR_STYLE)
     else:
         ax.plot(floor["n"], floor["decode_s"] * 1e3, label="roofline floor (bytes / bandwidth)", **_FLOOR_STYLE)
-    ax.set_xscale("log", base=2)
+    token_axis(ax, rows["actual_len"])
     ax.set_xlabel(x_label)
     ax.set_ylabel(y_label)
-    ax.set_title(report.study_label(table, study), fontsize=10)
-    ax.legend(fontsize=8, loc="upper left")
+    legend_above(ax, title=report.study_label(table, study))  # the legend heads the panel and names its GPU
 
 
 def plot_prefill(table, studies: list[str]):
     """TTFT against prompt length: measured points, the quadratic fit (dashed), the FLOP floor (dotted)."""
-    fig, axes = _panels(studies)
+    fig, axes = _panels(len(studies))
     for ax, study in zip(axes, studies, strict=True):
         for arm in _arms(table, study):
             rows = report.arm_rows(table, study, arm)
@@ -67,7 +63,7 @@ def plot_prefill(table, studies: list[str]):
 
 def plot_decode(table, studies: list[str]):
     """Decode ITL (median, p10-p90 bars where recorded) against context length, with the bandwidth floor."""
-    fig, axes = _panels(studies)
+    fig, axes = _panels(len(studies))
     for ax, study in zip(axes, studies, strict=True):
         for arm in _arms(table, study):
             rows = report.arm_rows(table, study, arm).dropna(subset=["itl_ms"])
@@ -86,7 +82,7 @@ def plot_decode(table, studies: list[str]):
 def plot_tensor_parallel(split):
     """One GPU against the model split over several (lab.results.sweep_variants.TensorParallel): TTFT and ITL
     against prompt length, with each decode floor."""
-    fig, (left, right) = figure(1, 2, figsize=(10.4, 3.9))
+    fig, (left, right) = _panels(2)
     one, many = "1 GPU", f"{split.gpus} GPUs, tensor parallel"
     left.plot(split.lengths, split.ttft_one, "o-", color=color("FLASH_ATTN/FA3"), label=one, ms=4)
     left.plot(split.lengths, split.ttft_split, "s--", color=color("FLASH_ATTN/FA2"), label=many, ms=4)
@@ -96,10 +92,10 @@ def plot_tensor_parallel(split):
     right.plot(split.lengths, split.decode_floor_split_ms, label=f"floor, {split.gpus} GPUs",
                **{**_FLOOR_STYLE, "linestyle": "-."})
     for ax, label in ((left, "time to first token (s)"), (right, "inter-token latency (ms)")):
-        ax.set_xscale("log", base=2)
+        token_axis(ax, split.lengths)
         ax.set_xlabel("prompt length (tokens)")
         ax.set_ylabel(label)
-        ax.legend(fontsize=8, loc="upper left")
+        legend_above(ax)
     right.set_ylim(bottom=0)
     _finish(fig, [left, right], "FLASH_ATTN/FA3 on NVIDIA H200, Qwen2.5-7B shape, bf16, batch 1. Data: "
             "data/h200/vllm0.26-qwen2.5-7b and data/h200x2/vllm0.26-qwen2.5-7b-tp2")
