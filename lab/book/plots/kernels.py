@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+import matplotlib.colors
 import numpy as np
 
 from lab.book.plots import WIDTH_IN, caption, color, figure, legend_above, plain_log_axis, token_axis
@@ -16,11 +17,13 @@ def plot_tile_visits(traffic, n_q_tiles: int, n_k_tiles: int, source: str):
         if b == 0 and h == 0 and k_tile >= 0:
             grid[q_tile, k_tile] += read
     fig, ax = figure(figsize=(4.6, 4.6))
-    ax.imshow(grid > 0, cmap="Greys", vmin=0, vmax=1.6, origin="upper")
+    # a hue, not light vs dark: the dark theme inverts figures, and "filled" must still read as filled
+    visited = matplotlib.colors.ListedColormap(["white", color("matmul")])
+    ax.imshow(grid > 0, cmap=visited, vmin=0, vmax=1, origin="upper")
     ax.set_xlabel("key tile")
     ax.set_ylabel("query tile")
     ax.grid(False)
-    ax.set_title("tiles the causal loop visits (dark)\nand skips (white)", fontsize=10)
+    ax.set_title("tiles the causal loop visits (filled)\nand skips (empty)", fontsize=10)
     caption(ax, source)
     return fig
 
