@@ -67,5 +67,5 @@ def paged_explorer() -> Explorer:
                   Control("context", "Tokens per sequence", values=list(CONTEXTS), default=32768),
                   Control("batch", "Sequences", values=list(BATCHES), default=16)],
         view=paged_view,
-        caption="Memory from arithmetic; kernel times from one H200 run (paged and contiguous split-KV decode "
-                "timed in interleaved rounds, pages scattered in a random order).")
+        caption="Memory from arithmetic; kernel times from one H200 run of the paged and contiguous split-KV "
+                "decode kernels on the same K/V, the pages scattered in a random order.")
