@@ -10,7 +10,8 @@ import math
 
 from lab import LabError
 
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+#: SI prefixes from the largest down, each with the factor it stands for (the last: none).
+SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
 
 def scaled(value: float, unit: str, digits: int = 3) -> str:
@@ -22,7 +23,7 @@ def scaled(value: float, unit: str, digits: int = 3) -> str:
         raise LabError(f"cannot scale {value!r}: expected a finite number")
     if value < 0:
         return "-" + scaled(-value, unit, digits)
-    factor, prefix = next(((f, p) for f, p in _PREFIXES if value >= f), (1.0, ""))
+    factor, prefix = next(((f, p) for f, p in SI_PREFIXES if value >= f), (1.0, ""))
     number = value / factor
     decimals = max(0, digits - 1 - int(math.floor(math.log10(number)))) if number > 0 else 0
     text = f"{number:,.{decimals}f}"

@@ -16,6 +16,8 @@ import matplotlib.text  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import matplotlib.transforms  # noqa: E402
 
+from lab.units import SI_PREFIXES  # noqa: E402
+
 # Resolve the backend now, outside any rc_context: in Jupyter, loading the inline backend switches
 # interactive mode on, and if that first happened inside figure()'s rc_context it would be undone on
 # exit and no later figure would display.
@@ -218,16 +220,12 @@ def floor_pt(fig_or_width, dpi: float | None = None) -> float:
 
 def wrap_to_width(text: str, fontsize: float, width_in: float) -> str:
     """``text`` broken at spaces into lines no wider than ``width_in`` inches at ``fontsize`` points."""
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import text_to_path
-
-    prop = FontProperties(size=fontsize)
     lines: list[str] = []
     for paragraph in text.split("\n"):
         line = ""
         for word in paragraph.split(" "):
             candidate = f"{line} {word}" if line else word
-            if line and text_to_path.get_text_width_height_descent(candidate, prop, ismath=False)[0] > width_in * 72:
+            if line and text_width_in(candidate, fontsize) > width_in:
                 lines.append(line)
                 line = word
             else:
@@ -276,10 +274,8 @@ def legend_above(ax, title: str | None = None, **kwargs):
 def compact_number(value: float, unit: str = "") -> str:
     """Tick text without mathtext: 0.01, 1, 100, 10k, 1M, 1.5T (SI prefixes), then ``unit``."""
     magnitude = abs(value)
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if magnitude >= scale:
-            return f"{value / scale:g}{prefix}{unit}"
-    return f"{value:g}{unit}"
+    scale, prefix = next(((f, p) for f, p in SI_PREFIXES if magnitude >= f), (1.0, ""))
+    return f"{value / scale:g}{prefix}{unit}"
 
 
 def plain_log_axis(axis, unit: str = "", tokens: bool = False) -> None:
