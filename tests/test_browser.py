@@ -625,30 +625,14 @@ def test_explorers_follow_dark_mode(browser_context, served_site, size):
     page.close()
 
 
-def png_text(data: bytes) -> dict[str, str]:
-    """The tEXt / zTXt chunks of a PNG, key -> value (matplotlib writes ``metadata=`` as tEXt)."""
-    import struct
-    import zlib
-
-    found, pos = {}, 8
-    while pos + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        key, _, rest = body.partition(b"\0")
-        if kind == b"tEXt":
-            found[key.decode("latin-1")] = rest.decode("latin-1")
-        elif kind == b"zTXt":
-            found[key.decode("latin-1")] = zlib.decompress(rest[1:]).decode("latin-1")
-        pos += 12 + length
-    return found
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("size", sorted(VIEWPORTS))
 def test_figure_text_is_at_least_nine_css_px_as_shown(browser_context, served_site, size):
     """Every figure on every chapter page, as chromium lays it out: the smallest text the PNG says it holds
     (lab.book.plots writes it as the 'lab-min-text-px' chunk), times how much the page scales the PNG."""
     from urllib.parse import unquote
+
+    from test_figure_text import png_text
 
     from lab.book.plots import MIN_TEXT_PX, PNG_TEXT_KEY
 
