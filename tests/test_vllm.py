@@ -335,7 +335,12 @@ def test_server_that_dies_at_start_gives_one_line_with_the_root_cause(tmp_path):
 
 
 def test_server_that_never_gets_ready_times_out_and_is_killed(tmp_path):
-    server = _server(tmp_path, mode="never", ready_timeout=2)
+    log, give_up = tmp_path / "server.log", time.monotonic() + 120
+
+    def clock() -> float:  # stands still until the fake has logged its last start phase, then the 2 s are over
+        logged = log.exists() and "Capturing CUDA graphs" in log.read_text()
+        return 100.0 if logged or time.monotonic() > give_up else 0.0
+    server = _server(tmp_path, mode="never", ready_timeout=2, clock=clock)
     with pytest.raises(LabError, match="was not ready after 2 s") as info:
         server.start()
     assert "GPU KV cache size" in str(info.value)  # the log's last lines say where it stopped

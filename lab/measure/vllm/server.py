@@ -199,7 +199,8 @@ class Server:
                  profiler_dir: str | os.PathLike | None = None, profiler_options: dict | None = None,
                  extra_args: tuple[str, ...] = (), vllm_version: str | None = None,
                  launcher: tuple[str, ...] | list[str] | None = None,
-                 ready_timeout: float = DEFAULT_READY_TIMEOUT_S, env: dict[str, str] | None = None):
+                 ready_timeout: float = DEFAULT_READY_TIMEOUT_S, env: dict[str, str] | None = None,
+                 clock=time.monotonic):
         model = str(model)
         if os.path.isdir(model):  # a local folder with config.json: give vLLM an absolute path
             model = os.path.abspath(model)
@@ -217,6 +218,7 @@ class Server:
         self.log_path = Path(log_path)
         self.pgid_path = self.log_path.with_suffix(".pgid")
         self.ready_timeout = ready_timeout
+        self._clock = clock  # what the ready timeout is measured on (a test can stop it until an event)
         self.base_env = dict(os.environ if env is None else env)
         self.model_name = model
         self.base_url = f"http://{self.spec.host}:{self.spec.port}"
@@ -252,7 +254,7 @@ class Server:
         argv = self.argv
         if sys.platform.startswith("linux"):
             argv = [sys.executable, "-c", _EXEC_WITH_PARENT_DEATH_SIGNAL, *self.argv]
-        started = time.monotonic()
+        started = self._clock()
         try:
             self._proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
                                           stdin=subprocess.DEVNULL, start_new_session=True,
@@ -266,7 +268,7 @@ class Server:
         self._install_sigterm_handler()
         try:
             self._wait_ready(started)
-            self.ready_s = time.monotonic() - started
+            self.ready_s = self._clock() - started
             self.model_name = self._served_model_name()
             self.facts = read_facts(read_text(self.log_path))
             self._check_facts()
@@ -294,9 +296,9 @@ class Server:
                 proc.wait(timeout=30)
             # the engine process may outlive the API server for a moment; never leave it behind
             deadline = time.monotonic() + 10
-            while _group_exists(proc.pid) and time.monotonic() < deadline:
+            while group_members(proc.pid) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            if _group_exists(proc.pid):
+            if group_members(proc.pid):
                 _signal_group(proc.pid, signal.SIGKILL)
             self.pgid_path.unlink(missing_ok=True)
         self._close_log()
@@ -357,7 +359,7 @@ class Server:
                     return
             except LabError:
                 pass  # not listening yet
-            now = time.monotonic()
+            now = self._clock()
             if now - started > self.ready_timeout:
                 last = " | ".join(self.log_tail(2)) or "the log is empty"
                 raise LabError(f"vLLM server ({self.arm_label()}) was not ready after {self.ready_timeout:.0f} s "
@@ -453,10 +455,6 @@ def group_members(pgid: int) -> list[int]:
     except PermissionError:
         pass
     return [pgid]
-
-
-def _group_exists(pgid: int) -> bool:
-    return bool(group_members(pgid))
 
 
 def gpu_memory_fraction_free() -> float | None:
