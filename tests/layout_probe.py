@@ -7,7 +7,8 @@ applied on the way (reveal.js' slide scale, a deck's fit-to-slide scale, an SVG'
 
 from __future__ import annotations
 
-#: ``probe(root, frame)``: for every visible element under ``root`` (speaker notes and <noscript> left out):
+#: ``probe(root, frame)``: for every visible element under ``root`` (speaker notes, <noscript> and closed
+#: <details> left out):
 #: - ``cut``: text or a figure that reaches past ``frame`` (a rectangle) or is clipped by an ancestor that
 #:   hides its overflow;
 #: - ``scrolls``: boxes whose content is wider or taller than the box and must be scrolled to be seen (with how
@@ -15,7 +16,9 @@ from __future__ import annotations
 #: - ``smallest``: the smallest text as drawn, in CSS px, with what it is.
 PROBE = """([root, frame, skip]) => {
   const out = {cut: [], scrolls: [], smallest: 1e9, smallestWhat: ''};
-  const hidden = e => e.closest('aside.notes, noscript, script, style, title, [hidden]' + (skip ? ', ' + skip : ''));
+  // not shown: speaker notes, the body of a closed <details> (a "Show code" or an answer not yet opened), ...
+  const hidden = e => e.closest('aside.notes, noscript, script, style, title, [hidden], details:not([open]) > :not(summary)'
+                                + (skip ? ', ' + skip : ''));
   const name = e => (e.tagName.toLowerCase() + (e.className && typeof e.className === 'string'
                      ? '.' + e.className.trim().split(/\\s+/)[0] : '') + ' "' + (e.textContent || '').trim().slice(0, 40) + '"');
   const visible = e => { const s = getComputedStyle(e); return s.display !== 'none' && s.visibility !== 'hidden'

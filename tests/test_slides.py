@@ -382,7 +382,8 @@ def test_a_table_too_long_for_the_slides_is_summarised_with_a_link():
 
 
 def test_long_names_get_break_points_and_a_table_that_is_not_plain_stays_whole():
-    from lab.book.slide_tables import add_breaks, split_table
+    from lab.book.long_names import add_breaks
+    from lab.book.slide_tables import split_table
 
     cell = '<td class="x">void cutlass::device_kernel&lt;flash::enable_sm90&gt; and a_short</td>'
     assert add_breaks(cell) == ('<td class="x">void cutlass::<wbr>device_<wbr>kernel&lt;<wbr>flash::<wbr>enable_<wbr>sm90&gt;'

@@ -30,10 +30,10 @@
     "--lab-border:#444a52}" +
     ".lab-explorer-title{font-weight:600;margin-bottom:.4em}" +
     ".lab-controls{display:flex;flex-wrap:wrap;gap:.4em 1.4em;margin-bottom:.5em}" +
-    ".lab-control{display:flex;align-items:center;gap:.4em;flex-wrap:wrap}" +
+    ".lab-control{display:flex;align-items:center;gap:.4em;flex-wrap:wrap;max-width:100%;min-width:0}" +
     ".lab-control output{min-width:4.5em;font-variant-numeric:tabular-nums}" +
     ".lab-explorer select,.lab-explorer button{background:var(--lab-bg);color:var(--lab-fg);" +
-    "border:1px solid var(--lab-border);border-radius:4px;padding:.1em .4em}.lab-explorer select{max-width:100%}" +
+    "border:1px solid var(--lab-border);border-radius:4px;padding:.1em .4em}.lab-explorer select{max-width:100%;min-width:0}" +
     ".lab-explorer-body{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}" +
     ".lab-explorer svg[data-chart]{flex:1 1 420px;max-width:640px;min-width:0;width:100%;height:auto}" +
     ".lab-explorer svg text{fill:var(--lab-fg)}.lab-explorer svg text.lab-src{fill:var(--lab-muted)}" +
@@ -42,7 +42,9 @@
     ".lab-readouts td{font-variant-numeric:tabular-nums;font-weight:600}" +
     ".lab-note,.lab-caption,.lab-snap{font-size:.85em;color:var(--lab-muted);margin:.3em 0}" +
     ".lab-snap:empty{display:none}.lab-tools{display:flex;gap:1em;align-items:center;font-size:.85em;margin:.3em 0}" +
-    ".lab-explorer .lab-tools a{color:inherit}";
+    ".lab-explorer .lab-tools a{color:inherit}" +
+    /* a phone shows the chart at its own width: larger chart text keeps it legible there (12 px at least) */
+    "@media (max-width:560px){.lab-explorer{--lab-chart-font:1.2}}";
 
   function injectStyle() {
     if (document.getElementById("lab-explorer-style")) return;

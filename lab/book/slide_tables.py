@@ -13,8 +13,8 @@ its cell with the most wrapped lines. Then:
 - a table that would still take more than :data:`MAX_PARTS` slides (long prose in its cells) stays in
   the chapter: the slide shows a summary (its size, its columns and the names of its rows) and a link.
 
-Long names (``void cutlass::device_kernel<flash::...>``) get break opportunities after ``::``, ``<``,
-``,``, ``/`` and ``_`` so that they wrap inside their cell instead of widening the table.
+Long names (``void cutlass::device_kernel<flash::...>``) get break opportunities
+(:mod:`lab.book.long_names`) so that they wrap inside their cell instead of widening the table.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from lab.book.long_names import add_breaks, pieces
+
 #: Characters of table text across a slide: 900 px of a 960 px slide at 17 px, about 9.4 px a character.
 SLIDE_CHARS = 92
 #: Height of table a slide holds (px of its 700), and what a row takes: 21 px a line of text, 8 px of padding.
@@ -32,39 +34,17 @@ SLIDE_PX, LINE_PX, ROW_PAD_PX = 640, 21, 8
 MAX_PARTS = 4
 #: Room a cell takes beyond its text (padding and the border), in characters.
 CELL_PAD = 2
-#: A word longer than this gets break opportunities (<wbr>) so that it can wrap.
-LONG_WORD = 16
 
 _TABLE = re.compile(r"(?P<head>.*?)(?P<table><table\b.*?</table>)(?P<tail>.*)", re.S | re.I)
 _ROW = re.compile(r"<tr\b[^>]*>.*?</tr>", re.S | re.I)
 _CELL = re.compile(r"<(?P<tag>t[hd])\b(?P<attrs>[^>]*)>(?P<body>.*?)</(?P=tag)>", re.S | re.I)
 _SECTION = re.compile(r"<(?P<name>thead|tbody)\b[^>]*>(?P<rows>.*?)</(?P=name)>", re.S | re.I)
 _TAG = re.compile(r"<[^>]+>")
-_BREAK_AFTER = re.compile(r"(::|&lt;|,|/|_)(?=\S)")
 
 
 def cell_text(body: str) -> str:
     """A cell's text as shown (tags dropped, entities decoded, spaces collapsed)."""
     return " ".join(html.unescape(_TAG.sub(" ", body)).split())
-
-
-def add_breaks(body: str) -> str:
-    """``body`` with a <wbr> after each ``::``, ``<``, ``,``, ``/`` and ``_`` inside words longer than
-    :data:`LONG_WORD` characters (text only; tags untouched)."""
-    def word(m: re.Match) -> str:
-        token = m.group(0)
-        return _BREAK_AFTER.sub(r"\1<wbr>", token) if len(html.unescape(token)) > LONG_WORD else token
-
-    parts = re.split(r"(<[^>]+>)", body)
-    return "".join(p if p.startswith("<") else re.sub(r"[^\s<>]+", word, p) for p in parts)
-
-
-def _words(text: str) -> list[str]:
-    """The pieces of ``text`` a line may break between (spaces, and the breaks :func:`add_breaks` adds)."""
-    pieces = []
-    for word in text.split():
-        pieces += re.split(r"(?<=::)|(?<=<)|(?<=,)|(?<=/)|(?<=_)", word) if len(word) > LONG_WORD else [word]
-    return [p for p in pieces if p]
 
 
 @dataclass
@@ -117,7 +97,7 @@ def _texts(table: Table) -> list[list[str]]:
 def column_widths(texts: list[list[str]], columns: list[int], room: int = SLIDE_CHARS) -> dict[int, float]:
     """The width (characters) the browser would give each column: its longest word at least, its longest
     cell at most, the room left shared in proportion to what each column still wants."""
-    least = {c: max(max((len(w) for w in _words(row[c])), default=1) for row in texts) + CELL_PAD for c in columns}
+    least = {c: max(max((len(w) for w in pieces(row[c])), default=1) for row in texts) + CELL_PAD for c in columns}
     most = {c: max(len(row[c]) for row in texts) + CELL_PAD for c in columns}
     spare = room - sum(least.values())
     want = sum(most[c] - least[c] for c in columns)
@@ -131,7 +111,7 @@ def lines_in(text: str, width: float) -> int:
     """Lines ``text`` wraps to in a column ``width`` characters wide (greedy, at its break points)."""
     width = max(1.0, width - CELL_PAD)
     lines, used = 1, 0
-    for word in _words(text):
+    for word in pieces(text):
         if used and used + 1 + len(word) > width:
             lines += 1
             used = 0

@@ -6,6 +6,8 @@ added then (sphinx-thebe's ``const THEBE_JS_URL = ...``, sphinx-togglebutton's s
 twice on every page, and the second ``const`` declaration is a SyntaxError in the browser.
 This extension drops such duplicates from each page's script list just before it is written, and
 drops sphinx-thebe's files when no thebe launch button is configured (its inline line names a CDN).
+After the build it gives long names in table cells places to wrap (:mod:`lab.book.long_names`), so a
+table of kernel names fits a laptop's page instead of scrolling.
 
 Enable it in ``_config.yml``: ``sphinx: extra_extensions: [lab.book.sphinxext]``.
 """
@@ -14,6 +16,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from lab.book.long_names import add_breaks_in_cells
 
 
 def _script_key(script) -> tuple:
@@ -66,18 +70,19 @@ def drop_icon_script(html_text: str) -> str:
     return FONTAWESOME_SCRIPT.sub("", html_text)
 
 
-def _drop_icon_scripts(app, exception) -> None:
+def _finish_pages(app, exception) -> None:
+    """Each written page without the icon script, its table cells' long names given places to wrap."""
     if exception is not None or app.builder.format != "html":
         return
     for page in Path(app.outdir).rglob("*.html"):
         text = page.read_text(encoding="utf-8")
-        slimmer = drop_icon_script(text)
-        if slimmer != text:
-            page.write_text(slimmer, encoding="utf-8")
+        finished = add_breaks_in_cells(drop_icon_script(text))
+        if finished != text:
+            page.write_text(finished, encoding="utf-8")
 
 
 def setup(app):
     app.connect("html-page-context", _dedupe_page_scripts, priority=900)  # after extensions that add scripts
-    app.connect("build-finished", _drop_icon_scripts)
+    app.connect("build-finished", _finish_pages)
     app.setup_extension("lab.book.chapter_header")  # the line under each chapter title, the .ipynb download
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
