@@ -51,6 +51,27 @@ def test_every_selectable_state_shows_a_value(explorer):
 
 
 @pytest.mark.parametrize("explorer", EXPLORERS, ids=lambda e: e.key)
+def test_a_value_that_is_missing_says_why_in_every_state_a_reader_sees(explorer):
+    """No bare "n/a": a readout without a value names the reason (not recorded, not published, the nearest
+    measured point instead), in the default state and every other state that is shown."""
+    bare = []
+    for combo in [explorer.defaults] + explorer.combinations():
+        if explorer.missing(**combo):
+            continue
+        bare += [f"{r.label} at {combo}" for r in explorer.compute(**combo).readouts if r.text == "n/a"]
+    assert not bare, f"{explorer.key}: {len(bare)} readouts say only n/a, e.g. {bare[:3]}"
+
+
+def test_a_readout_without_a_value_shows_its_reason():
+    assert Readout("q", "share", None, unit="%", fmt=".1f", missing="not published").text == "not published"
+    assert not Readout("q", "share", float("nan"), missing="x").has_value
+    assert Readout("q", "share", 0.0, unit="%", fmt=".1f", missing="x").text == "0.0%"
+    with pytest.raises(LabError, match="n/a for every readout"):  # reasons are no values: still refused
+        Explorer("toy", "toy", [Control("n", "n", [1])],
+                 view=lambda n: View(readouts=[Readout("v", "v", None, missing="not run")])).static_data()
+
+
+@pytest.mark.parametrize("explorer", EXPLORERS, ids=lambda e: e.key)
 def test_no_two_series_of_a_chart_share_a_colour(explorer):
     for combo in explorer.combinations()[:: max(1, len(explorer.combinations()) // 20)]:
         if explorer.missing(**combo):
