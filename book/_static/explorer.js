@@ -41,7 +41,9 @@
     ".lab-readouts th{text-align:left;font-weight:normal;padding-right:1em}" +
     ".lab-readouts td{font-variant-numeric:tabular-nums;font-weight:600}" +
     ".lab-note,.lab-caption,.lab-snap{font-size:.85em;color:var(--lab-muted);margin:.3em 0}" +
-    ".lab-snap:empty{display:none}.lab-tools{display:flex;gap:1em;align-items:center;font-size:.85em;margin:.3em 0}" +
+    ".lab-snap:empty,.lab-point:empty{display:none}.lab-point{font-size:.85em;margin:.3em 0}" +
+    ".lab-explorer svg[data-chart]{cursor:crosshair}" +
+    ".lab-tools{display:flex;gap:1em;align-items:center;font-size:.85em;margin:.3em 0}" +
     ".lab-explorer .lab-tools a{color:inherit}" +
     /* a phone shows the chart at its own width: larger chart text keeps it legible there (12 px at least) */
     "@media (max-width:560px){.lab-explorer{--lab-chart-font:1.2}}";
@@ -215,7 +217,14 @@
     yl.setAttribute("transform", "translate(" + (FONT.label + 2) + " " + (M.t + PH - M.b) / 2 + ") rotate(-90)");
 
     var plot = svg("g", { "class": "lab-series" }, el);
+    el.labPoints = [];  // every drawn point, for a tap: where it is and what it says
     series.forEach(function (s) {
+      for (var p = 0; p < s.x.length; p++) {
+        if (X.ok(s.x[p]) && Y.ok(s.y[p])) {
+          el.labPoints.push({ x: X.at(s.x[p]), y: Y.at(s.y[p]), color: s.color, dot: s.kind !== "line",
+                              text: s.name + ": " + chart.xl + " " + num(s.x[p]) + ", " + chart.yl + " " + num(s.y[p]) });
+        }
+      }
       var g = svg("g", { "data-series": s.name, "data-kind": s.kind, "data-count": s.x.length }, plot);
       if (s.kind !== "points") {
         var d = "", pen = "M";
@@ -270,6 +279,33 @@
     src.forEach(function (line, k) {
       text(labels, 6, srcTop + FONT.source + srcH * k, line, { "font-size": FONT.source, "class": "lab-src" });
     });
+  }
+
+  /* A tap (or click) on the chart names the drawn point nearest to it, within a finger's reach, in the
+     line under the chart ([data-point]) and rings it; a tap away from every point clears both. */
+  function pick(el, line, event) {
+    var old = el.querySelector(".lab-picked");
+    if (old) old.parentNode.removeChild(old);
+    var ctm = el.getScreenCTM(), points = el.labPoints || [];
+    if (!ctm || !line) return;
+    var at = el.createSVGPoint();
+    at.x = event.clientX;
+    at.y = event.clientY;
+    at = at.matrixTransform(ctm.inverse());
+    var best = null, reach = 24 / (ctm.a || 1);  // 24 screen px, in the chart's own units
+    points.forEach(function (p) {  // a measured dot first; a vertex of a line only when no dot is in reach
+      var d = Math.sqrt((p.x - at.x) * (p.x - at.x) + (p.y - at.y) * (p.y - at.y));
+      var rank = [p.dot ? 0 : 1, d];
+      if (d <= reach && (!best || rank[0] < best.rank[0] || (rank[0] === best.rank[0] && d < best.rank[1]))) {
+        best = { p: p, rank: rank };
+      }
+    });
+    line.textContent = best ? best.p.text : "";
+    el.setAttribute("data-picked", best ? best.p.text : "");
+    if (best) {
+      var ring = svg("circle", { "class": "lab-picked", cx: best.p.x, cy: best.p.y, r: 6, fill: "none", "stroke-width": 2.5 }, el);
+      paint(ring, "stroke", best.p.color);
+    }
   }
 
   /* Views are stored first control slowest, so the index is a mixed-radix number. */
@@ -374,6 +410,8 @@
       return root.querySelector('[data-control="' + c.name + '"]');
     });
     var chartEl = root.querySelector("svg[data-chart]");
+    var pointLine = root.querySelector("[data-point]");
+    if (chartEl) chartEl.addEventListener("click", function (event) { pick(chartEl, pointLine, event); });
     var snap = root.querySelector("[data-snap]");
     var csv = root.querySelector("[data-csv]");
     var defaults = data.controls.map(function (c) { return c["default"]; });
@@ -400,6 +438,7 @@
       var note = root.querySelector("[data-note]");
       if (note) note.textContent = view.n || "";
       if (chartEl) { drawChart(chartEl, data, view); drawnWidth = chartWidth(chartEl); }
+      if (pointLine) pointLine.textContent = "";  // the picked point belonged to the chart drawn before
       if (csv) csv.setAttribute("href", "data:text/csv;charset=utf-8," + encodeURIComponent(toCsv(data, chosen, view)));
       root.setAttribute("data-view-index", String(viewIndex(data, chosen)));
     }

@@ -20,7 +20,7 @@ Those combinations are never shown; a move there goes to the nearest combination
 (:meth:`Explorer.resolve`, mirrored in explorer.js) and the page says why. The build refuses a
 combination with data whose readouts are all "n/a", an offered value that leads to no data, and
 defaults without data. The static page also has a reset button, keeps its state in the URL hash
-(``#<key>?<control>=<value>&…``), shows values on hover, offers a CSV of what is shown and follows
+(``#<key>?<control>=<value>&…``), shows a point's values on hover or tap, offers a CSV of what is shown and follows
 the theme's dark mode.
 """
 
@@ -457,6 +457,8 @@ class Explorer:
                          'xmlns="http://www.w3.org/2000/svg"></svg>')
         parts.append(readouts_html(first.readouts))
         parts.append("</div>")
+        # A tap on the chart names the point under the finger here (there is no hover on a phone).
+        parts.append('<p class="lab-point" data-point aria-live="polite"></p>')
         parts.append(f'<p class="lab-note" data-note aria-live="polite">{html.escape(first.note)}</p>')
         # Said when a choice had no data and the explorer moved to the nearest one that has.
         parts.append('<p class="lab-snap" data-snap aria-live="polite"></p>')
