@@ -4,7 +4,8 @@
 
 A cell is text, or a list of ``(title, url)`` pairs shown as links one per line. The table is the
 same ``<table>`` a DataFrame would give (thead, tbody), so the site's and the slide decks' table rules
-apply to it.
+apply to it; each cell names its column (``data-label``), so that on a phone the site can show a row as
+one block of named cells (book/_static/site.css).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class LinkTable:
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in self.rows)
+        body = "".join("<tr>" + "".join(f'<td data-label="{html.escape(c)}">{_cell(v)}</td>'
+                                        for c, v in zip(self.columns, row, strict=True)) + "</tr>" for row in self.rows)
         return f'<table class="lab-link-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
     def __repr__(self) -> str:

@@ -313,6 +313,24 @@ def _rel(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target, start)).as_posix()
 
 
+_DATA_PNG = re.compile(r'<img alt="No description has been provided for this image"(?P<rest>[^>]*?'
+                       r'src="data:image/png;base64,(?P<data>[^"]+)")')
+
+
+def describe_images(html_text: str) -> str:
+    """Each figure's alt text from its PNG (what lab.book.plots says it shows) instead of nbconvert's
+    "No description has been provided for this image"."""
+    import html
+
+    from lab.book.plots.alt_text import png_alt
+
+    def alt(m: re.Match) -> str:
+        text = png_alt(base64.b64decode(m["data"]))
+        return m.group(0) if text is None else f'<img alt="{html.escape(text)}"{m["rest"]}'
+
+    return _DATA_PNG.sub(alt, html_text)
+
+
 def remote_references(html_text: str) -> list[str]:
     """Every script/style/image/frame the page would load from the network: tags, CSS imports, and
     script or style URLs quoted inside inline JavaScript."""
@@ -385,6 +403,7 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
     body, _ = exporter.from_notebook_node(slides_nb, resources={"lab_css": lab_css, "lab_js": lab_js, "lab_favicon": favicon,
                                                                 "metadata": {"name": stem}})
 
+    body = describe_images(body)
     page = out_dir / f"{stem}.slides.html"
     remote = remote_references(body)
     if remote:

@@ -16,6 +16,7 @@ import matplotlib.text  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import matplotlib.transforms  # noqa: E402
 
+from lab.book.plots.alt_text import ALT_KEY, describe  # noqa: E402
 from lab.units import SI_PREFIXES  # noqa: E402
 
 # Resolve the backend now, outside any rc_context: in Jupyter, loading the inline backend switches
@@ -157,7 +158,8 @@ def _legible(fig):
     Drawing raises any text below :func:`min_font_pt` (for the figure's width, or its tight box if wider).
     Printing (``savefig`` and the Jupyter inline backend both call ``fig.canvas.print_figure``) first
     fits the text to the exact width of the image being written, then writes :data:`PNG_TEXT_KEY` into
-    the PNG, so a test can check the text as shown on the page.
+    the PNG, so a test can check the text as shown on the page, and the figure's alt text
+    (:mod:`lab.book.plots.alt_text`).
     """
     draw, print_figure = fig.draw, fig.canvas.print_figure
     printing = []  # non-empty while print_legibly runs: its floor, for the exact image width, is the one
@@ -186,8 +188,9 @@ def _legible(fig):
                     break
                 _raise_text(fig, floor)
             least_px = smallest_text_pt(fig) * dpi / 72.0
+            kwargs["metadata"] = {**(kwargs.get("metadata") or {}), ALT_KEY: describe(fig)}  # the page's alt text
             if least_px != float("inf"):
-                kwargs["metadata"] = {**(kwargs.get("metadata") or {}), PNG_TEXT_KEY: f"{least_px:.3f}"}
+                kwargs["metadata"][PNG_TEXT_KEY] = f"{least_px:.3f}"
             return print_figure(fname, *args, **kwargs)
         finally:
             printing.pop()

@@ -57,7 +57,7 @@ def plot_census_panels(groups: dict, source: str, seconds_above_ms: float = 2000
             continue
         used |= _bars(ax, windows, 1e-3 if seconds else 1.0)
         ax.set_title(title, fontsize=10, loc="left")
-        ax.set_xlabel("s" if seconds else "ms", fontsize=small, labelpad=1)
+        ax.set_xlabel("GPU time (s)" if seconds else "GPU time (ms)", fontsize=small, labelpad=1)
         ax.xaxis.set_label_coords(1.045, -0.08)
     handles = [mpatches.Patch(color=color(f), label=f) for f in FAMILIES if f in used]
     if UNBROKEN in used:
