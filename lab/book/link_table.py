@@ -2,7 +2,8 @@
 
     LinkTable(["GPU", "sources"], [["NVIDIA H200", [("H200 datasheet", "https://www.nvidia.com/...")]]])
 
-A cell is text, or a list of ``(title, url)`` pairs shown as links one per line. The table is the
+A cell is text (an address in it becomes a link named by its site), or a list of ``(title, url)`` pairs
+shown as links one per line. The table is the
 same ``<table>`` a DataFrame would give (thead, tbody), so the site's and the slide decks' table rules
 apply to it; each cell names its column (``data-label``), so that on a phone the site can show a row as
 one block of named cells (book/_static/site.css).
@@ -11,6 +12,7 @@ one block of named cells (book/_static/site.css).
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,9 +21,12 @@ from lab import LabError
 Cell = str | Sequence[tuple[str, str]]
 
 
+_URL = re.compile(r"https?://(?:www\.)?(?P<host>[^/\s)]+)[^\s)]*")
+
+
 def _cell(value: Cell) -> str:
-    if isinstance(value, str):
-        return html.escape(value)
+    if isinstance(value, str):  # an address in the text is a link named by its site
+        return _URL.sub(lambda m: f'<a href="{m.group(0)}">{m["host"]}</a>', html.escape(value))
     return "<br>".join(f'<a href="{html.escape(url)}">{html.escape(title)}</a>' for title, url in value)
 
 
