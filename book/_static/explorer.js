@@ -12,8 +12,8 @@
      its size on a phone instead of shrinking with a fixed 640-wide viewBox. */
   var MAX_W = 640, MIN_W = 280, MARGIN = { l: 58, r: 14, t: 12, b: 50 };
   var FONT_PX = { tick: 11, label: 12, legend: 11, source: 10 };
-  /* A page may ask for larger chart text (--lab-chart-font, a factor; margins grow with it) and a plot of
-     another shape (--lab-chart-ratio, its height over its width): a slide deck asks for both. */
+  /* A page may ask for larger chart text (--lab-chart-font, a factor; margins grow with it) and another
+     plot shape (--lab-chart-ratio, height over width): a slide deck asks for both. */
   function sizes(el) {
     var style = getComputedStyle(el), font = {}, margin = {};
     var k = parseFloat(style.getPropertyValue("--lab-chart-font")) || 1;
@@ -217,7 +217,7 @@
     yl.setAttribute("transform", "translate(" + (FONT.label + 2) + " " + (M.t + PH - M.b) / 2 + ") rotate(-90)");
 
     var plot = svg("g", { "class": "lab-series" }, el);
-    el.labPoints = [];  // every drawn point, for a tap: where it is and what it says
+    el.labPoints = [];  // every drawn point, for a tap
     series.forEach(function (s) {
       for (var p = 0; p < s.x.length; p++) {
         if (X.ok(s.x[p]) && Y.ok(s.y[p])) {
@@ -281,8 +281,8 @@
     });
   }
 
-  /* A tap (or click) on the chart names the drawn point nearest to it, within a finger's reach, in the
-     line under the chart ([data-point]) and rings it; a tap away from every point clears both. */
+  /* A tap (or click) names the drawn point nearest to it, within a finger's reach, under the chart
+     ([data-point]) and rings it; a tap away from every point clears both. */
   function pick(el, line, event) {
     var old = el.querySelector(".lab-picked");
     if (old) old.parentNode.removeChild(old);
@@ -293,7 +293,7 @@
     at.y = event.clientY;
     at = at.matrixTransform(ctm.inverse());
     var best = null, reach = 24 / (ctm.a || 1);  // 24 screen px, in the chart's own units
-    points.forEach(function (p) {  // a measured dot first; a vertex of a line only when no dot is in reach
+    points.forEach(function (p) {  // a measured dot first; a line's vertex when no dot is in reach
       var d = Math.sqrt((p.x - at.x) * (p.x - at.x) + (p.y - at.y) * (p.y - at.y));
       var rank = [p.dot ? 0 : 1, d];
       if (d <= reach && (!best || rank[0] < best.rank[0] || (rank[0] === best.rank[0] && d < best.rank[1]))) {

@@ -74,6 +74,38 @@ def _series(table, study, backend, fit, floor, column, ttft_mode, order):
     return series
 
 
+def _readouts(row, fit, at, floors, *, measured: bool, fitted: bool, spread: bool) -> list[Readout]:
+    """The readouts of one measured row (``{}`` when there is none) at ``at`` tokens; a missing value says
+    why: the run did not finish or was not made, the fit is not read past its data, the GPU has no
+    datasheet figures, the dataset recorded no spread of inter-token latencies."""
+    ttft, itl = finite_number(row.get("ttft_s")), finite_number(row.get("itl_ms"))
+    p10, p90 = finite_number(row.get("itl_p10_ms")), finite_number(row.get("itl_p90_ms"))
+    prefill_floor, decode_floor = floors
+    unmeasured = "did not finish" if measured else "not measured at this length"
+    no_fit = "not read past the measured lengths" if fitted else "no fit"
+    no_floor = "no datasheet figures for this GPU" if prefill_floor is None else unmeasured
+    return [
+        Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f", missing=unmeasured),
+        Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f",
+                missing=unmeasured),
+        Readout("itl", "Decode inter-token latency (median)", itl, unit="ms", fmt=".2f", missing=unmeasured),
+        Readout("quad_share", "Share of length-dependent prefill time in the n² term (fit)",
+                fit.quad_share(at) * 100 if fit is not None else None, unit="%", fmt=".1f", missing=no_fit),
+        Readout("fit", "Quadratic fit at this length", fit.predict(at) if fit is not None else None, unit="s",
+                fmt=".3f", missing=no_fit),
+        Readout("prefill_floor", "Roofline floor of the first token", prefill_floor, unit="s", fmt=".3f",
+                missing=no_floor),
+        Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="x", fmt=".2f",
+                missing=no_floor if ttft is not None else unmeasured),
+        Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else None,
+                missing=unmeasured if spread else "not recorded in this dataset"),
+        Readout("decode_floor", "Roofline floor of a decode step", decode_floor, unit="ms", fmt=".2f",
+                missing=no_floor),
+        Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="x", fmt=".2f",
+                missing=no_floor if itl is not None else unmeasured),
+    ]
+
+
 def _why_missing(table, labels: dict):
     """why_missing for the explorer: a backend a study never ran, or a length it did not reach."""
     measured = {(s, a, int(n)) for s, a, n in table[["study", "arm", "target_len"]].itertuples(index=False)}
@@ -117,36 +149,11 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
         row = point.iloc[0] if len(point) else {}
         n = finite_number(row.get("actual_len"))
         ttft, itl = finite_number(row.get("ttft_s")), finite_number(row.get("itl_ms"))
-        p10, p90 = finite_number(row.get("itl_p10_ms")), finite_number(row.get("itl_p90_ms"))
-        prefill_floor, decode_floor = _floor_at(floor, n if n is not None else length)
         at = n if n is not None else length
         if fit is not None and at > 1.1 * arm_rows(ok_rows(rows), study, backend)["actual_len"].max():
             fit = None  # no readout far past the measured range: a fit is not a measurement
-        # why a readout has no value, said in its place
-        unmeasured = "did not finish" if len(point) else "not measured at this length"
-        no_fit = "not read past the measured lengths" if fits.get((study, backend)) is not None else "no fit"
-        no_floor = "no datasheet figures for this GPU" if floor is None else unmeasured
-        no_spread = unmeasured if has_spread[study] else "not recorded in this dataset"
-        readouts = [
-            Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f", missing=unmeasured),
-            Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f",
-                    missing=unmeasured),
-            Readout("itl", "Decode inter-token latency (median)", itl, unit="ms", fmt=".2f", missing=unmeasured),
-            Readout("quad_share", "Share of length-dependent prefill time in the n² term (fit)",
-                    fit.quad_share(at) * 100 if fit is not None else None, unit="%", fmt=".1f", missing=no_fit),
-            Readout("fit", "Quadratic fit at this length", fit.predict(at) if fit is not None else None, unit="s",
-                    fmt=".3f", missing=no_fit),
-            Readout("prefill_floor", "Roofline floor of the first token", prefill_floor, unit="s", fmt=".3f",
-                    missing=no_floor),
-            Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="x", fmt=".2f",
-                    missing=no_floor if ttft is not None else unmeasured),
-            Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else None,
-                    missing=no_spread),
-            Readout("decode_floor", "Roofline floor of a decode step", decode_floor, unit="ms", fmt=".2f",
-                    missing=no_floor),
-            Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="x", fmt=".2f",
-                    missing=no_floor if itl is not None else unmeasured),
-        ]
+        readouts = _readouts(row, fit, at, _floor_at(floor, at), measured=bool(len(point)),
+                             fitted=fits.get((study, backend)) is not None, spread=has_spread[study])
         if not len(point):
             note = f"No {backend} measurement at {length} tokens on {gpu}; the fit and floor are shown at that length."
         elif ttft is None or n is None:
