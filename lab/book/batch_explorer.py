@@ -63,7 +63,7 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
         chart = Chart(x_label="concurrent requests (batch)", y_label="inter-token latency (ms)", log_x=True,
                       series=series, x_ticks=batches,
                       marker=Marker(batch, itl if itl else floor, label="measured" if itl else "floor"),
-                      source=f"{bandwidth_source}, Qwen2.5-7B shape, bf16"
+                      source=f"bandwidth ceiling: {bandwidth_source}; Qwen2.5-7B shape, bf16"
                              + (f"; measured: data/{rc.H200_STUDY}" if measured else "; no measurement on file"))
         return View(readouts=readouts, chart=chart, note=note)
 
@@ -75,5 +75,5 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
                   Control("arm", "Attention backend", values=list(ARMS))],
         view=view,
         caption="The dashed line is the floor of one decode step on the H200: every weight read once plus every "
-                "sequence's KV cache, over the copy bandwidth measured on the same GPU. The points are vLLM's "
+                "sequence's KV cache, over the H200's bandwidth ceiling (a read-only stream). The points are vLLM's "
                 "measured inter-token latency at each number of concurrent requests.")

@@ -16,11 +16,12 @@ from lab.results import flex_decomposition as flexdec
 from lab.results import sweep_variants as variants
 from lab.results import sweeps as report
 from lab.results import value_dependence
+from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth, percent_of_ceiling
 from lab.results.hardware import device, load_measurement
-from lab.results.modelshape import qwen25_7b
+from lab.results.modelshape import kv_per_token, qwen25_7b
+from lab.results.sweeps import FA2, FA3, FLEX  # noqa: F401  (FA2: the arm fa2_fa3 compares)
 
-H200_CEILINGS = "data/h200/hardware"
-FA3, FLEX, FA2 = "FLASH_ATTN/FA3", "FLEX_ATTENTION", "FLASH_ATTN/FA2"
+H200_CEILINGS = "data/h200/hardware"  # the matmul ceiling measured on the H200 (the bandwidth ceiling is lab.results.bandwidth's)
 
 
 def _measured(value) -> bool:
@@ -28,8 +29,8 @@ def _measured(value) -> bool:
 
 
 def shown(value, fmt: str, source: str, suffix: str = "") -> Fact:
-    """A fact that may be missing: formatted text when measured, "not measured yet" when not."""
-    return Fact(f"{value:{fmt}}{suffix}" if _measured(value) else None, source)
+    """A fact that may be missing, glued as formatted text when measured, "not measured yet" when not."""
+    return Fact(value if _measured(value) else None, source, "{:" + fmt + "}" + suffix.replace("{", "{{").replace("}", "}}"))
 
 
 def rig(table, study: str) -> dict:
@@ -49,7 +50,7 @@ def setup(table, a10g: str, h200: str) -> dict:
     flags, h200_flags = report.provenance(table, a10g)["flags"], report.provenance(table, h200)["flags"]
     sweep_src = f"data/{h200}/*/provenance.json"
     return {"layers": Fact(shape.layers, src), "q_heads": Fact(shape.q_heads, src), "kv_heads": Fact(shape.kv_heads, src),
-            "head_dim": Fact(shape.head_dim, src), "kv_bytes_per_token": Fact(shape.kv_bytes_per_token(), src),
+            "head_dim": Fact(shape.head_dim, src), "kv_bytes_per_token": kv_per_token(),
             "weights_gb": Fact(shape.parameters * 2 / 1e9, src),
             "a10g_chunk": Fact(report.chunk_size(table, a10g), f"data/{a10g}/provenance.json"),
             "a10g_max_model_len": Fact(flags["max_model_len"], f"data/{a10g}/provenance.json"),
@@ -129,25 +130,25 @@ def decode(table, a10g: str, h200: str) -> dict:
             out |= {f"{gpu}_{name}_itl_short": Fact(row["itl_short_ms"], src),
                     f"{gpu}_{name}_itl_long": Fact(row["itl_long_ms"], src),
                     f"{gpu}_{name}_itl_growth": Fact(row["itl_growth_pct"], src),
-                    f"{gpu}_{name}_kv_rate": Fact(report.kv_read_rate(table, study, arm)["kv_gb_per_s"], src)}
-        out[f"{gpu}_short_len"] = Fact(int(fits.iloc[0]["short_len"]), src)
-        out[f"{gpu}_{'fa'}_long_len"] = Fact(int(fits.loc[arms[0][1], "long_len"]), src)
-        out[f"{gpu}_flex_long_len"] = Fact(int(fits.loc[FLEX, "long_len"]), src)
+                    f"{gpu}_{name}_kv_rate": report.kv_read_fact(table, study, arm)}
+        # the lengths as the study names them (its target lengths; the A10G's prompts ran a token longer)
+        nominal = lambda arm, column: Fact(_target_len(table, study, arm, fits.loc[arm, column]), src)  # noqa: E731
+        out[f"{gpu}_short_len"] = nominal(fits.index[0], "short_len")
+        out[f"{gpu}_fa_long_len"] = nominal(arms[0][1], "long_len")
+        out[f"{gpu}_flex_long_len"] = nominal(FLEX, "long_len")
     a10g_rows = {arm: report.arm_rows(table, a10g, arm).set_index("target_len") for arm in ("FLASH_ATTN", FLEX)}
     long_len = out["a10g_fa_long_len"].value
-    floor = report.floors(report.provenance(table, a10g)["gpu"], [out["a10g_short_len"].value, long_len])
-    copy = load_measurement(H200_CEILINGS).bandwidth
     out |= {"a10g_fa_itl_2k": Fact(a10g_rows["FLASH_ATTN"].loc[2048, "itl_ms"], f"data/{a10g}/sweep.csv"),
             "a10g_flex_itl_2k": Fact(a10g_rows[FLEX].loc[2048, "itl_ms"], f"data/{a10g}/sweep.csv"),
-            "a10g_bandwidth": Fact(a10g_gpu.bandwidth / 1e9, "lab.results.hardware"),
-            "h200_bandwidth_tb": Fact(h200_gpu.bandwidth / 1e12, "lab.results.hardware"),
-            "h200_copy_gbs": Fact(copy / 1e9, f"{H200_CEILINGS}/measurements.json"),
-            "h200_fa_kv_pct_copy": Fact(100 * out["h200_fa_kv_rate"].value * 1e9 / copy, f"{H200_CEILINGS}/measurements.json"),
-            "a10g_decode_floor_short": Fact(floor["decode_s"][0] * 1e3, "lab.results.sweeps.floors"),
-            "a10g_decode_floor_long": Fact(floor["decode_s"][1] * 1e3, "lab.results.sweeps.floors"),
+            "a10g_bandwidth": bandwidth_ceiling(a10g_gpu).to("GB/s"),
+            "h200_bandwidth_tb": datasheet_bandwidth(h200_gpu).to("TB/s"),
+            "h200_ceiling_gbs": bandwidth_ceiling(h200_gpu).to("GB/s"),
+            "h200_fa_kv_pct": report.kv_read_pct_fact(table, h200, FA3),
+            "a10g_decode_floor_short": rc.floor_fact(1, out["a10g_short_len"].value, "A10G"),
+            "a10g_decode_floor_long": rc.floor_fact(1, long_len, "A10G"),
             "a10g_kv_long_gb": Fact(long_len * shape.kv_bytes_per_token() / 1e9, "lab.results.modelshape"),
             "a10g_kv_rate_ratio": Fact(out["a10g_fa_kv_rate"].value / out["a10g_flex_kv_rate"].value, "lab.results.sweeps.kv_read_rate"),
-            "a10g_kv_pct": Fact(100 * out["a10g_fa_kv_rate"].value * 1e9 / a10g_gpu.bandwidth, "lab.results.hardware"),
+            "a10g_kv_pct": report.kv_read_pct_fact(table, a10g, "FLASH_ATTN"),
             "a10g_sms": Fact(a10g_gpu.sm_count, "lab.results.hardware"), "h200_sms": Fact(h200_gpu.sm_count, "lab.results.hardware"),
             "group": Fact(shape.q_heads // shape.kv_heads, "lab.results.modelshape"),
             "h200_sms_per_head": Fact(h200_gpu.sm_count / shape.q_heads, "lab.results.hardware")}
@@ -156,19 +157,24 @@ def decode(table, a10g: str, h200: str) -> dict:
     return out
 
 
+def _target_len(table, study: str, arm: str, actual_len) -> int:
+    """The target length of the sweep row that ran ``actual_len`` tokens."""
+    rows = report.arm_rows(table, study, arm)
+    return int(rows.loc[rows["actual_len"] == actual_len, "target_len"].iloc[0])
+
+
 FLEX_VARIANTS = ("flex-default", "flex-forced", "flex-tiles16", "flex-paged", "flex-pad8", "sdpa-flash", "sdpa-cudnn")
 
 
 def flex_arm(table, h200: str) -> dict:
     """vLLM's FLEX arm from our traces, and the standalone decomposition when it is on file."""
-    copy = load_measurement(H200_CEILINGS).bandwidth / 1e9
     vllm, fa3 = flexdec.vllm_flex(), flexdec.vllm_flex(backend="FlashAttention", arm=FA3)
     dec = flexdec.read()
     src = dec.source if dec else f"data/{flexdec.DATASET}/{flexdec.FILE}"
     out = {"vllm_flex_tokens": Fact(vllm.tokens, vllm.source),
            "vllm_flex_decode_gbs": shown(vllm.decode_gb_per_s, ".0f", vllm.source),
-           "vllm_flex_decode_pct": shown(100 * vllm.decode_gb_per_s / copy if vllm.decode_gb_per_s else None, ".1f",
-                                         vllm.source, "%"),
+           "vllm_flex_decode_pct": shown(percent_of_ceiling(vllm.decode_gb_per_s * 1e9, "H200-SXM") if vllm.decode_gb_per_s
+                                         else None, ".1f", f"{vllm.source} over {bandwidth_ceiling('H200-SXM').source}", "%"),
            "vllm_flex_prefill_tflops": shown(vllm.prefill_tflops, ".0f", vllm.source),
            "vllm_fa3_prefill_tflops": shown(fa3.prefill_tflops, ".0f", "data/h200/vllm0.26-qwen2.5-7b/traces/flash_attn-fa3"),
            "flexdec_status": Fact(f"measured on the {dec.gpu} ({src})" if dec else None, src),
@@ -186,20 +192,19 @@ def flex_arm(table, h200: str) -> dict:
 def _flex_decode(dec, batch: int, src: str) -> dict:
     """One decode batch of the decomposition: rates, times, programs, and each step's factor."""
     value = (lambda fn, *a: fn("decode", batch, *a)) if dec else (lambda fn, *a: None)
-    copy_rate = value(dec.rate, "copy") if dec else None
     out = {}
     for variant in FLEX_VARIANTS:
         key, rate = f"flexdec_b{batch}_{variant.replace('-', '_')}", value(dec.rate, variant) if dec else None
         out[f"{key}_gbs"] = shown(rate, ",.0f", src, " GB/s")
-        out[f"{key}_pct"] = shown(100 * rate / copy_rate if rate and copy_rate else None, ".1f", src, "%")
+        out[f"{key}_pct"] = shown(value(dec.pct_of_ceiling, variant) if dec else None, ".1f",
+                                  f"{src} over {bandwidth_ceiling('H200-SXM').source}", "%")
         out[f"{key}_ms"] = shown(value(dec.ms, variant) if dec else None, ".3f", src, " ms")
         out[f"{key}_programs"] = shown(value(dec.programs, variant) if dec else None, ",d", src)
     for slow, fast, _ in (*flexdec.STEPS, flexdec.DECODE_TEMPLATE):
-        factor = value(dec.factor, slow, fast) if dec else None
-        out[f"flexdec_b{batch}_{slow.split('-')[1]}_x"] = shown(factor, ".2f", src, "×")
+        out[f"flexdec_b{batch}_{slow.split('-')[1]}_x"] = _factor(dec, "decode", batch, slow, fast, src, ".2f")
     for fast in ("flex-pad8", "sdpa-cudnn"):  # how many times faster than the general kernel
-        factor = value(dec.factor, "flex-default", fast) if dec else None
-        out[f"flexdec_b{batch}_default_over_{fast.split('-')[1]}"] = shown(factor, ".1f", src, "×")
+        out[f"flexdec_b{batch}_default_over_{fast.split('-')[1]}"] = _factor(dec, "decode", batch, "flex-default",
+                                                                             fast, src, ".1f")
     out[f"flexdec_b{batch}_pad8_combine"] = shown(value(dec.extra_kernels, "flex-pad8") if dec else None, "d", src)
     return out
 
@@ -215,9 +220,14 @@ def _flex_prefill(dec, src: str) -> dict:
         grid = dec.grid("prefill", batch, variant) if dec else None  # (query tiles, batch, heads)
         out[f"{key}_rows"] = shown(dec.length("prefill") / grid[0] if grid else None, ".0f", src)
     for slow, fast, _ in flexdec.STEPS:
-        factor = dec.factor("prefill", batch, slow, fast) if dec else None
-        out[f"flexdec_prefill_{slow.split('-')[1]}_x"] = shown(factor, ".2f" if slow == "flex-forced" else ".1f", src, "×")
+        out[f"flexdec_prefill_{slow.split('-')[1]}_x"] = _factor(dec, "prefill", batch, slow, fast, src,
+                                                                 ".2f" if slow == "flex-forced" else ".1f")
     return out
+
+
+def _factor(dec, phase: str, batch: int, slow: str, fast: str, src: str, fmt: str) -> Fact:
+    """One time ratio of the decomposition, glued as "2.1×" (not measured while the decomposition is not)."""
+    return (dec.factor_fact(phase, batch, slow, fast) if dec else Fact(None, src)).shown_as("{:" + fmt + "}×")
 
 
 def _vllm_flex_kernels(table, h200: str) -> dict:
@@ -328,7 +338,7 @@ def batch() -> dict:
     for b in (low, high):
         floor_s = rc.floor_step_s(b, long, bandwidth)
         kv = rc.kv_bytes_per_step(b, long)
-        out[f"batch_{b}_floor_itl"] = Fact(floor_s * 1e3, src)
+        out[f"batch_{b}_floor_itl"] = rc.floor_fact(b, long)
         out[f"batch_{b}_floor_tok_s"] = Fact(b / floor_s, src)
         out[f"batch_{b}_kv_share"] = Fact(100 * kv / (kv + weights), src)
         for name, arm in (("fa", FA3), ("flex", FLEX)):
@@ -349,13 +359,13 @@ def tensor_parallel(table) -> dict:
     src, data_src = "lab.results.modelshape", "data/h200x2/vllm0.26-qwen2.5-7b-tp2/flash_attn-fa3/sweep.csv"
     gpus = split.gpus if split else 2
     weights = 2 * (shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights)
-    bandwidth = device("H200-SXM").bandwidth
+    bandwidth = ceiling("H200-SXM")
     out = {"tp_gpus": Fact(gpus, src), "tp_kv_heads_per_gpu": Fact(max(1, shape.kv_heads // gpus), src),
            "tp_q_heads_per_gpu": Fact(shape.q_heads // gpus, src),
            "tp_allreduces": Fact(2 * shape.layers, src),
            "tp_allreduce_kb": Fact(shape.hidden * 2 / 1e3, src),
-           "tp_weights_floor_one": Fact(weights / bandwidth * 1e3, "lab.results.hardware"),
-           "tp_weights_floor_split": Fact(weights / gpus / bandwidth * 1e3, "lab.results.hardware")}
+           "tp_weights_floor_one": Fact(weights / bandwidth * 1e3, bandwidth_ceiling("H200-SXM").source),
+           "tp_weights_floor_split": Fact(weights / gpus / bandwidth * 1e3, bandwidth_ceiling("H200-SXM").source)}
     if split:
         i = len(split.lengths) - 1
         overhead = split.itl_overhead_ms()

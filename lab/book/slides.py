@@ -71,6 +71,9 @@ def _glue_text(output: dict | None, name: str, fmt: str) -> str:
         if mime in data and not fmt:
             payload = data[mime] if mime != "image/svg+xml" else base64.b64encode(data[mime].encode()).decode()
             return f'<img src="data:{mime};base64,{"".join(payload)}" alt="{name}">'
+    if "text/html" in data and not fmt:  # a glued table: its HTML, not the repr its text/plain face holds
+        html = data["text/html"]
+        return "".join(html) if isinstance(html, list) else html
     text = data.get("text/plain")
     if text is None:
         raise LabError(f"glue name {name!r} has no text/plain value to show")

@@ -14,6 +14,7 @@ import numpy as np
 from lab import LabError
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
 from lab.results.data import DATA_DIR
+from lab.results.hardware import match_device
 from lab.results.sweeps import (  # noqa: F401  (study_of: this explorer's naming of studies, tested here)
     A10G_STUDY, arm_rows, finite_number, fits_by_arm, floors, gpu_count, ok_rows, study_label, study_of, sweep_table)
 
@@ -31,15 +32,14 @@ def _labels(table, studies: list[str]) -> list[str]:
 
 
 def _floors(table, studies):
-    """study -> roofline floors over its lengths, or None for a GPU without datasheet figures."""
+    """study -> roofline floors over its lengths, or None for a GPU without a row in lab.results.hardware (a
+    reader's own); a GPU of the table whose bandwidth ceiling is not on file is an error, not a missing floor."""
     out = {}
     for study in studies:
         rows = table[table["study"] == study]
+        gpu = str(rows["gpu"].iloc[0])
         lengths = sorted(set(rows["actual_len"].dropna().astype(int)) | set(rows["target_len"].astype(int)))
-        try:
-            out[study] = floors(str(rows["gpu"].iloc[0]), lengths, gpu_count(table, study))
-        except LabError:
-            out[study] = None
+        out[study] = floors(gpu, lengths, gpu_count(table, study)) if match_device(gpu) else None
     return out
 
 
@@ -161,7 +161,7 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
                   Control("metric", "Chart", values=["TTFT", "ITL"], labels=["time to first token", "inter-token latency"])],
         view=view, why_missing=why_missing,
         caption="Points are measured; the grey dashed line is the roofline floor of the chosen GPU(s) "
-                "(FLOPs over peak for the first token, bytes over bandwidth for each later one); in the TTFT "
+                "(FLOPs over peak for the first token, bytes over the GPU's bandwidth ceiling for each later one); in the TTFT "
                 "chart the coloured dashed curve is the chosen backend's quadratic fit t = a + b·n + c·n². "
                 "A study over two GPUs is one server with the model split between them (tensor parallel).",
     )

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from lab import LabError
 from lab.results import data
+from lab.results.bandwidth import bandwidth_ceiling, ceiling, short_name
+from lab.results.facts import Fact
+from lab.results.hardware import match_device
 
 
 def bars_over_runs(runs: dict):
@@ -87,6 +90,28 @@ def runs_of_record(root: Path | None = None) -> dict:
     except LabError:  # the bench run alone
         pass
     return runs
+
+
+def with_ceiling_share(decode, gpu: str, root: Path | None = None):
+    """A decode table (decode.csv) with ``pct_of_ceiling``: each row's K/V read rate (``gbps``) as a percentage of
+    the GPU's one bandwidth ceiling (lab.results.bandwidth), not of the copy the run timed beside it (a read and a
+    write); NaN for a GPU without a row in lab.results.hardware's table (a reader's own)."""
+    table = decode.copy()
+    table["pct_of_ceiling"] = (100 * table["gbps"] * 1e9 / ceiling(gpu, root)) if match_device(gpu) else float("nan")
+    return table
+
+
+def decode_share(candidate: str, batch: int, n: int, root: Path | None = None) -> Fact:
+    """The share of the bandwidth ceiling one candidate's decode reached in the benchmark of record (None: not
+    timed there), as the fact every page quotes."""
+    root = root or data.DATA_DIR
+    ds = data.load(root / RECORD)
+    table, ceiling = ds.csv("decode.csv", ("candidate", "batch", "n", "status", "gbps")), bandwidth_ceiling(ds.gpu, root)
+    rows = table[(table.candidate == candidate) & (table.batch == batch) & (table.n == n) & (table.status == "ok")]
+    return Fact(100 * float(rows.gbps.iloc[0]) * 1e9 / ceiling.value if len(rows) == 1 and ceiling.measured else None,
+                f"data/{RECORD}/decode.csv over {ceiling.source}",
+                quantity=f"{short_name(ds.gpu)}.decode_bench.{candidate}.b{batch}.n{n}.pct_of_ceiling", unit="%",
+                method="K/V bytes read per second (gbps) / the GPU's bandwidth ceiling")
 
 
 def prefill_rows(runs: dict, n: int, columns=("candidate", "n", "ms")):

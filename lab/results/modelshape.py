@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.results.facts import Fact
 
 MODELS_DIR = REPO_ROOT / "data" / "models"
 
@@ -92,6 +93,12 @@ def from_hf_config(path: str | Path, name: str | None = None) -> ModelShape:
 
 
 @functools.cache  # the shape is frozen; chapters ask for it many times
+def kv_per_token() -> Fact:
+    """Qwen2.5-7B's KV cache per token of context (K and V, every layer, bf16), in bytes, as every page quotes it."""
+    return Fact(qwen25_7b().kv_bytes_per_token(), "lab.results.modelshape: Qwen2.5-7B config.json",
+                quantity="qwen2.5-7b.kv_bytes_per_token", unit="B", method="2 × layers × KV heads × head size × 2 bytes")
+
+
 def qwen25_7b() -> ModelShape:
     """Qwen2.5-7B's shape: from data/models/qwen2.5-7b/config.json when present, else the built-in figures."""
     path = MODELS_DIR / "qwen2.5-7b" / "config.json"

@@ -13,7 +13,9 @@ import math
 from dataclasses import dataclass
 
 from lab import LabError
+from lab.results.bandwidth import bandwidth_ceiling, percent_of_ceiling
 from lab.results.data import DATA_DIR, load
+from lab.results.facts import Fact
 from lab.results.modelshape import qwen25_7b
 
 PAGED_RUN = "h200/paged-decode"
@@ -97,7 +99,10 @@ def _table(run: str, name: str, columns: tuple[str, ...], root=None):
 
 
 def paged_table(root=None):
-    """data/h200/paged-decode/paged.csv (kernel, page_size, batch, n, ms, gb_per_s, ...) or None."""
+    """data/h200/paged-decode/paged.csv (kernel, page_size, batch, n, ms, gb_per_s, ...) or None.
+
+    Its ``copy`` rows (and ``copy_gb_per_s``, ``fraction_of_copy``) time a device copy of the same bytes,
+    a read and a write: no ceiling for a kernel that reads (:func:`pct_of_ceiling` is)."""
     return _table(PAGED_RUN, "paged.csv", ("kernel", "page_size", "batch", "n", "ms", "gb_per_s", "copy_gb_per_s",
                                            "fraction_of_contiguous", "max_abs_err"), root)
 
@@ -125,6 +130,22 @@ def paged_value(column: str, kernel: str, batch: int, n: int, page_size: int | N
         return None
     value = row.get(column)
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def pct_of_ceiling(kernel: str, batch: int, n: int, page_size: int | None = None, root=None) -> float | None:
+    """A kernel's read rate in the paged-decode run as a percentage of the H200's bandwidth ceiling, or None."""
+    rate = paged_value("gb_per_s", kernel, batch, n, page_size, root)
+    return None if rate is None else percent_of_ceiling(rate * 1e9, "H200-SXM", root)
+
+
+def ceiling_share(kernel: str, batch: int, n: int, page_size: int | None = None, root=None) -> Fact:
+    """:func:`pct_of_ceiling` as the fact every page quotes (percent; None: the run or the ceiling not measured)."""
+    pages = f".p{page_size}" if page_size else ""
+    rate, ceiling = paged_value("gb_per_s", kernel, batch, n, page_size, root), bandwidth_ceiling("H200-SXM", root)
+    return Fact(100 * rate * 1e9 / ceiling.value if rate is not None and ceiling.measured else None,
+                f"{source(PAGED_RUN)} over {ceiling.source}",
+                quantity=f"h200.paged_decode.{kernel}{pages}.b{batch}.n{n}.pct_of_ceiling", unit="%",
+                method="K/V bytes read per second / the H200's bandwidth ceiling")
 
 
 def measured_page_sizes(root=None) -> list[int]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from lab import LabError
 from lab.results import iomodel
+from lab.results.bandwidth import ceiling
 from lab.results.hardware import DTYPE_BYTES, Ceilings, Device
 
 #: FLOPs charged per score in softmax with a mask: running max, subtract, exp, sum, divide (exp counted as one
@@ -37,11 +38,12 @@ class Roof:
 
 
 def roof(hardware: Device | Ceilings | Roof, dtype: str = "bf16") -> Roof:
-    """The roof of a datasheet device (for ``dtype``) or of a measured machine (its measured dtype)."""
+    """The roof of a GPU of the table (for ``dtype``: its datasheet peak, and its one bandwidth ceiling from
+    :mod:`lab.results.bandwidth`) or of a machine measured live (its measured dtype, matmul and copy)."""
     if isinstance(hardware, Roof):
         return hardware
     if isinstance(hardware, Device):
-        return Roof(hardware.key, hardware.peak_flops(dtype), hardware.bandwidth, dtype)
+        return Roof(hardware.key, hardware.peak_flops(dtype), ceiling(hardware), dtype)
     if isinstance(hardware, Ceilings):
         return Roof(f"{hardware.name} (measured)", hardware.peak_flops, hardware.bandwidth, hardware.dtype)
     raise LabError(f"expected a hardware.Device, hardware.Ceilings or roofline.Roof, got {type(hardware).__name__}")

@@ -78,16 +78,17 @@ def plot_ablation(table, source: str):
 
 
 def plot_decode(table, labels: dict, batches, source: str):
-    """Share of the copy bandwidth against context, one panel per batch size, stacked in one column."""
+    """Share of the GPU's bandwidth ceiling (``pct_of_ceiling``) against context, one panel per batch size,
+    stacked in one column."""
     fig, axes = figure(len(batches), 1, figsize=(WIDTH_IN, 1.6 + 2.6 * len(batches)), sharey=True, sharex=True)
     axes = np.atleast_1d(axes)
     for ax, batch in zip(axes, batches, strict=True):
         for name, label in labels.items():
             rows = table[(table.candidate == name) & (table.batch == batch) & (table.status == "ok")].sort_values("n")
             if len(rows):
-                ax.plot(rows.n, rows.bw_fraction * 100, marker="o", ms=3, label=label, color=color(name))
+                ax.plot(rows.n, rows.pct_of_ceiling, marker="o", ms=3, label=label, color=color(name))
         token_axis(ax, sorted(table.n.unique()))
-        ax.set_ylabel("% of copy bandwidth")
+        ax.set_ylabel("% of bandwidth ceiling")
         ax.set_title(f"batch {batch}", fontsize=10, loc="left")
     axes[-1].set_xlabel("cached context (tokens)")
     axes[0].set_title("", loc="left")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from lab import LabError
 from lab.book.quiz import Computed, Question, measured, ratio
-from lab.book.quizzes.common import (FLASH, FLEX, H200_KERNELS, device_number, kernels_table, length, ridge,
-                                     shape_number, sweep_cell, sweep_lengths)
+from lab.book.quizzes.common import (FLASH, FLEX, H200_KERNELS, bandwidth_ceiling_gb_s, device_number, kernels_table,
+                                     length, ridge, shape_number, sweep_cell, sweep_lengths)
 from lab.results import data, hardware, iomodel
 from lab.results.modelshape import qwen25_7b
 
@@ -118,13 +118,13 @@ def _h200_prefill_kernels() -> list[Question]:
     )]
 
 
-def _reread_ceiling_tflops(n: int, copy_gbps: float) -> float:
-    """TFLOP/s a kernel could reach if every K/V tile re-read came from HBM at the measured copy bandwidth."""
+def _reread_ceiling_tflops(n: int, ceiling_gbps: float) -> float:
+    """TFLOP/s a kernel could reach if every K/V tile re-read came from HBM at the GPU's bandwidth ceiling."""
     shape = qwen25_7b()
     flops = iomodel.prefill_flops(shape, n)["attention"] / shape.layers
     tile_bytes = iomodel.attention_hbm_bytes(shape, n, "prefill", "flash", hardware.device("H200-SXM").smem_per_sm,
                                              per="layer")
-    return flops / tile_bytes * copy_gbps * 1e9 / 1e12
+    return flops / tile_bytes * ceiling_gbps * 1e9 / 1e12
 
 
 def _h200_compute_bound() -> list[Question]:
@@ -133,18 +133,17 @@ def _h200_compute_bound() -> list[Question]:
     if table is None:
         return []
     ok = table[(table["candidate"] == "sdpa-cudnn") & (table["status"] == "ok") & table["causal"]]
-    if ok.empty or "copy_gbps" not in data.load(H200_KERNELS).provenance:
+    if ok.empty:
         return []
     n = int(ok["n"].max())
-    copy = Computed(f"{H200_KERNELS}/provenance.json: copy_gbps (same run)",
-                    lambda: data.load(H200_KERNELS).provenance["copy_gbps"], (), ",.0f")
+    ceiling = bandwidth_ceiling_gb_s()
     return [Question(
         "On the H200, cuDNN's causal prefill at {n} tokens ran at {tflops} TFLOP/s. If every K/V tile re-read came "
-        "from HBM at the {copy} GB/s the same run measured for a copy, no kernel could pass {cap} TFLOP/s. What "
+        "from HBM at the H200's bandwidth ceiling of {ceiling} GB/s, no kernel could pass {cap} TFLOP/s. What "
         "does that say?",
         ["The re-reads come mostly from L2, so the kernel is compute-bound, not memory-bound",
          "The measurement is wrong, since no kernel can beat the memory roof of its own GPU",
-         "The kernel is memory-bound, and the copy benchmark underestimates the bandwidth a read can reach",
+         "The kernel is memory-bound, and the read-stream ceiling underestimates the bandwidth a kernel can reach",
          "cuDNN skips part of the causal work that the FLOP count includes"],
         0,
         "The tile count charges every K/V re-read to HBM; it is an upper estimate of the bytes. A kernel faster "
@@ -153,9 +152,9 @@ def _h200_compute_bound() -> list[Question]:
         cites={"n": Computed(f"{H200_KERNELS}/prefill.csv: longest causal n of sdpa-cudnn", lambda: n, (), ",d"),
                "tflops": measured(H200_KERNELS, "prefill.csv", "tflops", ".0f", candidate="sdpa-cudnn", n=n,
                                   causal=True),
-               "copy": copy,
-               "cap": Computed("lab.results.iomodel: tile re-read FLOP per byte × the run's copy bandwidth",
-                               lambda c: _reread_ceiling_tflops(n, c), (copy,), ".0f")},
+               "ceiling": ceiling,
+               "cap": Computed("lab.results.iomodel: tile re-read FLOP per byte × the bandwidth ceiling",
+                               lambda c: _reread_ceiling_tflops(n, c), (ceiling,), ".0f")},
         holds=lambda v: v["tflops"] > v["cap"],
     )]
 
@@ -321,17 +320,17 @@ def _h200_decode_kernels() -> list[Question]:
     if not both:
         return []
     n = int(max(both))
-    pct = lambda candidate: Computed(f"{H200_KERNELS}/decode.csv: bw_fraction of {candidate}, batch 1, n={n}, in %",
-                                     lambda f: 100 * f, (measured(H200_KERNELS, "decode.csv", "bw_fraction", ".3f",
-                                                                 candidate=candidate, batch=1, n=n),), ".0f")
+    ceiling = bandwidth_ceiling_gb_s()
+    pct = lambda candidate: Computed(f"{H200_KERNELS}/decode.csv: gbps of {candidate}, batch 1, n={n}, as % of the ceiling",
+                                     lambda g, c: 100 * g / c, (measured(H200_KERNELS, "decode.csv", "gbps", ",.0f",
+                                                                        candidate=candidate, batch=1, n=n), ceiling), ".0f")
     return [Question(
-        "On the H200, one decode step at batch 1 over {n} tokens of context: FlexAttention reached {flex}% of the copy "
-        "bandwidth measured in the same run, the book's tuned split-KV kernel {tuned}%. What does the split-KV kernel "
-        "do differently?",
+        "On the H200, one decode step at batch 1 over {n} tokens of context: FlexAttention reached {flex}% of the GPU's "
+        "bandwidth ceiling, the book's tuned split-KV kernel {tuned}%. What does the split-KV kernel do differently?",
         ["It splits each sequence's cache over many programs, merged by log-sum-exp",
          "It reads fewer bytes, because it skips the oldest tokens of the cache",
          "It stores the KV cache in fp8, halving the bytes each step reads",
-         "It runs on the copy engine instead of the SMs, so it reaches the copy bandwidth"],
+         "It runs on the copy engine instead of the SMs, which reads memory faster than they can"],
         0,
         "Both read the same cache. Here FlexAttention ran its general kernel: its own split-KV decode path requires "
         "the query heads per KV head to be a power of two (PyTorch's _use_flex_decoding), and Qwen2.5-7B's group is "
