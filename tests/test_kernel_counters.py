@@ -53,3 +53,23 @@ def test_a_malformed_job_is_one_line(job):
 def test_measured_jobs_come_in_launch_order():
     log = "MEASURED prefill:fa3:1:16384\nFAILED prefill:fa4:1:16384: ImportError\nMEASURED decode:fa3:1:32768\n"
     assert kc.measured_jobs(log) == ["prefill:fa3:1:16384", "decode:fa3:1:32768"]
+
+
+def test_peer_layouts_round_trip_and_stay_out_of_the_timed_call():
+    import torch
+
+    from lab.measure import candidates
+
+    q, k, v = torch.randn(2, 6, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 8)
+    tq, tk, tv, cu_q, cu_k, n_q, n_k = candidates._varlen_prepare(q, k, v)
+    assert tq.shape == (10, 6, 8) and tk.shape == (14, 3, 8) and (n_q, n_k) == (5, 7)
+    assert cu_q.tolist() == [0, 5, 10] and cu_k.tolist() == [0, 7, 14]
+    assert torch.equal(tq[5 + 2, 4], q[1, 4, 2]) and torch.equal(tk[7 + 6, 1], k[1, 1, 6])
+    assert torch.equal(candidates._varlen_restore(tq, q), q)    # the kernel's layout back to q's
+    seen = []
+    peer = candidates.Prepared(run=lambda *args: seen.append(len(args)) or args[0],
+                               prepare=lambda q, k, v: (seen.append("prepare") or q, k, v),
+                               restore=lambda out, q: out)
+    call = candidates.timed_call(peer, q, k, v, True)
+    call(), call()
+    assert seen == ["prepare", 4, 4]    # prepared once, outside the calls that are timed
