@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
+from lab.measure.vllm.arms import BACKENDS
 from lab.measure.vllm.probe import Endpoint, StreamError, make_prompt, percentile, read_records, stream_completion
-from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, request
+from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, request
 from lab.measure.vllm.sweep import (
     DEFAULT_MODEL,
     arm_slug,

@@ -37,10 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
+from lab.measure.vllm.arms import Arm
 from lab.measure.vllm.serverlog import LogFacts, error_summary, read_facts, read_text, tail
 
-#: Backends a dense decoder can run on an NVIDIA GPU, by vLLM's registry names.
-BACKENDS = ("FLASH_ATTN", "FLEX_ATTENTION", "TRITON_ATTN", "FLASHINFER")
 #: First release with --attention-backend, --attention-config and --profiler-config.
 CLI_CONFIG_SINCE = (0, 13)
 #: Releases before this logged every request (prompt ids included) unless told not to.
@@ -80,6 +79,7 @@ class ServeSpec:
     model: str
     backend: str
     fa_version: int | None = None
+    kv_cache_dtype: str = "auto"                 # "fp8": an FP8 KV cache
     max_model_len: int = 32768
     max_num_batched_tokens: int | None = None   # None: vLLM's default (printed in the log)
     gpu_memory_utilization: float = 0.85
@@ -92,13 +92,13 @@ class ServeSpec:
     profiler_options: dict = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
 
+    @property
+    def arm(self) -> Arm:
+        """The arm this server runs, as asked (LabError for a combination vLLM does not have)."""
+        return Arm.of(self.backend, self.fa_version, self.kv_cache_dtype)
+
     def check(self) -> None:
-        if self.backend not in BACKENDS:
-            raise LabError(f"unknown attention backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
-        if self.fa_version is not None and self.backend != "FLASH_ATTN":
-            raise LabError(f"a FlashAttention version applies to FLASH_ATTN only, not {self.backend}")
-        if self.fa_version not in (None, 2, 3, 4):
-            raise LabError(f"FlashAttention version {self.fa_version} does not exist; use 2, 3 or 4")
+        _ = self.arm  # building the arm checks backend, FlashAttention version and KV-cache dtype
         if not 0 < self.gpu_memory_utilization <= 1:
             raise LabError(f"gpu memory utilization {self.gpu_memory_utilization} must be in (0, 1]")
         if self.tensor_parallel_size < 1:
@@ -130,14 +130,8 @@ def build_command(spec: ServeSpec, vllm_version: str,
         argv += ["--max-num-batched-tokens", str(spec.max_num_batched_tokens)]
     if spec.tensor_parallel_size > 1:
         argv += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
-    if modern:
-        argv += ["--attention-backend", spec.backend]
-        if spec.fa_version is not None:
-            argv += ["--attention-config.flash_attn_version", str(spec.fa_version)]
-    else:
-        env["VLLM_ATTENTION_BACKEND"] = spec.backend
-        if spec.fa_version is not None:
-            env["VLLM_FLASH_ATTN_VERSION"] = str(spec.fa_version)
+    argv += spec.arm.server_args(cli_config=modern)
+    env.update(spec.arm.server_env(cli_config=modern))
     if spec.profiler_dir is not None:
         if modern:
             config = {"profiler": "torch", "torch_profiler_dir": spec.profiler_dir, **spec.profiler_options}

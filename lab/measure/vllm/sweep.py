@@ -27,8 +27,9 @@ from pathlib import Path
 
 from lab import REPO_ROOT, LabError
 from lab.cli import run_command
+from lab.measure.vllm.arms import BACKENDS
 from lab.measure.vllm.probe import DROP_FIRST_GAPS
-from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command
+from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096,8192,16384,24576,32768"
 DEFAULT_MODEL = "data/models/qwen2.5-7b-128k"  # the 32k config cannot hold a 32768-token prompt plus output
