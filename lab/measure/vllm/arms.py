@@ -81,6 +81,12 @@ class Arm:
         """The arm's dataset folder name: ``flash_attn-fa3``, ``flex_attention``, ``flash_attn-fa3-fp8``."""
         return self.label.lower().replace("/", "-")
 
+    def run_key(self) -> dict:
+        """The arm's part of a run key (a resumed run must match it). The KV-cache dtype is there only
+        when it is not "auto", so runs from before it was an option keep resuming."""
+        key = {"backend": self.backend, "fa_version": self.fa_version}
+        return key if self.kv_cache_dtype == "auto" else {**key, "kv_cache_dtype": self.kv_cache_dtype}
+
     def confirmed(self, fa_version_seen: int | None) -> Arm:
         """This arm with the FlashAttention version the server's log reports (unchanged when it reports none)."""
         if self.backend != "FLASH_ATTN" or fa_version_seen is None:
@@ -127,3 +133,17 @@ def known(label: str) -> Arm:
     if label not in ARMS:
         raise LabError(f"unknown arm {label!r}; choose one of {', '.join(ARMS)}")
     return ARMS[label]
+
+
+def add_arguments(parser) -> None:
+    """``--backend``, ``--fa-version`` and ``--kv-cache-dtype``: an arm on a command line (see :func:`from_args`)."""
+    parser.add_argument("--backend", required=True, choices=BACKENDS, help="vLLM attention backend")
+    parser.add_argument("--fa-version", type=int, choices=FA_VERSIONS,
+                        help="FlashAttention version for FLASH_ATTN (default: vLLM's choice, 3 on Hopper)")
+    parser.add_argument("--kv-cache-dtype", default="auto", choices=KV_CACHE_DTYPES,
+                        help="KV-cache dtype (default auto: the model's, bfloat16; fp8 halves the cache)")
+
+
+def from_args(args) -> Arm:
+    """The arm parsed command-line arguments name (LabError for a combination vLLM does not have)."""
+    return Arm.of(args.backend, args.fa_version, getattr(args, "kv_cache_dtype", "auto"))

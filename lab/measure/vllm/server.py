@@ -1,10 +1,12 @@
-"""One ``vllm serve`` process for one attention-backend arm: start it, wait until it is ready, stop it.
+"""One ``vllm serve`` process for one attention-backend arm (:class:`lab.measure.vllm.arms.Arm`): start it,
+wait until it is ready, stop it.
 
 Use it as a context manager; the server is stopped on exit, on an exception, on Ctrl-C and on
 SIGTERM, with its whole process group (vLLM runs its engine in a child process)::
 
     from lab.measure.vllm.server import Server
-    with Server("data/models/qwen2.5-7b", "FLASH_ATTN", fa_version=3, max_model_len=33024,
+    from lab.measure.vllm.arms import FA3
+    with Server("data/models/qwen2.5-7b", FA3, max_model_len=33024,
                 max_num_batched_tokens=8192, log_path=Path("server.log")) as server:
         print(server.facts.backend, server.facts.fa_version)   # what the log says actually runs
         stream_completion(server.base_url, server.model_name, [101] * 1024, max_tokens=8)  # lab.measure.vllm.probe
@@ -13,8 +15,8 @@ For trace capture (``lab.measure.capture``): pass ``profiler_dir=`` (an absolute
 and call ``server.post("/start_profile")`` / ``server.post("/stop_profile")`` around a request.
 ``profiler_options`` adds fields to vLLM's profiler config (e.g. ``{"torch_profiler_with_stack": False}``).
 
-How the backend is chosen depends on the vLLM release (:func:`build_command` is the one place that
-knows): 0.13 and later take ``--attention-backend`` and ``--attention-config.flash_attn_version``;
+How the backend is chosen depends on the vLLM release (:func:`build_command` asks the arm's
+:meth:`~lab.measure.vllm.arms.Arm.server_args` and ``server_env`` for that release): 0.13 and later take ``--attention-backend`` and ``--attention-config.flash_attn_version``;
 older releases (such as 0.11, the A10G reference study) read ``VLLM_ATTENTION_BACKEND`` and
 ``VLLM_FLASH_ATTN_VERSION`` from the environment.
 """
@@ -180,14 +182,17 @@ def post(base_url: str, path: str, payload: dict | None = None, timeout: float =
 class Server:
     """A ``vllm serve`` child process for one arm; see the module docstring for an example.
 
+    ``arm``: an :class:`~lab.measure.vllm.arms.Arm`, or a backend name with ``fa_version`` and
+    ``kv_cache_dtype`` beside it.
+
     Attributes after :meth:`start`: ``base_url``, ``model_name`` (send it as the request's "model"),
     ``facts`` (:class:`lab.measure.vllm.serverlog.LogFacts`: backend, FlashAttention version, chunk size,
     KV-cache tokens read back from the log), ``argv``/``env_overrides`` (the exact command),
     ``warnings`` (facts the log did not confirm) and ``ready_s`` (seconds to become ready).
     """
 
-    def __init__(self, model: str | os.PathLike, backend: str, *, log_path: str | os.PathLike,
-                 fa_version: int | None = None, max_model_len: int = 32768,
+    def __init__(self, model: str | os.PathLike, arm: Arm | str, *, log_path: str | os.PathLike,
+                 fa_version: int | None = None, kv_cache_dtype: str = "auto", max_model_len: int = 32768,
                  max_num_batched_tokens: int | None = None, gpu_memory_utilization: float = 0.85,
                  tensor_parallel_size: int = 1, load_format: str | None = "dummy", port: int | None = None,
                  profiler_dir: str | os.PathLike | None = None, profiler_options: dict | None = None,
@@ -195,11 +200,16 @@ class Server:
                  launcher: tuple[str, ...] | list[str] | None = None,
                  ready_timeout: float = DEFAULT_READY_TIMEOUT_S, env: dict[str, str] | None = None,
                  clock=time.monotonic):
+        if isinstance(arm, str):  # a backend name, with its version and KV dtype beside it
+            arm = Arm.of(arm, fa_version, kv_cache_dtype)
+        elif (fa_version, kv_cache_dtype) != (None, "auto"):
+            raise LabError(f"the arm {arm.label} already names its FlashAttention version and KV-cache dtype")
         model = str(model)
         if os.path.isdir(model):  # a local folder with config.json: give vLLM an absolute path
             model = os.path.abspath(model)
         self.spec = ServeSpec(
-            model=model, backend=backend, fa_version=fa_version, max_model_len=max_model_len,
+            model=model, backend=arm.backend, fa_version=arm.fa_version, kv_cache_dtype=arm.kv_cache_dtype,
+            max_model_len=max_model_len,
             max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
             tensor_parallel_size=tensor_parallel_size, load_format=load_format, port=port or free_port(),
             profiler_dir=None if profiler_dir is None else os.path.abspath(profiler_dir),
@@ -315,12 +325,14 @@ class Server:
         code = f" with status {status}" if status is not None else ""
         return f"vLLM server ({self.arm_label()}) exited{code} {when}: {reason} (log: {self.log_path})"
 
+    @property
+    def arm(self) -> Arm:
+        """The arm this server runs: its FlashAttention version as the log confirmed it, else as asked."""
+        return self.spec.arm.confirmed(self.facts.fa_version)
+
     def arm_label(self) -> str:
-        """FLASH_ATTN/FA3, FLASH_ATTN/FA2, FLEX_ATTENTION, ...: the FA version as confirmed, else as asked."""
-        if self.spec.backend != "FLASH_ATTN":
-            return self.spec.backend
-        version = self.facts.fa_version or self.spec.fa_version
-        return f"FLASH_ATTN/FA{version}" if version else "FLASH_ATTN"
+        """FLASH_ATTN/FA3, FLASH_ATTN/FA2, FLEX_ATTENTION, ...: :attr:`arm`'s label, what its data carries."""
+        return self.arm.label
 
     def record(self) -> dict:
         """What provenance needs: the command, the flags asked for, and what the log confirmed."""
@@ -329,6 +341,7 @@ class Server:
             "vllm_version": self.vllm_version,
             "backend": self.spec.backend,
             "fa_version_requested": self.spec.fa_version,
+            "kv_cache_dtype": self.spec.kv_cache_dtype,
             "max_model_len": self.spec.max_model_len,
             "max_num_batched_tokens_requested": self.spec.max_num_batched_tokens,
             "gpu_memory_utilization": self.spec.gpu_memory_utilization, "tensor_parallel_size": self.spec.tensor_parallel_size,
