@@ -46,3 +46,13 @@ def test_the_log_confirms_a_flash_attention_version():
 def test_a_bad_arm_is_refused_with_a_reason(make, message):
     with pytest.raises(LabError, match=message):
         make()
+
+
+def test_every_arm_folder_in_data_names_a_known_arm():
+    from lab import REPO_ROOT
+
+    folders = [p for p in REPO_ROOT.glob("data/*/vllm*/**/provenance.json") if "local" not in p.parts]
+    assert folders, "no vLLM dataset in data/"
+    for path in folders:
+        assert Arm.parse(path.parent.name).slug == path.parent.name, path
+        assert Arm.parse(path.parent.name) in ARMS.values(), path
