@@ -1,9 +1,11 @@
 """The one arm type: labels, dataset slugs and server flags of every known arm, and bad names refused."""
 
+import argparse
+
 import pytest
 
 from lab import LabError
-from lab.measure.vllm.arms import ARMS, FA2, FA3, FA3_FP8, FLEX, TRITON, Arm, known
+from lab.measure.vllm.arms import ARMS, FA2, FA3, FA3_FP8, FLEX, TRITON, Arm, add_arguments, from_args, known, options
 
 
 def test_known_arms_keep_the_labels_and_folder_names_the_data_already_uses():
@@ -56,3 +58,10 @@ def test_every_arm_folder_in_data_names_a_known_arm():
     for path in folders:
         assert Arm.parse(path.parent.name).slug == path.parent.name, path
         assert Arm.parse(path.parent.name) in ARMS.values(), path
+
+
+@pytest.mark.parametrize("arm", list(ARMS.values()))
+def test_a_commands_options_name_the_arm_they_were_written_for(arm):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert from_args(parser.parse_args(options(arm).split())) == arm

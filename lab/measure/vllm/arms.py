@@ -147,3 +147,9 @@ def add_arguments(parser) -> None:
 def from_args(args) -> Arm:
     """The arm parsed command-line arguments name (LabError for a combination vLLM does not have)."""
     return Arm.of(args.backend, args.fa_version, getattr(args, "kv_cache_dtype", "auto"))
+
+
+def options(arm: Arm) -> str:
+    """The options of this project's commands (``vllm-sweep``, ``vllm-concurrency``) that name ``arm``."""
+    parts = [f"--backend {arm.backend}"] + ([f"--fa-version {arm.fa_version}"] if arm.fa_version else [])
+    return " ".join(parts + ([f"--kv-cache-dtype {arm.kv_cache_dtype}"] if arm.kv_cache_dtype != "auto" else []))
