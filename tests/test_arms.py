@@ -65,3 +65,10 @@ def test_a_commands_options_name_the_arm_they_were_written_for(arm):
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     assert from_args(parser.parse_args(options(arm).split())) == arm
+
+
+def test_the_book_shows_flash_attention_first_and_unknown_labels_last():
+    from lab.measure.vllm.arms import book_order
+
+    shown = book_order(["TRITON_ATTN", "FAKE", "FLEX_ATTENTION", "FLASH_ATTN/FA2", "FLASH_ATTN/FA3", "FLASH_ATTN", "FLEX_ATTENTION"])
+    assert shown == ["FLASH_ATTN", "FLASH_ATTN/FA3", "FLASH_ATTN/FA2", "FLEX_ATTENTION", "TRITON_ATTN", "FAKE"]

@@ -285,9 +285,9 @@ def test_server_dying_mid_stream_stops_the_sweep_and_keeps_the_data(tmp_path):
 
 # --- server lifecycle with a fake `vllm` executable -----------------------------------------------
 
-def _server(tmp_path, mode="ok", backend="FLASH_ATTN", version="0.26.0", **kw):
+def _server(tmp_path, mode="ok", arm="FLASH_ATTN", version="0.26.0", **kw):
     env = {**os.environ, "FAKE_VLLM_MODE": mode, "FAKE_VLLM_CHILD_PID_FILE": str(tmp_path / "child.pid")}
-    return Server(MODEL_128K, backend, log_path=tmp_path / "server.log", launcher=LAUNCHER, vllm_version=version,
+    return Server(MODEL_128K, arm, log_path=tmp_path / "server.log", launcher=LAUNCHER, vllm_version=version,
                   env=env, **kw)
 
 
@@ -305,7 +305,7 @@ def _dead(pid: int) -> bool:
 
 
 def test_server_starts_confirms_backend_from_its_log_and_stops_its_whole_group(tmp_path):
-    with _server(tmp_path, fa_version=3, max_num_batched_tokens=8192, max_model_len=131328) as server:
+    with _server(tmp_path, arm="FLASH_ATTN/FA3", max_num_batched_tokens=8192, max_model_len=131328) as server:
         assert server.alive() and server.ready_s is not None
         assert (server.facts.backend, server.facts.fa_version, server.facts.max_num_batched_tokens) == ("FLASH_ATTN", 3, 8192)
         assert server.arm_label() == "FLASH_ATTN/FA3" and server.warnings == []
@@ -321,7 +321,7 @@ def test_server_starts_confirms_backend_from_its_log_and_stops_its_whole_group(t
 
 
 def test_old_release_is_confirmed_through_its_own_log_line(tmp_path):
-    with _server(tmp_path, backend="FLEX_ATTENTION", version="0.11.0") as server:
+    with _server(tmp_path, arm="FLEX_ATTENTION", version="0.11.0") as server:
         assert server.facts.backend == "FLEX_ATTENTION" and server.arm_label() == "FLEX_ATTENTION"
         assert "VLLM_ATTENTION_BACKEND=FLEX_ATTENTION" in server.command_line()
 

@@ -118,6 +118,8 @@ class Arm:
         return env
 
 
+#: FLASH_ATTN with vLLM's choice of version, as the A10G reference study ran it (vLLM 0.11 chose FA2 on Ampere).
+FLASH = Arm("FLASH_ATTN", "FLASH_ATTN")
 FA3 = Arm("FLASH_ATTN/FA3", "FLASH_ATTN", 3)
 FA2 = Arm("FLASH_ATTN/FA2", "FLASH_ATTN", 2)
 FLEX = Arm("FLEX_ATTENTION", "FLEX_ATTENTION")
@@ -126,6 +128,13 @@ FA3_FP8 = Arm("FLASH_ATTN/FA3-FP8", "FLASH_ATTN", 3, "fp8")
 
 #: The arms the book measures and the panels offer, by label, in the order they are shown.
 ARMS = {arm.label: arm for arm in (FA3, FA2, FLEX, TRITON, FA3_FP8)}
+
+
+def book_order(labels) -> list[str]:
+    """Arm labels (each once) in the order the book shows them: :data:`FLASH` (the A10G study's), then
+    :data:`ARMS`' order, then any other label alphabetically."""
+    order = [FLASH.label, *ARMS]
+    return sorted(set(labels), key=lambda label: (order.index(label) if label in order else len(order), label))
 
 
 def known(label: str) -> Arm:

@@ -61,13 +61,7 @@ from lab.measure.vllm.probe import (
     stream_completion,
 )
 from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, request
-from lab.measure.vllm.sweep import (
-    DEFAULT_MODEL,
-    dry_run_line,
-    parse_lengths,
-    resolve_max_model_len,
-    resolve_model,
-)
+from lab.measure.vllm.sweep import DEFAULT_MODEL, dry_run_line, parse_lengths, resolve_max_model_len, resolve_model
 
 DEFAULT_CONTEXTS = "2048,32768"
 DEFAULT_CONCURRENCY = "1,4,16,64"

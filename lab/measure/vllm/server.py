@@ -1,5 +1,4 @@
-"""One ``vllm serve`` process for one attention-backend arm (:class:`lab.measure.vllm.arms.Arm`): start it,
-wait until it is ready, stop it.
+"""One ``vllm serve`` process for one attention-backend arm: start it, wait until it is ready, stop it.
 
 Use it as a context manager; the server is stopped on exit, on an exception, on Ctrl-C and on
 SIGTERM, with its whole process group (vLLM runs its engine in a child process)::
@@ -180,10 +179,8 @@ def post(base_url: str, path: str, payload: dict | None = None, timeout: float =
 
 
 class Server:
-    """A ``vllm serve`` child process for one arm; see the module docstring for an example.
-
-    ``arm``: an :class:`~lab.measure.vllm.arms.Arm`, or a backend name with ``fa_version`` and
-    ``kv_cache_dtype`` beside it.
+    """A ``vllm serve`` child process for one arm (a :class:`~lab.measure.vllm.arms.Arm` or its label, e.g.
+    ``FLASH_ATTN/FA3``); see the module docstring for an example.
 
     Attributes after :meth:`start`: ``base_url``, ``model_name`` (send it as the request's "model"),
     ``facts`` (:class:`lab.measure.vllm.serverlog.LogFacts`: backend, FlashAttention version, chunk size,
@@ -191,8 +188,7 @@ class Server:
     ``warnings`` (facts the log did not confirm) and ``ready_s`` (seconds to become ready).
     """
 
-    def __init__(self, model: str | os.PathLike, arm: Arm | str, *, log_path: str | os.PathLike,
-                 fa_version: int | None = None, kv_cache_dtype: str = "auto", max_model_len: int = 32768,
+    def __init__(self, model: str | os.PathLike, arm: Arm | str, *, log_path: str | os.PathLike, max_model_len: int = 32768,
                  max_num_batched_tokens: int | None = None, gpu_memory_utilization: float = 0.85,
                  tensor_parallel_size: int = 1, load_format: str | None = "dummy", port: int | None = None,
                  profiler_dir: str | os.PathLike | None = None, profiler_options: dict | None = None,
@@ -200,10 +196,7 @@ class Server:
                  launcher: tuple[str, ...] | list[str] | None = None,
                  ready_timeout: float = DEFAULT_READY_TIMEOUT_S, env: dict[str, str] | None = None,
                  clock=time.monotonic):
-        if isinstance(arm, str):  # a backend name, with its version and KV dtype beside it
-            arm = Arm.of(arm, fa_version, kv_cache_dtype)
-        elif (fa_version, kv_cache_dtype) != (None, "auto"):
-            raise LabError(f"the arm {arm.label} already names its FlashAttention version and KV-cache dtype")
+        arm = Arm.parse(arm) if isinstance(arm, str) else arm
         model = str(model)
         if os.path.isdir(model):  # a local folder with config.json: give vLLM an absolute path
             model = os.path.abspath(model)
