@@ -353,6 +353,15 @@ def test_a_mislabelled_arm_is_refused(tmp_path):
     assert _dead(int((tmp_path / "child.pid").read_text()))
 
 
+def test_an_fp8_kv_cache_is_confirmed_from_the_log_and_a_wrong_one_refused(tmp_path):
+    with _server(tmp_path, arm="FLASH_ATTN/FA3-FP8") as server:
+        assert server.facts.kv_cache_dtype == "fp8" and server.arm_label() == "FLASH_ATTN/FA3-FP8"
+        assert "--kv-cache-dtype fp8" in server.command_line() and server.record()["kv_cache_dtype"] == "fp8"
+    with pytest.raises(LabError, match="asked for KV-cache dtype auto but the log says fp8"):
+        _server(tmp_path, mode="wrong_kv_dtype", arm="FLASH_ATTN/FA3").start()
+    assert _dead(int((tmp_path / "child.pid").read_text()))
+
+
 def test_waiting_for_gpu_memory_released_by_a_previous_server(monkeypatch):
     from lab.measure.vllm import server as server_module
     readings = iter([0.30, 0.60, 0.97])

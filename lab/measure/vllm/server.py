@@ -338,10 +338,8 @@ class Server:
             "max_model_len": self.spec.max_model_len,
             "max_num_batched_tokens_requested": self.spec.max_num_batched_tokens,
             "gpu_memory_utilization": self.spec.gpu_memory_utilization, "tensor_parallel_size": self.spec.tensor_parallel_size,
-            "load_format": self.spec.load_format,
-            "skip_tokenizer_init": self.spec.skip_tokenizer_init,
-            "prefix_caching": False,
-            "profiler_dir": self.spec.profiler_dir,
+            "load_format": self.spec.load_format, "skip_tokenizer_init": self.spec.skip_tokenizer_init,
+            "prefix_caching": False, "profiler_dir": self.spec.profiler_dir,
             "ready_s": None if self.ready_s is None else round(self.ready_s, 1),
             "log": self.facts.as_dict(),
             "warnings": list(self.warnings),
@@ -398,6 +396,9 @@ class Server:
             elif facts.fa_version != spec.fa_version:
                 raise LabError(f"asked for FlashAttention {spec.fa_version} but the log says version "
                                f"{facts.fa_version} ({facts.fa_version_line!r}) (log: {self.log_path})")
+        if facts.kv_cache_dtype != (spec.kv_cache_dtype if spec.kv_cache_dtype.startswith("fp8") else None):
+            raise LabError(f"asked for KV-cache dtype {spec.kv_cache_dtype} but the log says "
+                           f"{facts.kv_cache_dtype or 'nothing of a quantized KV cache'} (log: {self.log_path})")
         if spec.max_num_batched_tokens is not None and facts.max_num_batched_tokens not in (None, spec.max_num_batched_tokens):
             raise LabError(f"asked for max_num_batched_tokens={spec.max_num_batched_tokens} but the log says "
                            f"{facts.max_num_batched_tokens} (log: {self.log_path})")
