@@ -28,7 +28,7 @@ class CapturePanel(RunPanel):
 
     def __init__(self, caps=None, pool_=None, out_root=OUT_ROOT, **defaults):
         self.notes = available_arms(caps) if caps is None or caps.has_gpu else {label: "" for label in arms.ARMS}
-        first = next((a for a, note in self.notes.items() if not note), "FLASH_ATTN/FA3")
+        first = next((a for a, note in self.notes.items() if not note), arms.FA3.label)
         super().__init__(caps, **{"backend": first, "tokens": 2048, "phase": "prefill", **defaults})
         self.pool_, self.out_root = pool_, Path(out_root)
         self.current: ArmKey | None = None

@@ -70,7 +70,7 @@ class SweepPanel(RunPanel):
 
     def __init__(self, caps=None, pool_=None, out_root=OUT_ROOT, **defaults):
         self.notes = available_arms(caps) if caps is None or caps.has_gpu else {label: "" for label in arms.ARMS}
-        first = next((a for a, note in self.notes.items() if not note), "FLASH_ATTN/FA3")
+        first = next((a for a, note in self.notes.items() if not note), arms.FA3.label)
         base = {"backends": [first], "lengths": [256, 1024, 4096], "reps": 1, "max_tokens": 32, "chunk": None}
         super().__init__(caps, **{**base, **defaults})
         self.pool_ = pool_
