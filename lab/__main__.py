@@ -26,6 +26,8 @@ COMMANDS = {
     "paged-bench": "lab.measure.paged_bench",
     "vllm-sweep": "lab.measure.vllm.sweep",
     "vllm-concurrency": "lab.measure.vllm.concurrency",
+    "vllm-tokenizer": "lab.measure.vllm.tokenizer",
+    "vllm-load": "lab.measure.vllm.load",
     "fit": "lab.results.fit",
     "capture": "lab.measure.capture",
     "census": "lab.measure.census",
