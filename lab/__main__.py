@@ -28,6 +28,7 @@ COMMANDS = {
     "vllm-concurrency": "lab.measure.vllm.concurrency",
     "vllm-tokenizer": "lab.measure.vllm.tokenizer",
     "vllm-load": "lab.measure.vllm.load",
+    "vllm-interference": "lab.measure.vllm.interference",
     "fit": "lab.results.fit",
     "capture": "lab.measure.capture",
     "census": "lab.measure.census",

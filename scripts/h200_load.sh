@@ -6,6 +6,11 @@
 #     OUT=/some/folder bash scripts/h200_load.sh ARM [WORKLOAD]
 #   ARM       fa3 (FLASH_ATTN/FA3, with the probe-vs-bench agreement point), flex (FLEX_ATTENTION),
 #             triton (TRITON_ATTN), fa2 (FLASH_ATTN/FA2: ~300 s start), fa3-fp8 (FA3 with --kv-cache-dtype fp8)
+#     OUT=/some/folder bash scripts/h200_load.sh interference-fa3|interference-flex|interference-triton
+#   interference-fa3: FA3, one server per chunk size 2048, vLLM's default (8192 on an H200) and 32768, each
+#             with 8 and 32 decoders (4k..32k context) and a 32768- and a 98304-token prompt arriving
+#             (~3 x 80 s start + ~4 x 15-30 s trials); interference-flex/-triton: the default chunk only,
+#             8 and 32 decoders and a 32768-token prompt (FLEX's long prefills are several times slower).
 #   WORKLOAD  fixed (default: 1024-token prompts, 128 generated tokens) or mix (a long-tailed mix of 300
 #             prompts, log-normal lengths around 1024 in / 128 out, written from the seed)
 # One server start (~80 s), the capacity point (200 prompts at once), then Poisson arrivals at 0.25, 0.5,
@@ -38,6 +43,9 @@ case "$ARM" in
   flex) label=FLEX_ATTENTION; extra=() ;;
   triton) label=TRITON_ATTN; extra=() ;;
   fa3-fp8) label=FLASH_ATTN/FA3-FP8; extra=() ;;
+  interference-fa3) label=FLASH_ATTN/FA3; inter=(--chunks 2048,0,32768 --decoders 8,32 --long 32768,98304) ;;
+  interference-flex) label=FLEX_ATTENTION; inter=(--chunks 0 --decoders 8,32 --long 32768) ;;
+  interference-triton) label=TRITON_ATTN; inter=(--chunks 0 --decoders 8,32 --long 32768) ;;
   *) echo "usage: OUT=DIR bash $0 fa3|flex|triton|fa2|fa3-fp8 [fixed|mix]"; exit 2 ;;
 esac
 case "$WORKLOAD" in
@@ -45,11 +53,23 @@ case "$WORKLOAD" in
   mix) wl=(--input-len 1024 --output-len 128 --mix 300); wname=mix-1024-128 ;;
   *) echo "usage: OUT=DIR bash $0 ARM fixed|mix"; exit 2 ;;
 esac
-name="load-$ARM-$WORKLOAD"
+name="load-$ARM-$WORKLOAD"; [ -n "${inter+x}" ] && name="$ARM"
 log="$OUT/$name.txt"
 source "$(dirname "$0")/h200_env.sh"
 slug=$("$PYTHON" -c "from lab.measure.vllm.arms import Arm; print(Arm.parse('$label').slug)")
 folder="$study-load/$wname/$slug"
+if [ -n "${inter+x}" ]; then
+  folder="$study-interference/$slug"
+  say "START $folder: ${inter[*]}"
+  timeout -k 30 "$((DEADLINE_S - SECONDS + 40))" "$PYTHON" -m lab vllm-interference --arm "$label" --model "$MODEL" \
+      "${inter[@]}" --deadline-s "$((DEADLINE_S - SECONDS - 10))" --out "$WORK/$folder" 2>&1 \
+      | grep --line-buffered -v '^  waiting for vLLM' | tee -a "$log"
+  say "END $folder: status ${PIPESTATUS[0]}"
+  for g in "$WORK/$folder"/*/server.pgid; do [ -f "$g" ] && kill -9 -- "-$(cat "$g")" 2>/dev/null; rm -f "$g"; done
+  ( cd "$WORK" && tar -czf "$OUT/$name.tar.gz" --exclude='*.tmp' --exclude='*.pgid' "$folder" )
+  say "packed $(du -h "$OUT/$name.tar.gz" | cut -f1) into $OUT/$name.tar.gz; total ${SECONDS}s"
+  exit 0
+fi
 say "arm $label, workload $WORKLOAD, vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | paste -sd ';')"
 "$PYTHON" -m lab vllm-tokenizer --model "$MODEL" 2>&1 | tee -a "$log"
 left=$((DEADLINE_S - SECONDS))

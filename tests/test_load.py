@@ -219,3 +219,50 @@ def test_cli_rejects_bad_input_with_status_2(argv, message, capsys):
     from lab.__main__ import main
     assert main(["vllm-load", *argv, "--dry-run"]) == 2
     assert message in capsys.readouterr().err
+
+
+# --- a long prompt among decoders: the interference client against the fake server -----------------
+
+def test_interference_trial_times_every_decoder_around_the_long_prompts_arrival():
+    from fake_vllm import FakeVLLM
+
+    from lab.measure.vllm import interference
+    trial = interference.Trial(decoders=3, long_len=400, context_min=8, context_max=40, decoder_tokens=400,
+                               warm_steps=4, after_s=0.05, timeout_s=30)
+    assert trial.contexts() == [8, 24, 40]
+    with FakeVLLM(decode_s=0.002, prefill_s_per_token=1e-4) as fake:
+        record = interference.run_trial(fake, trial)
+    assert record["status"] == "ok", record["error"]
+    assert record["long_ttft_s"] >= 400 * 1e-4 and len(record["decoder_chunks"]) == 3
+    for chunks in record["decoder_chunks"]:
+        times = [t for t, _ in chunks]
+        assert times == sorted(times) and times[0] < 0 < times[-1]   # decoding before and after the arrival
+        assert sum(k for t, k in chunks if t < 0) >= 4                 # the warm-up steps came first
+    assert fake.requests[-1]["prompt"].__len__() == 400 and fake.requests[-1]["max_tokens"] == 8
+
+
+def test_interference_trials_resume_and_refuse_another_run(tmp_path):
+    from fake_vllm import FakeVLLM
+
+    from lab.measure.vllm import interference
+    trials = [interference.Trial(2, n, 8, 16, decoder_tokens=200, warm_steps=2, after_s=0.01, timeout_s=30)
+              for n in (32, 64)]
+    path = tmp_path / "trials.jsonl"
+    with FakeVLLM(decode_s=0.001) as fake:
+        records = interference.run_trials(fake, trials, path, {"arm": "a"}, load.Progress(None))
+        assert [r["status"] for r in records] == ["ok", "ok"]
+        sent = len(fake.requests)
+        interference.run_trials(fake, trials, path, {"arm": "a"}, load.Progress(None))
+        assert len(fake.requests) == sent      # both trials kept: nothing sent again
+        with pytest.raises(LabError, match="differs in arm"):
+            interference.run_trials(fake, trials, path, {"arm": "b"}, load.Progress(None))
+
+
+def test_interference_trial_with_a_long_prompt_the_server_refuses_is_an_error_with_the_reason():
+    from fake_vllm import FakeVLLM
+
+    from lab.measure.vllm import interference
+    trial = interference.Trial(2, 99, 8, 16, decoder_tokens=200, warm_steps=2, after_s=0.01, timeout_s=30)
+    with FakeVLLM(decode_s=0.001, fail_lengths=(99,)) as fake:
+        record = interference.run_trial(fake, trial)
+    assert record["status"] == "error" and "HTTP 400" in record["error"] and record["long_ttft_s"] is None
