@@ -69,7 +69,7 @@ def _send_all(args, requests):
             try:
                 result = stream_completion(args.base_url, args.model, prompt, max_tokens, timeout=60)
                 times = [t for t, _ in result.chunks]
-                outputs[index] = {"ttft": times[0], "itl": [b - a for a, b in zip(times, times[1:])],
+                outputs[index] = {"ttft": times[0], "itl": [b - a for a, b in zip(times, times[1:], strict=False)],
                                   "latency": times[-1], "start": start, "output_len": result.n_tokens,
                                   "prompt_len": len(prompt), "error": ""}
             except StreamError as exc:

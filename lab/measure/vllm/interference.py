@@ -123,11 +123,11 @@ def run_trial(endpoint, trial: Trial, clock=time.perf_counter) -> dict:
 
 def run_trials(endpoint, trials: list[Trial], path: Path, run_key: dict, progress) -> list[dict]:
     """Every trial not yet in ``path`` (JSONL, appended as each ends); stops early when time runs out."""
-    from lab.measure.vllm.probe import _check_same_run
+    from lab.measure.vllm.probe import check_same_run
     from lab.store import append_jsonl
 
     records = read_records(path, required=RECORD_FIELDS)
-    _check_same_run(records, run_key, path)
+    check_same_run(records, run_key, path)
     done = {(r["decoders"], r["long_len"]) for r in records if r["status"] == "ok"}
     for trial in trials:
         if (trial.decoders, trial.long_len) in done:

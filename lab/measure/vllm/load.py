@@ -116,9 +116,10 @@ def _record_attempt(out: Path, run, run_key: dict) -> None:
 
 def check_same_run(out: Path, run_key: dict) -> None:
     """Refuse to resume into a folder holding another study's points (one writer per dataset folder)."""
-    from lab.measure.vllm.probe import _check_same_run, read_records
+    from lab.measure.vllm.probe import check_same_run as check_records
+    from lab.measure.vllm.probe import read_records
 
-    _check_same_run(read_records(out / "points.jsonl", required=("point", "status")), run_key, out / "points.jsonl")
+    check_records(read_records(out / "points.jsonl", required=("point", "status")), run_key, out / "points.jsonl")
 
 
 def expected_s(point: Point, capacity: float | None) -> float:
@@ -377,7 +378,8 @@ def run_agreement_probe(server, plan: LoadPlan, out: Path, progress: Progress) -
 
 
 def write_provenance(out: Path, plan: LoadPlan, server, study, elapsed_s: float) -> None:
-    from lab.store import new_provenance, write_provenance as write
+    from lab.store import new_provenance
+    from lab.store import write_provenance as write
 
     record = new_provenance(
         "vllm-load", model=f"{Path(server.spec.model).name} (random weights)", dtype="bfloat16",

@@ -280,7 +280,8 @@ def read_records(path: Path, required=("target_len", "rep")) -> list[dict]:
     return read_jsonl(path, required=required) if path.exists() else []
 
 
-def _check_same_run(records: list[dict], run_key: dict, path: Path) -> None:
+def check_same_run(records: list[dict], run_key: dict, path: Path) -> None:
+    """Refuse records of another run (their run_key differs) in a file a rerun would append to."""
     for record in records:
         theirs = record.get("run_key")
         if theirs is not None and theirs != run_key:
@@ -324,7 +325,7 @@ def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: b
     from lab.store import append_jsonl
 
     records = read_records(jsonl_path)
-    _check_same_run(records, plan.run_key, jsonl_path)
+    check_same_run(records, plan.run_key, jsonl_path)
     done = {(r["target_len"], r["rep"]) for r in records if r.get("status") == "ok" and r.get("rep") != "warm"}
     todo = []
     for length in sorted(set(plan.lengths)):  # shortest first: a failure at the long end costs least
