@@ -190,7 +190,8 @@ class Server:
 
     def __init__(self, model: str | os.PathLike, arm: Arm | str, *, log_path: str | os.PathLike, max_model_len: int = 32768,
                  max_num_batched_tokens: int | None = None, gpu_memory_utilization: float = 0.85,
-                 tensor_parallel_size: int = 1, load_format: str | None = "dummy", port: int | None = None,
+                 tensor_parallel_size: int = 1, load_format: str | None = "dummy", skip_tokenizer_init: bool = True,
+                 port: int | None = None,
                  profiler_dir: str | os.PathLike | None = None, profiler_options: dict | None = None,
                  extra_args: tuple[str, ...] = (), vllm_version: str | None = None,
                  launcher: tuple[str, ...] | list[str] | None = None,
@@ -204,7 +205,8 @@ class Server:
             model=model, backend=arm.backend, fa_version=arm.fa_version, kv_cache_dtype=arm.kv_cache_dtype,
             max_model_len=max_model_len,
             max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
-            tensor_parallel_size=tensor_parallel_size, load_format=load_format, port=port or free_port(),
+            tensor_parallel_size=tensor_parallel_size, load_format=load_format,
+            skip_tokenizer_init=skip_tokenizer_init, port=port or free_port(),
             profiler_dir=None if profiler_dir is None else os.path.abspath(profiler_dir),
             profiler_options=dict(profiler_options or {}), extra_args=tuple(extra_args))
         self.spec.check()
