@@ -73,3 +73,11 @@ def test_peer_layouts_round_trip_and_stay_out_of_the_timed_call():
     call = candidates.timed_call(peer, q, k, v, True)
     call(), call()
     assert seen == ["prepare", 4, 4]    # prepared once, outside the calls that are timed
+
+
+def test_a_stored_run_is_read_back_from_its_raw_page_and_child_log():
+    log = "MEASURED prefill:fa3:1:16384\nFAILED prefill:fa4:1:16384: ImportError\nMEASURED flexdecode:flex-default:1:32768\n"
+    rows = kc.read_dataset(RAW, log)
+    assert {r["job"] for r in rows} == {"prefill:fa3:1:16384", "flexdecode:flex-default:1:32768"}
+    with pytest.raises(LabError, match="not from one run"):
+        kc.read_dataset(RAW, "MEASURED prefill:fa3:1:16384\n")

@@ -20,9 +20,10 @@ WarpStateStats, LaunchStats, InstructionStats) and prints its raw page: every me
 so nothing depends on guessing this ncu version's metric names. ``--clock-control none`` leaves the
 card's clocks as found; the default cache control flushes the caches before each profiled kernel.
 
-Writes ``counters.csv`` (long form: job, phase, candidate, batch, n, kernel_index, kernel, metric, unit,
-value -- every metric of every profiled kernel), ``raw.csv`` (ncu's own output), ``child.log`` and
-``provenance.json`` to ``--out``. :mod:`lab.results.kernel_counters` reads them.
+Writes ``raw.csv`` (ncu's raw page: every metric of every profiled kernel), ``child.log`` (the child's
+MEASURED/FAILED lines, which name the job of each profiled call, in order) and ``provenance.json`` to
+``--out``. :func:`read_dataset` turns the two into long rows (job, phase, candidate, batch, n,
+kernel_index, kernel, metric, unit, value); :mod:`lab.results.kernel_counters` reads them that way.
 """
 
 from __future__ import annotations
@@ -117,6 +118,16 @@ def after_markers(kernels: list[dict]) -> list[list[dict]]:
         elif calls:
             calls[-1].append(kernel)
     return calls
+
+
+def read_dataset(raw_text: str, child_log: str) -> list[dict]:
+    """Long rows of a stored run: the profiled calls of ``raw.csv`` matched in order to the jobs that
+    ``child.log`` says were measured. A count that does not match is a clear error, not a guess."""
+    jobs, calls = measured_jobs(child_log), after_markers(parse_raw_csv(raw_text))
+    if len(jobs) != len(calls):
+        raise LabError(f"the counters' raw.csv holds {len(calls)} profiled calls but child.log names {len(jobs)} "
+                       "measured jobs: the two files are not from one run")
+    return [row for job, kernels in zip(jobs, calls, strict=True) for row in long_rows(job, kernels)]
 
 
 def long_rows(job: str, kernels: list[dict]) -> list[dict]:
@@ -256,13 +267,13 @@ def main(args) -> int:
         rows += long_rows(job, profiled[job])
         print(f"  {job}: {len(profiled[job])} kernel(s): {', '.join(k['name'][:50] for k in profiled[job])}",
               file=sys.stderr, flush=True)
-    store.write_csv(out_dir, "counters.csv", pd.DataFrame(rows).reindex(columns=COLUMNS))
     flags["failures"] = failures
     store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags, complete=not failures,
                                                        seconds=round(time.time() - started, 1)))
     if not rows:
         raise LabError(f"no job was profiled: {failures}")
     print(f"wrote {out_dir}: {len(rows)} metric values from {len(jobs) - len(failures)} of {len(jobs)} jobs", file=sys.stderr)
+    print(pd.DataFrame(rows).query("metric == 'gpu__time_duration.sum'")[["job", "kernel", "value"]].to_string(index=False))
     return 0
 
 
