@@ -186,8 +186,12 @@ def pack(args: argparse.Namespace) -> int:
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    shutil.rmtree(out, ignore_errors=True)
+    old = out.with_name(out.name + ".old")   # the earlier trips stay whole until the new ones are in place
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        out.rename(old)
     partial.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
     total = sum(w.size for w in wholes) / MIB
     print(f"{trips} trips, {len(wholes)} files, {total:.1f} MiB in {out}\n"
           f"copy each trip folder to the GPU box (e.g. /tmp/carry/t0 ... /tmp/carry/t{trips - 1}), then there:\n"
@@ -317,7 +321,8 @@ def unpack(args: argparse.Namespace) -> int:
     have = [kind for kind in KINDS if any(w.dest.startswith(kind + "/") for w in wholes)]
     wheels = f" {dest}/wheels" if "wheels" in have else ""
     fa4 = f" --fa4-wheels {dest}/fa4" if "fa4" in have else ""
-    print(f"next: scripts/gpu_setup.sh --offline {dest}/vllm-bundle{wheels}{fa4}")
+    if "vllm-bundle" in have:
+        print(f"next: scripts/gpu_setup.sh --offline {dest}/vllm-bundle{wheels}{fa4}")
     return 0
 
 

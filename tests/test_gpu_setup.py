@@ -255,3 +255,15 @@ def test_check_live_wheels_put_cutlass_dsl_packages_on_the_path(stand_ins, tmp_p
     env = _clean_env(PYTHON=str(python), WHEELS=str(wheels), WHEELS_TARGET=str(tmp_path / "site"))
     proc = _run("bash", REPO_ROOT / "scripts" / "check_live.sh", "--chapters", "none", env=env)
     assert proc.stdout.splitlines()[-1] == "True"
+
+
+def test_fa4_without_cutlass_dsls_path_file_fails_the_setup_and_says_why(stand_ins, tmp_path):
+    """Without nvidia-cutlass-dsl's .pth nothing puts dsl_packages on the path: cutlass, so FA4, cannot import."""
+    fa4 = tmp_path / "fa4"
+    shutil.copytree(stand_ins["root"] / "fa4", fa4)
+    (fa4 / "nvidia_cutlass_dsl-4.8.1-py3-none-any.whl").unlink()
+    project = _project(tmp_path / "project")
+    proc = _setup(project, stand_ins["torch_python"], "--offline", stand_ins["root"] / "bundle", "--fa4-wheels", fa4,
+                  check=False)
+    assert proc.returncode == 1 and "does not import" in proc.stderr
+    assert "fa4          - (flash_attn.cute does not import: ModuleNotFoundError: No module named 'cutlass')" in proc.stdout
