@@ -26,9 +26,9 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 if env.use_triton_interpreter_without_gpu():
-    from lab.measure.attention import _interpreter_fix
+    from lab.measure import triton_interpreter
 
-    _interpreter_fix.apply()
+    triton_interpreter.apply()
 
 LOG2E = 1.4426950408889634
 
