@@ -276,6 +276,14 @@ def test_triton_decode_any_split_count_is_exact(splits):
     assert _max_error(triton_decode.tuned_decode(q, k, v, config={"num_splits": splits}), q, k, v, False) <= 1e-5
 
 
+@pytest.mark.parametrize("group", [64, 100, 130])
+def test_triton_decode_spreads_a_large_group_over_row_blocks(group):
+    # more query rows per KV head than one program holds (MAX_ROWS): row blocks read the same K/V
+    q, k, v = _torch_qkv(1, 2 * group, 2, 1, 50, 16, torch.float32, seed=group)
+    out = triton_decode.tuned_decode(q, k, v, config={"BLOCK_N": 16, "num_stages": 1, "num_splits": 2})
+    assert _max_error(out, q, k, v, False) <= 1e-5
+
+
 def test_split_plan_covers_the_cache_without_empty_splits():
     # 32768 keys, 4 KV heads, 528 programs wanted -> 132 splits of 248.2 keys, rounded up to 256 (4 tiles of 64)
     assert triton_decode.split_plan(32768, 4, 64, 528) == (128, 256)

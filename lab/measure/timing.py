@@ -14,7 +14,15 @@ import statistics
 import time
 
 from lab import LabError
-from lab.measure.candidates import MAX_ABS_ERR, Shape, candidate_fn, inputs, naive_bytes_needed, tuned_config
+from lab.measure.candidates import (
+    MAX_ABS_ERR,
+    Shape,
+    candidate_fn,
+    inputs,
+    naive_bytes_needed,
+    timed_call,
+    tuned_config,
+)
 
 
 def copy_bandwidth_gbps(gib: float = 2.0) -> float:
@@ -61,18 +69,18 @@ def rotation(shape: Shape, first, min_bytes: int = 256 << 20) -> list:
     return sets
 
 
-def graph_replay_ms(fn, sets, rep_ms: int) -> float:
+def graph_replay_ms(fn, sets, rep_ms: int, causal: bool = False) -> float:
     """Median ms per call of ``fn`` replayed from a CUDA graph (as serving engines run decode),
     cycling through ``sets`` of inputs. Without a graph, decode at short contexts times Python's
     launch overhead, not the GPU."""
     from triton.testing import do_bench_cudagraph
 
+    calls = [timed_call(fn, q, k, v, causal) for q, k, v in sets]  # layout changes made before the capture
     state = {"i": 0}
 
     def call():
-        q, k, v = sets[state["i"] % len(sets)]
         state["i"] += 1
-        return fn(q, k, v, False)
+        return calls[(state["i"] - 1) % len(calls)]()
     return do_bench_cudagraph(call, rep=rep_ms, return_mode="median")
 
 
@@ -131,7 +139,13 @@ def _check_all(shape: Shape, candidates, qkv, progress, device: str) -> tuple[li
                                                f"{free / 1e9:.0f} GB free")
             progress.update(1)
             continue
-        fn = candidate_fn(name, shape.phase)
+        try:
+            fn = candidate_fn(name, shape.phase)
+        except Exception as exc:  # a peer whose library is not installed here is a row that says so
+            _failed(row, exc, device)
+            row["status"] = "unavailable"
+            progress.update(1)
+            continue
         _check(row, fn, qkv, shape, reference, device)
         if row["status"] == "ok":
             ready.append((row, fn))
@@ -155,7 +169,7 @@ class _Rounds:
         clocks = self.clocks
         if clocks is not None:
             clocks.start()
-        timing = {"ms": self.timer(lambda: fn(*self.qkv, self.shape.causal), warmup=10, rep=self.per_round,
+        timing = {"ms": self.timer(timed_call(fn, *self.qkv, self.shape.causal), warmup=10, rep=self.per_round,
                                    return_mode="median")}
         if self.sets is not None:
             timing["ms_eager"] = timing["ms"]

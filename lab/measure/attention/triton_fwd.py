@@ -32,9 +32,9 @@ from lab.measure.attention.switches import DEFAULT_SWITCHES, Switches  # noqa: E
 from lab.measure.attention.tma import descriptors, interpreting, tma_available, tma_mode  # noqa: E402
 
 if env.use_triton_interpreter_without_gpu():
-    from lab.measure.attention import _interpreter_fix
+    from lab.measure import triton_interpreter
 
-    _interpreter_fix.apply()
+    triton_interpreter.apply()
 
 LOG2E = 1.4426950408889634
 
