@@ -3,7 +3,7 @@
 Each variant is one setting of the tuned kernel's switches (triton_fwd.Switches), tile loads (pointers,
 host-side or in-kernel TMA descriptors) and a fixed launch, so no autotuning: one compile each. Every
 variant is checked against the fp32 reference first; then FA3 (vLLM's vllm_flash_attn, fa_version=3),
-cuDNN and every checked variant are timed in interleaved rounds, each round starting elsewhere.
+cuDNN, FA4, FlexAttention's FLASH backend and every checked variant are timed in interleaved rounds, each round starting elsewhere.
 Causal prefill, 28 query over 4 KV heads, d=128, bf16, batch 1, as chapter 4's benchmark:
 
     python scripts/race_tuned.py --out /tmp/race --deadline-s 330
@@ -70,40 +70,19 @@ def _config(launch: str) -> dict:
     return {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": s, **({"maxnreg": regs} if regs else {})}
 
 
-def peers() -> dict:
-    """name -> (q, k, v) -> zero-argument call: FA3 and cuDNN, their layout changes made before timing."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    def cudnn(q, k, v):
-        def call():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        return call
-
-    return {"fa3": _fa3, "sdpa-cudnn": cudnn}
+#: the peers timed beside our variants (lab.measure.candidates): FA3 is the one ours is measured against
+PEERS = ("fa3", "sdpa-cudnn", "fa4", "flex-flash")
 
 
-def _fa3(q, k, v):
-    import torch
-    from vllm.vllm_flash_attn import flash_attn_varlen_func
+def _peer(name: str):
+    """(q, k, v) -> (timed call, output back to (batch, heads, n, d)); layout changes made before timing."""
+    from lab.measure.candidates import Prepared, candidate_fn, timed_call
 
-    n = q.shape[2]
-    tokens = [t[0].transpose(0, 1).contiguous() for t in (q, k, v)]   # (tokens, heads, d), as vLLM keeps them
-    cu = torch.tensor([0, n], dtype=torch.int32, device=q.device)
-
-    def call():
-        return flash_attn_varlen_func(*tokens, max_seqlen_q=n, cu_seqlens_q=cu, max_seqlen_k=n, cu_seqlens_k=cu,
-                                      causal=True, fa_version=3)
-    return call, lambda out: out.transpose(0, 1).unsqueeze(0)
-
-
-def _prepare(make, q, k, v):
-    """(call, to_bhnd): the timed call and how to bring its output back to (batch, heads, n, d)."""
-    made = make(q, k, v)
-    if isinstance(made, tuple):
-        return made
-    return made, lambda out: out
+    def prepare(q, k, v):
+        fn = candidate_fn(name, "prefill")
+        restore = (lambda out: fn.restore(out, q)) if isinstance(fn, Prepared) else (lambda out: out)
+        return timed_call(fn, q, k, v, True), restore
+    return prepare
 
 
 def _error_note(exc: Exception) -> str:
@@ -140,8 +119,7 @@ class Race:
         q, k, v = (torch.randn(1, h, n, self.head_dim, generator=gen, device=self.device).to(dtype) for h in (28, 4, 4))
         reference = attention_torch(q, k, v, True)
         flops = attention_flops(1, 28, n, n, self.head_dim, True)
-        entries = [(name, {}, None, "", lambda q, k, v, make=make: _prepare(make, q, k, v))
-                   for name, make in peers().items()]
+        entries = [(name, {}, None, "", _peer(name)) for name in PEERS]
         for name, switches, tma, launch in chosen:
             sw, config = triton_fwd.Switches(**switches), _config(launch)
             entries.append((name, switches, tma, launch,
