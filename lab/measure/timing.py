@@ -268,19 +268,45 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
 
 #: The teaching kernel's launch on a GPU; the ablation starts the tuned kernel from the same tiles.
 TEACHING_LAUNCH = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
-ABLATION_STEPS = (
+_PLAIN = {"split_diagonal": False, "heavy_first": False, "kv_major": False}
+_BASE_STEPS = (
     ("teaching kernel", {"kernel": "teaching"}),
-    ("exp2, log2(e) folded into the scale",
-     {"config": TEACHING_LAUNCH, "split_diagonal": False, "heavy_first": False, "tma": False}),
+    ("exp2, log2(e) folded into the scale", {"config": TEACHING_LAUNCH, "switches": _PLAIN, "tma": False}),
     ("+ off-diagonal tiles without a mask",
-     {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": False, "tma": False}),
+     {"config": TEACHING_LAUNCH, "switches": {**_PLAIN, "split_diagonal": True}, "tma": False}),
     ("+ heaviest query tiles launched first",
-     {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": True, "tma": False}),
+     {"config": TEACHING_LAUNCH, "switches": {**_PLAIN, "split_diagonal": True, "heavy_first": True}, "tma": False}),
     ("+ tiles fetched by the TMA copy engine",
-     {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": True, "tma": True}),
+     {"config": TEACHING_LAUNCH, "switches": {**_PLAIN, "split_diagonal": True, "heavy_first": True}, "tma": True}),
     ("+ autotuned tiles, warps, stages; TMA only if faster",
-     {"config": None, "split_diagonal": True, "heavy_first": True, "tma": None}),
+     {"config": None, "switches": {**_PLAIN, "split_diagonal": True, "heavy_first": True}, "tma": None}),
 )
+#: Steps towards FlashAttention 3, each timed at the launch the autotuned step chose, in this order. A
+#: step tuned_forward keeps by default (triton_fwd.DEFAULT_SWITCHES) stays on for the rows after it;
+#: one it does not keep is measured on its own, on top of the kept ones, and says so.
+FA3_STEPS = (
+    ("one KV head's query heads and tiles launched together (L2 reuse)", {"kv_major": True}),
+    ("persistent programs taking the heaviest units first", {"persistent": True}),
+    ("Triton's automatic warp specialisation", {"warp_specialize": True}),
+    ("FA4's lazy rescaling (threshold 2^8)", {"rescale_threshold": 8.0}),
+    ("FA4's polynomial exp2 for half of each tile", {"poly_exp2": True}),
+)
+
+
+def _with_fa3_steps(steps: tuple) -> tuple:
+    from lab.measure.attention.triton_fwd import DEFAULT_SWITCHES
+
+    kept = dict(steps[-1][1]["switches"])
+    for label, change in FA3_STEPS:
+        on = all(getattr(DEFAULT_SWITCHES, key) == value for key, value in change.items())
+        steps += ((f"+ {label}" + ("" if on else " (tried, not kept)"),
+                   {"config": "chosen", "switches": {**kept, **change}, "tma": "chosen"}),)
+        if on:
+            kept.update(change)
+    return steps
+
+
+ABLATION_STEPS = _with_fa3_steps(_BASE_STEPS)
 
 
 def _ablation_fn(options: dict, q, k, v):
@@ -288,8 +314,17 @@ def _ablation_fn(options: dict, q, k, v):
 
     if options.get("kernel") == "teaching":
         return lambda: triton_fwd.teaching_forward(q, k, v, True)
-    return lambda: triton_fwd.tuned_forward(q, k, v, True, config=options["config"], tma=options["tma"],
-                                            split_diagonal=options["split_diagonal"], heavy_first=options["heavy_first"])
+    switches = triton_fwd.Switches(**options["switches"])
+    launch = {}
+
+    def run():
+        if not launch:  # "chosen": the launch the autotuned step picked (it runs first)
+            chosen = triton_fwd.best_config(q.shape[2], k.shape[2], q.shape[-1], True) or {}
+            launch["config"] = options["config"] if options["config"] != "chosen" else \
+                {key: val for key, val in chosen.items() if key != "tma"}
+            launch["tma"] = options["tma"] if options["tma"] != "chosen" else chosen.get("tma", False)
+        return triton_fwd.tuned_forward(q, k, v, True, config=launch["config"], tma=launch["tma"], switches=switches)
+    return run
 
 
 def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int, rounds: int = 3) -> list[dict]:
@@ -306,11 +341,14 @@ def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int, rounds: int = 3) 
     rows, ready = [], []
     for step, (label, options) in enumerate(ABLATION_STEPS):
         fn = _ablation_fn(options, q, k, v)
-        err = (fn().float() - reference.float()).abs().max().item()
+        try:
+            err, note = (fn().float() - reference.float()).abs().max().item(), ""
+        except Exception as exc:  # a step that does not compile on this GPU is a row that says so
+            err, note = math.nan, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
         row = {"n": n, "step": step, "change": label,
                "teaching_launch": f"{launch['BLOCK_M']}x{launch['BLOCK_N']} tiles, {launch['num_warps']} warps, "
                                   f"{launch['num_stages']} stages",
-               "ms": math.nan, "max_abs_err": err, "times": []}
+               "ms": math.nan, "max_abs_err": err, "note": note, "times": []}
         rows.append(row)
         if err <= MAX_ABS_ERR:
             ready.append((row, fn))
