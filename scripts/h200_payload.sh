@@ -1,28 +1,22 @@
 #!/usr/bin/env bash
-# On the GPU box: put the carried payload in place (vLLM's offline bundle, FlashAttention 4's wheels, the
-# notebook wheels), once. The payload travels as CHUNKS of one tar stream (scripts/carry_trips.sh here:
-# .carry/trips/chunkNN, one per device call, each copied to /tmp/carry/ on arrival).
+# On the GPU box: put the carried payload in place for the measurement scripts (vLLM's offline bundle,
+# FlashAttention 4's wheels), once. The payload travels as trip folders made here by
+# scripts/carry_pack.sh (.carry/trips/t0, t1, ..., one per device call, each copied to /tmp/carry/).
 #
-#   bash scripts/h200_payload.sh [CHUNK_DIR=/tmp/carry]
+#   bash scripts/h200_payload.sh [TRIPS_DIR=/tmp/carry]
 #
-# Unpacks into /tmp/payload/{vllm-bundle,fa4,wheels}, installs vLLM into /tmp/site (bundle parts
-# checked against SHA256SUMS) and FA4 into /tmp/fa4site, and writes /tmp/lab_env.sh, which the
-# measurement scripts source: PYTHONPATH with the project, vLLM, FA4 and cutlass-dsl's dsl_packages
-# (a `pip install --target` skips the .pth file that would add it), VLLM_USE_FLASHINFER_SAMPLER=0.
+# scripts/carry_unpack.sh checks and joins the trips into /tmp/payload/{vllm-bundle,fa4,wheels}; this then
+# installs vLLM into /tmp/site and FA4 into /tmp/fa4site and writes /tmp/lab_env.sh, which
+# scripts/h200_parts.sh sources: PYTHONPATH with the project, vLLM, FA4 and cutlass-dsl's dsl_packages (a
+# `pip install --target` skips the .pth file that would add it), VLLM_USE_FLASHINFER_SAMPLER=0.
+# (A reader's GPU box uses scripts/gpu_setup.sh --offline instead, which builds .venv.)
 # Safe to run again: a step already done is skipped.
 set -euo pipefail
-case "${1:-}" in -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
-chunks=${1:-/tmp/carry}
+case "${1:-}" in -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+trips=${1:-/tmp/carry}
 cd "$(dirname "$0")/.."
 say() { echo "[payload $(date -u +%T)] $*"; }
-if [ ! -f /tmp/payload/.complete ]; then
-  [ -f "$chunks/SHA256SUMS" ] || { echo "error: $chunks/SHA256SUMS missing: copy every trip first" >&2; exit 2; }
-  (cd "$chunks" && sha256sum -c --quiet SHA256SUMS) || { echo "error: chunks missing or corrupt in $chunks" >&2; exit 2; }
-  rm -rf /tmp/payload && mkdir -p /tmp/payload
-  cat "$chunks"/chunk?? | tar -xf - -C /tmp/payload
-  touch /tmp/payload/.complete
-  say "unpacked: $(ls /tmp/payload | tr '\n' ' ')"
-fi
+bash scripts/carry_unpack.sh "$trips" /tmp/payload
 if [ ! -f /tmp/site/.complete ]; then
   (cd /tmp/payload/vllm-bundle && grep ' part' SHA256SUMS | sha256sum -c --quiet -)
   rm -rf /tmp/site.partial && mkdir -p /tmp/site.partial
@@ -30,9 +24,7 @@ if [ ! -f /tmp/site/.complete ]; then
   rm -rf /tmp/site && mv /tmp/site.partial /tmp/site && touch /tmp/site/.complete
   say "vLLM unpacked into /tmp/site"
 fi
-if [ -d /tmp/payload/fa4 ] && [ ! -f /tmp/fa4site/.complete ]; then
-  (cd /tmp/payload/fa4 && for first in *.whl.chunk00; do [ -e "$first" ] || continue
-     whl=${first%.chunk00}; cat "$whl".chunk?? > "$whl" && rm -f "$whl".chunk??; done)
+if ls /tmp/payload/fa4/*.whl >/dev/null 2>&1 && [ ! -f /tmp/fa4site/.complete ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/fa4site /tmp/payload/fa4/*.whl
   touch /tmp/fa4site/.complete
   say "FlashAttention 4 installed into /tmp/fa4site"

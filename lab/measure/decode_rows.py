@@ -82,11 +82,22 @@ def measure_point(candidate: str, batch: int, q_heads: int, query_tokens: int, c
         fn = _call(candidate, query_tokens)
         qkv = random_inputs(batch, q_heads, KV_HEADS, query_tokens, context, HEAD_DIM, seed=q_heads + query_tokens)
         out = fn(*qkv, causal)
-        row["max_abs_err"] = (out.float() - attention_torch(*qkv, causal).float()).abs().max().item()
+        # the fp32 reference expands K/V to every query head: for a large group check the first sequence
+        checked = slice(0, 1) if q_heads * context * HEAD_DIM * 4 * batch > 16 << 30 else slice(None)
+        reference = attention_torch(*(t[checked] for t in qkv), causal)
+        row["max_abs_err"] = (out[checked].float() - reference.float()).abs().max().item()
+        del reference
         if not row["max_abs_err"] <= MAX_ABS_ERR:
             return {**row, "status": "wrong", "note": f"max abs error {row['max_abs_err']:.3g}"}
-        sets = rotation(Shape("decode", batch, q_heads, KV_HEADS, context), qkv)
-        row["ms"] = graph_replay_ms(fn, sets, rep_ms, causal)
+        if query_tokens > 1:  # FA3's varlen call with several query tokens faulted under graph replay (2026-12-01)
+            from triton.testing import do_bench
+
+            from lab.measure.candidates import timed_call
+            row["ms"] = do_bench(timed_call(fn, *qkv, causal), warmup=10, rep=rep_ms, return_mode="median")
+            row["note"] = "eager (do_bench), L2 flushed before each call"
+        else:
+            sets = rotation(Shape("decode", batch, q_heads, KV_HEADS, context), qkv)
+            row["ms"] = graph_replay_ms(fn, sets, rep_ms, causal)
     except Exception as exc:  # a shape a kernel does not take is a row that says why
         torch.cuda.synchronize()
         return {**row, "status": "error", "note": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"}
