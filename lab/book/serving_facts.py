@@ -14,6 +14,7 @@ from lab.book.facts import Fact
 from lab.measure.vllm import arms
 from lab.results import concurrency as rc
 from lab.results import flex_decomposition as flexdec
+from lab.results import iomodel
 from lab.results import sweep_variants as variants
 from lab.results import sweeps as report
 from lab.results import value_dependence
@@ -99,7 +100,8 @@ def h200_prefill(table, h200: str) -> dict:
     ceilings = load_measurement(H200_CEILINGS)
     b_held = qwen25_7b().linear_flops_per_token() / ceilings.peak_flops
     trade = variants.tradeoff(table, h200, FLEX, b_held)
-    return {"h200_fa_b": Fact(fa["b_us_per_token"], src), "h200_flex_b": Fact(flex["b_us_per_token"], src),
+    return {"h200_fa_a_ms": Fact(1e3 * fa["a_s"], src), "h200_flex_a_ms": Fact(1e3 * flex["a_s"], src),
+            "h200_fa_b": Fact(fa["b_us_per_token"], src), "h200_flex_b": Fact(flex["b_us_per_token"], src),
             "h200_flex_b_lo": Fact(flex["b_lo"], src), "h200_flex_b_hi": Fact(flex["b_hi"], src),
             "h200_fa_b_lo": Fact(fa["b_lo"], src), "h200_fa_b_hi": Fact(fa["b_hi"], src),
             "h200_fa_b_eff": Fact(floor["b_floor"] * 1e6 / fa["b_us_per_token"] * 100, src),
@@ -151,8 +153,7 @@ def decode(table, a10g: str, h200: str) -> dict:
             "a10g_kv_rate_ratio": Fact(out["a10g_fa_kv_rate"].value / out["a10g_flex_kv_rate"].value, "lab.results.sweeps.kv_read_rate"),
             "a10g_kv_pct": Fact(100 * out["a10g_fa_kv_rate"].value * 1e9 / a10g_gpu.bandwidth, "lab.results.hardware"),
             "a10g_sms": Fact(a10g_gpu.sm_count, "lab.results.hardware"), "h200_sms": Fact(h200_gpu.sm_count, "lab.results.hardware"),
-            "group": Fact(shape.q_heads // shape.kv_heads, "lab.results.modelshape"),
-            "h200_sms_per_head": Fact(h200_gpu.sm_count / shape.q_heads, "lab.results.hardware")}
+            "group": Fact(shape.q_heads // shape.kv_heads, "lab.results.modelshape")}
     for gpu_name, gpu in (("a10g", a10g_gpu), ("h200", h200_gpu)):
         out[f"{gpu_name}_min_splits_groups"] = Fact(math.ceil(gpu.sm_count / shape.kv_heads), "lab.results.hardware")
     return out
@@ -273,11 +274,33 @@ def chunk(table) -> dict:
         out[f"chunk_{size}_a"] = shown(fit.a * 1e3 if fit else None, ".1f", src, " ms")
         out[f"chunk_{size}_b"] = shown(fit.b_us_per_token if fit else None, ".2f", src, " µs/token")
         out[f"chunk_{size}_c"] = shown(fit.c_ps_per_token2 if fit else None, ".0f", src, " ps/token²")
+    out |= chunk_reread(comparison, src)
     for coefficient in ("a", "b", "c"):
         moved = None if comparison is None else ("moved" if comparison.moved(coefficient) else "did not move")
         out[f"chunk_{coefficient}_moved"] = Fact(moved, src)
         out[f"chunk_{coefficient}_ratio"] = shown(comparison.ratio(coefficient) if comparison else None, ".2f", src, "×")
     return out
+
+
+def chunk_reread(comparison, src: str, n: int = 32768) -> dict:
+    """How much of the quadratic time the smaller chunks added at n is the cached prefix read once more per chunk
+    (compulsory K/V bytes, lab.results.iomodel.chunked_prefill_bytes) at the H200's measured copy bandwidth."""
+    shape = qwen25_7b()
+    block = iomodel.flash_block_size(shape.head_dim, device("H200-SXM").smem_per_sm, 2)
+
+    def extra_ms(chunk: int) -> float:
+        counts = iomodel.chunked_prefill_bytes(shape, n, chunk, block)
+        extra = shape.layers * (counts["chunked"]["compulsory"] - counts["single"]["compulsory"])
+        return 1e3 * extra / load_measurement(H200_CEILINGS).bandwidth
+
+    if comparison is None:
+        reread = added = None
+    else:
+        reread = extra_ms(comparison.small_chunk) - extra_ms(comparison.large_chunk)
+        added = 1e3 * (comparison.small.c - comparison.large.c) * n**2
+    return {"chunk_eval_n": Fact(n, src), "chunk_c_added_ms": shown(added, ".0f", src, " ms"),
+            "chunk_reread_ms": shown(reread, ".1f", src, " ms"),
+            "chunk_reread_pct": shown(100 * reread / added if added else None, ".0f", src, "%")}
 
 
 def fa2_fa3(table, h200: str) -> dict:
@@ -354,7 +377,9 @@ def tensor_parallel(table) -> dict:
     bandwidth = device("H200-SXM").bandwidth
     out = {"tp_gpus": Fact(gpus, src), "tp_kv_heads_per_gpu": Fact(max(1, shape.kv_heads // gpus), src),
            "tp_q_heads_per_gpu": Fact(shape.q_heads // gpus, src),
-           "tp_allreduces": Fact(2 * shape.layers, src),
+           # o_proj and down_proj end in an all-reduce (RowParallelLinear), and so does the vocab-parallel
+           # embedding (VocabParallelEmbedding.forward): 2 per layer + 1 per forward pass
+           "tp_allreduces": Fact(2 * shape.layers + 1, "vllm 0.26: qwen2.py, linear.py, vocab_parallel_embedding.py"),
            "tp_allreduce_kb": Fact(shape.hidden * 2 / 1e3, src),
            "tp_weights_floor_one": Fact(weights / bandwidth * 1e3, "lab.results.hardware"),
            "tp_weights_floor_split": Fact(weights / gpus / bandwidth * 1e3, "lab.results.hardware")}
@@ -366,7 +391,10 @@ def tensor_parallel(table) -> dict:
             "tp_itl_one": shown(split.itl_one[0] if split else None, ".2f", data_src, " ms"),
             "tp_itl_split": shown(split.itl_split[0] if split else None, ".2f", data_src, " ms"),
             "tp_itl_short_n": shown(split.lengths[0] if split else None, ",d", data_src),
-            "tp_overhead_ms": shown(overhead[0] if split else None, ".2f", data_src, " ms")}
+            "tp_overhead_ms": shown(overhead[0] if split else None, ".2f", data_src, " ms"),
+            "tp_gap_one": shown(split.itl_one[0] - split.decode_floor_one_ms[0] if split else None, ".2f", data_src, " ms"),
+            "tp_gap_split": shown(split.itl_split[0] - split.decode_floor_split_ms[0] if split else None, ".2f",
+                                  data_src, " ms")}
     return out | tensor_parallel_window(gpus)
 
 
@@ -378,11 +406,15 @@ def tensor_parallel_window(gpus: int, tokens: int = 8192) -> dict:
     split, one = (cw.window(table, g, "prefill", tokens, "FlashAttention") for g in (f"{gpus}x H200", "H200"))
     ms = lambda w, fam: shown(w.ms.get(fam) if w.known else None, ".1f", src, " ms")
     comm = split.ms.get("communication") if split.known else None
+    window = next((w for w in cw.measured_windows() if w["gpu"] == f"{gpus}x H200" and w["window"] == f"prefill-{tokens}"),
+                  None)
+    launches = window["launches"].get("communication") if window else None
     return {"tp_window_n": Fact(tokens, src), "tp_window_ms": shown(split.window_ms if split.known else None, ".0f", src, " ms"),
             "one_window_ms": shown(one.window_ms if one.known else None, ".0f", src, " ms"),
             "tp_comm_ms": ms(split, "communication"), "tp_attn_ms": ms(split, "attention"),
             "one_attn_ms": ms(one, "attention"), "tp_matmul_ms": ms(split, "matmul"), "one_matmul_ms": ms(one, "matmul"),
-            "tp_comm_pct": shown(100 * comm / split.window_ms if comm is not None else None, ".0f", src, "%")}
+            "tp_comm_pct": shown(100 * comm / split.window_ms if comm is not None else None, ".0f", src, "%"),
+            "tp_comm_launches": shown(launches, "d", src)}
 
 
 def chapter06(table) -> dict:
