@@ -33,7 +33,7 @@ def test_readers_say_not_measured_while_absent(tmp_path):
 KERNELS = "kernels: triton_poi_fused_ones_0 grid=[1, 1, 1]; triton_tem_fused_flex_attention_0 grid=[{grid}]{extra}"
 
 
-BANDWIDTH_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "bandwidth"  # an H200 read stream at 4,322 GB/s
+BANDWIDTH_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "bandwidth"  # an H200 read stream whose slope is 4.5 TB/s
 
 
 def test_flex_decomposition_factors(tmp_path):
@@ -63,8 +63,8 @@ def test_flex_decomposition_factors(tmp_path):
     assert ladder.loc["flex-paged", "x_step"] == pytest.approx(4.0)
     assert ladder.loc["flex-pad8", "x_step"] == pytest.approx(2.0) and ladder.loc["flex-pad8", "over"] == "flex-default"
     # the share is of the GPU's read-stream ceiling, not of the copy timed beside it (4,000 GB/s here)
-    assert ladder.loc["flex-default", "pct_of_ceiling"] == pytest.approx(100 * 4000 / 4322)
-    assert ladder.loc["copy", "pct_of_ceiling"] == pytest.approx(100 * 8000 / 4322)
+    assert ladder.loc["flex-default", "pct_of_ceiling"] == pytest.approx(100 * 4000 / 4500)
+    assert ladder.loc["copy", "pct_of_ceiling"] == pytest.approx(100 * 8000 / 4500)
     assert dec.batches("decode") == [1] and dec.length("prefill") == 16384
     vllm = flex_decomposition.VllmFlex(None, 2000.0 / 3, None, None)  # GB/s: the paged variant reads at 1000/3
     assert flex_decomposition.vllm_over(dec, vllm) == pytest.approx(0.5)
@@ -118,7 +118,7 @@ def test_batch_floor_by_hand_and_failed_points_are_not_shown(tmp_path):
     assert concurrency.kv_bytes_per_step(int(n) + 1, 32768) > weights > concurrency.kv_bytes_per_step(int(n), 32768)
     with pytest.raises(LabError, match="not measured"):  # no datasheet fallback: the ceiling or nothing
         concurrency.floor_bandwidth("H200-SXM", tmp_path)
-    assert concurrency.floor_bandwidth("H200-SXM", BANDWIDTH_FIXTURE)[0] == pytest.approx(4322e9)
+    assert concurrency.floor_bandwidth("H200-SXM", BANDWIDTH_FIXTURE)[0] == pytest.approx(4.5e12)
     folder = tmp_path / concurrency.H200_STUDY / "flash_attn-fa3"
     _provenance(folder, kind="vllm-sweep")
     (folder / concurrency.CSV).write_text("arm,context,concurrency,admitted,itl_ms,decode_tok_s,window_s,steps,ok\n"
@@ -201,6 +201,6 @@ def test_chapter_facts_fill_in_when_the_data_lands(tmp_path, monkeypatch):
     assert text("flexdec_b1_forced_x") == "1.00×" and text("flexdec_b1_paged_x") == "4.00×"
     assert text("flexdec_b1_tiles16_x") == "3.00×" and text("flexdec_b1_flex_pad8_programs") == "264"
     assert text("flexdec_b1_pad8_combine") == "1" and text("vllm_flex_decode_programs") == "28"
-    assert text("flexdec_b1_flex_default_pct") == f"{100 * 4000 / 4322:.1f}%"
+    assert text("flexdec_b1_flex_default_pct") == f"{100 * 4000 / 4500:.1f}%"
     assert present["flexdec_status"].value.endswith(f"({present['flexdec_status'].source})")
     assert text("values_matmul_max_pct") == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"

@@ -30,6 +30,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, store, units
 from lab.cli import sizes
 from lab.measure.candidates import (  # noqa: F401  (re-exported: lab.measure.bench is where callers look)
+    ALL_CANDIDATES,
     CANDIDATES,
     MAX_ABS_ERR,
     OURS,
@@ -113,7 +114,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--lengths", default="1k,2k,4k,8k,16k,32k", help="prefill prompt lengths")
     parser.add_argument("--contexts", default="1k,2k,4k,8k,16k,32k,64k,128k", help="decode context lengths")
     parser.add_argument("--batches", default="1,16", help="decode batch sizes")
-    parser.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}")
+    parser.add_argument("--candidates", default=",".join(CANDIDATES),
+                        help=f"subset of {','.join(ALL_CANDIDATES)} (the peers {','.join(ALL_CANDIDATES[len(CANDIDATES):])} "
+                             "need vLLM's vllm_flash_attn or flash-attn-4 installed)")
     parser.add_argument("--q-heads", type=int, default=28)
     parser.add_argument("--kv-heads", type=int, default=4)
     parser.add_argument("--rep-ms", type=int, default=120, help="milliseconds of timed repeats per measurement, "
@@ -198,9 +201,9 @@ def main(args) -> int:
         raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): `python -m lab bench` times kernels on a GPU; "
                        "run it on a GPU machine, or read the cached H200 results in data/h200/kernels/")
     candidates = [c for c in args.candidates.split(",") if c]
-    unknown = [c for c in candidates if c not in CANDIDATES]
+    unknown = [c for c in candidates if c not in ALL_CANDIDATES]
     if unknown:
-        raise LabError(f"unknown candidate {unknown[0]!r}; choose from {', '.join(CANDIDATES)}")
+        raise LabError(f"unknown candidate {unknown[0]!r}; choose from {', '.join(ALL_CANDIDATES)}")
     if args.q_heads % args.kv_heads:
         raise LabError(f"--q-heads ({args.q_heads}) must be a multiple of --kv-heads ({args.kv_heads})")
     shapes = []

@@ -1,50 +1,81 @@
-"""The one memory-bandwidth ceiling of each GPU: what every floor, every "% of" and every explorer divides by.
+"""One memory-bandwidth ceiling per GPU, and the one way this book turns a time into a read rate.
 
-**A GPU this project measured** (the H200): a read-only stream over buffers far larger than its L2 cache
-(60 MiB), ``data/h200/bandwidth/read_stream.csv`` (``size_bytes, ms, gb_per_s, reps``; ``gb_per_s`` is the
-bytes read over the median time, in decimal GB/s). The ceiling is the median ``gb_per_s`` over the sizes
-of at least :data:`FROM_BYTES`, and it is a ceiling only if the stream is flat there: measured out to
-:data:`TO_BYTES` and within :data:`FLAT_WITHIN` from its slowest to its fastest size. A read stream,
-because what decode is judged against is a read: a kernel reads the KV cache and writes next to nothing,
-while a device copy reads and writes (and one copy baseline fell to 2.77 TB/s on 1-4 GB buffers, so a
-kernel "beat" it).
+For a GPU the book measured (the H200), the ceiling is the **slope** of a read-only stream: time
+against bytes over buffers from 256 MB to 4 GB (data/h200/bandwidth, ``kind=read``). Each call also
+pays a fixed cost (launch, the grid filling and draining: the fit's intercept), so a single call's
+bytes / time rises with its size and is no property of the GPU; the marginal rate is, and the data
+must show it: the slope between any two neighbouring sizes agrees (the ceiling's ``spread``; a stream
+whose slopes spread by more than :data:`FLAT_WITHIN`, or that stops short of :data:`TO_BYTES`, is
+refused). A read rate of anything else -- a KV cache read by a decode step across prompt lengths, a
+sweep's decode ITL -- is estimated the same way: the slope of time against bytes (:func:`slope_rate`).
+While a measured GPU's stream is not on file its ceiling is *not measured*: a Fact says so, and
+arithmetic on it (:func:`ceiling`) stops with a one-line error naming the file.
 
-**A GPU this project only read about** (the A10G of the reference study, the table's others): its
-datasheet bandwidth, and ``method`` says so.
-
-A measured GPU's datasheet figure (the H200's 4.8 TB/s) is :func:`datasheet_bandwidth`: a labelled
-reference, never a floor. Values are :class:`lab.results.facts.Fact` in B/s with a ``quantity`` key.
+For a GPU the book only reads about (the A10G of the reference study), the ceiling is its datasheet
+figure, and says so. The datasheet figure of a measured GPU (:func:`datasheet_bandwidth`) stays a
+labelled reference, never a floor. Facts carry the quantity key ``<gpu>.bandwidth_ceiling``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
-from lab.results import hardware, units
-from lab.results.data import DATA_DIR, load
+from lab.results import data, hardware, units
 from lab.results.facts import Fact
 
-#: GPUs with a measured ceiling: table key -> dataset folder under data/.
-MEASURED = {"H200-SXM": "h200/bandwidth"}
+#: GPUs with a measured read stream: table key -> dataset folder under data/.
+RUNS = {"H200-SXM": "h200/bandwidth"}
 FILE = "read_stream.csv"
-COLUMNS = ("size_bytes", "ms", "gb_per_s", "reps")
-#: The stream counts from here (decimal): well above the 60 MiB L2, so no size is served from cache.
-FROM_BYTES = 256 * 10**6
-#: ... and must reach this far, where the old copy baseline collapsed.
+COLUMNS = ("kind", "size_bytes", "ms", "gb_per_s")
+MIN_BYTES = 256 << 20   # above L2 (60 MiB on the H200) by a wide margin
+#: ... and the stream must reach this far (4 GB, decimal), where an earlier copy baseline collapsed.
 TO_BYTES = 4 * 10**9
-#: Slowest to fastest size, as a fraction of the ceiling, that still counts as flat.
+#: (max - min) / median of the neighbouring-size slopes above which the stream is not one ceiling.
 FLAT_WITHIN = 0.05
-METHOD = ("median of gb_per_s over read-only streams of {lo} to {hi} (bytes read / median time), "
-          "flat within {spread:.1f}%")
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A GPU's memory-bandwidth ceiling: bytes/s, how it was obtained, and (measured) the fit's spread."""
+
+    gpu: str                          # the table key, e.g. "H200-SXM"
+    bytes_per_s: float                # NaN: not measured
+    method: str                       # "read-stream slope", "datasheet" or "not measured"
+    source: str                       # the data file, or the datasheet's citation
+    intercept_s: float | None = None  # the fixed cost per call of the read stream
+    spread: float | None = None       # (max - min) / median of the neighbouring-size slopes
+    datasheet_bytes_per_s: float | None = None
+    sizes: tuple[int, int] | None = None  # smallest and largest size the slope is fitted over
+
+    @property
+    def measured(self) -> bool:
+        return math.isfinite(self.bytes_per_s)
+
+    def fact(self) -> Fact:
+        """The ceiling as the fact every page quotes (B/s; quantity ``<gpu>.bandwidth_ceiling``)."""
+        return Fact(self.bytes_per_s if self.measured else None, self.source, quantity=f"{short_name(self.gpu)}.bandwidth_ceiling",
+                    unit="B/s", method=self._method_text())
+
+    def floor_s(self, nbytes: float) -> float:
+        """The least time ``nbytes`` of reads can take under this ceiling."""
+        return nbytes / self.bytes_per_s
+
+    def _method_text(self) -> str:
+        if self.method != "read-stream slope":
+            return {"datasheet": "datasheet: not measured by this project"}.get(self.method, self.method)
+        lo, hi = (units.byte_size(s) for s in self.sizes)
+        return (f"slope of time against bytes of a read-only stream, {lo} to {hi}; neighbouring-size slopes within "
+                f"{100 * self.spread:.1f}%")
 
 
 def _device(gpu) -> hardware.Device:
     """A table entry from a Device, its key ('H200-SXM') or a CUDA name ('NVIDIA H200')."""
     if isinstance(gpu, hardware.Device):
         return gpu
-    found = hardware.match_device(gpu) if gpu not in hardware.DEVICES else hardware.DEVICES[gpu]
+    found = hardware.DEVICES.get(gpu) or hardware.match_device(gpu)
     if found is None:
         raise LabError(f"no bandwidth ceiling for {gpu!r}: not in lab.results.hardware's table")
     return found
@@ -55,80 +86,85 @@ def short_name(gpu) -> str:
     return _device(gpu).key.lower().removesuffix("-sxm")
 
 
-@dataclass(frozen=True)
-class ReadStream:
-    """The measured read stream of one GPU: the rows that count and what they say."""
+def slope_rate(nbytes, seconds) -> tuple[float, float]:
+    """(bytes per second, intercept seconds) of the least-squares line seconds = intercept + bytes / rate."""
+    import numpy as np
 
-    table: object        # pandas DataFrame with COLUMNS, the sizes of at least FROM_BYTES
-    source: str          # data/<folder>/read_stream.csv
-    ceiling: float       # B/s: the median rate over those sizes
-    spread: float        # (fastest - slowest) / ceiling over those sizes
-
-    @property
-    def sizes(self) -> tuple[int, int]:
-        return int(self.table["size_bytes"].min()), int(self.table["size_bytes"].max())
+    x, y = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float)
+    slope, intercept = np.polyfit(x, y, 1)
+    return 1.0 / slope, float(intercept)
 
 
-def read_stream(gpu, root: Path | None = None) -> ReadStream | None:
-    """The read stream on file for a measured GPU, checked flat from FROM_BYTES to TO_BYTES; None when the GPU
-    has none on file (a GPU without a folder in :data:`MEASURED`, or the file not written yet)."""
-    folder = MEASURED.get(_device(gpu).key)
-    path = Path(root or DATA_DIR) / folder / FILE if folder else None
-    if path is None or not path.exists():
+def read_stream(gpu="NVIDIA H200", root: Path | None = None):
+    """The read rows of a GPU's bandwidth run (size_bytes, ms, gb_per_s, ...) by size, or None when the GPU has no
+    run on file (a malformed run is an error naming the file, not a missing one)."""
+    run = RUNS.get(_device(gpu).key)
+    folder = (Path(root) if root is not None else data.DATA_DIR) / run if run else None
+    if folder is None or not (folder / FILE).exists():
         return None
-    ds = load(path.parent)
+    ds = data.load(folder)
     if ds.kind != "hardware":
-        raise LabError(f"{path.parent}/provenance.json: kind is {ds.kind!r}; a read stream is a 'hardware' measurement")
+        raise LabError(f"{folder}/provenance.json: kind is {ds.kind!r}; a read stream is a 'hardware' measurement")
     table = ds.csv(FILE, COLUMNS)
-    source = f"data/{folder}/{FILE}"
-    big = table[table["size_bytes"] >= FROM_BYTES]
-    if len(big) < 2 or big["size_bytes"].max() < TO_BYTES:
-        raise LabError(f"{source}: the stream must be measured at two or more sizes from {FROM_BYTES / 1e6:.0f} MB "
-                       f"to at least {TO_BYTES / 1e9:.0f} GB to show a flat ceiling; re-measure over that range")
-    rates = big["gb_per_s"].astype(float) * 1e9
-    ceiling = float(rates.median())
-    spread = float((rates.max() - rates.min()) / ceiling)
-    if spread > FLAT_WITHIN:
-        raise LabError(f"{source}: the read stream is not flat from {FROM_BYTES / 1e6:.0f} MB up ({spread:.1%} from "
-                       f"slowest to fastest, more than {FLAT_WITHIN:.0%}); its median is no ceiling. Re-measure")
-    return ReadStream(big.sort_values("size_bytes").reset_index(drop=True), source, ceiling, spread)
+    return table[table.kind == "read"].sort_values("size_bytes")
 
+
+def read_ceiling(gpu="NVIDIA H200", root: Path | None = None) -> Ceiling:
+    """The ceiling of ``gpu``: the read-stream slope where measured (not measured while its run is not on file),
+    else the datasheet's bandwidth."""
+    dev = _device(gpu)
+    if dev.key not in RUNS:
+        return Ceiling(dev.key, float(dev.bandwidth), "datasheet", f"lab.results.hardware: {dev.sources['bandwidth'].title}",
+                       datasheet_bytes_per_s=float(dev.bandwidth))
+    source = f"data/{RUNS[dev.key]}/{FILE}"
+    table = read_stream(dev, root)
+    if table is None:
+        return Ceiling(dev.key, math.nan, "not measured", source, datasheet_bytes_per_s=float(dev.bandwidth))
+    big = table[table.size_bytes >= MIN_BYTES]
+    if len(big) < 3 or big.size_bytes.max() < TO_BYTES:
+        raise LabError(f"{source}: the read stream needs three or more sizes from {MIN_BYTES >> 20} MiB to at least "
+                       f"{TO_BYTES / 1e9:.0f} GB to show one slope; re-measure over that range")
+    rate, intercept = slope_rate(big.size_bytes, big.ms * 1e-3)
+    points = list(zip(big.size_bytes, big.ms, strict=True))
+    steps = [(b2 - b1) / ((t2 - t1) * 1e-3) for (b1, t1), (b2, t2) in zip(points, points[1:], strict=False)]
+    spread = (max(steps) - min(steps)) / sorted(steps)[len(steps) // 2]
+    if spread > FLAT_WITHIN:
+        raise LabError(f"{source}: the slopes between neighbouring sizes spread by {spread:.1%} (more than "
+                       f"{FLAT_WITHIN:.0%}): the stream is not one ceiling. Re-measure")
+    return Ceiling(dev.key, float(rate), "read-stream slope", source, intercept_s=intercept, spread=float(spread),
+                   datasheet_bytes_per_s=float(dev.bandwidth), sizes=(int(big.size_bytes.min()), int(big.size_bytes.max())))
+
+
+def per_call_rates(gpu="NVIDIA H200", root: Path | None = None) -> list[dict]:
+    """Each size's own bytes / time (read) beside the slope: why one call's rate is not the ceiling."""
+    table = read_stream(gpu, root)
+    return [] if table is None else [{"size_bytes": int(r.size_bytes), "ms": float(r.ms), "gb_per_s": float(r.gb_per_s)}
+                                     for r in table.itertuples()]
+
+
+# --- the ceiling as every page and every floor uses it ------------------------------------------------
 
 def bandwidth_ceiling(gpu, root: Path | None = None) -> Fact:
-    """The GPU's memory-bandwidth ceiling in B/s: its measured read stream, or for a GPU this project has not
-    measured its datasheet figure (``method`` says which). Not measured (value None) for a measured GPU whose
-    stream is not on file yet."""
-    dev = _device(gpu)
-    quantity = f"{short_name(dev)}.bandwidth_ceiling"
-    if dev.key not in MEASURED:
-        return Fact(dev.bandwidth, f"lab.results.hardware: {dev.sources['bandwidth'].title}", quantity=quantity,
-                    unit="B/s", method="datasheet: not measured by this project")
-    stream = read_stream(dev, root)
-    if stream is None:
-        return Fact(None, f"data/{MEASURED[dev.key]}/{FILE}", quantity=quantity, unit="B/s",
-                    method="not measured: no read stream on file")
-    lo, hi = (units.byte_size(s) for s in stream.sizes)
-    return Fact(stream.ceiling, stream.source, quantity=quantity, unit="B/s",
-                method=METHOD.format(lo=lo, hi=hi, spread=100 * stream.spread))
+    """The GPU's memory-bandwidth ceiling in B/s, as a fact (value, source file, method, quantity)."""
+    return read_ceiling(gpu, root).fact()
 
 
 def ceiling(gpu, root: Path | None = None) -> float:
     """The ceiling in B/s, for arithmetic (a floor, a "% of"); a clear error while it is not measured."""
-    fact = bandwidth_ceiling(gpu, root)
-    if not fact.measured:
-        raise LabError(f"{fact.source}: not measured. The {_device(gpu).name}'s bandwidth ceiling is a read-only "
-                       f"stream ({', '.join(COLUMNS)}; sizes from {FROM_BYTES / 1e6:.0f} MB to {TO_BYTES / 1e9:.0f} GB)"
-                       " with a provenance.json of kind 'hardware'; measure it on that GPU and commit it there")
-    return float(fact.value)
+    found = read_ceiling(gpu, root)
+    if not found.measured:
+        raise LabError(f"{found.source}: not measured. The {_device(gpu).name}'s bandwidth ceiling is the slope of a "
+                       f"read-only stream ({', '.join(COLUMNS)}; sizes from {MIN_BYTES >> 20} MiB to "
+                       f"{TO_BYTES / 1e9:.0f} GB); run `python -m lab bandwidth` on that GPU and commit it there")
+    return found.bytes_per_s
 
 
 def spread(gpu, root: Path | None = None) -> Fact:
-    """How flat the measured stream is: slowest to fastest size over the ceiling, in percent (None: not measured)."""
-    stream = read_stream(gpu, root)
-    folder = MEASURED.get(_device(gpu).key)
-    source = stream.source if stream else f"data/{folder}/{FILE}" if folder else "lab.results.hardware"
-    return Fact(100 * stream.spread if stream else None, source, quantity=f"{short_name(gpu)}.bandwidth_ceiling_spread",
-                unit="%", method="(fastest - slowest) / median over the sizes that count")
+    """How far the neighbouring-size slopes of the measured stream spread, in percent (None: not measured)."""
+    found = read_ceiling(gpu, root)
+    return Fact(100 * found.spread if found.spread is not None else None, found.source, unit="%",
+                quantity=f"{short_name(gpu)}.bandwidth_ceiling_spread",
+                method="(max - min) / median of the slopes between neighbouring sizes")
 
 
 def datasheet_bandwidth(gpu) -> Fact:
@@ -149,8 +185,8 @@ def memory_ladder(gpu, root: Path | None = None) -> list[dict]:
     """:func:`lab.results.hardware.memory_hierarchy` with device memory at the GPU's bandwidth ceiling."""
     dev = _device(gpu)
     levels = hardware.memory_hierarchy(dev)
-    fact = bandwidth_ceiling(dev, root)
-    source = (hardware.Source(f"read-only stream measured on the lent {dev.name} (lab.results.bandwidth)", fact.source)
-              if dev.key in MEASURED else dev.sources["bandwidth"])
+    found = read_ceiling(dev, root)
+    source = (hardware.Source(f"read-only stream measured on the lent {dev.name} (lab.results.bandwidth)", found.source)
+              if dev.key in RUNS else dev.sources["bandwidth"])
     levels[-1] = {**levels[-1], "bandwidth": ceiling(dev, root), "source": source}
     return levels

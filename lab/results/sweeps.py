@@ -22,17 +22,18 @@ from pathlib import Path
 import numpy as np
 
 from lab import LabError
+from lab.measure.vllm import arms
 from lab.results import reference
-from lab.results.bandwidth import bandwidth_ceiling, short_name
+from lab.results.bandwidth import bandwidth_ceiling, short_name, slope_rate
 from lab.results.data import DATA_DIR, load, load_sweeps
 from lab.results.facts import Fact
 from lab.results.fit import decode_growth, fit_quadratic, ok_rows
 
 A10G_STUDY = reference.DATASET
 SHARE_AT = (2048, 8192, 32768)
-#: The arms (attention backends) of the studies: vLLM 0.11's on the A10G, vLLM 0.26's on the H200.
-FLASH, FLEX = "FLASH_ATTN", "FLEX_ATTENTION"
-FA3, FA2 = "FLASH_ATTN/FA3", "FLASH_ATTN/FA2"
+#: The arms' labels (lab.measure.vllm.arms): the A10G study's FLASH_ATTN and FLEX_ATTENTION, the H200's FA3 and FA2.
+FLASH, FLEX = arms.FLASH.label, arms.FLEX.label
+FA3, FA2 = arms.FA3.label, arms.FA2.label
 #: The H200 study with vLLM's default settings; its variants (another chunk size, two GPUs) have folders of their own.
 H200_STUDY = "h200/vllm0.26-qwen2.5-7b"
 
@@ -245,18 +246,19 @@ def against_floor(table, study: str):
 
 
 def kv_read_rate(table, study: str, arm: str) -> dict:
-    """How fast decode absorbs a longer context: the slope of ITL against context length.
+    """How fast decode absorbs a longer context: the slope of ITL against the KV bytes of the context
+    (:func:`lab.results.bandwidth.slope_rate`, the one way this book turns times into a read rate).
 
-    The slope (ms per 1000 tokens) is the extra time each step spends per 1000 more cached tokens;
-    dividing the KV bytes of those tokens by it gives the rate at which attention reads the cache.
+    The slope is the extra time each step spends per extra byte of cache; its inverse is the rate at which
+    attention reads the cache (``ms_per_1k_tokens``: the same slope per 1000 cached tokens).
     """
     rows = arm_rows(table, study, arm).dropna(subset=["itl_ms"])
     if len(rows) < 2:
         raise LabError(f"{study} {arm}: fewer than two ITL measurements")
-    slope_ms_per_token = float(np.polyfit(rows["actual_len"].to_numpy(float), rows["itl_ms"].to_numpy(float), 1)[0])
     kv = _shape().kv_bytes_per_token()
-    rate = kv / (slope_ms_per_token / 1e3) if slope_ms_per_token > 0 else math.inf
-    return {"ms_per_1k_tokens": slope_ms_per_token * 1000, "kv_gb_per_s": rate / 1e9, "kv_bytes_per_token": kv}
+    rate, _ = slope_rate(rows["actual_len"].to_numpy(float) * kv, rows["itl_ms"].to_numpy(float) / 1e3)
+    rate = rate if rate > 0 else math.inf  # ITL that does not grow: no finite rate
+    return {"ms_per_1k_tokens": 1e3 * kv * 1e3 / rate, "kv_gb_per_s": rate / 1e9, "kv_bytes_per_token": kv}
 
 
 def arm_source(table, study: str, arm: str) -> str:

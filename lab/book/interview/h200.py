@@ -10,8 +10,8 @@ import re
 
 from lab import LabError
 from lab.book.interview.common import FA2, FA3, FLEX, missing_facts, row, shown_facts
-from lab.results import census_windows, data, hardware, iomodel, kernel_runs, sweeps, tuning
-from lab.results.bandwidth import bandwidth_ceiling, ceiling
+from lab.results import census_windows, data, fused_bound, hardware, iomodel, kernel_runs, sweeps, tuning
+from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth
 from lab.results.modelshape import qwen25_7b
 
 KERNELS = kernel_runs.RECORD  # the kernel benchmark the chapters read
@@ -234,6 +234,25 @@ def compute_bound_facts(root=None) -> dict:
     return out | {"h200_cb_ceiling_gbps": bandwidth_ceiling(ds.gpu, root).to("GB/s").shown_as(",.0f")}
 
 
+STOPWATCH_FORMATS = {"sw_len": ",d", "sw_kernel": "", "sw_ms": ".1f", "sw_reread_ms": ".1f", "sw_margin_pct": ".0f",
+                     "sw_reread_ds_ms": ".1f"}
+
+
+def stopwatch_facts(n: int = 32768, root=None) -> dict:
+    """Chapter 2's stopwatch check (lab.results.fused_bound): the fastest prefill kernel against the time the tile
+    re-read count needs at the H200's bandwidth ceiling and at the datasheet's, where the verdict can flip."""
+    source = f"data/{KERNELS}/prefill.csv, data/{fused_bound.H200_CEILINGS} via lab.results.fused_bound"
+    bandwidths = {"sw_ceiling_tbs": bandwidth_ceiling("H200-SXM", root).to("TB/s").shown_as(".2f"),
+                  "sw_ds_tbs": datasheet_bandwidth("H200-SXM").to("TB/s").shown_as(".1f")}
+    try:
+        check = fused_bound.h200_kernel_check(fused_bound.fastest_candidate(n, root), n, root)
+    except LabError:
+        return missing_facts(STOPWATCH_FORMATS, source) | bandwidths
+    f = {"sw_len": n, "sw_kernel": check["candidate"], "sw_ms": check["ms"], "sw_reread_ms": check["reread_ms"],
+         "sw_margin_pct": 100 * (check["reread_ms"] / check["ms"] - 1), "sw_reread_ds_ms": check["reread_ms_datasheet"]}
+    return shown_facts(f, STOPWATCH_FORMATS, source) | bandwidths
+
+
 ABLATION_STEPS = {"exp2": 1, "nomask": 2, "order": 3, "tma": 4, "tuned": 5}
 ABLATION_FORMATS = {"h200_abl_len": ",d", "h200_abl_first_tflops": ".0f", "h200_abl_last_tflops": ".0f",
                     **{f"h200_abl_{k}_pct": ".0f" for k in ABLATION_STEPS}}
@@ -260,4 +279,4 @@ def ablation_facts(root=None) -> dict:
 def facts() -> dict:
     """Every H200 fact chapters 08 and 09 glue."""
     return {**sweep_facts(), **decode_kernel_facts(), **occupancy_facts(), **rounds_facts(), **control_facts(),
-            **compute_bound_facts(), **ablation_facts()}
+            **compute_bound_facts(), **stopwatch_facts(), **ablation_facts()}

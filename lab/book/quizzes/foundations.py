@@ -8,11 +8,9 @@ compulsory bytes (a lower bound) and the tile re-read count (an upper estimate: 
 from __future__ import annotations
 
 from lab.book.quiz import Computed, Question, measured
-from lab.book.quizzes.common import (A10G, FLASH, FLEX, GB, device_number, length, ridge, shape_number,
-                                     sweep_lengths)
+from lab.book.quizzes.common import A10G, FLASH, FLEX, GB, device_number, length, ridge, shape_number, sweep_lengths
 from lab.results import data, hardware, iomodel
 from lab.results.modelshape import qwen25_7b
-
 
 # --- 01 roofline -----------------------------------------------------------------------------------
 
