@@ -14,7 +14,6 @@ from lab.results import sweeps as report
 from lab.results.hardware import device
 from lab.results.modelshape import qwen25_7b
 
-
 #: An H200 read stream (made-up numbers): a data tree with H200 studies draws their floors under its ceiling.
 BANDWIDTH_FIXTURE = Path(__file__).parent / "fixtures" / "bandwidth"
 
