@@ -10,7 +10,7 @@ import functools
 import math
 
 from lab import LabError
-from lab.measure.bench import CANDIDATES
+from lab.measure.bench import ALL_CANDIDATES, CANDIDATES
 from lab.results.data import datasets
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
 
@@ -22,6 +22,10 @@ LABELS = {
     "flex": "FlexAttention",
     "ours-teaching": "ours, teaching",
     "ours-tuned": "ours, tuned",
+    "fa2": "FlashAttention 2",
+    "fa3": "FlashAttention 3",
+    "fa4": "FlashAttention 4",
+    "flex-flash": "Flex, FLASH backend",
 }
 
 
@@ -77,7 +81,7 @@ def prefill_missing(run: str, length: int, backend: str) -> str:
 def prefill_view(run: str, length: int, backend: str) -> View:
     ds, table, _ = kernel_runs()[run]
     series = []
-    for name in CANDIDATES:
+    for name in ALL_CANDIDATES:
         rows = table[(table.candidate == name) & (table.status == "ok")].sort_values("n")
         if len(rows):
             series.append(Series(LABELS[name], list(rows.n), list(rows.tflops), kind="line+points",
