@@ -48,6 +48,12 @@ class JobCounters:
     totals: dict = field(default_factory=dict)   # SUMMED over the job's kernels (job_ms in milliseconds)
     stalls: tuple = ()               # (reason, cycles per issued instruction), largest first
     source: str = ""
+    others: tuple = ()               # (kernel name, ms) of the job's other kernels, in launch order
+
+    @property
+    def others_ms(self) -> float:
+        """Time of the job's kernels besides the main one (a scheduler's prepare, a split's combine)."""
+        return sum(ms for _, ms in self.others)
 
     @property
     def dram_rate(self) -> float:
@@ -88,8 +94,9 @@ def _summarise(job: str, rows: list[dict]) -> JobCounters:
                      if isinstance(metric, str) and metric.startswith(STALL[0]) and metric.endswith(STALL[1])),
                     key=lambda kv: -kv[1])
     phase, candidate, batch, n = kernel_counters.parse_job(job)
+    others = tuple((k["kernel"], k.get(METRICS["ms"], 0.0) * 1e3) for i, k in sorted(kernels.items()) if i != main_index)
     return JobCounters(job, phase, candidate, batch, n, main_kernel["kernel"], len(kernels), main, totals,
-                       tuple(stalls[:3]), rows[0]["source"])
+                       tuple(stalls[:3]), rows[0]["source"], others)
 
 
 def compulsory_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, head_dim: int = 128) -> int:

@@ -221,7 +221,32 @@ def dram_facts(root=None, candidate: str = "ours-tuned", n: int = 16384) -> dict
     return shown_facts(values, DRAM_FORMATS, source)
 
 
+# --- decode against query rows per KV head (chapter 5's sweep) ------------------------------------------
+
+ROWS_FORMATS = {"rows_ridge_iv": "{:.0f} FLOP/byte", "rows_fa3_flat_iv": "{:d}", "rows_fa3_off_iv": "{:d}",
+                "rows_fa3_most_iv": "{:d}", "rows_fa3_most_pct_iv": "{:.0f}%", "rows_ours_flat_iv": "{:d}"}
+
+
+def decode_rows_facts(root=None) -> dict:
+    """Where FA3 and our split-KV kernel leave the memory floor as query rows per KV head grow (lab.results.decode_rows),
+    and the measured ridge they are placed against."""
+    from lab import LabError
+    from lab.results import decode_rows
+
+    source = f"data/{decode_rows.RUNS[0]} (+ {decode_rows.RUNS[1]}) via lab.results.decode_rows; {decode_rows.roof_sources()}"
+    try:
+        points, roof = decode_rows.sweep(root), decode_rows.roof(root=root)
+    except LabError:
+        return missing_facts(ROWS_FORMATS, source)
+    cross = decode_rows.crossings(points, roof).set_index("candidate")
+    fa3, ours = cross.loc["fa3"], cross.loc["ours-tuned"]
+    values = {"rows_ridge_iv": roof.ridge, "rows_fa3_flat_iv": int(fa3.last_flat), "rows_fa3_off_iv": int(fa3.first_off),
+              "rows_fa3_most_iv": int(fa3.most_rows), "rows_fa3_most_pct_iv": fa3.most_pct_of_matmul,
+              "rows_ours_flat_iv": int(ours.last_flat)}
+    return shown_facts(values, ROWS_FORMATS, source)
+
+
 def facts(root=None) -> dict[str, Shown]:
     """Every later-study fact, measured or not."""
     return {**paged_facts(root), **concurrency_facts(root), **roofline_batch_facts(root), **mask_facts(root),
-            **decomposition_facts(root), **dram_facts(root)}
+            **decomposition_facts(root), **dram_facts(root), **decode_rows_facts(root)}
