@@ -29,6 +29,11 @@ METRICS = {
     "registers": "launch__registers_per_thread",
     "shared_bytes": "launch__shared_mem_per_block",
     "waves": "launch__waves_per_multiprocessor",
+    "instructions": "smsp__inst_executed.sum",                 # warp instructions, all SMs
+    "issue_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "sm_cycles_sum": "sm__cycles_active.sum",                  # SM-cycles with work, summed over the SMs
+    "sm_cycles_max": "sm__cycles_active.max",                  # the busiest SM's
+    "clock_hz": "gpc__cycles_elapsed.avg.per_second",
 }
 SUMMED = {"dram_read": "dram__bytes_read.sum", "dram_write": "dram__bytes_write.sum", "l2_bytes": "lts__t_bytes.sum",
           "job_ms": "gpu__time_duration.sum"}

@@ -197,6 +197,32 @@ def decomposition_facts(root=None) -> dict:
     return shown_facts(values, DECOMPOSITION_FORMATS, f"data/{source}")
 
 
+COUNTER_FORMATS = {"flex_ctr_tensor_pct": "{:.0f}%", "flex_ctr_read_pct": "{:.1f}%", "flex_ctr_rows": "{:.0f}",
+                   "flex_ctr_useful": "{:.3f}×", "flex_ctr_pad8_busy": "{:.0f}", "flex_ctr_gap_b1": "{:.0f}×",
+                   "flex_ctr_product_b1": "{:.0f}×", "flex_ctr_recipe_b1": "{:.1f}×", "flex_ctr_inst_b1": "{:.1f}×"}
+
+
+def counter_facts(root=None) -> dict:
+    """Why Flex decodes slowly, from the ncu counters (lab.results.flex_counters): the general kernel's tensor pipe
+    and DRAM rate at batch 1, the split template's working programs, and the factor chain over FA3."""
+    from lab.results import flex_counters as fc
+
+    root = data.DATA_DIR if root is None else root
+    rows = {(r["candidate"], r["batch"]): r for r in fc.table(root)}
+    gap, source = fc.gap(1, root), "data/h200/kernel-counters*/raw.csv via lab.results.flex_counters"
+    general, pad8 = rows.get(("flex-default", 1)), rows.get(("flex-pad8", 1))
+    values = {}
+    if general and pad8:
+        values = {"flex_ctr_tensor_pct": general["tensor_pct"], "flex_ctr_read_pct": general["read_pct_of_ceiling"],
+                  "flex_ctr_pad8_busy": pad8["busy_sms"]}
+    if gap:
+        values |= {"flex_ctr_rows": gap.factor("rows computed per real row"),
+                   "flex_ctr_useful": gap.factor("useful work over the read floor"), "flex_ctr_gap_b1": gap.total_measured,
+                   "flex_ctr_product_b1": gap.product, "flex_ctr_recipe_b1": gap.factor("vLLM's recipe over the general kernel"),
+                   "flex_ctr_inst_b1": gap.factor("instructions")}
+    return shown_facts(values, COUNTER_FORMATS, source)
+
+
 # --- measured DRAM bytes against the two model counts ------------------------------------------------
 
 DRAM_FORMATS = {"dram_len": "{:,d} tokens", "dram_over_compulsory": "{:.1f}×", "reread_over_dram": "{:.0f}×",
@@ -249,4 +275,4 @@ def decode_rows_facts(root=None) -> dict:
 def facts(root=None) -> dict[str, Shown]:
     """Every later-study fact, measured or not."""
     return {**paged_facts(root), **concurrency_facts(root), **roofline_batch_facts(root), **mask_facts(root),
-            **decomposition_facts(root), **dram_facts(root), **decode_rows_facts(root)}
+            **decomposition_facts(root), **counter_facts(root), **dram_facts(root), **decode_rows_facts(root)}
