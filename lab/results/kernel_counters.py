@@ -122,4 +122,7 @@ def table(root=None) -> list[dict]:
     return rows
 
 
-
+def compulsory_read_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, head_dim: int = 128) -> int:
+    """Q, K and V read once, bf16: the least a job must read from DRAM (what its DRAM-read counter is held to)."""
+    n_q = job.n if job.phase == "prefill" else 1
+    return 2 * head_dim * job.batch * (q_heads * n_q + 2 * kv_heads * job.n)
