@@ -185,7 +185,8 @@ def _provenance(folder, kind):
     from lab import store
 
     folder.mkdir(parents=True, exist_ok=True)
-    store.write_provenance(folder, store.new_provenance(kind, flags={"window": 512}, command="test"))
+    record = store.new_provenance(kind, flags={"window": 512}, command="test")
+    store.write_provenance(folder, {**record, "gpu": "NVIDIA H200"})  # what the H200 runs record
 
 
 def test_later_studies_read_their_files_through_lab_results(tmp_path):

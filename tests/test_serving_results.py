@@ -5,6 +5,7 @@ on a small fixture by value."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from lab import REPO_ROOT, LabError
 from lab.results import census_windows as cd
 from lab.results import concurrency, flex_decomposition, trace_analysis, value_dependence
+from lab.results.bandwidth import ceiling
 from lab.results.modelshape import qwen25_7b
 
 
@@ -57,14 +59,13 @@ def test_flex_decomposition_factors(tmp_path):
     assert dec.grid("decode", 1, "flex-pad8") == (1, 4, 66) and dec.programs("decode", 1, "flex-paged") == 28
     assert dec.extra_kernels("decode", 1, "flex-pad8") == 1 and dec.extra_kernels("decode", 1, "flex-default") == 0
     assert dec.programs("decode", 1, "copy") is None and dec.torch_checks_power_of_two() is None
-    ladder = flex_decomposition.ladder(dec, "decode", 1).set_index("variant")
+    ladder = flex_decomposition.ladder(dec, "decode", 1, ceiling_bytes_per_s=8e12).set_index("variant")
     assert list(ladder.index) == ["flex-default", "flex-forced", "flex-tiles16", "flex-paged", "flex-pad8", "copy"]
     assert ladder.loc["flex-tiles16", "x_step"] == pytest.approx(3.0) and ladder.loc["flex-tiles16", "over"] == "flex-forced"
     assert ladder.loc["flex-paged", "x_step"] == pytest.approx(4.0)
     assert ladder.loc["flex-pad8", "x_step"] == pytest.approx(2.0) and ladder.loc["flex-pad8", "over"] == "flex-default"
-    # the share is of the GPU's read-stream ceiling, not of the copy timed beside it (4,000 GB/s here)
-    assert ladder.loc["flex-default", "pct_of_ceiling"] == pytest.approx(100 * 4000 / 4500)
-    assert ladder.loc["copy", "pct_of_ceiling"] == pytest.approx(100 * 8000 / 4500)
+    assert ladder.loc["flex-default", "pct_of_ceiling"] == pytest.approx(50.0)  # 4000 GB/s of an 8 TB/s ceiling
+    assert math.isnan(ladder.loc["copy", "pct_of_ceiling"])  # a copy reads and writes: no share of a read ceiling
     assert dec.batches("decode") == [1] and dec.length("prefill") == 16384
     vllm = flex_decomposition.VllmFlex(None, 2000.0 / 3, None, None)  # GB/s: the paged variant reads at 1000/3
     assert flex_decomposition.vllm_over(dec, vllm) == pytest.approx(0.5)
@@ -201,6 +202,6 @@ def test_chapter_facts_fill_in_when_the_data_lands(tmp_path, monkeypatch):
     assert text("flexdec_b1_forced_x") == "1.00×" and text("flexdec_b1_paged_x") == "4.00×"
     assert text("flexdec_b1_tiles16_x") == "3.00×" and text("flexdec_b1_flex_pad8_programs") == "264"
     assert text("flexdec_b1_pad8_combine") == "1" and text("vllm_flex_decode_programs") == "28"
-    assert text("flexdec_b1_flex_default_pct") == f"{100 * 4000 / 4500:.1f}%"
+    assert text("flexdec_b1_flex_default_pct") == f"{100 * 4000e9 / ceiling('H200-SXM'):.1f}%"
     assert present["flexdec_status"].value.endswith(f"({present['flexdec_status'].source})")
     assert text("values_matmul_max_pct") == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"

@@ -26,8 +26,8 @@ from lab import LabError
 from lab.results import data, hardware, units
 from lab.results.facts import Fact
 
-#: GPUs with a measured read stream: table key -> dataset folder under data/.
-RUNS = {"H200-SXM": "h200/bandwidth"}
+#: GPUs with a measured read stream: the GPU's name as CUDA reports it -> dataset folder under data/.
+RUNS = {"NVIDIA H200": "h200/bandwidth"}
 FILE = "read_stream.csv"
 COLUMNS = ("kind", "size_bytes", "ms", "gb_per_s")
 MIN_BYTES = 256 << 20   # above L2 (60 MiB on the H200) by a wide margin
@@ -86,6 +86,11 @@ def short_name(gpu) -> str:
     return _device(gpu).key.lower().removesuffix("-sxm")
 
 
+def _run(dev: hardware.Device) -> str | None:
+    """The dataset folder of a table GPU's read stream, or None for a GPU never measured."""
+    return next((run for name, run in RUNS.items() if hardware.match_device(name) is dev), None)
+
+
 def slope_rate(nbytes, seconds) -> tuple[float, float]:
     """(bytes per second, intercept seconds) of the least-squares line seconds = intercept + bytes / rate."""
     import numpy as np
@@ -98,7 +103,7 @@ def slope_rate(nbytes, seconds) -> tuple[float, float]:
 def read_stream(gpu="NVIDIA H200", root: Path | None = None):
     """The read rows of a GPU's bandwidth run (size_bytes, ms, gb_per_s, ...) by size, or None when the GPU has no
     run on file (a malformed run is an error naming the file, not a missing one)."""
-    run = RUNS.get(_device(gpu).key)
+    run = _run(_device(gpu))
     folder = (Path(root) if root is not None else data.DATA_DIR) / run if run else None
     if folder is None or not (folder / FILE).exists():
         return None
@@ -113,10 +118,11 @@ def read_ceiling(gpu="NVIDIA H200", root: Path | None = None) -> Ceiling:
     """The ceiling of ``gpu``: the read-stream slope where measured (not measured while its run is not on file),
     else the datasheet's bandwidth."""
     dev = _device(gpu)
-    if dev.key not in RUNS:
+    run = _run(dev)
+    if run is None:
         return Ceiling(dev.key, float(dev.bandwidth), "datasheet", f"lab.results.hardware: {dev.sources['bandwidth'].title}",
                        datasheet_bytes_per_s=float(dev.bandwidth))
-    source = f"data/{RUNS[dev.key]}/{FILE}"
+    source = f"data/{run}/{FILE}"
     table = read_stream(dev, root)
     if table is None:
         return Ceiling(dev.key, math.nan, "not measured", source, datasheet_bytes_per_s=float(dev.bandwidth))
@@ -144,12 +150,12 @@ def per_call_rates(gpu="NVIDIA H200", root: Path | None = None) -> list[dict]:
 
 # --- the ceiling as every page and every floor uses it ------------------------------------------------
 
-def bandwidth_ceiling(gpu, root: Path | None = None) -> Fact:
+def bandwidth_ceiling(gpu="NVIDIA H200", root: Path | None = None) -> Fact:
     """The GPU's memory-bandwidth ceiling in B/s, as a fact (value, source file, method, quantity)."""
     return read_ceiling(gpu, root).fact()
 
 
-def ceiling(gpu, root: Path | None = None) -> float:
+def ceiling(gpu="NVIDIA H200", root: Path | None = None) -> float:
     """The ceiling in B/s, for arithmetic (a floor, a "% of"); a clear error while it is not measured."""
     found = read_ceiling(gpu, root)
     if not found.measured:
@@ -187,6 +193,6 @@ def memory_ladder(gpu, root: Path | None = None) -> list[dict]:
     levels = hardware.memory_hierarchy(dev)
     found = read_ceiling(dev, root)
     source = (hardware.Source(f"read-only stream measured on the lent {dev.name} (lab.results.bandwidth)", found.source)
-              if dev.key in RUNS else dev.sources["bandwidth"])
+              if _run(dev) else dev.sources["bandwidth"])
     levels[-1] = {**levels[-1], "bandwidth": ceiling(dev, root), "source": source}
     return levels

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from lab import LabError
 from lab.measure.vllm.arms import FLEX
+from lab.results.bandwidth import ceiling as ceiling_of
 from lab.results.bandwidth import percent_of_ceiling, short_name
 from lab.results.data import DATA_DIR, load
 from lab.results.facts import Fact
@@ -241,13 +242,15 @@ def step_of(variant: str) -> tuple[str, str, str] | None:
     return next((step for step in (*STEPS, DECODE_TEMPLATE) if step[0] == variant), None)
 
 
-def ladder(decomposition: Decomposition, phase: str, batch: int):
+def ladder(decomposition: Decomposition, phase: str, batch: int, ceiling_bytes_per_s: float | None = None):
     """One table per phase and batch, rows in the order of :data:`VARIANTS`: variant, ms, rate, % of the
-    GPU's bandwidth ceiling (decode), programs of the attention kernel, and, for the variants of
+    GPU's bandwidth ceiling (decode; :func:`lab.results.bandwidth.ceiling` unless given), programs of the attention
+    kernel, and, for the variants of
     :data:`STEPS` and :data:`DECODE_TEMPLATE`, the time over the variant that step starts from
     (``x_step``) and that variant's name (``over``)."""
     import pandas as pd
 
+    ceiling = (ceiling_bytes_per_s or ceiling_of(decomposition.gpu, decomposition.root)) / 1e9  # GB/s, as the rates
     rows = []
     for variant in VARIANTS:
         ms = decomposition.ms(phase, batch, variant)
@@ -257,7 +260,7 @@ def ladder(decomposition: Decomposition, phase: str, batch: int):
         step = step_of(variant)
         factor = decomposition.factor(phase, batch, variant, step[1]) if step else None
         rows.append({"variant": variant, "ms": ms, "rate": rate,
-                     "pct_of_ceiling": decomposition.pct_of_ceiling(phase, batch, variant) if phase == "decode" else None,
+                     "pct_of_ceiling": 100 * rate / ceiling if phase == "decode" and rate and variant != "copy" else None,
                      "programs": decomposition.programs(phase, batch, variant),
                      "x_step": factor, "over": step[1] if factor is not None else None})
     return pd.DataFrame(rows, columns=["variant", "ms", "rate", "pct_of_ceiling", "programs", "x_step", "over"])
