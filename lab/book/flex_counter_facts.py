@@ -9,7 +9,7 @@ from lab.book.facts import Fact
 from lab.results import bandwidth
 from lab.results import flex_counters as fc
 
-KEYS = {"flex-default": "default", "flex-pad8": "pad8", "flex-paged": "paged", "sdpa-cudnn": "cudnn",
+KEYS = {"flex-default": "default", "flex-pad8": "pad8", "flex-pad8-mask": "pad8mask", "flex-paged": "paged", "sdpa-cudnn": "cudnn",
         "fa3": "fa3", "ours-tuned": "ours"}
 #: Factor names of lab.results.flex_counters and their short glue names.
 FACTORS = {"FA3 over the read floor": "fa3_floor", "useful work over the read floor": "useful",

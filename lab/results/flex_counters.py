@@ -26,7 +26,8 @@ from lab.results import kernel_counters as kc
 
 N = 32768
 #: The jobs of the counter table, in the order a reader meets them: (candidate, batch).
-ROWS = (("flex-default", 1), ("flex-default", 16), ("flex-pad8", 1), ("flex-pad8", 16), ("flex-paged", 1),
+ROWS = (("flex-default", 1), ("flex-default", 16), ("flex-pad8", 1), ("flex-pad8", 16), ("flex-pad8-mask", 1),
+        ("flex-pad8-mask", 16), ("flex-paged", 1),
         ("flex-paged", 16), ("sdpa-cudnn", 1), ("fa3", 1), ("fa3", 16), ("ours-tuned", 1), ("ours-tuned", 16))
 #: Query rows per program of the general kernel: BLOCK_M of torch 2.11's default Flex config for sm_90, bf16,
 #: head_dim 128 (``CUDAConfigHeuristic.h100_default_flex_config``: FlexConfig(128, 64, 3, 8) in

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from lab.measure import kernel_counters
 from lab.results import data
 
-RUNS = ("h200/kernel-counters", "h200/kernel-counters-batch16")
+RUNS = ("h200/kernel-counters", "h200/kernel-counters-batch16", "h200/kernel-counters-mask")
 METRICS = {
     "ms": "gpu__time_duration.sum",
     "tensor_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
@@ -77,10 +77,11 @@ def _run_rows(run: str, root) -> list[dict]:
 
 
 def jobs(root=None) -> dict[str, JobCounters]:
-    """Every profiled job of the runs of record, by job name (a later run's job replaces none: names differ)."""
+    """Every profiled job of the runs of record, by job name."""
     by_job: dict[str, list[dict]] = {}
-    for run in RUNS:
-        for row in _run_rows(run, root):
+    for run in RUNS:  # a job profiled again in a later run keeps its first run's counters (the run of record)
+        rows = [row for row in _run_rows(run, root) if row["job"] not in by_job]
+        for row in rows:
             by_job.setdefault(row["job"], []).append(row)
     return {job: _summarise(job, rows) for job, rows in by_job.items()}
 

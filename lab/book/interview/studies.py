@@ -197,7 +197,9 @@ def decomposition_facts(root=None) -> dict:
 
 COUNTER_FORMATS = {"flex_ctr_tensor_pct": "{:.0f}%", "flex_ctr_read_pct": "{:.1f}%", "flex_ctr_rows": "{:.0f}",
                    "flex_ctr_useful": "{:.3f}×", "flex_ctr_pad8_busy": "{:.0f}", "flex_ctr_gap_b1": "{:.0f}×",
-                   "flex_ctr_product_b1": "{:.0f}×", "flex_ctr_recipe_b1": "{:.1f}×", "flex_ctr_inst_b1": "{:.1f}×"}
+                   "flex_ctr_product_b1": "{:.0f}×", "flex_ctr_recipe_b1": "{:.1f}×", "flex_ctr_inst_b1": "{:.1f}×",
+                   "flex_ctr_general_b1_ms": "{:.3f} ms", "flex_ctr_template_b1_ms": "{:.3f} ms",
+                   "flex_ctr_template_speedup_b1": "{:.0f}×"}
 
 
 def counter_facts(root=None) -> dict:
@@ -209,10 +211,14 @@ def counter_facts(root=None) -> dict:
     rows = {(r["candidate"], r["batch"]): r for r in fc.table(root)}
     gap, source = fc.gap(1, root), "data/h200/kernel-counters*/raw.csv via lab.results.flex_counters"
     general, pad8 = rows.get(("flex-default", 1)), rows.get(("flex-pad8", 1))
+    template = rows.get(("flex-pad8-mask", 1))  # the decode template handed a block mask with real blocks
     values = {}
     if general and pad8:
         values = {"flex_ctr_tensor_pct": general["tensor_pct"], "flex_ctr_read_pct": general["read_pct_of_ceiling"],
                   "flex_ctr_pad8_busy": pad8["busy_sms"]}
+    if general and template:
+        values |= {"flex_ctr_general_b1_ms": general["ms"], "flex_ctr_template_b1_ms": template["ms"],
+                   "flex_ctr_template_speedup_b1": general["ms"] / template["ms"]}
     if gap:
         values |= {"flex_ctr_rows": gap.factor("rows computed per real row"),
                    "flex_ctr_useful": gap.factor("useful work over the read floor"), "flex_ctr_gap_b1": gap.total_measured,
