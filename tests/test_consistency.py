@@ -139,6 +139,18 @@ def test_a_name_glued_with_two_values_on_two_pages_fails():
     assert len(problems) == 1 and problems[0].startswith("short_len: book/a glues 257")
 
 
+def test_a_quiz_records_the_facts_its_numbers_come_from(tmp_path, monkeypatch):
+    """Chapter 5's quiz computes two shares of the bandwidth ceiling: the ceiling it divides by is registered."""
+    from lab.book.quizzes import chapter_quiz
+
+    monkeypatch.setenv(fact_registry.FOLDER_ENV, str(tmp_path))
+    monkeypatch.setenv(fact_registry.PAGE_ENV, "book/05-decode-split-kv")
+    monkeypatch.setattr(fact_registry, "_PAGE_ENTRIES", {})
+    chapter_quiz("05-decode-split-kv")
+    cited = [e for e in fact_registry.read(tmp_path) if e.quantity == "h200.bandwidth_ceiling"]
+    assert cited and all(e.name.startswith("quiz ") and e.unit == "GB/s" for e in cited)
+
+
 def test_nothing_is_written_outside_a_build(tmp_path, monkeypatch):
     monkeypatch.delenv(fact_registry.FOLDER_ENV, raising=False)
     assert fact_registry.record({"a": 1}, {"a": 1}) is None

@@ -41,8 +41,15 @@ def chapter_quiz(chapter: str) -> Quiz:
     if chapter not in CHAPTERS:
         raise LabError(f"no quiz for chapter {chapter!r}; known: {', '.join(CHAPTERS)}")
     quiz = Quiz(key=chapter, questions=CHAPTERS[chapter]())
-    cited = {f"quiz {qi + 1}: {name}": number for qi, question in enumerate(quiz.questions)
-             for name, number in question.cites.items() if isinstance(number, Cited)}
+    cited = {f"quiz {qi + 1}: {name}": found for qi, question in enumerate(quiz.questions)
+             for name, number in question.cites.items() for found in _facts_in(number)}
     fact_registry.record({name: number.fact for name, number in cited.items()},
                          {name: number.text() for name, number in cited.items()})
     return quiz
+
+
+def _facts_in(number) -> list[Cited]:
+    """The facts a cited number shows or is computed from (a share of the ceiling cites the ceiling)."""
+    if isinstance(number, Cited):
+        return [number]
+    return [found for part in getattr(number, "inputs", ()) for found in _facts_in(part)]
