@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from lab.cli import run_command
+from lab.cli import OneLineParser, run_command
 
 # command name -> module. Modules that are not importable on this machine are skipped in --help.
 COMMANDS = {
@@ -44,7 +44,7 @@ def _load(module_name: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = _load(module_name)

@@ -40,6 +40,8 @@ PROVENANCE_FIELDS: dict[str, tuple[type, ...]] = {
 }
 #: "device-log": what a batch of device runs printed, kept beside the datasets those runs wrote
 KINDS = ("reference", "vllm-sweep", "kernels", "hardware", "census", "live-check", "device-log")
+#: The provenance format this lab writes and reads (a record without the field is version 1).
+SCHEMA_VERSION = 1
 _TYPE_NAMES = {str: "a string", type(None): "null", dict: "an object"}
 
 
@@ -56,6 +58,10 @@ def validate_provenance(record: Any, where: Path | str) -> dict:
             raise LabError(f"{where}: field '{field}' is missing; expected {_expected(types)}")
         if not isinstance(record[field], types):
             raise LabError(f"{where}: field '{field}' is {json.dumps(record[field])[:60]}; expected {_expected(types)}")
+    version = record.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        raise LabError(f"{where}: field 'schema_version' is {json.dumps(version)[:20]}; this lab reads version "
+                       f"{SCHEMA_VERSION}: update the lab (git pull) or rewrite the folder with this one")
     if record["kind"] not in KINDS:
         raise LabError(f"{where}: field 'kind' is {record['kind']!r}; expected one of {', '.join(KINDS)}")
     try:
@@ -138,6 +144,7 @@ def new_provenance(kind: str, *, model: str | None = None, dtype: str | None = N
 
     caps = env.detect()
     record = {
+        "schema_version": SCHEMA_VERSION,
         "kind": kind,
         "gpu": caps.gpu or f"CPU ({caps.machine})",
         "driver": caps.driver, "cuda": caps.cuda, "torch": caps.torch, "triton": caps.triton, "vllm": caps.vllm,
@@ -167,11 +174,12 @@ def _remove_stale_temps(path: Path) -> None:
     """Temporary files of ``path`` left by writers that were killed (their process is gone)."""
     for tmp in path.parent.glob(_temp_prefix(path) + "*.tmp"):
         pid = tmp.name[len(_temp_prefix(path)):].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -297,3 +305,4 @@ def _end_with_a_whole_line(path: Path, fh) -> None:
 def _count_lines(fh) -> int:
     fh.seek(0)
     return sum(1 for line in fh if line.strip())
+

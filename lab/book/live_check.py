@@ -308,9 +308,9 @@ def print_summary(results: list[ChapterResult], total_s: float, out: Path) -> No
 
 
 def cli(argv: list[str] | None = None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_command
 
-    parser = argparse.ArgumentParser(prog="python -m lab.book.live_check", description=__doc__.strip().splitlines()[0],
+    parser = OneLineParser(prog="python -m lab.book.live_check", description=__doc__.strip().splitlines()[0],
                                      epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return run_command(main, parser.parse_args(argv))

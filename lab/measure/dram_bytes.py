@@ -292,9 +292,9 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_command
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.dram_bytes", description=__doc__,
+    parser = OneLineParser(prog="python -m lab.measure.dram_bytes", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return run_command(main, parser.parse_args(argv))

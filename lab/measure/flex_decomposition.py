@@ -483,9 +483,9 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_command
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.flex_decomposition", description=__doc__,
+    parser = OneLineParser(prog="python -m lab.measure.flex_decomposition", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     return run_command(main, parser.parse_args(argv))

@@ -231,10 +231,9 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    import argparse
 
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_command
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.paged_bench", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m lab.measure.paged_bench", description=__doc__.splitlines()[0])
     add_arguments(parser)
     sys.exit(run_command(main, parser.parse_args()))

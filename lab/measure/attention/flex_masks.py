@@ -347,11 +347,10 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    import argparse
     import sys
 
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_command
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.attention.flex_masks", description=main.__doc__)
+    parser = OneLineParser(prog="python -m lab.measure.attention.flex_masks", description=main.__doc__)
     add_arguments(parser)
     sys.exit(run_command(main, parser.parse_args()))

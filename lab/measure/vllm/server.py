@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
+from lab.folders import prepare_server_files
 from lab.measure.vllm.serverlog import LogFacts, error_summary, read_facts, read_text, tail
 
 #: Backends a dense decoder can run on an NVIDIA GPU, by vLLM's registry names.
@@ -246,7 +247,7 @@ class Server:
         """Start the server and wait until /health answers; raise LabError (and clean up) if it cannot."""
         if self._proc is not None:
             raise LabError("this server is already started")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        prepare_server_files(self.log_path, self.pgid_path)  # a stale pgid; an earlier log kept as server.N.log
         self._log = open(self.log_path, "w", encoding="utf-8")
         self._log.write(f"# lab.measure.vllm.server: {self.command_line()}\n")
         self._log.flush()
