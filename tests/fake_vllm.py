@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -160,8 +162,11 @@ class FakeVLLM:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
-                if fault == "silent":
-                    fake.released.wait(120)
+                if fault == "silent":   # until the client hangs up (or the server shuts down)
+                    while not fake.released.wait(0.05):
+                        readable, _, _ = select.select([self.connection], [], [], 0)
+                        if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                            return
                     return
                 good = {"index": 0, "text": "", "logprobs": None, "finish_reason": None, "token_ids": [7]}
                 usage = {"prompt_tokens": len(prompt), "completion_tokens": 2, "total_tokens": len(prompt) + 2}

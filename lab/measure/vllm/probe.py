@@ -345,8 +345,9 @@ def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: b
 
 def _server_gone(endpoint: Endpoint, error_kind: str, grace_s: float = 5.0) -> bool:
     """After a failed request: is the server dead? A crash can break the connection a moment before
-    the process exits, so a broken stream gets a few seconds to show which it was."""
-    deadline = time.monotonic() + (0 if error_kind == "http" else grace_s)
+    the process exits, so a broken or stalled stream gets a few seconds to show which it was (a reply that
+    arrived whole, however wrong, came from a live server)."""
+    deadline = time.monotonic() + (grace_s if error_kind in ("disconnected", "timeout") else 0)
     while True:
         if not endpoint.alive():
             return True
