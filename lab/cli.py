@@ -102,6 +102,16 @@ def run_command(command_main, args) -> int:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def run_cli(parser: argparse.ArgumentParser, command_main, argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the command; a command line argparse refuses returns its status (2) like any
+    other refusal, and ``--help`` returns 0 (for the modules that also run on their own)."""
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    return run_command(command_main, args)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose refusals are one line (the usage is one ``--help`` away), exit status 2."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -142,6 +143,19 @@ def dataset_lock(folder: Path, option: str = "--out"):
         os.close(fd)
         _remove_empty(created)
 
+
+def writes_folder(option: str = "--out"):
+    """Decorate a command's ``main(args)`` that writes the folder its ``option`` names: the command runs as
+    that folder's one writer (:func:`dataset_lock`), from its first check to its last file."""
+    attribute = option.lstrip("-").replace("-", "_")
+
+    def decorate(main):
+        @functools.wraps(main)
+        def locked(args):
+            with dataset_lock(Path(getattr(args, attribute)), option):
+                return main(args)
+        return locked
+    return decorate
 
 def _remove_empty(folders: list[Path]) -> None:
     for folder in folders:                 # deepest first

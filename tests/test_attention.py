@@ -434,12 +434,11 @@ def test_bench_without_gpu_says_what_to_do(capsys):
     assert err.startswith("error: no CUDA GPU") and "\n" not in err
 
 
-def test_bench_rejects_zero_rounds_in_one_line(capsys):
-    from lab.__main__ import main
+def test_bench_rejects_zero_rounds_in_one_line():
+    from refusals import refused
 
-    assert main(["bench", "--rounds", "0"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: --rounds must be at least 1") and "\n" not in err
+    err = refused(["bench", "--rounds", "0"])
+    assert "argument --rounds: expected a positive integer, got '0'" in err and err.count("\n") == 1
 
 
 def test_bench_rebuild_from_measurements(tmp_path):

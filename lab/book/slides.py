@@ -471,10 +471,14 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     from tqdm import tqdm
 
+    from lab.folders import check_output, dataset_lock
+
+    check_output(args.out, "--out", [("the chapters folder", BOOK_DIR)])
     chapters = args.chapters or toc_chapters()
     if not args.execute and not (args.site / "index.html").exists():
         raise LabError(f"{args.site}: no built site; run scripts/build_site.sh first (or pass --execute)")
-    for stem in tqdm(chapters, desc="slides", unit="deck", disable=len(chapters) < 2):
-        page = export(stem, out_dir=args.out, site_dir=args.site, execute=args.execute)
-        print(f"wrote {page}")
+    with dataset_lock(args.out):
+        for stem in tqdm(chapters, desc="slides", unit="deck", disable=len(chapters) < 2):
+            page = export(stem, out_dir=args.out, site_dir=args.site, execute=args.execute)
+            print(f"wrote {page}")
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab import LabError, store
+from lab.folders import writes_folder
 from lab.store import LOCAL_DIR
 
 DEFAULT_OUT = LOCAL_DIR / "device-properties"
@@ -44,6 +45,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default data/local/device-properties)")
 
 
+@writes_folder("--out")
 def main(args) -> int:
     import torch
 

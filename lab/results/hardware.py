@@ -308,15 +308,18 @@ def main(args) -> int:
                 print(f"  note: {dev.note}")
     if not args.measure:
         return 0
+    from lab.folders import dataset_lock
     from lab.results import data
 
     out = Path(args.out) if args.out else data.LOCAL_DIR / "hardware"
-    if args.quick:
-        ceilings = measure(use_gpu=False, matmul_sizes=QUICK_CPU_SIZES[0], copy_sizes=QUICK_CPU_SIZES[1], progress=True) \
-            if not _has_gpu() else measure(matmul_sizes=(1024, 2048), copy_sizes=(64 * MIB,), progress=True)
-    else:
-        ceilings = measure(progress=True)
-    write_measurement(ceilings, out, datasheet=datasheet_fields(ceilings))
+    with dataset_lock(out):        # taken first: a folder that cannot be written is refused before minutes of timing
+        if args.quick:
+            ceilings = measure(use_gpu=False, matmul_sizes=QUICK_CPU_SIZES[0], copy_sizes=QUICK_CPU_SIZES[1],
+                               progress=True) \
+                if not _has_gpu() else measure(matmul_sizes=(1024, 2048), copy_sizes=(64 * MIB,), progress=True)
+        else:
+            ceilings = measure(progress=True)
+        write_measurement(ceilings, out, datasheet=datasheet_fields(ceilings))
     print(f"\nmeasured on {ceilings.name} ({ceilings.dtype} matmul): "
           f"{units.flops_rate(ceilings.peak_flops)}, copy {units.byte_rate(ceilings.bandwidth)}, "
           f"ridge {ceilings.ridge():.1f} FLOP/byte")

@@ -363,8 +363,12 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
+    from lab.folders import check_output, dataset_lock
+
     resolved = Path(args.out).resolve()
     shown = resolved.relative_to(REPO_ROOT) if resolved.is_relative_to(REPO_ROOT) else args.out
-    out = build_reference_dataset(args.source, args.out, command=f"python -m lab reference --out {shown}")
+    check_output(Path(args.out), "--out", [("--source", Path(args.source))])
+    with dataset_lock(Path(args.out)):
+        out = build_reference_dataset(args.source, args.out, command=f"python -m lab reference --out {shown}")
     print(f"wrote {out}")
     return 0

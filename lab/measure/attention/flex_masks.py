@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 
 from lab import LabError
+from lab.cli import number_or_zero, positive_count
+from lab.folders import writes_folder
 
 #: The sliding window the book uses: each query sees itself and the previous WINDOW - 1 keys.
 WINDOW = 2048
@@ -290,12 +292,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", default=str(REPO_ROOT / "data" / "local" / "flex-masks"), help="output folder")
     parser.add_argument("--lengths", default="16384,4096", help="sequence lengths, most important first")
     parser.add_argument("--masks", default=",".join(MASKS), help=f"subset of {','.join(MASKS)}")
-    parser.add_argument("--rep-ms", type=int, default=90, help="ms of timed repeats per implementation, shared among rounds")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--deadline-s", type=float, default=0, help="start no new (mask, length) after this many "
+    parser.add_argument("--rep-ms", type=positive_count, default=90, help="ms of timed repeats per implementation, shared among rounds")
+    parser.add_argument("--rounds", type=positive_count, default=3)
+    parser.add_argument("--deadline-s", type=number_or_zero, default=0, help="start no new (mask, length) after this many "
                         "seconds (0: none); what was measured is written")
 
 
+@writes_folder("--out")
 def main(args) -> int:
     """Time causal, sliding-window and document masks: FlexAttention vs SDPA; writes masks.csv + provenance."""
     import sys

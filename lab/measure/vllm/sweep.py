@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
-from lab.cli import OneLineParser, fraction, positive_count, positive_number, run_command
+from lab.cli import OneLineParser, fraction, positive_count, positive_number, run_cli
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.probe import DROP_FIRST_GAPS
 from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command
@@ -311,8 +311,7 @@ def cli(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m lab.measure.vllm.sweep", description=__doc__.strip().splitlines()[0],
                                      epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    return run_command(main, args)
+    return run_cli(parser, main, argv)
 
 
 if __name__ == "__main__":
