@@ -50,12 +50,16 @@ def _raise_terminated(signum, frame) -> None:
     raise Terminated()
 
 
+def os_error_reason(exc: OSError) -> str:
+    """What the system said about a file-system fault and what to do, e.g. "Permission denied (check its permissions)"."""
+    advice = _ADVICE.get(exc.errno)
+    return f"{exc.strerror or type(exc).__name__}{f' ({advice})' if advice else ''}"
+
+
 def describe_os_error(exc: OSError) -> str:
     """One line for a file-system fault: the path(s), what the system said and what to do."""
     paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
-    what = exc.strerror or type(exc).__name__
-    advice = _ADVICE.get(exc.errno)
-    return f"{paths + ': ' if paths else ''}{what}{f' ({advice})' if advice else ''}"
+    return f"{paths + ': ' if paths else ''}{os_error_reason(exc)}"
 
 
 def _quiet_stdout() -> None:

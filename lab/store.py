@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import REPO_ROOT, LabError
+from lab.cli import os_error_reason
 
 DATA_DIR = REPO_ROOT / "data"
 LOCAL_DIR = DATA_DIR / "local"
@@ -88,7 +89,7 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         raise LabError(f"{path}: not UTF-8 text (byte {exc.start}); expected a JSON text file") from None
     except OSError as exc:
-        raise LabError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise LabError(f"{path}: cannot read: {os_error_reason(exc)}") from None
 
 
 def read_json(path: Path) -> Any:

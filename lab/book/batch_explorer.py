@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
 from lab.results import concurrency as rc
-from lab.results.data import DATA_DIR
+from lab.results.data import DATA_DIR, skipped_note
 
 ARMS = ("FLASH_ATTN/FA3", "FLEX_ATTENTION")
 CONTEXTS = (2048, 32768)
@@ -73,7 +73,7 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
         controls=[Control("batch", "Concurrent requests", values=batches, default=16),
                   Control("context", "Context per request (tokens)", values=list(CONTEXTS), default=max(CONTEXTS)),
                   Control("arm", "Attention backend", values=list(ARMS))],
-        view=view,
+        view=view, skipped=skipped_note(root, "concurrency.csv"),
         caption="The dashed line is the floor of one decode step on the H200: every weight read once plus every "
                 "sequence's KV cache, over the copy bandwidth measured on the same GPU. The points are vLLM's "
                 "measured inter-token latency at each number of concurrent requests.")
