@@ -99,7 +99,8 @@ def run_command(command_main, args) -> int:
     except RuntimeError as exc:
         if not str(exc).startswith("Symlink loop from"):   # pathlib's resolve() before Python 3.13
             raise
-        print(f"error: {str(exc).removeprefix('Symlink loop from ')}: {_ADVICE[errno.ELOOP]}", file=sys.stderr)
+        print(f"error: {str(exc).removeprefix('Symlink loop from ').strip(chr(39))}: {_ADVICE[errno.ELOOP]}",
+              file=sys.stderr)
         return 2
     finally:
         if in_main and old is signal.SIG_DFL:

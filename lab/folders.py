@@ -204,6 +204,8 @@ def set_aside(path: Path) -> Path | None:
     """Move an existing ``name.ext`` to the first free ``name.N.ext`` (1, 2, ...) and return where it went, so a
     new run's file never replaces an earlier run's (a resumed sweep keeps the crashed run's server log)."""
     path = Path(path)
+    if path.is_dir():
+        raise LabError(f"{path}: is a folder; expected a file (move the folder away and rerun)")
     if not path.exists():
         return None
     number = 1

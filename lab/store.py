@@ -218,7 +218,7 @@ def write_atomic(path: Path, write) -> Path:
         fd, name = tempfile.mkstemp(prefix=f"{_temp_prefix(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
     except OSError as exc:
-        raise LabError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        raise LabError(f"{path}: cannot write: {os_error_reason(exc)}") from None
     tmp = Path(name)
     try:
         write(tmp)
@@ -227,7 +227,9 @@ def write_atomic(path: Path, write) -> Path:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise LabError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        if exc.filename is not None and Path(exc.filename) not in (tmp, path):
+            raise                   # a fault of an input the writer reads (run_command names that path)
+        raise LabError(f"{path}: cannot write: {os_error_reason(exc)}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
