@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from lab import LabError
 
@@ -159,6 +160,13 @@ def number_or_zero(text: str) -> float:
 def fraction(text: str) -> float:
     """A finite number in (0, 1]: a share of GPU memory."""
     return _number(text, float, "a number above 0 and at most 1", lambda v: 0 < v <= 1)
+
+
+def path_arg(text: str) -> Path:
+    """A path a user typed; an empty one (an unset variable in ``--out $OUT``) is refused, not read as '.'."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return Path(text)
 
 
 def sizes(text: str, example: str = "1k,2k,4096", option: str | None = None) -> tuple[int, ...]:

@@ -99,6 +99,11 @@ FILE_SYSTEM = [
     (["datasets", "--root", "$T/loop"], "--root $T/loop: no such folder"),
     (["vllm-sweep", "--backend", "FLASH_ATTN", "--out", "$T/loop", "--dry-run"], f"$T/loop: {LOOP}"),
     (["vllm-sweep", "--backend", "FLASH_ATTN", "--model", "$T/file"], "$T/file: no such model folder"),
+    (["vllm-sweep", "--backend", "FLASH_ATTN", "--out", ""], "argument --out: expected a path, got an empty string"),
+    (["census", "$T/t.json.gz", "--json", ""], "argument --json: expected a path, got an empty string"),
+    (["capture", "trim", "$T/t.json.gz", "--out", " "], "argument --out: expected a path, got an empty string"),
+    (["reference", "--out", ""], "argument --out: expected a path"),
+    (["datasets", "--root", ""], "argument --root: expected a path"),
 ]
 
 NONSENSE = [(["vllm-sweep", "--backend", "FLASH_ATTN", option, value], f"argument {option}: expected {what}, got '{value}'")

@@ -156,3 +156,9 @@ def test_a_sweep_in_which_every_length_failed_exits_non_zero_with_one_line(tmp_p
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and "every length failed" in err[0] and "HTTP 500" in err[0]
     assert data.load(out).csv("sweep.csv")["status"].tolist() == ["error", "error"]
+
+
+@pytest.mark.parametrize("text", ["vllm:num_requests_running{} many\n", "vllm:num_requests_waiting\n"])
+def test_a_garbled_metrics_reply_is_no_answer_not_a_crash(monkeypatch, text):
+    monkeypatch.setattr(conc, "request", lambda *a, **k: (200, text))
+    assert conc.wait_idle("http://127.0.0.1:9") is None

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
-from lab.cli import positive_count, positive_number
+from lab.cli import path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
 
 BOOK = REPO_ROOT / "book"
@@ -255,9 +255,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", action="append", default=[], metavar="CHAPTER=S", help="one chapter's limit")
     parser.add_argument("--budget-s", type=positive_number, default=540, help="total seconds; later chapters are skipped (default 540)")
     parser.add_argument("--jobs", type=positive_count, default=4, help="chapters without GPU work run this many at a time (default 4)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"summary folder (default {DEFAULT_OUT})")
-    parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)       # internal: execute one chapter
-    parser.add_argument("--notebook", type=Path, help=argparse.SUPPRESS)  # internal: where --one saves it
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"summary folder (default {DEFAULT_OUT})")
+    parser.add_argument("--one", type=path_arg, help=argparse.SUPPRESS)       # internal: execute one chapter
+    parser.add_argument("--notebook", type=path_arg, help=argparse.SUPPRESS)  # internal: where --one saves it
 
 
 def _select(text: str | None) -> list[Path]:

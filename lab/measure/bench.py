@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store, units
-from lab.cli import positive_count, sizes
+from lab.cli import path_arg, positive_count, sizes
 from lab.folders import dataset_lock, set_aside
 from lab.measure.candidates import (  # noqa: F401  (re-exported: lab.measure.bench is where callers look)
     CANDIDATES,
@@ -110,7 +110,7 @@ def bars(prefill, decode) -> list[dict]:
 # --- CLI ---------------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--lengths", default="1k,2k,4k,8k,16k,32k", help="prefill prompt lengths")
     parser.add_argument("--contexts", default="1k,2k,4k,8k,16k,32k,64k,128k", help="decode context lengths")
     parser.add_argument("--batches", default="1,16", help="decode batch sizes")
@@ -124,7 +124,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--skip-prefill", action="store_true")
     parser.add_argument("--skip-decode", action="store_true")
     parser.add_argument("--skip-ablation", action="store_true", help="skip the tuned kernel's step-by-step ablation at 16k/32k")
-    parser.add_argument("--rebuild", type=Path, metavar="DIR",
+    parser.add_argument("--rebuild", type=path_arg, metavar="DIR",
                         help="no GPU needed: rewrite DIR's tables from its measurements.jsonl (e.g. after a cut-off run)")
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import count_or_zero, positive_count, positive_number
+from lab.cli import count_or_zero, path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
 from lab.measure.trace_store import MAX_TRACE_MB, census_rows, keep_trace, trim_trace, write_rows
 from lab.measure.vllm.replies import StreamError, check_usage, event_tokens, parse_event
@@ -374,7 +374,7 @@ def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="source", metavar="SOURCE")
     v = sub.add_parser("vllm", help="windows from a vLLM server started here (one arm)")
     v.add_argument("--arm", required=True, choices=list(_ARMS), help="attention backend arm")
-    v.add_argument("--out", required=True, help="output folder; traces land in OUT/<arm>/")
+    v.add_argument("--out", required=True, type=path_arg, help="output folder; traces land in OUT/<arm>/")
     v.add_argument("--windows", default=DEFAULT_WINDOWS, help=f"PHASE:TOKENS list (default {DEFAULT_WINDOWS})")
     v.add_argument("--model", default="data/models/qwen2.5-7b", help="model folder or name (dummy weights)")
     v.add_argument("--max-model-len", type=positive_count, default=33024)
@@ -389,12 +389,12 @@ def add_arguments(parser) -> None:
                    help="extra vLLM profiler-config field, e.g. torch_profiler_with_stack=false")
     c = sub.add_parser("call", help="profile a Python function in this process (torch.profiler)")
     c.add_argument("function", metavar="MODULE:FUNCTION", help="a function that takes no arguments")
-    c.add_argument("--out", required=True, help="output trace, *.json.gz")
+    c.add_argument("--out", required=True, type=path_arg, help="output trace, *.json.gz")
     c.add_argument("--warmup", type=count_or_zero, default=1, help="unprofiled calls first (default 1)")
     c.add_argument("--repeat", type=positive_count, default=1, help="profiled calls (default 1)")
     t = sub.add_parser("trim", help="keep only the events the census reads (for committing a large trace)")
-    t.add_argument("trace")
-    t.add_argument("--out", required=True, help="output trace, *.json.gz")
+    t.add_argument("trace", type=path_arg)
+    t.add_argument("--out", required=True, type=path_arg, help="output trace, *.json.gz")
 
 
 def _profiler_options(items: list[str]) -> dict:

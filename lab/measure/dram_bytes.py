@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import positive_count, positive_number, sizes
+from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "dram-bytes"
@@ -233,7 +233,7 @@ def profile_candidate(ncu: str, candidate: str, lengths, args, timeout_s: float)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}, in order")
     parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="prompt lengths (causal prefill, batch 1)")
     parser.add_argument("--q-heads", type=positive_count, default=28)

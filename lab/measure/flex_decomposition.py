@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import count_or_zero, positive_count, sizes
+from lab.cli import count_or_zero, path_arg, positive_count, sizes
 from lab.folders import writes_folder
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "flex-decomposition"
@@ -419,7 +419,7 @@ def source_markers() -> dict:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT,
                         help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--decode-n", type=positive_count, default=32768, help="decode context length")
     parser.add_argument("--decode-batches", default="1,16", help="decode batch sizes, comma-separated")

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import number_or_zero, positive_count, sizes
+from lab.cli import number_or_zero, path_arg, positive_count, sizes
 from lab.folders import set_aside, writes_folder
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "paged-decode"
@@ -157,7 +157,7 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
 # --- CLI ---------------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT,
                         help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--shapes", default="16x32k,1x32k,16x128k,1x128k",
                         help="batch x context pairs, most important first (a deadline keeps the first ones)")

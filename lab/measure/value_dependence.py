@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import positive_count
+from lab.cli import path_arg, positive_count
 from lab.folders import writes_folder
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "value-dependence"
@@ -109,7 +109,7 @@ def measure_op(op: str, rep_ms: int, rounds: int, clocks=None, timer=None, devic
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--ops", default=",".join(OPS), help=f"subset of {','.join(OPS)}")
     parser.add_argument("--rep-ms", type=positive_count, default=3600, help="milliseconds of timed calls per op and input set, "
                         "shared out among the rounds (a round of about a second: nvidia-smi's power reading "

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import LabError
-from lab.cli import os_error_reason
+from lab.cli import os_error_reason, path_arg
 from lab.store import DATA_DIR, KINDS, LOCAL_DIR, read_json, read_jsonl, validate_provenance  # noqa: F401  (LOCAL_DIR: part of this module's face)
 
 
@@ -223,7 +223,7 @@ def load_sweeps(root: Path = DATA_DIR):
 
 def add_arguments(parser) -> None:
     parser.add_argument("--kind", choices=KINDS, help="only datasets of this kind")
-    parser.add_argument("--root", type=Path, default=DATA_DIR, help="folder to search (default: %(default)s)")
+    parser.add_argument("--root", type=path_arg, default=DATA_DIR, help="folder to search (default: %(default)s)")
 
 
 def main(args) -> int:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.cli import path_arg
 from lab.measure import ceilings as measured_ceilings
 from lab.measure.ceilings import (  # noqa: F401  (the measured side of this module's face)
     CPU_SIZES,
@@ -281,7 +282,7 @@ def datasheet_fields(ceilings: Ceilings) -> dict:
 def add_arguments(parser) -> None:
     parser.add_argument("--measure", action="store_true",
                         help="time a matmul and a copy on this machine (GPU if present, else CPU) and write a dataset")
-    parser.add_argument("--out", default=None,
+    parser.add_argument("--out", default=None, type=path_arg,
                         help="dataset folder for --measure (default data/local/hardware)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a few seconds on a laptop CPU")
     parser.add_argument("--sources", action="store_true", help="also list the source of every figure")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.cli import path_arg
 
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "reference" / "inference-wall-part8"
 #: The parsed study's dataset name under data/ (what ``lab.results.data.load`` takes).
@@ -357,9 +358,9 @@ def build_reference_dataset(source: Path = DEFAULT_SOURCE, out: Path = DEFAULT_O
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE,
+    parser.add_argument("--source", type=path_arg, default=DEFAULT_SOURCE,
                         help="folder holding the study's s1.log, s3.log and FACTS.md (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="dataset folder to write (default: %(default)s)")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help="dataset folder to write (default: %(default)s)")
 
 
 def main(args) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from lab import LabError
-from lab.cli import number_or_zero, positive_count
+from lab.cli import number_or_zero, path_arg, positive_count
 from lab.folders import writes_folder
 
 #: The sliding window the book uses: each query sees itself and the previous WINDOW - 1 keys.
@@ -289,7 +289,7 @@ def time_mask(name: str, n: int, rep_ms: int = 90, rounds: int = 3, q_heads: int
 def add_arguments(parser) -> None:
     from lab import REPO_ROOT
 
-    parser.add_argument("--out", default=str(REPO_ROOT / "data" / "local" / "flex-masks"), help="output folder")
+    parser.add_argument("--out", default=REPO_ROOT / "data" / "local" / "flex-masks", type=path_arg, help="output folder")
     parser.add_argument("--lengths", default="16384,4096", help="sequence lengths, most important first")
     parser.add_argument("--masks", default=",".join(MASKS), help=f"subset of {','.join(MASKS)}")
     parser.add_argument("--rep-ms", type=positive_count, default=90, help="ms of timed repeats per implementation, shared among rounds")

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from lab import LabError, positive_int
-from lab.cli import positive_count
+from lab.cli import path_arg, positive_count
 from lab.folders import check_output, dataset_lock
 from lab.measure.census.rules import LAUNCHER_RULES, NAME_RULES
 from lab.measure.census.summary import census, format_census, format_compare, verify_folder
@@ -14,14 +14,14 @@ from lab.measure.census.summary import census, format_census, format_compare, ve
 
 def add_arguments(parser) -> None:
     parser.add_argument("traces", nargs="*", metavar="TRACE", help="Chrome trace files (.json or .json.gz)")
-    parser.add_argument("--json", metavar="OUT", help="write the census as JSON (one trace: an object; "
+    parser.add_argument("--json", metavar="OUT", type=path_arg, help="write the census as JSON (one trace: an object; "
                         "several: a list)")
     parser.add_argument("--phase", choices=("all", "prefill", "decode", "mixed"), default="all",
                         help="keep only kernels of engine steps of this phase (needs vLLM step annotations)")
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two windows side by side, B minus A per family")
     parser.add_argument("--top", type=positive_count, default=10, help="how many kernels to list (default 10)")
     parser.add_argument("--rules", action="store_true", help="print the name and launcher rules and exit")
-    parser.add_argument("--verify", metavar="FOLDER", help="recompute every stored trace's census in FOLDER and "
+    parser.add_argument("--verify", metavar="FOLDER", type=path_arg, help="recompute every stored trace's census in FOLDER and "
                         "compare it with the stored *.census.json (exit status 1 on a mismatch)")
 
 

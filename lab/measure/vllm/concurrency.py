@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import fraction, positive_count, positive_number
+from lab.cli import fraction, path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.probe import Endpoint, check_same_run, make_prompt, percentile, read_records, stream_completion
 from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event
@@ -269,10 +269,11 @@ def wait_idle(base_url: str, timeout_s: float = 60.0) -> bool | None:
             return None
         if status != 200:
             return None
-        busy = 0.0
-        for line in text.splitlines():
-            if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")):
-                busy += float(line.rsplit(" ", 1)[1])
+        try:  # the reply is checked where it enters: a garbled /metrics says nothing, it crashes nothing
+            busy = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")))
+        except (ValueError, IndexError):
+            return None
         if busy == 0:
             return True
         if time.monotonic() > deadline:
@@ -360,7 +361,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--point-timeout", type=positive_number, default=180.0, help="wall-clock cap of one point in seconds (default 180)")
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
     parser.add_argument("--load-format", default="dummy", help="'dummy' (random weights; default) or 'auto'")
-    parser.add_argument("--out", type=Path, help="dataset folder (default data/local/vllm-concurrency/<arm>)")
+    parser.add_argument("--out", type=path_arg, help="dataset folder (default data/local/vllm-concurrency/<arm>)")
     parser.add_argument("--max-model-len", type=positive_count, help="vLLM --max-model-len (default: longest context + max tokens)")
     parser.add_argument("--max-num-batched-tokens", type=positive_count, help="chunked-prefill chunk size (default: vLLM's own)")
     parser.add_argument("--gpu-memory-utilization", type=fraction, default=0.85, help="vLLM memory fraction (default 0.85)")

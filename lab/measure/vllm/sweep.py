@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
-from lab.cli import OneLineParser, fraction, positive_count, positive_number, run_cli
+from lab.cli import OneLineParser, fraction, path_arg, positive_count, positive_number, run_cli
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.probe import DROP_FIRST_GAPS
 from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command
@@ -93,7 +93,7 @@ def add_arguments(parser) -> None:
                         help=f"model folder with config.json, or a Hugging Face id (default {DEFAULT_MODEL})")
     parser.add_argument("--load-format", default="dummy",
                         help="'dummy' (random weights: timing needs shapes only; default) or 'auto' for real weights")
-    parser.add_argument("--out", type=Path, help="dataset folder (default data/local/vllm/<arm>)")
+    parser.add_argument("--out", type=path_arg, help="dataset folder (default data/local/vllm/<arm>)")
     parser.add_argument("--max-model-len", type=positive_count,
                         help="vLLM --max-model-len (default: longest prompt + max tokens, rounded up to 256)")
     parser.add_argument("--max-num-batched-tokens", type=positive_count,
