@@ -57,7 +57,11 @@ def _live_owner(text: str) -> tuple[int, str] | None:
 
 def _refuse_busy(folder: Path, option: str, pid, command: str):
     raise LabError(f"{folder}: another run is writing this folder (pid {pid}{': ' + command[:80] if command else ''}); "
-                   f"wait for it to end or choose another {option}")
+                   f"wait for it to end{' or choose another ' + option if option else ''}")
+
+
+def _named(option: str, folder: Path) -> str:
+    return f"{option} {folder}" if option else str(folder)
 
 
 def _make_folder(folder: Path, option: str) -> list[Path]:
@@ -68,14 +72,14 @@ def _make_folder(folder: Path, option: str) -> list[Path]:
             break
         created.append(parent)
     if folder.is_symlink() and not folder.exists():
-        raise LabError(f"{option} {folder}: a symbolic link that leads nowhere (or back to itself); "
+        raise LabError(f"{_named(option, folder)}: a symbolic link that leads nowhere (or back to itself); "
                        "expected a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise LabError(f"{option} {folder}: is a file; expected a folder") from None
+        raise LabError(f"{_named(option, folder)}: is a file; expected a folder") from None
     except OSError as exc:
-        raise LabError(f"{option} {folder}: cannot create the folder ({exc.strerror or exc})") from None
+        raise LabError(f"{_named(option, folder)}: cannot create the folder ({exc.strerror or exc})") from None
     return created
 
 
@@ -85,7 +89,7 @@ def _acquire(folder: Path, option: str) -> int:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise LabError(f"{option} {folder}: cannot write there ({exc.strerror or exc})") from None
+            raise LabError(f"{_named(option, folder)}: cannot write there ({exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -114,7 +118,7 @@ def _acquire(folder: Path, option: str) -> int:
 def dataset_lock(folder: Path, option: str = "--out"):
     """Be the one writer of ``folder`` while the block runs; a second writer is refused with one line.
 
-    The lock is an exclusive ``flock`` on ``folder/.writer.lock``, which records the owner's pid and
+    ``option`` names the folder in a refusal (``--out``; "" where no option chose it). The lock is an exclusive ``flock`` on ``folder/.writer.lock``, which records the owner's pid and
     command. The kernel drops the lock of a writer that was killed, so its file is taken over; a lock
     file naming a process that still runs is respected. A folder this call created is removed again if
     the block leaves it empty (a refused run leaves no empty folder behind). Re-entrant in one process.
