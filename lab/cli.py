@@ -170,10 +170,12 @@ def path_arg(text: str) -> Path:
 
 
 def sizes(text: str, example: str = "1k,2k,4096", option: str | None = None) -> tuple[int, ...]:
-    """Comma-separated positive integers, each optionally in units of 1024 with a ``k`` (``32k`` = 32768)."""
+    """Comma-separated positive integers, each optionally in units of 1024 with a ``k`` (``32k`` = 32768),
+    of 1024² with an ``M`` or of 1024³ with a ``G`` (``256M``, ``4G``: buffer sizes in bytes)."""
     where = f"{option} " if option else ""
+    scale = {"k": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     try:
-        values = tuple(int(x.removesuffix("k")) * (1024 if x.endswith("k") else 1)
+        values = tuple(int(x[:-1]) * scale[x[-1]] if x[-1] in scale else int(x)
                        for x in text.replace(" ", "").split(",") if x)
     except ValueError:
         raise LabError(f"{where}{text!r}: expected comma-separated integers such as {example}") from None

@@ -247,9 +247,10 @@ def check_stale_group(pgid_path: Path) -> None:
     pgid_path.unlink(missing_ok=True)
 
 
-def prepare_server_files(log_path: Path, pgid_path: Path) -> None:
-    """Before a server starts: a stale ``pgid_path`` is handled (:func:`check_stale_group`), the log's folder
-    made, and an earlier session's log set aside (``server.log`` -> ``server.N.log``), so each run keeps its own."""
+def open_server_log(log_path: Path, pgid_path: Path):
+    """A new server's log, open for writing, after a stale ``pgid_path`` is handled (:func:`check_stale_group`)
+    and an earlier session's log set aside (``server.log`` -> ``server.N.log``), so each run keeps its own."""
     check_stale_group(pgid_path)
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     set_aside(log_path)
+    return open(log_path, "w", encoding="utf-8")

@@ -40,7 +40,7 @@ PROVENANCE_FIELDS: dict[str, tuple[type, ...]] = {
     "command": _STR,     # the exact command that produced the folder
 }
 #: "device-log": what a batch of device runs printed, kept beside the datasets those runs wrote
-KINDS = ("reference", "vllm-sweep", "kernels", "hardware", "census", "live-check", "device-log")
+KINDS = ("reference", "vllm-sweep", "vllm-load", "kernels", "hardware", "census", "live-check", "device-log")
 #: The provenance format this lab writes and reads (a record without the field is version 1).
 SCHEMA_VERSION = 1
 _TYPE_NAMES = {str: "a string", type(None): "null", dict: "an object"}

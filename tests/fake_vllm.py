@@ -317,6 +317,10 @@ def main(argv: list[str]) -> int:
     _log("APIServer", "vLLM API server version 0.26.0")
     _log("APIServer", f"Using max model len {_arg(argv, '--max-model-len', 32768)}")
     _log("APIServer", f"Chunked prefill is enabled with max_num_batched_tokens={chunk:,}.")
+    kv_dtype = "fp8" if mode == "wrong_kv_dtype" else _arg(argv, "--kv-cache-dtype", "auto")
+    if kv_dtype.startswith("fp8"):  # vLLM names a quantized KV cache only
+        _log("APIServer", f"Using {kv_dtype} data type to store kv cache. It reduces the GPU memory footprint and "
+                          "boosts the performance. Meanwhile, it may cause accuracy drop without a proper scaling factor")
     if mode == "die":
         print("(EngineCore pid=2) ERROR 11-30 05:01:55 [core.py:700] EngineCore failed to start.", flush=True)
         print("Traceback (most recent call last):\n  File \"core.py\", line 1, in <module>", flush=True)

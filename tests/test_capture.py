@@ -114,11 +114,14 @@ def test_parse_windows_and_errors():
             capture.parse_windows(bad)
 
 
-def test_arm_folders_match_the_sweeps():
-    from lab.measure.vllm.sweep import arm_slug
+def test_capture_offers_every_known_arm_by_its_label(tmp_path, capsys):
+    from lab.measure.vllm.arms import ARMS
 
-    assert arm_slug(*capture._ARMS["FLASH_ATTN/FA3"]) == "flash_attn-fa3"
-    assert arm_slug(*capture._ARMS["FLEX_ATTENTION"]) == "flex_attention"
+    with pytest.raises(SystemExit) as done:
+        _run(["capture", "vllm", "--arm", "FA3", "--out", str(tmp_path / "o")], capsys)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and all(f"'{label}'" in err for label in ARMS)
+    assert not (tmp_path / "o").exists()
 
 
 def test_prompts_are_deterministic_and_salted():

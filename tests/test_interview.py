@@ -72,6 +72,19 @@ def test_h200_prefill_is_faster_than_a_memory_bound_kernel_could_be():
     assert f["h200_cb_cudnn_tflops"].value > f["h200_cb_reread_cap_tflops"].value
 
 
+def test_stopwatch_facts_are_chapter_twos_check_with_its_thin_margin(tmp_path):
+    from lab.results import fused_bound
+
+    f = h200.stopwatch_facts()
+    if not f["sw_len"].measured:
+        pytest.skip("no H200 kernel benchmark committed")
+    check = fused_bound.h200_kernel_check(f["sw_kernel"].value, f["sw_len"].value)  # the same method, not a copy
+    assert f["sw_ms"].value == check["ms"] and f["sw_reread_ms"].value == check["reread_ms"]
+    # the book says the margin is thin and flips at the datasheet bandwidth: the data must keep saying so
+    assert 0 < f["sw_margin_pct"].value < 20 and f["sw_reread_ds_ms"].value < f["sw_ms"].value
+    assert not h200.stopwatch_facts(root=tmp_path)["sw_ms"].measured  # no data: not measured, no guess
+
+
 def test_shown_facts_format_themselves_or_say_not_measured(monkeypatch):
     import myst_nb
 

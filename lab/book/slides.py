@@ -78,6 +78,16 @@ def _glue_text(output: dict | None, name: str, fmt: str) -> str:
     return format_plain_text("".join(text) if isinstance(text, list) else text, fmt)
 
 
+def _glue_block(output: dict | None, name: str) -> str:
+    """A ``{glue}`` directive's value on a slide: a glued table's HTML (a pandas Styler's text/plain is only
+    its repr), else what the inline role would show. Blank lines are dropped so Markdown keeps the HTML one block."""
+    html = (output or {}).get("data", {}).get("text/html")
+    if html is None:
+        return _glue_text(output, name, "")
+    html = "".join(html) if isinstance(html, list) else html
+    return "\n".join(line for line in html.splitlines() if line.strip())
+
+
 def _inline(line: str, glue: dict, link) -> str:
     def role(m: re.Match) -> str:
         name, text = m["name"], m["text"]
@@ -139,7 +149,7 @@ def convert_myst(text: str, glue: dict, link=lambda target, anchor: target + anc
                 segments[-1].lines += [f"```{arg}", *body, "```", ""]
             elif name.startswith("glue"):
                 key = arg.split()[0] if arg else ""
-                segments[-1].lines += [_glue_text(glue.get(key), key, ""), ""]
+                segments[-1].lines += [_glue_block(glue.get(key), key), ""]
             else:
                 inner = convert_myst("\n".join(body), glue, link)
                 inner_text = [ln for seg in inner for ln in seg.lines]

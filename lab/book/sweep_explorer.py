@@ -13,12 +13,11 @@ import numpy as np
 
 from lab import LabError
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
+from lab.measure.vllm.arms import book_order
 from lab.results.data import DATA_DIR, skipped_note
 from lab.results.sweeps import (  # noqa: F401  (study_of: this explorer's naming of studies, tested here)
     A10G_STUDY, arm_rows, finite_number, fits_by_arm, floors, gpu_count, ok_rows, study_label, study_of, sweep_table)
 
-#: Backends offered first when a study has them.
-PREFERRED_ARMS = ("FLASH_ATTN", "FLASH_ATTN/FA3")
 PREFERRED_LENGTH = 8192
 FIT_POINTS = 48
 
@@ -97,7 +96,7 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
                                                              gpu_count(table, s), s))
     labels = dict(zip(studies, _labels(table, studies), strict=True))
     lengths = sorted(int(n) for n in table["target_len"].unique())
-    arms = sorted(table["arm"].unique(), key=lambda a: (a not in PREFERRED_ARMS, not a.startswith("FLASH_ATTN"), a))
+    arms = book_order(table["arm"].unique())
     fits, floor_of = fits_by_arm(table), _floors(table, studies)
     longest = {s: int(table[table["study"] == s]["target_len"].max()) for s in studies}
     # ticks over the chosen study's lengths: the A10G chart ends where its data ends

@@ -31,6 +31,7 @@ from lab import REPO_ROOT, LabError, store, units
 from lab.cli import path_arg, positive_count, sizes
 from lab.folders import dataset_lock, set_aside
 from lab.measure.candidates import (  # noqa: F401  (re-exported: lab.measure.bench is where callers look)
+    ALL_CANDIDATES,
     CANDIDATES,
     MAX_ABS_ERR,
     OURS,
@@ -114,7 +115,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--lengths", default="1k,2k,4k,8k,16k,32k", help="prefill prompt lengths")
     parser.add_argument("--contexts", default="1k,2k,4k,8k,16k,32k,64k,128k", help="decode context lengths")
     parser.add_argument("--batches", default="1,16", help="decode batch sizes")
-    parser.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}")
+    parser.add_argument("--candidates", default=",".join(CANDIDATES),
+                        help=f"subset of {','.join(ALL_CANDIDATES)} (the peers {','.join(ALL_CANDIDATES[len(CANDIDATES):])} "
+                             "need vLLM's vllm_flash_attn or flash-attn-4 installed)")
     parser.add_argument("--q-heads", type=positive_count, default=28)
     parser.add_argument("--kv-heads", type=positive_count, default=4)
     parser.add_argument("--rep-ms", type=positive_count, default=120, help="milliseconds of timed repeats per measurement, "
@@ -192,9 +195,9 @@ def main(args) -> int:
     if args.rep_ms < args.rounds:
         raise LabError(f"--rep-ms must be at least --rounds; got --rounds {args.rounds}, --rep-ms {args.rep_ms}")
     candidates = [c for c in args.candidates.split(",") if c]
-    unknown = [c for c in candidates if c not in CANDIDATES]
+    unknown = [c for c in candidates if c not in ALL_CANDIDATES]
     if unknown or not candidates:
-        raise LabError(f"--candidates: unknown candidate {(unknown or [''])[0]!r}; choose from {', '.join(CANDIDATES)}")
+        raise LabError(f"--candidates: unknown candidate {(unknown or [''])[0]!r}; choose from {', '.join(ALL_CANDIDATES)}")
     if args.q_heads % args.kv_heads:
         raise LabError(f"--q-heads ({args.q_heads}) must be a multiple of --kv-heads ({args.kv_heads})")
     shapes = []

@@ -44,6 +44,7 @@ from lab import LabError
 from lab.cli import count_or_zero, path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
 from lab.measure.trace_store import MAX_TRACE_MB, census_rows, keep_trace, trim_trace, write_rows
+from lab.measure.vllm import arms
 from lab.measure.vllm.replies import StreamError, check_usage, event_tokens, parse_event
 
 #: The windows of the reference study, re-measured: prefill at 2k/8k/28k, decode at 2k/28k.
@@ -247,39 +248,33 @@ def capture_window(server, folder: _TraceFolder, window: Window, *, decode_token
 
 # --- vLLM: one arm, several windows ---------------------------------------------------------------
 
-_ARMS = {"FLASH_ATTN/FA3": ("FLASH_ATTN", 3), "FLASH_ATTN/FA2": ("FLASH_ATTN", 2),
-         "FLEX_ATTENTION": ("FLEX_ATTENTION", None), "TRITON_ATTN": ("TRITON_ATTN", None)}
-
-
 def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_model_len: int,
                  max_num_batched_tokens: int | None, decode_tokens: int = DECODE_TOKENS,
                  max_mb: float = MAX_TRACE_MB, ready_timeout: float | None = None,
                  profiler_options: dict | None = None, tensor_parallel_size: int = 1) -> Path:
-    """Start a server for ``arm``, capture every window, write traces + census under ``out/<arm>/``.
+    """Start a server for ``arm`` (a label of :data:`lab.measure.vllm.arms.ARMS`), capture every window,
+    write traces + census under ``out/<the arm's slug>/`` (the folder name its sweeps use).
 
     With ``tensor_parallel_size`` > 1 each GPU's worker writes its own trace; the first one written
     (one rank's kernels, its all-reduces in the ``communication`` family) is kept.
     """
     from lab.measure import gpuclocks
     from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
-    from lab.measure.vllm.sweep import arm_slug  # folders named as the sweeps name theirs
     from lab.store import new_provenance, write_json_atomic, write_provenance
 
-    if arm not in _ARMS:
-        raise LabError(f"unknown arm {arm!r}; choose one of {', '.join(_ARMS)}")
-    backend, fa_version = _ARMS[arm]
+    chosen = arms.known(arm)
     longest = max(w.tokens for w in windows) + decode_tokens * 6 + 64
     if longest > max_model_len:
         raise LabError(f"window of {max(w.tokens for w in windows)} tokens plus generation needs "
                        f"--max-model-len >= {longest} (have {max_model_len})")
-    folder = Path(out) / arm_slug(backend, fa_version)
+    folder = Path(out) / chosen.slug
     check_output(folder, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
     with dataset_lock(folder):
         raw_dir = Path(tempfile.mkdtemp(prefix="vllm-traces-"))
         rows, summary = [], []
         options = {**PROFILER_OPTIONS, **(profiler_options or {})}
         try:
-            with Server(model, backend, fa_version=fa_version, log_path=folder / "server.log",
+            with Server(model, chosen, log_path=folder / "server.log",
                         max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
                         tensor_parallel_size=tensor_parallel_size, profiler_dir=raw_dir, profiler_options=options,
                         ready_timeout=ready_timeout or DEFAULT_READY_TIMEOUT_S) as server:
@@ -373,7 +368,7 @@ def _load_callable(spec: str):
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="source", metavar="SOURCE")
     v = sub.add_parser("vllm", help="windows from a vLLM server started here (one arm)")
-    v.add_argument("--arm", required=True, choices=list(_ARMS), help="attention backend arm")
+    v.add_argument("--arm", required=True, choices=list(arms.ARMS), help="attention backend arm")
     v.add_argument("--out", required=True, type=path_arg, help="output folder; traces land in OUT/<arm>/")
     v.add_argument("--windows", default=DEFAULT_WINDOWS, help=f"PHASE:TOKENS list (default {DEFAULT_WINDOWS})")
     v.add_argument("--model", default="data/models/qwen2.5-7b", help="model folder or name (dummy weights)")

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
+from lab.measure.vllm.arms import FLEX
 from lab.results.data import DATA_DIR, load
 
 DATASET = "h200/flex-decomposition"
@@ -47,7 +48,7 @@ DECODE_TEMPLATE = ("flex-pad8", "flex-default", "decode template (group padded t
 RATE = {"decode": "gb_per_s", "prefill": "tflops"}
 #: The census windows that hold vLLM's own FLEX arm (prompt or context length of both).
 VLLM_WINDOW_TOKENS = 28672
-VLLM_TRACES = "h200/vllm0.26-qwen2.5-7b/traces/flex_attention"
+VLLM_TRACES = f"h200/vllm0.26-qwen2.5-7b/traces/{FLEX.slug}"
 
 
 @dataclass(frozen=True)
@@ -150,10 +151,10 @@ class VllmFlex:
     prefill_ms: float | None              # attention kernels of the whole prefill window
     prefill_tflops: float | None          # causal attention FLOPs over that time
     tokens: int = VLLM_WINDOW_TOKENS
-    source: str = "data/h200/vllm0.26-qwen2.5-7b/traces/flex_attention"
+    source: str = f"data/{VLLM_TRACES}"
 
 
-def vllm_flex(root: Path = DATA_DIR, backend: str = "FlexAttention", arm: str = "FLEX_ATTENTION") -> VllmFlex:
+def vllm_flex(root: Path = DATA_DIR, backend: str = "FlexAttention", arm: str = FLEX.label) -> VllmFlex:
     """Attention time and rate of vLLM's arm from the H200 census windows (None where not captured)."""
     from lab.results import census_windows as cd
     from lab.results.hardware import device

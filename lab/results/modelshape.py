@@ -98,3 +98,17 @@ def qwen25_7b() -> ModelShape:
     if path.exists():
         return from_hf_config(path, name="Qwen2.5-7B")
     return QWEN25_7B
+
+
+@dataclass(frozen=True)
+class LatentAttentionShape:
+    """Multi-head latent attention as DeepSeek-V2 sets it (arXiv:2405.04434, section 3.1.2; DeepSeek-V3, arXiv:2412.19437,
+    keeps it): ``heads`` query heads, a cached KV latent of ``latent_dim`` and a decoupled RoPE key of ``rope_dim``."""
+
+    name: str
+    heads: int
+    latent_dim: int
+    rope_dim: int
+
+
+DEEPSEEK_V2_MLA = LatentAttentionShape("DeepSeek-V2", heads=128, latent_dim=512, rope_dim=64)

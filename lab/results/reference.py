@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lab import REPO_ROOT, LabError
 from lab.cli import path_arg
+from lab.measure.vllm.arms import FLASH, FLEX
 
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "reference" / "inference-wall-part8"
 #: The parsed study's dataset name under data/ (what ``lab.results.data.load`` takes).
@@ -275,7 +276,7 @@ def parse_facts(text: str, windows: list[dict], where: str = "FACTS.md") -> dict
             if metric is None:
                 raise LabError(f"{where}: census clause '{clause.strip()}' has an unknown metric {key}")
             unit = {"attention_share_pct": "%", "window_s": "s"}.get(metric, "ms")
-            for arm, value in (("FLASH_ATTN", c["v1"]), ("FLEX_ATTENTION", c["v2"])):
+            for arm, value in ((FLASH.label, c["v1"]), (FLEX.label, c["v2"])):
                 census.append({"phase": phase, "tokens": tokens, "arm": arm, "metric": metric,
                                "value": _num(value), "unit": unit})
     if not census:
@@ -296,8 +297,8 @@ def parse_facts(text: str, windows: list[dict], where: str = "FACTS.md") -> dict
         raise LabError(f"{where}: missing the rig description (server flags, vLLM version, chunk size or kernel names)")
     flags["max_num_batched_tokens"] = int(chunk["v"])
     flags["chunked_prefill"] = True
-    kernels = [{"arm": "FLASH_ATTN", "phase": "decode", "kernel": kflash["k"]},
-               {"arm": "FLEX_ATTENTION", "phase": "decode", "kernel": kflex["k"]}]
+    kernels = [{"arm": FLASH.label, "phase": "decode", "kernel": kflash["k"]},
+               {"arm": FLEX.label, "phase": "decode", "kernel": kflex["k"]}]
     return {"census": census, "flags": flags, "vllm": vllm["v"], "decode_kernels": kernels}
 
 

@@ -137,6 +137,26 @@ def attention_kernel(n_q: int, n_k: int, d: int, dtype: str = "bf16", fused: boo
                   sum(s.flops for s in stages), sum(s.bytes for s in stages))
 
 
+# --- decode attention: when does it leave the memory side? ------------------------------------------
+
+def decode_attention_intensity(q_heads: int, kv_heads: int, query_tokens: int = 1, dtype: str = "bf16") -> float:
+    """FLOP per KV-cache byte of one decode step's attention over a long cache (the queries and the output are
+    negligible next to the cache): each of the ``query_tokens`` new tokens (1 in plain decode; k+1 when a
+    speculative step verifies k drafted tokens) and each of the q_heads query heads does 4·d FLOPs per cached
+    token against 2·d elements of K and V per KV head. For bf16 that is (q_heads / kv_heads) × query_tokens."""
+    return 4 * q_heads * query_tokens / (2 * kv_heads * _bpe(dtype))
+
+
+def mla_decode_attention_intensity(heads: int, latent_dim: int, rope_dim: int, query_tokens: int = 1,
+                                   dtype: str = "bf16") -> float:
+    """The same for multi-head latent attention run as multi-query attention over its cached latent (DeepSeek-V2,
+    arXiv:2405.04434; FlashMLA's analysis, docs/20250422-new-kernel-deep-dive.md): every head's query meets the
+    same cached vector of latent_dim + rope_dim elements as its key and of latent_dim as its value, so the FLOPs per
+    cached token are 2·heads·query_tokens·(2·latent_dim + rope_dim) over one vector's bytes."""
+    key_dim = latent_dim + rope_dim
+    return 2 * heads * query_tokens * (key_dim + latent_dim) / (key_dim * _bpe(dtype))
+
+
 # --- a whole model: prefill and decode -------------------------------------------------------------
 
 def _activation_elements_per_token_per_layer(shape) -> int:

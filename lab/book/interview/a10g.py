@@ -13,14 +13,14 @@ import math
 from lab.book.facts import Fact
 from lab.book.interview.common import (A10G, FLASH, FLEX, GB, decode_floor_ms, kv_bandwidth_gb_s, row,
                                        streamed_weight_bytes)
-from lab.results import data, hardware, iomodel
-from lab.results.modelshape import qwen25_7b
+from lab.results import data, hardware, iomodel, roofline
+from lab.results.modelshape import DEEPSEEK_V2_MLA, qwen25_7b
 
 
 def _devices() -> dict:
     """Datasheet roofline figures and the byte counts of attention at the study's longest prompt."""
     a10g, h100, h200 = hardware.device("A10G"), hardware.device("H100-SXM"), hardware.device("H200-SXM")
-    shape, long = qwen25_7b(), sweep_lengths()[2]
+    shape, long, mla = qwen25_7b(), sweep_lengths()[2], DEEPSEEK_V2_MLA
     attention_flops = iomodel.prefill_flops(shape, long)["attention"] / shape.layers
     reread = iomodel.attention_hbm_bytes(shape, long, "prefill", "flash", h100.smem_per_sm, per="layer")
     naive = iomodel.attention_hbm_bytes(shape, long, "prefill", "naive", h100.smem_per_sm, per="layer")
@@ -44,7 +44,12 @@ def _devices() -> dict:
         "weights_gb": shape.parameters * 2 / GB, "weights_streamed_gb": streamed_weight_bytes() / GB,
         "kv_equals_weights_tokens": streamed_weight_bytes() / shape.kv_bytes_per_token(2),
         "decode_intensity": shape.linear_flops_per_token() / (shape.layers * shape.linear_weights_per_layer * 2),
-        "decode_attention_intensity": 4 * shape.head_dim * shape.q_heads / (4 * shape.head_dim * shape.kv_heads),
+        "decode_attention_intensity": roofline.decode_attention_intensity(shape.q_heads, shape.kv_heads),
+        "decode_tokens_at_ridge_h200": h200.ridge() / roofline.decode_attention_intensity(shape.q_heads, shape.kv_heads),
+        "mla_decode_intensity": roofline.mla_decode_attention_intensity(mla.heads, mla.latent_dim, mla.rope_dim),
+        "mla_heads": mla.heads,
+        "qk_intensity_cap": 2 * shape.head_dim / 2,  # 2d FLOPs per score over the 2 bytes of writing it (bf16)
+        "page_kib_per_head": 16 * shape.head_dim * 2 / 1024,  # one 16-token page of one KV head's keys, one layer
     }
 
 

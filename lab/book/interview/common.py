@@ -7,12 +7,13 @@ import math
 from dataclasses import dataclass
 
 from lab.book.facts import Fact, plain
+from lab.measure.vllm import arms
 from lab.results import data, reference
 from lab.results.modelshape import qwen25_7b
 
 A10G = reference.DATASET
-FLASH, FLEX = "FLASH_ATTN", "FLEX_ATTENTION"
-FA3, FA2 = "FLASH_ATTN/FA3", "FLASH_ATTN/FA2"
+FLASH, FLEX = arms.FLASH.label, arms.FLEX.label  # the A10G study's arms
+FA3, FA2 = arms.FA3.label, arms.FA2.label
 GB = 1e9
 
 

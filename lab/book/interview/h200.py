@@ -11,7 +11,7 @@ import re
 from lab import LabError
 from lab.book.interview.common import (FA2, FA3, FLEX, GB, h200_sweeps, kv_bandwidth_gb_s, longest_common, missing_facts,
                                        row, shown_facts)
-from lab.results import census_windows, data, hardware, iomodel, kernel_runs, tuning
+from lab.results import census_windows, data, fused_bound, hardware, iomodel, kernel_runs, tuning
 from lab.results.modelshape import qwen25_7b
 
 KERNELS = kernel_runs.RECORD  # the kernel benchmark the chapters read
@@ -222,6 +222,24 @@ def compute_bound_facts(root=None) -> dict:
     return shown_facts(f, COMPUTE_FORMATS, source)
 
 
+STOPWATCH_FORMATS = {"sw_len": ",d", "sw_kernel": "", "sw_ms": ".1f", "sw_reread_ms": ".1f", "sw_margin_pct": ".0f",
+                     "sw_copy_tbs": ".2f", "sw_reread_ds_ms": ".1f", "sw_ds_tbs": ".1f"}
+
+
+def stopwatch_facts(n: int = 32768, root=None) -> dict:
+    """Chapter 2's stopwatch check (lab.results.fused_bound): the fastest prefill kernel against the time the tile
+    re-read count needs at the measured copy bandwidth and at the datasheet's, where the verdict can flip."""
+    source = f"data/{KERNELS}/prefill.csv, data/{fused_bound.H200_CEILINGS} via lab.results.fused_bound"
+    try:
+        check = fused_bound.h200_kernel_check(fused_bound.fastest_candidate(n, root), n, root)
+    except LabError:
+        return missing_facts(STOPWATCH_FORMATS, source)
+    f = {"sw_len": n, "sw_kernel": check["candidate"], "sw_ms": check["ms"], "sw_reread_ms": check["reread_ms"],
+         "sw_margin_pct": 100 * (check["reread_ms"] / check["ms"] - 1), "sw_copy_tbs": check["bandwidth"] / 1e12,
+         "sw_reread_ds_ms": check["reread_ms_datasheet"], "sw_ds_tbs": hardware.device("H200-SXM").bandwidth / 1e12}
+    return shown_facts(f, STOPWATCH_FORMATS, source)
+
+
 ABLATION_STEPS = {"exp2": 1, "nomask": 2, "order": 3, "tma": 4, "tuned": 5}
 ABLATION_FORMATS = {"h200_abl_len": ",d", "h200_abl_first_tflops": ".0f", "h200_abl_last_tflops": ".0f",
                     **{f"h200_abl_{k}_pct": ".0f" for k in ABLATION_STEPS}}
@@ -248,4 +266,4 @@ def ablation_facts(root=None) -> dict:
 def facts() -> dict:
     """Every H200 fact chapters 08 and 09 glue."""
     return {**sweep_facts(), **decode_kernel_facts(), **occupancy_facts(), **rounds_facts(), **control_facts(),
-            **compute_bound_facts(), **ablation_facts()}
+            **compute_bound_facts(), **stopwatch_facts(), **ablation_facts()}

@@ -16,6 +16,7 @@ import matplotlib.text  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import matplotlib.transforms  # noqa: E402
 
+from lab.measure.vllm import arms  # noqa: E402
 from lab.units import SI_PREFIXES  # noqa: E402
 
 # Resolve the backend now, outside any rc_context: in Jupyter, loading the inline backend switches
@@ -25,11 +26,12 @@ plt.switch_backend(plt.rcParams["backend"])
 
 #: A fixed colour per attention backend or kernel, so the same thing looks the same in every chapter.
 COLORS = {
-    "FLASH_ATTN": "#1f77b4",
-    "FLASH_ATTN/FA3": "#1f77b4",
-    "FLASH_ATTN/FA2": "#ff7f0e",  # orange beside FA3's blue: two versions of one kernel, told apart at a glance
-    "FLEX_ATTENTION": "#d62728",
-    "TRITON_ATTN": "#9467bd",
+    arms.FLASH.label: "#1f77b4",
+    arms.FA3.label: "#1f77b4",
+    arms.FA2.label: "#ff7f0e",  # orange beside FA3's blue: two versions of one kernel, told apart at a glance
+    arms.FLEX.label: "#d62728",
+    arms.TRITON.label: "#9467bd",
+    arms.FA3_FP8.label: "#17becf",  # cyan beside FA3's blue: the same kernel reading an FP8 cache
     "naive": "#7f7f7f",
     "sdpa-flash": "#1f77b4",
     "sdpa-cudnn": "#2ca02c",

@@ -4,12 +4,13 @@ model-shape numbers, and the H200 kernel benchmark of record (or None before it 
 from __future__ import annotations
 
 from lab.book.quiz import Computed, measured
+from lab.measure.vllm import arms
 from lab.results import data, hardware, kernel_runs, reference
 from lab.results.modelshape import qwen25_7b
 
 #: The published A10G study (vLLM 0.11, Qwen2.5-7B, bf16), parsed by ``python -m lab reference``.
 A10G = reference.DATASET
-FLASH, FLEX = "FLASH_ATTN", "FLEX_ATTENTION"
+FLASH, FLEX = arms.FLASH.label, arms.FLEX.label  # the A10G study's arms
 #: This project's kernel benchmark on the H200 (``python -m lab bench``).
 H200_KERNELS = kernel_runs.RECORD
 GB = 1e9

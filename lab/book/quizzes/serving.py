@@ -73,13 +73,14 @@ def vllm_sweeps() -> list[Question]:
         Question(
             "In FlexAttention, what do `score_mod`, `mask_mod` and the `BlockMask` each do?",
             ["One edits a score, one says if a pair is kept, and the BlockMask lists the blocks to visit",
-             "`mask_mod` builds a dense n×n boolean matrix that the kernel reads for every score",
+             "The kernel reads a dense n×n boolean matrix from HBM for every score it computes",
              "`score_mod` runs on the CPU before the kernel to precompute a bias matrix in HBM",
              "The BlockMask is a paged KV layout: a table of pages, like vLLM's block table"],
             0,
             "`score_mod(score, b, h, q_idx, kv_idx)` returns a changed score; `mask_mod(b, h, q_idx, kv_idx)` returns "
-            "whether the pair counts. `create_block_mask` evaluates the mask once per block, so the compiled kernel "
-            "skips empty blocks and applies the mask only where a block is partly kept.",
+            "whether the pair counts. `create_block_mask` evaluates the mask once on every pair and reduces that to "
+            "blocks; the compiled kernel never reads the dense mask, skips empty blocks and applies `mask_mod` only "
+            "where a block is partly kept.",
         ),
         *_h200_questions(),
         *_batch_questions(),

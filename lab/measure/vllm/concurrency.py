@@ -21,6 +21,18 @@ Example (an H200, vLLM 0.26, random weights in the Qwen2.5-7B shape)::
 The folder (default ``data/local/vllm-concurrency/<arm>``) gets ``measurements.jsonl`` (a record per
 point, every request's chunk times, written as the point ends), ``concurrency.csv`` (a row per point),
 ``server.log`` and ``provenance.json``. A rerun into the same folder skips the points already measured.
+
+Why this client stays beside ``vllm bench serve`` (vLLM 0.26, vllm/benchmarks/serve.py), which runs the
+open-loop load study: ``--max-concurrency N`` only caps the requests in flight with a semaphore, and every
+request runs to its output length. Its ITL is pooled over each request's whole life (one gap per streamed
+chunk), so it mixes in the steps that carry other requests' prefill chunks and the steps in which fewer
+than N are decoding; its output throughput divides all output tokens by the whole run's
+duration, prefills included. This client measures the quantity the decode floor predicts: the window in
+which exactly the admitted requests decode together, with per-token gaps (a chunk of k tokens is k gaps),
+and it stops once that window is long enough instead of decoding every request to the end. And it says
+how many of the N requests vLLM admitted: bench serve counts concurrency from the client's side, so a
+request waiting for KV-cache blocks shows only as a long TTFT, where here it is detected by the stall
+and left out of the window.
 """
 
 from __future__ import annotations
@@ -40,19 +52,11 @@ from pathlib import Path
 from lab import LabError
 from lab.cli import fraction, path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
+from lab.measure.vllm import arms, sweep
 from lab.measure.vllm.probe import Endpoint, check_same_run, make_prompt, percentile, read_records, stream_completion
 from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event
-from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, request
-from lab.measure.vllm.sweep import (
-    DEFAULT_MODEL,
-    SERVER_LOGS,
-    all_failed,
-    arm_slug,
-    dry_run_line,
-    parse_lengths,
-    resolve_max_model_len,
-    resolve_model,
-)
+from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, request
+from lab.measure.vllm.sweep import DEFAULT_MODEL, dry_run_line, parse_lengths, resolve_max_model_len, resolve_model
 
 DEFAULT_CONTEXTS = "2048,32768"
 DEFAULT_CONCURRENCY = "1,4,16,64"
@@ -347,8 +351,7 @@ def summarize(records: list[dict], arm: str) -> list[dict]:
 # --- command line -----------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--backend", required=True, choices=BACKENDS, help="vLLM attention backend")
-    parser.add_argument("--fa-version", type=int, choices=(2, 3, 4), help="FlashAttention version for FLASH_ATTN")
+    arms.add_arguments(parser)
     parser.add_argument("--contexts", default=DEFAULT_CONTEXTS, help=f"prompt lengths in tokens (default {DEFAULT_CONTEXTS})")
     parser.add_argument("--concurrency", default=DEFAULT_CONCURRENCY,
                         help=f"numbers of requests sent at once (default {DEFAULT_CONCURRENCY})")
@@ -387,7 +390,7 @@ def main(args) -> int:
     max_model_len = _check_args(args, contexts, model)
     from lab.store import LOCAL_DIR
 
-    out = (args.out or LOCAL_DIR / "vllm-concurrency" / arm_slug(args.backend, args.fa_version)).resolve()
+    out = (args.out or LOCAL_DIR / "vllm-concurrency" / arms.from_args(args).slug).resolve()
     check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
     if args.dry_run:
         print(dry_run_line(args, model, max_model_len))
@@ -409,7 +412,6 @@ def main(args) -> int:
 
 def run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int, out: Path, vllm_version: str) -> int:
     """Serve, measure every point, write the dataset as its one writer; the server is stopped whatever happens."""
-    check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
     with dataset_lock(out):
         return _run_arm(args, model, points, max_model_len, out, vllm_version)
 
@@ -417,13 +419,13 @@ def run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int,
 def _run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int, out: Path, vllm_version: str) -> int:
     log_path = out / "server.log"
     started = time.time()
-    run_key = {"experiment": "concurrency", "backend": args.backend, "fa_version": args.fa_version,
-               "model": Path(model).name, "max_tokens": args.max_tokens, "steps": args.steps,
-               "max_model_len": max_model_len, "max_num_batched_tokens": args.max_num_batched_tokens,
+    arm = arms.from_args(args)
+    run_key = {"experiment": "concurrency", **arm.run_key(), "model": Path(model).name, "max_tokens": args.max_tokens,
+               "steps": args.steps, "max_model_len": max_model_len, "max_num_batched_tokens": args.max_num_batched_tokens,
                "load_format": args.load_format, "seed": args.seed}
     template = PointPlan(context=0, concurrency=0, max_tokens=args.max_tokens, steps=args.steps, stall_s=args.stall,
                          timeout_s=args.point_timeout, seed=args.seed, run_key=run_key)
-    server = Server(model, args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
+    server = Server(model, arm, max_model_len=max_model_len,
                     max_num_batched_tokens=args.max_num_batched_tokens,
                     gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
                     log_path=log_path, vllm_version=vllm_version, ready_timeout=args.ready_timeout)
@@ -449,7 +451,7 @@ def _run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int
             write_dataset(out, read_records(jsonl, required=RECORD_FIELDS), server, args, model, points, started)
     say(f"{server.arm_label()} done in {time.time() - started:.0f} s -> {out}")
     print_table(out / "concurrency.csv")
-    return all_failed(out / "concurrency.csv", "point")
+    return sweep.all_failed(out / "concurrency.csv", "point")
 
 
 def write_dataset(out: Path, records: list[dict], server: Server, args, model: str, points, started: float) -> None:
@@ -463,6 +465,7 @@ def write_dataset(out: Path, records: list[dict], server: Server, args, model: s
     flags = {
         "experiment": "concurrency", "backend": args.backend,
         "fa_version": facts.fa_version if args.backend == "FLASH_ATTN" else None, "fa_version_requested": args.fa_version,
+        "kv_cache_dtype": server.spec.kv_cache_dtype,
         "max_model_len": server.spec.max_model_len,
         "max_num_batched_tokens": facts.max_num_batched_tokens or args.max_num_batched_tokens,
         "max_num_batched_tokens_requested": args.max_num_batched_tokens,
@@ -482,7 +485,7 @@ def write_dataset(out: Path, records: list[dict], server: Server, args, model: s
             "measurements.jsonl": "one record per point: its steady-state figures and every request's chunk times "
                                   "[seconds since the point started, tokens]",
             "concurrency.csv": "one row per (context, concurrency) point",
-            "server.log": SERVER_LOGS},
+            "server.log": sweep.SERVER_LOGS},
         elapsed_s=round(time.time() - started, 1),
         command="python -m lab vllm-concurrency " + " ".join(shlex.quote(a) for a in options))
     write_provenance(out, record)

@@ -21,6 +21,7 @@ import http.client
 import json
 import math
 import random
+import sys
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -302,14 +303,70 @@ def measure_once(endpoint: Endpoint, plan: ProbePlan, target_len: int, rep) -> d
     return record
 
 
-def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: bool = True) -> list[dict]:
+class ProbeEvents:
+    """What :func:`run_probe` reports as it goes; the default reports nothing. A hook may raise to stop
+    the probe (a run panel's Stop): what was kept before stays in the file."""
+
+    def begin(self, todo: list[tuple[int, list[int]]]) -> None:
+        """Before the first request: each length to measure, with the repetitions it still needs."""
+
+    def request(self, length: int, rep, reps: int) -> None:
+        """Before each request: ``rep`` is "warm" or a repetition's index, of ``reps`` at this length."""
+
+    def measured(self, record: dict) -> None:
+        """After each request, before its record is kept: raising here drops it."""
+
+    def failed(self, record: dict, skipped: int) -> None:
+        """A request failed, the server still up: the length's other ``skipped`` requests are not sent."""
+
+    def length_done(self, length: int, records: list[dict]) -> None:
+        """After a length's last request; ``records``: every record in the file so far."""
+
+    def end(self) -> None:
+        """After the last request, or when the probe stopped early."""
+
+
+class ProgressBar(ProbeEvents):
+    """The command line's progress, in prompt tokens sent: long prompts take longer, so the ETA weighs them."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled, self.bar = enabled, None
+
+    def begin(self, todo):
+        from tqdm.auto import tqdm
+
+        # in a log file (not a terminal) a line every 30 s is enough
+        self.bar = tqdm(total=sum(length * (len(missing) + 1) for length, missing in todo), unit="tok",
+                        unit_scale=True, disable=not self.enabled, desc="prompts", dynamic_ncols=True,
+                        mininterval=1.0 if sys.stderr.isatty() else 30.0)
+
+    def request(self, length, rep, reps):
+        self.bar.set_postfix_str(f"{length} tokens, {'warm-up' if rep == 'warm' else f'rep {rep + 1}'}",
+                                 refresh=False)  # the bar redraws on its own schedule
+
+    def measured(self, record):
+        self.bar.update(record["target_len"])
+
+    def failed(self, record, skipped):
+        self.bar.write(f"  {record['target_len']} tokens: {record['error_kind']}: {record['error']} (moving on)")
+        self.bar.update(record["target_len"] * skipped)
+
+    def end(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: bool = True,
+              events: ProbeEvents | None = None) -> list[dict]:
     """Measure every length of ``plan`` not yet in ``jsonl_path``; return all records in the file.
 
-    Raises LabError (after recording the failure) if the server died; everything measured is kept.
+    ``events`` hears of every request (default: a progress bar, shown if ``progress``). Raises
+    LabError (after recording the failure) if the server died; everything measured is kept.
     """
     jsonl_path = Path(jsonl_path)
     from lab.store import append_jsonl
 
+    events = events or ProgressBar(progress)
     records = read_records(jsonl_path)
     check_same_run(records, plan.run_key, jsonl_path)
     done = {(r["target_len"], r["rep"]) for r in records if _usable(r) and r.get("rep") != "warm"}
@@ -320,26 +377,25 @@ def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: b
             todo.append((length, missing))
     if not todo:
         return records
-    bar = _progress_bar(sum(length * (len(missing) + 1) for length, missing in todo), progress)
+    events.begin(todo)
     try:
         for length, missing in todo:
-            for rep in ["warm", *missing]:
-                bar.set_postfix_str(f"{length} tokens, {'warm-up' if rep == 'warm' else f'rep {rep + 1}'}",
-                                    refresh=False)  # the bar redraws on its own schedule
+            for sent, rep in enumerate(["warm", *missing], start=1):
+                events.request(length, rep, plan.reps_for(length))
                 record = measure_once(endpoint, plan, length, rep)
+                events.measured(record)
                 if record["status"] != "ok" and _server_gone(endpoint, record["error_kind"]):
                     record["error_kind"] = "server_died"
                     append_jsonl(jsonl_path, record)
                     raise LabError(endpoint.died_message(f"during a request of {length} tokens"))
                 append_jsonl(jsonl_path, record)
                 records.append(record)
-                bar.update(length)
                 if record["status"] != "ok":
-                    bar.write(f"  {length} tokens: {record['error_kind']}: {record['error']} (moving on)")
-                    bar.update(length * (len(missing) - (0 if rep == "warm" else missing.index(rep) + 1)))
+                    events.failed(record, skipped=len(missing) + 1 - sent)
                     break
+            events.length_done(length, records)
     finally:
-        bar.close()
+        events.end()
     return records
 
 
@@ -354,17 +410,6 @@ def _server_gone(endpoint: Endpoint, error_kind: str, grace_s: float = 5.0) -> b
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.25)
-
-
-def _progress_bar(total_tokens: int, enabled: bool):
-    """Progress in prompt tokens sent: long prompts take longer, so the ETA weighs them."""
-    import sys
-
-    from tqdm.auto import tqdm
-
-    # in a log file (not a terminal) a line every 30 s is enough
-    return tqdm(total=total_tokens, unit="tok", unit_scale=True, disable=not enabled, desc="prompts",
-                dynamic_ncols=True, mininterval=1.0 if sys.stderr.isatty() else 30.0)
 
 
 # --- one row per length ------------------------------------------------------------------------------

@@ -28,17 +28,13 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError
 from lab.cli import OneLineParser, fraction, path_arg, positive_count, positive_number, run_cli
 from lab.folders import check_output, dataset_lock
+from lab.measure.vllm import arms
 from lab.measure.vllm.probe import DROP_FIRST_GAPS
-from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command
+from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096,8192,16384,24576,32768"
 DEFAULT_MODEL = "data/models/qwen2.5-7b-128k"  # the 32k config cannot hold a 32768-token prompt plus output
 SERVER_LOGS = "the vLLM server's log of the last session (earlier sessions': server.1.log, server.2.log, ...)"
-
-
-def arm_slug(backend: str, fa_version: int | None) -> str:
-    """Folder name of an arm: flash_attn-fa3, flex_attention, ..."""
-    return backend.lower() + (f"-fa{fa_version}" if fa_version else "")
 
 
 def parse_lengths(text: str, option: str = "--lengths") -> list[int]:
@@ -80,9 +76,7 @@ def resolve_model(text: str) -> str:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--backend", required=True, choices=BACKENDS, help="vLLM attention backend")
-    parser.add_argument("--fa-version", type=int, choices=(2, 3, 4),
-                        help="FlashAttention version for FLASH_ATTN (default: vLLM's choice, 3 on Hopper)")
+    arms.add_arguments(parser)
     parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help=f"prompt lengths in tokens (default {DEFAULT_LENGTHS})")
     parser.add_argument("--reps", type=positive_count, default=3, help="timed repetitions per length after one warm-up (default 3)")
     parser.add_argument("--long-reps", type=positive_count, help="fewer repetitions for the longest prompts (with --long-from)")
@@ -142,7 +136,9 @@ def resolve_max_model_len(requested: int | None, lengths: list[int], max_tokens:
 
 def dry_run_line(args, model: str, max_model_len: int) -> str:
     """The command a sweep CLI's ``--dry-run`` prints: the vLLM server its parsed ``args`` would start."""
-    spec = ServeSpec(model=model, backend=args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
+    arm = arms.from_args(args)
+    spec = ServeSpec(model=model, backend=arm.backend, fa_version=arm.fa_version, kv_cache_dtype=arm.kv_cache_dtype,
+                     max_model_len=max_model_len,
                      max_num_batched_tokens=args.max_num_batched_tokens,
                      gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
                      tensor_parallel_size=getattr(args, "tensor_parallel_size", 1), port=8000)
@@ -159,7 +155,7 @@ def main(args) -> int:
     max_model_len = _check_args(args, lengths, model)
     from lab.store import LOCAL_DIR
 
-    out = (args.out or LOCAL_DIR / "vllm" / arm_slug(args.backend, args.fa_version)).resolve()
+    out = (args.out or LOCAL_DIR / "vllm" / arms.from_args(args).slug).resolve()
     check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
 
     if args.dry_run:
@@ -205,19 +201,20 @@ def _run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path
 
     log_path = out / "server.log"
     started = time.time()
-    run_key = {"backend": args.backend, "fa_version": args.fa_version, "model": Path(model).name,
+    arm = arms.from_args(args)
+    run_key = {**arm.run_key(), "model": Path(model).name,
                "max_tokens": args.max_tokens, "max_model_len": max_model_len,
                "max_num_batched_tokens": args.max_num_batched_tokens, "load_format": args.load_format,
                "seed": args.seed}
     if args.tensor_parallel_size != 1:  # only then: runs from before the option keep resuming
         run_key["tensor_parallel_size"] = args.tensor_parallel_size
     plan = _plan(args, lengths, max_model_len, run_key)
-    server = Server(model, args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
+    server = Server(model, arm, max_model_len=max_model_len,
                     max_num_batched_tokens=args.max_num_batched_tokens,
                     gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
                     tensor_parallel_size=args.tensor_parallel_size, log_path=log_path, vllm_version=vllm_version,
                     ready_timeout=args.ready_timeout)
-    print(f"[vllm-sweep] starting {args.backend}{f' FA{args.fa_version}' if args.fa_version else ''}: "
+    print(f"[vllm-sweep] starting {arm.label}: "
           f"{server.command_line()}", file=sys.stderr, flush=True)
     with server:
         facts = server.facts
@@ -230,50 +227,48 @@ def _run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path
         try:
             run_probe(server, plan, jsonl, progress=not args.quiet)
         finally:
-            write_dataset(out, read_records(jsonl), server, args, model, lengths, started)
+            write_dataset(out, read_records(jsonl), server, plan, started)
     print(f"[vllm-sweep] {server.arm_label()} done in {time.time() - started:.0f} s -> {out}", file=sys.stderr)
     print_table(out / "sweep.csv")
     return all_failed(out / "sweep.csv", "length")
 
 
-def write_dataset(out: Path, records: list[dict], server: Server, args, model: str, lengths: list[int],
-                  started: float, command: str | None = None) -> None:
+def write_dataset(out: Path, records: list[dict], server: Server, plan, started: float,
+                  command: str | None = None) -> None:
     """sweep.csv and provenance.json from the measurements so far (called even when the probe failed).
 
-    ``command`` is what provenance records as the run's command (default: this process's arguments)."""
+    What was asked comes from the server's spec and the probe's plan (a ``ProbePlan``); ``command`` is
+    what provenance records as the run's command (default: this process's arguments)."""
     import pandas as pd
 
-    from lab.measure.vllm.probe import ProbePlan, summarize
+    from lab.measure.vllm.probe import summarize
     from lab.store import new_provenance, write_csv, write_provenance
 
+    spec, facts = server.spec, server.facts
     arm = server.arm_label()
-    asked = ProbePlan(lengths, reps=args.reps, long_reps=args.long_reps,
-                      long_from=args.long_from if args.long_reps else None)
-    rows = summarize(records, arm=arm, backend=args.backend, reps_for=asked.reps_for)
+    rows = summarize(records, arm=arm, backend=spec.backend, reps_for=plan.reps_for)
     columns = ["arm", "backend", "target_len", "actual_len", "ttft_s", "prefill_ms_per_token", "itl_ms",
                "itl_p10_ms", "itl_p90_ms", "ttft_min_s", "ttft_max_s", "reps", "status", "error"]
     write_csv(out, "sweep.csv", pd.DataFrame(rows, columns=columns))
-    facts = server.facts
     flags = {
-        "backend": args.backend, "fa_version": facts.fa_version if args.backend == "FLASH_ATTN" else None,
-        "fa_version_requested": args.fa_version,
-        "max_model_len": server.spec.max_model_len,
-        "max_num_batched_tokens": facts.max_num_batched_tokens or args.max_num_batched_tokens,
-        "max_num_batched_tokens_requested": args.max_num_batched_tokens,
-        "gpu_memory_utilization": args.gpu_memory_utilization, "prefix_caching": False,
-        "tensor_parallel_size": args.tensor_parallel_size,
-        "load_format": args.load_format, "skip_tokenizer_init": True,
-        "lengths": lengths, "reps": args.reps, "long_reps": args.long_reps,
-        "long_from": args.long_from if args.long_reps else None,
-        "max_tokens": args.max_tokens, "warmup_tokens": args.warmup_tokens, "seed": args.seed,
+        "backend": spec.backend, "fa_version": facts.fa_version if spec.backend == "FLASH_ATTN" else None,
+        "fa_version_requested": spec.fa_version, "kv_cache_dtype": spec.kv_cache_dtype,
+        "max_model_len": spec.max_model_len,
+        "max_num_batched_tokens": facts.max_num_batched_tokens or spec.max_num_batched_tokens,
+        "max_num_batched_tokens_requested": spec.max_num_batched_tokens,
+        "gpu_memory_utilization": spec.gpu_memory_utilization, "prefix_caching": False,
+        "tensor_parallel_size": spec.tensor_parallel_size,
+        "load_format": spec.load_format, "skip_tokenizer_init": spec.skip_tokenizer_init,
+        "lengths": list(plan.lengths), "reps": plan.reps, "long_reps": plan.long_reps, "long_from": plan.long_from,
+        "max_tokens": plan.max_tokens, "warmup_tokens": plan.warmup_tokens, "seed": plan.seed,
         "decoding": "greedy, ignore_eos", "itl_first_gaps_dropped": DROP_FIRST_GAPS,
     }
-    model_label = Path(model).name if Path(model).is_dir() else model
+    model_label = Path(spec.model).name if Path(spec.model).is_dir() else spec.model
     options = sys.argv[1:]
     if options[:1] == ["vllm-sweep"]:  # run as `python -m lab vllm-sweep ...`
         options = options[1:]
     record = new_provenance(
-        "vllm-sweep", model=f"{model_label} ({'random weights' if args.load_format == 'dummy' else 'real weights'})",
+        "vllm-sweep", model=f"{model_label} ({'random weights' if spec.load_format == 'dummy' else 'real weights'})",
         dtype="bfloat16", flags=flags, arm=arm, server=server.record(), files={
             "measurements.jsonl": "one record per request (warm-ups included), chunk arrival times in seconds",
             "sweep.csv": "one row per prompt length: median TTFT over repetitions, ITL pooled over their decode gaps",
