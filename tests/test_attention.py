@@ -626,7 +626,7 @@ def test_runs_of_record_and_their_rows(tmp_path):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "provenance.json").write_text(json.dumps(record))
         (tmp_path / folder / "prefill.csv").write_text(
-            f"candidate,n,ms,ms_rounds\nours-tuned,16384,{ms},{ms} 3.5 3.9\nours-tuned,32768,14.9,14.9\n")
+            f"candidate,n,status,ms,ms_rounds\nours-tuned,16384,ok,{ms},{ms} 3.5 3.9\nours-tuned,32768,ok,14.9,14.9\n")
     runs = kernel_runs.runs_of_record(root=tmp_path)
     assert list(runs) == ["bench run", "repeat 1"]
     rows = kernel_runs.prefill_rows(runs, 16384, ("candidate", "n", "ms", "ms_rounds"))

@@ -186,7 +186,8 @@ def test_sigterm_mid_write_is_one_line_and_leaves_no_temporary_file(tmp_path):
     out = tmp_path / "t.json.gz"
     out.write_bytes(b"an earlier trimmed trace")
     child = _child(f"""
-        import sys
+        import signal, sys
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)   # as a shell starts it (a test runner may pass SIGTERM ignored)
         import lab.measure.census as census
         events = census.iter_events
 

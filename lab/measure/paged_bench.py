@@ -229,7 +229,10 @@ def main(args) -> int:
              "max_abs_err": MAX_ABS_ERR, "fa3": "FA3's paged decode, vllm_flash_attn.flash_attn_varlen_func(..., "
              "block_table, seqused_k, causal=True, fa_version=3), on the 16-token pages" if args.fa3 else None}
     if args.fa3:
-        from vllm.vllm_flash_attn import flash_attn_varlen_func  # noqa: F401  (fail before any shape is timed)
+        try:
+            from vllm.vllm_flash_attn import flash_attn_varlen_func  # noqa: F401  (fail before any shape is timed)
+        except ImportError as exc:
+            raise LabError(f"--fa3 needs vLLM's vllm_flash_attn ({exc}); put vLLM on PYTHONPATH or leave --fa3 out") from None
     store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags, complete=False))
     started, rows = time.time(), []
     say = lambda text: print(f"[{time.time() - started:5.0f}s] {text}", file=sys.stderr, flush=True)

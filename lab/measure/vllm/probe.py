@@ -256,7 +256,7 @@ def read_records(path: Path, required=("target_len", "rep")) -> list[dict]:
     path = Path(path)
     records = read_jsonl(path, required=required) if path.exists() else []
     for number, record in enumerate(records, 1):
-        for name in required:
+        for name in set(required) & {"rep", *_COUNT_FIELDS}:
             value = record[name]
             if not (value == "warm" and name == "rep" or isinstance(value, int) and not isinstance(value, bool)
                     and value >= (0 if name == "rep" else 1)):
@@ -264,6 +264,10 @@ def read_records(path: Path, required=("target_len", "rep")) -> list[dict]:
                                f"{'a repetition number or warm' if name == 'rep' else 'a positive integer'} "
                                "(delete the line or the file to measure it again)")
     return records
+
+
+#: Record fields that are token or request counts: a resume sorts and compares them, so they must be integers.
+_COUNT_FIELDS = ("target_len", "context", "concurrency", "decoders", "long_len")
 
 
 def check_same_run(records: list[dict], run_key: dict, path: Path, what: str = "measurements") -> None:
