@@ -72,6 +72,16 @@ def _quiet_stdout() -> None:
         pass
 
 
+def flush_stdout() -> bool:
+    """Flush what was printed; False (and quiet from here on) when the reader has gone (``--help | head -1``)."""
+    try:
+        sys.stdout.flush()
+        return True
+    except BrokenPipeError:
+        _quiet_stdout()
+        return False
+
+
 def run_command(command_main, args) -> int:
     """Run one command's ``main(args)`` and end it as the module docstring says."""
     in_main = threading.current_thread() is threading.main_thread()
@@ -80,8 +90,7 @@ def run_command(command_main, args) -> int:
         signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         code = int(command_main(args) or 0)
-        sys.stdout.flush()
-        return code
+        return code if flush_stdout() else 141
     except LabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -6,7 +6,8 @@
 * :func:`check_output`: an output path that is one of the command's inputs (or inside an input folder)
   is refused before anything is read or written;
 * :func:`set_aside`: a file a new run would replace (a resumed sweep's ``server.log``) is moved to the
-  first free ``name.N.ext`` instead, so every run's evidence survives.
+  first free ``name.N.ext`` instead, so every run's evidence survives;
+* :func:`open_server_log`: a server's new log, after a stale ``server.pgid`` of a killed run is handled.
 """
 
 from __future__ import annotations
@@ -118,8 +119,8 @@ def _acquire(folder: Path, option: str) -> int:
 def dataset_lock(folder: Path, option: str = "--out"):
     """Be the one writer of ``folder`` while the block runs; a second writer is refused with one line.
 
-    ``option`` names the folder in a refusal (``--out``; "" where no option chose it). The lock is an exclusive ``flock`` on ``folder/.writer.lock``, which records the owner's pid and
-    command. The kernel drops the lock of a writer that was killed, so its file is taken over; a lock
+    ``option`` names the folder in a refusal (``--out``; "" where no option chose it). The lock is an
+    exclusive ``flock`` on ``folder/.writer.lock``, which records the owner's pid and command. The kernel drops the lock of a writer that was killed, so its file is taken over; a lock
     file naming a process that still runs is respected. A folder this call created is removed again if
     the block leaves it empty (a refused run leaves no empty folder behind). Re-entrant in one process.
     """
@@ -160,6 +161,7 @@ def writes_folder(option: str = "--out"):
                 return main(args)
         return locked
     return decorate
+
 
 def _remove_empty(folders: list[Path]) -> None:
     for folder in folders:                 # deepest first

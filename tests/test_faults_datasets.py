@@ -147,3 +147,13 @@ def test_head_of_datasets_through_a_shell_pipe_is_quiet(tmp_path):
     proc = subprocess.run(f"{sys.executable} -m lab datasets --root {root} | head -1", shell=True, cwd=REPO_ROOT,
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=300)
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 1 and proc.stderr == ""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["datasets", "--help"], ["census", "--rules"]])
+def test_help_and_listings_into_a_closed_pipe_end_quietly(argv):
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.run([sys.executable, "-m", "lab", *argv], cwd=REPO_ROOT, stdout=write, stderr=subprocess.PIPE,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=300)
+    os.close(write)
+    assert proc.returncode in (0, 141) and proc.stderr == ""

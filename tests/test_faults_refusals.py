@@ -83,6 +83,7 @@ FILE_SYSTEM = [
     (["census", "$T/t.json.gz", "--json", "$T/dir"], "--json $T/dir: is a folder; expected a file name"),
     (["census", "$T/t.json.gz", "--json", "$T/file/x.json"], "--json $T/file: is a file; expected a folder"),
     (["census", "--verify", "$T/file"], "--verify $T/file: is a file; expected a capture folder"),
+    (["census", "$T/file", "--json", "$T/new/sub/c.json"], "$T/file: not JSON"),   # and no empty new/sub left
     (["census", "--verify", "$T/loop"], "--verify $T/loop: no such folder"),
     (["capture", "trim", "$T/loop", "--out", "$T/o.json.gz"], f"$T/loop: Too many levels of symbolic links ({LOOP})"),
     (["capture", "trim", "$T/t.json.gz", "--out", "$T/loop"], "--out $T/loop: a symbolic link that leads nowhere"),
