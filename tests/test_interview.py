@@ -267,6 +267,15 @@ def test_the_paged_mask_and_dram_claims_hold_on_the_committed_runs():
         assert 1 <= f["dram_over_compulsory"] and f["reread_over_dram"] > 10 and f["dram_intensity"] > 1000
 
 
+def test_the_flex_template_claim_chapter_08_makes_holds_on_the_committed_counters():
+    """Flex's decode template, handed a real block mask, against the general kernel: the ratio quoted is the two
+    times' ratio, and the template is the faster one (the claim of chapters 05b, 06 and 08)."""
+    f = {k: v.value for k, v in studies.counter_facts().items()}
+    if f.get("flex_ctr_template_b1_ms") is not None:
+        assert f["flex_ctr_template_speedup_b1"] == pytest.approx(f["flex_ctr_general_b1_ms"] / f["flex_ctr_template_b1_ms"])
+        assert f["flex_ctr_template_speedup_b1"] > 1
+
+
 # --- once H200 sweeps exist: facts and questions switch on, numbers from those files ----------------
 
 @pytest.fixture

@@ -4,6 +4,7 @@ import pytest
 
 from lab import LabError
 from lab.measure import kernel_counters as kc
+from lab.results import kernel_counters as kc_results
 
 RAW = '''==PROF== Connected to process 123
 some output of the program
@@ -81,3 +82,11 @@ def test_a_stored_run_is_read_back_from_its_raw_page_and_child_log():
     assert {r["job"] for r in rows} == {"prefill:fa3:1:16384", "flexdecode:flex-default:1:32768"}
     with pytest.raises(LabError, match="not from one run"):
         kc.read_dataset(RAW, "MEASURED prefill:fa3:1:16384\n")
+
+
+def test_a_job_keeps_its_other_kernels_beside_the_main_one():
+    jobs = kc_results.jobs()
+    fa3, ours = jobs["decode:fa3:1:32768"], jobs["decode:ours-tuned:1:32768"]
+    assert len(fa3.others) == fa3.kernels - 1 == 2 and len(ours.others) == 1
+    assert fa3.others_ms == pytest.approx(fa3.totals["job_ms"] - fa3.main["ms"])
+    assert any("prepare" in name for name, _ in fa3.others)

@@ -10,6 +10,7 @@ import pytest
 
 from lab.results import census_windows as cd
 from lab.results import concurrency, flex_decomposition, trace_analysis, value_dependence
+from lab.results.bandwidth import read_ceiling
 from lab.results.modelshape import qwen25_7b
 
 
@@ -51,12 +52,12 @@ def test_flex_decomposition_factors(tmp_path):
     assert dec.grid("decode", 1, "flex-pad8") == (1, 4, 66) and dec.programs("decode", 1, "flex-paged") == 28
     assert dec.extra_kernels("decode", 1, "flex-pad8") == 1 and dec.extra_kernels("decode", 1, "flex-default") == 0
     assert dec.programs("decode", 1, "copy") is None and dec.torch_checks_power_of_two() is None
-    ladder = flex_decomposition.ladder(dec, "decode", 1).set_index("variant")
+    ladder = flex_decomposition.ladder(dec, "decode", 1, ceiling_bytes_per_s=8e12).set_index("variant")
     assert list(ladder.index) == ["flex-default", "flex-forced", "flex-tiles16", "flex-paged", "flex-pad8", "copy"]
     assert ladder.loc["flex-tiles16", "x_step"] == pytest.approx(3.0) and ladder.loc["flex-tiles16", "over"] == "flex-forced"
     assert ladder.loc["flex-paged", "x_step"] == pytest.approx(4.0)
     assert ladder.loc["flex-pad8", "x_step"] == pytest.approx(2.0) and ladder.loc["flex-pad8", "over"] == "flex-default"
-    assert ladder.loc["flex-default", "pct_of_copy"] == pytest.approx(50.0)
+    assert ladder.loc["flex-default", "pct_of_ceiling"] == pytest.approx(50.0)  # 4000 GB/s of an 8 TB/s ceiling
     assert dec.batches("decode") == [1] and dec.length("prefill") == 16384
     vllm = flex_decomposition.VllmFlex(None, 2000.0 / 3, None, None)  # GB/s: the paged variant reads at 1000/3
     assert flex_decomposition.vllm_over(dec, vllm) == pytest.approx(0.5)
@@ -191,6 +192,6 @@ def test_chapter_facts_fill_in_when_the_data_lands(tmp_path, monkeypatch):
     assert present["flexdec_b1_forced_x"].value == "1.00×" and present["flexdec_b1_paged_x"].value == "4.00×"
     assert present["flexdec_b1_tiles16_x"].value == "3.00×" and present["flexdec_b1_flex_pad8_programs"].value == "264"
     assert present["flexdec_b1_pad8_combine"].value == "1" and present["vllm_flex_decode_programs"].value == "28"
-    assert present["flexdec_b1_flex_default_pct"].value == "50.0%"
+    assert present["flexdec_b1_flex_default_pct"].value == f"{100 * 4000e9 / read_ceiling('NVIDIA H200').bytes_per_s:.1f}%"
     assert present["flexdec_status"].value.endswith(f"({present['flexdec_status'].source})")
     assert present["values_matmul_max_pct"].value == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"

@@ -39,12 +39,14 @@ def paged_view(page_size: int, context: int, batch: int) -> View:
         Readout("paged_ms", "paged decode attention, one layer (H200)", paged_ms, "ms", ".4f"),
         Readout("contiguous_ms", "contiguous kernel, same K/V (H200)", contiguous_ms, "ms", ".4f"),
         Readout("share", "paged bandwidth / contiguous", None if share is None else 100 * share, "%", ".0f"),
+        Readout("fa3_ms", "FA3's paged decode, same pages (H200)", _ms("fa3-paged", batch, context, page_size), "ms", ".4f"),
     ]
     waste = [100 * paged.PagedCache(p, context, batch).wasted_fraction for p in PAGE_SIZES]
     table = [100 * paged.PagedCache(p, context, batch).block_table_bytes / cache.kv_bytes for p in PAGE_SIZES]
     measured = paged.measured_page_sizes()
     if paged_ms is not None:
-        note = f"measured on the H200 at {page_size}-token pages, batch {batch}, {context:,} tokens"
+        note = f"measured on the H200 at {page_size}-token pages, batch {batch}, {context:,} tokens" + (
+            "" if _ms("fa3-paged", batch, context, page_size) is not None else "; FA3 was timed on 16-token pages only")
     elif not measured:
         note = "kernel times: not measured yet (data/h200/paged-decode)"
     else:
@@ -68,4 +70,4 @@ def paged_explorer() -> Explorer:
                   Control("batch", "Sequences", values=list(BATCHES), default=16)],
         view=paged_view,
         caption="Memory from arithmetic; kernel times from one H200 run of the paged and contiguous split-KV "
-                "decode kernels on the same K/V, the pages scattered in a random order.")
+                "decode kernels and FA3's paged decode on the same K/V, the pages scattered in a random order.")

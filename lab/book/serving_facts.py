@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from lab.book.facts import Fact
+from lab.book.flex_counter_facts import flex_counters
 from lab.measure.vllm import arms
 from lab.results import concurrency as rc
 from lab.results import flex_decomposition as flexdec
@@ -18,6 +19,7 @@ from lab.results import iomodel
 from lab.results import sweep_variants as variants
 from lab.results import sweeps as report
 from lab.results import value_dependence
+from lab.results.bandwidth import read_ceiling
 from lab.results.hardware import device, load_measurement
 from lab.results.modelshape import qwen25_7b
 
@@ -164,14 +166,14 @@ FLEX_VARIANTS = ("flex-default", "flex-forced", "flex-tiles16", "flex-paged", "f
 
 def flex_arm(table, h200: str) -> dict:
     """vLLM's FLEX arm from our traces, and the standalone decomposition when it is on file."""
-    copy = load_measurement(H200_CEILINGS).bandwidth / 1e9
+    ceiling = read_ceiling("NVIDIA H200")
     vllm, fa3 = flexdec.vllm_flex(), flexdec.vllm_flex(backend="FlashAttention", arm=FA3)
     dec = flexdec.read()
     src = dec.source if dec else f"data/{flexdec.DATASET}/{flexdec.FILE}"
     out = {"vllm_flex_tokens": Fact(vllm.tokens, vllm.source),
            "vllm_flex_decode_gbs": shown(vllm.decode_gb_per_s, ".0f", vllm.source),
-           "vllm_flex_decode_pct": shown(100 * vllm.decode_gb_per_s / copy if vllm.decode_gb_per_s else None, ".1f",
-                                         vllm.source, "%"),
+           "vllm_flex_decode_pct": shown(100 * vllm.decode_gb_per_s * 1e9 / ceiling.bytes_per_s if vllm.decode_gb_per_s
+                                         else None, ".1f", vllm.source, "%"),
            "vllm_flex_prefill_tflops": shown(vllm.prefill_tflops, ".0f", vllm.source),
            "vllm_fa3_prefill_tflops": shown(fa3.prefill_tflops, ".0f", f"data/h200/vllm0.26-qwen2.5-7b/traces/{arms.FA3.slug}"),
            "flexdec_status": Fact(f"measured on the {dec.gpu} ({src})" if dec else None, src),
@@ -181,20 +183,20 @@ def flex_arm(table, h200: str) -> dict:
                                         f"{src[:-len(flexdec.FILE)]}provenance.json: flags.sources"),
            "flexdec_vllm_vs_paged_x": shown(flexdec.vllm_over(dec, vllm), ".2f", src, "×")}
     for batch in (1, 16):
-        out |= _flex_decode(dec, batch, src)
+        out |= _flex_decode(dec, batch, src, ceiling.bytes_per_s / 1e9)
     out |= _flex_prefill(dec, src) | _vllm_flex_kernels(table, h200) | _flex_concurrency()
     return out
 
 
-def _flex_decode(dec, batch: int, src: str) -> dict:
-    """One decode batch of the decomposition: rates, times, programs, and each step's factor."""
+def _flex_decode(dec, batch: int, src: str, ceiling_gbs: float) -> dict:
+    """One decode batch of the decomposition: rates (and their share of the read ceiling), times, programs, and
+    each step's factor."""
     value = (lambda fn, *a: fn("decode", batch, *a)) if dec else (lambda fn, *a: None)
-    copy_rate = value(dec.rate, "copy") if dec else None
     out = {}
     for variant in FLEX_VARIANTS:
         key, rate = f"flexdec_b{batch}_{variant.replace('-', '_')}", value(dec.rate, variant) if dec else None
         out[f"{key}_gbs"] = shown(rate, ",.0f", src, " GB/s")
-        out[f"{key}_pct"] = shown(100 * rate / copy_rate if rate and copy_rate else None, ".1f", src, "%")
+        out[f"{key}_pct"] = shown(100 * rate / ceiling_gbs if rate else None, ".1f", src, "%")
         out[f"{key}_ms"] = shown(value(dec.ms, variant) if dec else None, ".3f", src, " ms")
         out[f"{key}_programs"] = shown(value(dec.programs, variant) if dec else None, ",d", src)
     for slow, fast, _ in (*flexdec.STEPS, flexdec.DECODE_TEMPLATE):
@@ -422,4 +424,5 @@ def chapter06(table) -> dict:
     a10g, h200 = report.A10G_STUDY, report.find_study(table, "H200")
     return (setup(table, a10g, h200) | a10g_prefill(table, a10g) | h200_prefill(table, h200)
             | decode(table, a10g, h200) | flex_arm(table, h200) | values_vs_shapes() | chunk(table)
-            | fa2_fa3(table, h200) | against_floor(table, a10g, h200) | batch() | tensor_parallel(table))
+            | fa2_fa3(table, h200) | against_floor(table, a10g, h200) | batch() | tensor_parallel(table)
+            | flex_counters())

@@ -222,13 +222,15 @@ def _flex():
     return _COMPILED["fn"]
 
 
-def causal_block_mask(n_q: int, n_k: int, device):
-    """FlexAttention's causal BlockMask (128 x 128 blocks), built once per shape."""
+def flex_block_mask(n_q: int, n_k: int, device, causal: bool = True):
+    """FlexAttention's causal (or all-visible) BlockMask of 128 x 128 blocks, built once per shape. With no
+    block mask at all Flex uses one block spanning the whole cache, which the decode template cannot split."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    key = ("causal", n_q, n_k, str(device))
+    key = (causal, n_q, n_k, str(device))
     if key not in _COMPILED:
-        _COMPILED[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, n_q, n_k, device=device)
+        visible = (lambda b, h, qi, ki: qi >= ki) if causal else (lambda b, h, qi, ki: qi >= 0)
+        _COMPILED[key] = create_block_mask(visible, None, None, n_q, n_k, device=device)
     return _COMPILED[key]
 
 
@@ -239,14 +241,16 @@ def variant_fn(name: str, q, k, v, causal: bool):
     from lab.measure import bench
 
     flex = _flex()
-    mask = causal_block_mask(q.shape[2], k.shape[2], q.device) if causal else None
+    mask = flex_block_mask(q.shape[2], k.shape[2], q.device) if causal else None
     same = lambda out: out  # noqa: E731
     if name in ("flex-default", "flex-forced", "flex-tiles16"):
         options = {"flex-default": None, "flex-forced": FORCED, "flex-tiles16": TILES16}[name]
         return (lambda: flex(q, k, v, block_mask=mask, enable_gqa=True, kernel_options=options)), same
-    if name == "flex-pad8":
+    if name in ("flex-pad8", "flex-pad8-mask"):
         group = q.shape[1] // k.shape[1]
         padded = pad_group_heads(q, k.shape[1], 1 << (group - 1).bit_length())
+        if name == "flex-pad8-mask":  # a real (all-visible) block mask: the decode template's splits get keys
+            mask = flex_block_mask(q.shape[2], k.shape[2], q.device, causal=False)
         return (lambda: flex(padded, k, v, block_mask=mask, enable_gqa=True)), \
             (lambda out: unpad_group_heads(out, k.shape[1], group))
     if name == "flex-paged":

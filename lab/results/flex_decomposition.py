@@ -226,14 +226,16 @@ def step_of(variant: str) -> tuple[str, str, str] | None:
     return next((step for step in (*STEPS, DECODE_TEMPLATE) if step[0] == variant), None)
 
 
-def ladder(decomposition: Decomposition, phase: str, batch: int):
-    """One table per phase and batch, rows in the order of :data:`VARIANTS`: variant, ms, rate, % of
-    copy bandwidth (decode), programs of the attention kernel, and, for the variants of
+def ladder(decomposition: Decomposition, phase: str, batch: int, ceiling_bytes_per_s: float | None = None):
+    """One table per phase and batch, rows in the order of :data:`VARIANTS`: variant, ms, rate, % of the
+    GPU's read ceiling (decode; :func:`lab.results.bandwidth.read_ceiling` unless given), programs of the attention kernel, and, for the variants of
     :data:`STEPS` and :data:`DECODE_TEMPLATE`, the time over the variant that step starts from
     (``x_step``) and that variant's name (``over``)."""
     import pandas as pd
 
-    copy = decomposition.rate(phase, batch, "copy")
+    from lab.results.bandwidth import read_ceiling
+
+    ceiling = (ceiling_bytes_per_s or read_ceiling(decomposition.gpu).bytes_per_s) / 1e9  # GB/s, as the rates
     rows = []
     for variant in VARIANTS:
         ms = decomposition.ms(phase, batch, variant)
@@ -243,7 +245,7 @@ def ladder(decomposition: Decomposition, phase: str, batch: int):
         step = step_of(variant)
         factor = decomposition.factor(phase, batch, variant, step[1]) if step else None
         rows.append({"variant": variant, "ms": ms, "rate": rate,
-                     "pct_of_copy": 100 * rate / copy if phase == "decode" and rate and copy and variant != "copy" else None,
+                     "pct_of_ceiling": 100 * rate / ceiling if phase == "decode" and rate and variant != "copy" else None,
                      "programs": decomposition.programs(phase, batch, variant),
                      "x_step": factor, "over": step[1] if factor is not None else None})
-    return pd.DataFrame(rows, columns=["variant", "ms", "rate", "pct_of_copy", "programs", "x_step", "over"])
+    return pd.DataFrame(rows, columns=["variant", "ms", "rate", "pct_of_ceiling", "programs", "x_step", "over"])

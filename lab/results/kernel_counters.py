@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from lab.measure import kernel_counters
 from lab.results import data
 
-RUNS = ("h200/kernel-counters", "h200/kernel-counters-batch16")
+RUNS = ("h200/kernel-counters", "h200/kernel-counters-batch16", "h200/kernel-counters-mask")
 METRICS = {
     "ms": "gpu__time_duration.sum",
     "tensor_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
@@ -29,6 +29,11 @@ METRICS = {
     "registers": "launch__registers_per_thread",
     "shared_bytes": "launch__shared_mem_per_block",
     "waves": "launch__waves_per_multiprocessor",
+    "instructions": "smsp__inst_executed.sum",                 # warp instructions, all SMs
+    "issue_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "sm_cycles_sum": "sm__cycles_active.sum",                  # SM-cycles with work, summed over the SMs
+    "sm_cycles_max": "sm__cycles_active.max",                  # the busiest SM's
+    "clock_hz": "gpc__cycles_elapsed.avg.per_second",
 }
 SUMMED = {"dram_read": "dram__bytes_read.sum", "dram_write": "dram__bytes_write.sum", "l2_bytes": "lts__t_bytes.sum",
           "job_ms": "gpu__time_duration.sum"}
@@ -48,6 +53,12 @@ class JobCounters:
     totals: dict = field(default_factory=dict)   # SUMMED over the job's kernels (job_ms in milliseconds)
     stalls: tuple = ()               # (reason, cycles per issued instruction), largest first
     source: str = ""
+    others: tuple = ()               # (kernel name, ms) of the job's other kernels, in launch order
+
+    @property
+    def others_ms(self) -> float:
+        """Time of the job's kernels besides the main one (a scheduler's prepare, a split's combine)."""
+        return sum(ms for _, ms in self.others)
 
     @property
     def dram_rate(self) -> float:
@@ -66,10 +77,11 @@ def _run_rows(run: str, root) -> list[dict]:
 
 
 def jobs(root=None) -> dict[str, JobCounters]:
-    """Every profiled job of the runs of record, by job name (a later run's job replaces none: names differ)."""
+    """Every profiled job of the runs of record, by job name."""
     by_job: dict[str, list[dict]] = {}
-    for run in RUNS:
-        for row in _run_rows(run, root):
+    for run in RUNS:  # a job profiled again in a later run keeps its first run's counters (the run of record)
+        rows = [row for row in _run_rows(run, root) if row["job"] not in by_job]
+        for row in rows:
             by_job.setdefault(row["job"], []).append(row)
     return {job: _summarise(job, rows) for job, rows in by_job.items()}
 
@@ -88,8 +100,9 @@ def _summarise(job: str, rows: list[dict]) -> JobCounters:
                      if isinstance(metric, str) and metric.startswith(STALL[0]) and metric.endswith(STALL[1])),
                     key=lambda kv: -kv[1])
     phase, candidate, batch, n = kernel_counters.parse_job(job)
+    others = tuple((k["kernel"], k.get(METRICS["ms"], 0.0) * 1e3) for i, k in sorted(kernels.items()) if i != main_index)
     return JobCounters(job, phase, candidate, batch, n, main_kernel["kernel"], len(kernels), main, totals,
-                       tuple(stalls[:3]), rows[0]["source"])
+                       tuple(stalls[:3]), rows[0]["source"], others)
 
 
 def compulsory_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, head_dim: int = 128) -> int:
@@ -110,4 +123,7 @@ def table(root=None) -> list[dict]:
     return rows
 
 
-
+def compulsory_read_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, head_dim: int = 128) -> int:
+    """Q, K and V read once, bf16: the least a job must read from DRAM (what its DRAM-read counter is held to)."""
+    n_q = job.n if job.phase == "prefill" else 1
+    return 2 * head_dim * job.batch * (q_heads * n_q + 2 * kv_heads * job.n)

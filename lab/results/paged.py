@@ -108,12 +108,12 @@ def masks_table(root=None):
 
 
 def paged_row(kernel: str, batch: int, n: int, page_size: int | None = None, root=None) -> dict | None:
-    """One row of the paged-decode run ('contiguous', 'paged' with a page size, or 'copy'), or None."""
+    """One row of the paged-decode run ('contiguous', 'paged' or 'fa3-paged' with a page size, or 'copy'), or None."""
     table = paged_table(root)
     if table is None:
         return None
     sel = table[(table.kernel == kernel) & (table.batch == batch) & (table.n == n)]
-    if kernel == "paged":
+    if kernel not in ("contiguous", "copy"):  # paged and fa3-paged rows are told apart by their page size
         sel = sel[sel.page_size == page_size]
     return sel.iloc[0].to_dict() if len(sel) and not math.isnan(sel.iloc[0]["ms"]) else None
 
@@ -161,3 +161,37 @@ def fastest_sdpa(mask: str, n: int, root=None) -> tuple[str | None, float | None
 def source(run: str) -> str:
     """Where a glued number comes from."""
     return f"data/{run}/" + ("paged.csv" if run == PAGED_RUN else "masks.csv")
+
+
+def share_of_ceiling(kernel: str, batch: int, n: int, page_size: int | None = None, root=None):
+    """A paged-decode row's K/V read rate as a share of the GPU's read ceiling (lab.results.bandwidth), or None."""
+    from lab.results import bandwidth
+
+    rate = paged_value("gb_per_s", kernel, batch, n, page_size, root)
+    if rate is None:
+        return None
+    gpu = load((root or DATA_DIR) / PAGED_RUN).gpu
+    return rate * 1e9 / bandwidth.read_ceiling(gpu, root).bytes_per_s
+
+
+def versus(page_size: int = 16, reference: str = "fa3-paged", root=None):
+    """Our paged kernel against FA3's paged decode on the same pages, at every (batch, n) of the run that timed
+    both: ours_ms, fa3_ms, their read rates, ours_vs_fa3 (FA3's time / ours: above 1, ours is faster) and
+    contiguous_vs_fa3 (the same for our contiguous kernel). None when the run has no ``reference`` rows."""
+    import pandas as pd
+
+    table = paged_table(root)
+    if table is None or not (table.kernel == reference).any():
+        return None
+    rows = []
+    for (batch, n), _ in table.groupby(["batch", "n"]):
+        ours = paged_row("paged", int(batch), int(n), page_size, root)
+        fa3 = paged_row(reference, int(batch), int(n), page_size, root)
+        contiguous = paged_row("contiguous", int(batch), int(n), None, root)
+        if ours is None or fa3 is None:
+            continue
+        rows.append({"batch": int(batch), "n": int(n), "ours_ms": ours["ms"], "fa3_ms": fa3["ms"],
+                     "ours_gb_per_s": ours["gb_per_s"], "fa3_gb_per_s": fa3["gb_per_s"],
+                     "ours_vs_fa3": fa3["ms"] / ours["ms"],
+                     "contiguous_vs_fa3": fa3["ms"] / contiguous["ms"] if contiguous else math.nan})
+    return pd.DataFrame(rows).sort_values(["batch", "n"], ascending=[False, True]).reset_index(drop=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from lab import LabError
+from lab.book import counter_facts
 from lab.book.interview.common import (FA2, FA3, FLEX, GB, h200_sweeps, kv_bandwidth_gb_s, longest_common, missing_facts,
                                        row, shown_facts)
 from lab.results import census_windows, data, fused_bound, hardware, iomodel, kernel_runs, tuning
@@ -266,4 +267,5 @@ def ablation_facts(root=None) -> dict:
 def facts() -> dict:
     """Every H200 fact chapters 08 and 09 glue."""
     return {**sweep_facts(), **decode_kernel_facts(), **occupancy_facts(), **rounds_facts(), **control_facts(),
-            **compute_bound_facts(), **stopwatch_facts(), **ablation_facts()}
+            **compute_bound_facts(), **stopwatch_facts(), **ablation_facts(),
+            **counter_facts.facts(counter_facts.prefill_rows())}  # chapter 2's counters, the same facts

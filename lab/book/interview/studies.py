@@ -197,6 +197,38 @@ def decomposition_facts(root=None) -> dict:
     return shown_facts(values, DECOMPOSITION_FORMATS, f"data/{source}")
 
 
+COUNTER_FORMATS = {"flex_ctr_tensor_pct": "{:.0f}%", "flex_ctr_read_pct": "{:.1f}%", "flex_ctr_rows": "{:.0f}",
+                   "flex_ctr_useful": "{:.3f}×", "flex_ctr_pad8_busy": "{:.0f}", "flex_ctr_gap_b1": "{:.0f}×",
+                   "flex_ctr_product_b1": "{:.0f}×", "flex_ctr_recipe_b1": "{:.1f}×", "flex_ctr_inst_b1": "{:.1f}×",
+                   "flex_ctr_general_b1_ms": "{:.3f} ms", "flex_ctr_template_b1_ms": "{:.3f} ms",
+                   "flex_ctr_template_speedup_b1": "{:.0f}×"}
+
+
+def counter_facts(root=None) -> dict:
+    """Why Flex decodes slowly, from the ncu counters (lab.results.flex_counters): the general kernel's tensor pipe
+    and DRAM rate at batch 1, the split template's working programs, and the factor chain over FA3."""
+    from lab.results import flex_counters as fc
+
+    root = data.DATA_DIR if root is None else root
+    rows = {(r["candidate"], r["batch"]): r for r in fc.table(root)}
+    gap, source = fc.gap(1, root), "data/h200/kernel-counters*/raw.csv via lab.results.flex_counters"
+    general, pad8 = rows.get(("flex-default", 1)), rows.get(("flex-pad8", 1))
+    template = rows.get(("flex-pad8-mask", 1))  # the decode template handed a block mask with real blocks
+    values = {}
+    if general and pad8:
+        values = {"flex_ctr_tensor_pct": general["tensor_pct"], "flex_ctr_read_pct": general["read_pct_of_ceiling"],
+                  "flex_ctr_pad8_busy": pad8["busy_sms"]}
+    if general and template:
+        values |= {"flex_ctr_general_b1_ms": general["ms"], "flex_ctr_template_b1_ms": template["ms"],
+                   "flex_ctr_template_speedup_b1": general["ms"] / template["ms"]}
+    if gap:
+        values |= {"flex_ctr_rows": gap.factor("rows computed per real row"),
+                   "flex_ctr_useful": gap.factor("useful work over the read floor"), "flex_ctr_gap_b1": gap.total_measured,
+                   "flex_ctr_product_b1": gap.product, "flex_ctr_recipe_b1": gap.factor("vLLM's recipe over the general kernel"),
+                   "flex_ctr_inst_b1": gap.factor("instructions")}
+    return shown_facts(values, COUNTER_FORMATS, source)
+
+
 # --- measured DRAM bytes against the two model counts ------------------------------------------------
 
 DRAM_FORMATS = {"dram_len": "{:,d} tokens", "dram_over_compulsory": "{:.1f}×", "reread_over_dram": "{:.0f}×",
@@ -221,7 +253,32 @@ def dram_facts(root=None, candidate: str = "ours-tuned", n: int = 16384) -> dict
     return shown_facts(values, DRAM_FORMATS, source)
 
 
+# --- decode against query rows per KV head (chapter 5's sweep) ------------------------------------------
+
+ROWS_FORMATS = {"rows_ridge_iv": "{:.0f} FLOP/byte", "rows_fa3_flat_iv": "{:d}", "rows_fa3_off_iv": "{:d}",
+                "rows_fa3_most_iv": "{:d}", "rows_fa3_most_pct_iv": "{:.0f}%", "rows_ours_flat_iv": "{:d}"}
+
+
+def decode_rows_facts(root=None) -> dict:
+    """Where FA3 and our split-KV kernel leave the memory floor as query rows per KV head grow (lab.results.decode_rows),
+    and the measured ridge they are placed against."""
+    from lab import LabError
+    from lab.results import decode_rows
+
+    source = f"data/{decode_rows.RUNS[0]} (+ {decode_rows.RUNS[1]}) via lab.results.decode_rows; {decode_rows.roof_sources()}"
+    try:
+        points, roof = decode_rows.sweep(root), decode_rows.roof(root=root)
+    except LabError:
+        return missing_facts(ROWS_FORMATS, source)
+    cross = decode_rows.crossings(points, roof).set_index("candidate")
+    fa3, ours = cross.loc["fa3"], cross.loc["ours-tuned"]
+    values = {"rows_ridge_iv": roof.ridge, "rows_fa3_flat_iv": int(fa3.last_flat), "rows_fa3_off_iv": int(fa3.first_off),
+              "rows_fa3_most_iv": int(fa3.most_rows), "rows_fa3_most_pct_iv": fa3.most_pct_of_matmul,
+              "rows_ours_flat_iv": int(ours.last_flat)}
+    return shown_facts(values, ROWS_FORMATS, source)
+
+
 def facts(root=None) -> dict[str, Shown]:
     """Every later-study fact, measured or not."""
     return {**paged_facts(root), **concurrency_facts(root), **roofline_batch_facts(root), **mask_facts(root),
-            **decomposition_facts(root), **dram_facts(root)}
+            **decomposition_facts(root), **counter_facts(root), **dram_facts(root), **decode_rows_facts(root)}

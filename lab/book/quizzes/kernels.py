@@ -130,7 +130,8 @@ def _h200_compute_bound() -> list[Question]:
     check = lambda key: Computed(f"lab.results.fused_bound.h200_kernel_check({candidate}, n={n}): {key}",  # noqa: E731
                                  lambda: fused_bound.h200_kernel_check(candidate, n)[key], (), ".1f")
     return [Question(
-        "On the H200 the fastest causal prefill kernel at {n} tokens took {ms} ms. Fetching every K/V tile re-read "
+        "On the H200 the fastest prefill kernel of the first full benchmark at {n} tokens took {ms} ms. Fetching "
+        "every K/V tile re-read "
         "from HBM would take {copy_ms} ms at the bandwidth a copy reached on that GPU, {ds_ms} ms at the datasheet's. "
         "What does this stopwatch test show?",
         ["Little alone: the margin is thin and flips at the datasheet rate; DRAM counters decide",

@@ -138,7 +138,7 @@ def _h200_questions() -> list[Question]:
                        "long": Computed("longest common H200 length", lambda: long, (), ",d"), **c,
                        "group": GROUP},
                 holds=lambda v: (v["flex_long"] - v["flex_short"]) > (v["fa3_long"] - v["fa3_short"])))
-    return questions + _flex_decomposition_questions()
+    return questions + _flex_decomposition_questions() + _flex_counter_questions()
 
 
 def _flex_decomposition_questions() -> list[Question]:
@@ -168,6 +168,34 @@ def _flex_decomposition_questions() -> list[Question]:
                "paged_x": ratio(ms("flex-paged"), ms("flex-tiles16")), "group": GROUP},
         holds=lambda v: abs(v["forced"] / v["default"] - 1) < 0.05 and v["paged"] > 1.5 * v["forced"]
         and int(v["group"]) & (int(v["group"]) - 1) != 0)]
+
+
+def _flex_counter_questions() -> list[Question]:
+    """What Nsight Compute says Flex's general kernel does in batch-1 decode (lab.results.flex_counters)."""
+    from lab.results import flex_counters as fc
+
+    rows = {(r["candidate"], r["batch"]): r for r in fc.table(data.DATA_DIR)}
+    if ("flex-default", 1) not in rows:
+        return []
+    what = "data/h200/kernel-counters/raw.csv via lab.results.flex_counters.table: flex-default, batch 1"
+    cell = lambda column, fmt: Computed(f"{what}: {column}", lambda: rows[("flex-default", 1)][column], (), fmt)  # noqa: E731
+    return [Question(
+        "Nsight Compute on FlexAttention's general kernel in batch-1 decode (32k tokens, one query token, "
+        "{programs} programs): the tensor pipe was {tensor}% busy on the SMs it ran on, DRAM delivered {read}% of the "
+        "read ceiling, and warps were mostly issuing, not waiting. What sets its time?",
+        ["Arithmetic on padding: each program multiplies a {rows}-row query tile for one real row",
+         "Memory bandwidth: decode reads the whole cache, so it waits on DRAM",
+         "Launch overhead: {programs} programs are too few to amortise the launch",
+         "The missing split-KV template: with a split the same arithmetic would spread over all SMs at no cost"],
+        0,
+        "PyTorch 2.11's default tile for Hopper, bf16 and this head dimension is {rows} query rows; in decode one "
+        "row is real, so the tensor cores do about {rows} times the useful work, on one SM per query head. A kernel "
+        "waiting on memory shows a low tensor pipe and long-scoreboard stalls; this one shows the opposite.",
+        cites={"programs": cell("programs", "d"), "tensor": cell("tensor_pct", ".0f"),
+               "rows": Computed("lab.results.flex_counters.GENERAL_BLOCK_M (torch 2.11's h100_default_flex_config)",
+                                lambda: fc.GENERAL_BLOCK_M, (), "d"),
+               "read": cell("read_pct_of_ceiling", ".1f")},
+        holds=lambda v: v["tensor"] > 25 and v["read"] < 10)]
 
 
 def _batch_questions() -> list[Question]:
