@@ -74,9 +74,9 @@ def test_the_readers_skip_a_broken_dataset_and_the_explorer_names_it(tmp_path):
     assert data.skipped_note(root, "census.csv") == ""          # only the explorers that read that table say so
 
 
-def test_an_explorer_over_healthy_data_says_nothing_of_skipping():
+def test_an_explorer_over_healthy_data_says_nothing_of_skipping(tmp_path):
     from lab.book.sweep_explorer import sweep_explorer
-    assert "lab-skipped" not in sweep_explorer(REPO_ROOT / "data").static_html()
+    assert "lab-skipped" not in sweep_explorer(_tree(tmp_path)).static_html()
 
 
 @pytest.mark.parametrize("make, reason", [
