@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from lab.cli import run_command
+from lab.cli import OneLineParser, flush_stdout, run_command
 
 # command name -> module. Modules that are not importable on this machine are skipped in --help.
 COMMANDS = {
@@ -51,7 +51,7 @@ def _load(module_name: str):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser of every command, or of ``only`` (then no other command's module is imported)."""
-    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         if only is not None and name != only:
@@ -72,7 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     # A named command loads its own module only: `python -m lab env` must work on a bare interpreter
     # (no numpy yet) to say what is missing there.
     parser = build_parser(only=argv[0] if argv and argv[0] in COMMANDS else None)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except BrokenPipeError:             # --help into a pipe whose reader has gone
+        flush_stdout()
+        return 141
+    except SystemExit:
+        flush_stdout()
+        raise
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

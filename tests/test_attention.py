@@ -504,12 +504,11 @@ def test_bench_without_gpu_says_what_to_do(capsys):
     assert err.startswith("error: no CUDA GPU") and "\n" not in err
 
 
-def test_bench_rejects_zero_rounds_in_one_line(capsys):
-    from lab.__main__ import main
+def test_bench_rejects_zero_rounds_in_one_line():
+    from refusals import refused
 
-    assert main(["bench", "--rounds", "0"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: --rounds must be at least 1") and "\n" not in err
+    err = refused(["bench", "--rounds", "0"])
+    assert "argument --rounds: expected a positive integer, got '0'" in err and err.count("\n") == 1
 
 
 def test_bench_rebuild_from_measurements(tmp_path):
@@ -627,7 +626,7 @@ def test_runs_of_record_and_their_rows(tmp_path):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "provenance.json").write_text(json.dumps(record))
         (tmp_path / folder / "prefill.csv").write_text(
-            f"candidate,n,ms,ms_rounds\nours-tuned,16384,{ms},{ms} 3.5 3.9\nours-tuned,32768,14.9,14.9\n")
+            f"candidate,n,status,ms,ms_rounds\nours-tuned,16384,ok,{ms},{ms} 3.5 3.9\nours-tuned,32768,ok,14.9,14.9\n")
     runs = kernel_runs.runs_of_record(root=tmp_path)
     assert list(runs) == ["bench run", "repeat 1"]
     rows = kernel_runs.prefill_rows(runs, 16384, ("candidate", "n", "ms", "ms_rounds"))

@@ -150,7 +150,7 @@ def test_one_server_runs_every_point_and_a_rerun_skips_them(tmp_path, model, mon
     assert len((out / "probe.jsonl").read_text().splitlines()) == 3   # a warm-up and two requests
     first = calls.read_text().split()
     assert _run(_plan(agreement_prompts=2), model, out, calls=calls) == 0   # resume: no client call at all
-    assert calls.read_text().split() == first and (out / "server.prev.log").exists()
+    assert calls.read_text().split() == first and (out / "server.1.log").exists()   # the first session's log kept
 
 
 @pytest.mark.parametrize("mode, reason", [("crash", "exited with status 1: ValueError: Initial test run failed"),
@@ -182,7 +182,7 @@ def test_a_folder_of_another_arm_is_refused_before_the_server_starts(tmp_path, m
     assert _run(_plan(rates=[50.0]), model, out) == 0
     with pytest.raises(LabError, match="differs in arm"):
         _run(_plan(rates=[50.0], arm=FLEX), model, out)
-    assert not (out / "server.prev.log").exists()
+    assert not (out / "server.1.log").exists()
 
 
 def test_without_the_synthetic_tokenizer_the_runner_says_what_to_run(tmp_path, model):

@@ -453,9 +453,9 @@ def test_sweep_writes_a_dataset_that_load_sweeps_reads(tmp_path, monkeypatch):
     assert (table["arm"] == "FLASH_ATTN/FA3").all()
     sweeps = data.load_sweeps(root=tmp_path)
     assert len(sweeps) == 2 and set(sweeps["dataset"]) == {str(out)} or len(sweeps) == 2
-    # resuming with one more length measures only that length and keeps the earlier log
+    # resuming with one more length measures only that length and keeps the earlier log as server.1.log
     assert sweep.run_arm(args, MODEL_128K, [8, 16, 24], 256, out, "0.26.0") == 0
-    assert len(probe.read_records(out / "measurements.jsonl")) == 9 and (out / "server.prev.log").exists()
+    assert len(probe.read_records(out / "measurements.jsonl")) == 9 and (out / "server.1.log").exists()
 
 
 def test_sweep_keeps_data_and_provenance_when_the_server_dies(tmp_path, monkeypatch):
@@ -481,11 +481,11 @@ def test_sweep_cli_without_gpu_says_what_to_do(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--lengths", "256,abc"], "expected comma-separated token counts"),
+    (["--lengths", "256,abc"], "--lengths '256,abc': expected comma-separated counts"),
     (["--model", str(REPO_ROOT / "data" / "models" / "qwen2.5-7b"), "--lengths", "32768"], "exceeds the model's max_position_embeddings"),
     (["--max-model-len", "1000", "--lengths", "1000"], "exceeds --max-model-len 1000"),
     (["--model", "data/models/nope"], "no such model folder"),
-    (["--max-model-len", "0"], "--max-model-len 0: expected a positive token count"),
+    (["--max-model-len", "0"], "argument --max-model-len: expected a positive integer, got '0'"),
 ])
 def test_sweep_cli_rejects_bad_input_before_starting_anything(argv, message, capsys):
     from lab.measure.vllm import sweep

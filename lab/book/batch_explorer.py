@@ -9,7 +9,7 @@ from pathlib import Path
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
 from lab.measure.vllm.arms import FA3, FLEX, book_order
 from lab.results import concurrency as rc
-from lab.results.data import DATA_DIR
+from lab.results.data import DATA_DIR, skipped_note
 
 CONTEXTS = (2048, 32768)
 CONCURRENCY = (1, 4, 16, 64)
@@ -75,7 +75,7 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
         controls=[Control("batch", "Concurrent requests", values=batches, default=16),
                   Control("context", "Context per request (tokens)", values=list(CONTEXTS), default=max(CONTEXTS)),
                   Control("arm", "Attention backend", values=shown)],
-        view=view,
+        view=view, skipped=skipped_note(root, "concurrency.csv"),
         caption="The dashed line is the floor of one decode step on the H200: every weight read once plus every "
                 "sequence's KV cache, over the H200's bandwidth ceiling (a read-only stream). The points are vLLM's "
                 "measured inter-token latency at each number of concurrent requests.")

@@ -272,6 +272,8 @@ class Explorer:
     #: Such combinations are never shown: moving a control there moves to the nearest one with data (see
     #: :meth:`resolve`), so no reader lands on a view of "n/a" only.
     why_missing: Callable[..., str] | None = None
+    #: Datasets left out because they are broken, as one sentence (lab.results.data.skipped_note); "" for none.
+    skipped: str = ""
 
     def __post_init__(self):
         if not _KEY.match(self.key):
@@ -456,6 +458,8 @@ class Explorer:
                      f'<a data-csv download="{key}.csv" href="#">Download CSV of what is shown</a></div>')
         if self.caption:
             parts.append(f'<p class="lab-caption">{html.escape(self.caption)}</p>')
+        if self.skipped:
+            parts.append(f'<p class="lab-note lab-skipped">{html.escape(self.skipped)}</p>')
         parts.append('<noscript>This explorer needs JavaScript; the values shown are for the default choices.</noscript>')
         parts.append(f'<script type="application/json" data-explorer-data>{payload}</script>')
         parts.append("</div>")

@@ -11,7 +11,7 @@ import math
 
 from lab import LabError
 from lab.measure.bench import ALL_CANDIDATES, CANDIDATES
-from lab.results.data import datasets
+from lab.results.data import datasets, skipped_note
 from lab.results.kernel_runs import RACE, with_ceiling_share
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
 
@@ -151,7 +151,7 @@ def prefill_explorer() -> Explorer:
                   Control("length", "Prompt length (tokens)", values=lengths, default=max(lengths)),
                   Control("backend", "Kernel", values=list(ALL_CANDIDATES), default="ours-tuned",
                           labels=[LABELS[c] for c in ALL_CANDIDATES])],
-        view=prefill_view, why_missing=prefill_missing,
+        view=prefill_view, why_missing=prefill_missing, skipped=skipped_note(holding="prefill.csv"),
         caption="Every candidate timed in one run (median of CUDA-event timings, L2 flushed) after its output "
                 "was checked against an fp32 reference.")
 
@@ -168,6 +168,6 @@ def decode_explorer() -> Explorer:
                   Control("batch", "Batch (sequences)", values=batches, default=batches[0]),
                   Control("backend", "Kernel", values=list(CANDIDATES), default="ours-tuned",
                           labels=[LABELS[c] for c in CANDIDATES])],
-        view=decode_view,
+        view=decode_view, skipped=skipped_note(holding="decode.csv"),
         caption="Time per decode step replayed from a CUDA graph, inputs rotated so K/V come from HBM; the "
                 "bandwidth counts K and V read once, against the GPU's read-stream ceiling (the appendix's).")

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.cli import path_arg
 from lab.book.slide_split import fragment_cells, markdown_blocks, needs_own_slide, output_slides
 
 BOOK_DIR = REPO_ROOT / "book"
@@ -475,8 +476,8 @@ class DeckLinks:
 def add_arguments(parser) -> None:
     parser.add_argument("chapters", nargs="*", metavar="CHAPTER",
                         help="chapter file stems, e.g. 06-vllm-sweeps (default: every chapter in _toc.yml)")
-    parser.add_argument("--out", type=Path, default=SITE_DIR / "slides", help="folder for the decks (default: %(default)s)")
-    parser.add_argument("--site", type=Path, default=SITE_DIR, help="the built site (default: %(default)s)")
+    parser.add_argument("--out", type=path_arg, default=SITE_DIR / "slides", help="folder for the decks (default: %(default)s)")
+    parser.add_argument("--site", type=path_arg, default=SITE_DIR, help="the built site (default: %(default)s)")
     parser.add_argument("--execute", action="store_true",
                         help="run each chapter now instead of reading the site build's executed notebooks")
 
@@ -484,10 +485,14 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     from tqdm import tqdm
 
+    from lab.folders import check_output, dataset_lock
+
+    check_output(args.out, "--out", [("the chapters folder", BOOK_DIR)])
     chapters = args.chapters or toc_chapters()
     if not args.execute and not (args.site / "index.html").exists():
         raise LabError(f"{args.site}: no built site; run scripts/build_site.sh first (or pass --execute)")
-    for stem in tqdm(chapters, desc="slides", unit="deck", disable=len(chapters) < 2):
-        page = export(stem, out_dir=args.out, site_dir=args.site, execute=args.execute)
-        print(f"wrote {page}")
+    with dataset_lock(args.out):
+        for stem in tqdm(chapters, desc="slides", unit="deck", disable=len(chapters) < 2):
+            page = export(stem, out_dir=args.out, site_dir=args.site, execute=args.execute)
+            print(f"wrote {page}")
     return 0

@@ -14,7 +14,7 @@ import numpy as np
 from lab import LabError
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
 from lab.measure.vllm.arms import book_order
-from lab.results.data import DATA_DIR
+from lab.results.data import DATA_DIR, skipped_note
 from lab.results.hardware import match_device
 from lab.results.sweeps import (  # noqa: F401  (study_of: this explorer's naming of studies, tested here)
     A10G_STUDY, arm_rows, finite_number, fits_by_arm, floors, gpu_count, ok_rows, study_label, study_of, sweep_table)
@@ -158,7 +158,7 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
                   Control("backend", "Attention backend", values=arms),
                   Control("study", "GPU(s) and engine", values=studies, labels=[labels[s] for s in studies]),
                   Control("metric", "Chart", values=["TTFT", "ITL"], labels=["time to first token", "inter-token latency"])],
-        view=view, why_missing=why_missing,
+        view=view, why_missing=why_missing, skipped=skipped_note(root, "sweep.csv"),
         caption="Points are measured; the grey dashed line is the roofline floor of the chosen GPU(s) "
                 "(FLOPs over peak for the first token, bytes over the GPU's bandwidth ceiling for each later one); in the TTFT "
                 "chart the coloured dashed curve is the chosen backend's quadratic fit t = a + b·n + c·n². "

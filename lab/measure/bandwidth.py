@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, env, store
-from lab.cli import sizes
+from lab.cli import path_arg, positive_count, sizes
+from lab.folders import writes_folder
 
 env.use_triton_interpreter_without_gpu()
 
@@ -63,18 +64,19 @@ def read_sum(words, programs: int):
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--sizes", default=SIZES, help=f"buffer sizes in bytes, k/M/G suffixes are powers of 2 (default {SIZES})")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the sizes")
-    parser.add_argument("--rep-ms", type=int, default=100, help="milliseconds of timed calls per size per round")
+    parser.add_argument("--rounds", type=positive_count, default=3, help="interleaved rounds over the sizes")
+    parser.add_argument("--rep-ms", type=positive_count, default=100, help="milliseconds of timed calls per size per round")
 
 
+@writes_folder("--out")
 def main(args) -> int:
     import pandas as pd
     import torch
     from triton.testing import do_bench
 
-    buffer_sizes = sizes(args.sizes)
+    buffer_sizes = sizes(args.sizes, option="--sizes")
     if args.rounds < 1 or args.rep_ms < 1 or any(size < 4 * BLOCK for size in buffer_sizes):
         raise LabError(f"--rounds and --rep-ms must be positive and every size at least {4 * BLOCK} bytes")
     caps = env.detect()
@@ -120,12 +122,12 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_cli
 
-    parser = argparse.ArgumentParser(prog="python -m lab bandwidth", description=__doc__,
+    parser = OneLineParser(prog="python -m lab bandwidth", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_command(main, parser.parse_args(argv))
+    return run_cli(parser, main, argv)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import sizes
+from lab.cli import path_arg, positive_count, positive_number, sizes
+from lab.folders import writes_folder
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "decode-rows"
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -109,17 +110,18 @@ def measure_point(candidate: str, batch: int, q_heads: int, query_tokens: int, c
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}")
     parser.add_argument("--rows", default=",".join(map(str, ROWS)), help="query rows per KV head (ours-tuned, fa3)")
     parser.add_argument("--tokens", default=",".join(map(str, TOKENS)),
                         help="query tokens per sequence for fa3-tokens (28 query heads over 4: rows = 7 x tokens)")
-    parser.add_argument("--batch", type=int, default=8, help="sequences (default 8: 537 MB of K/V at 32k, far above L2)")
+    parser.add_argument("--batch", type=positive_count, default=8, help="sequences (default 8: 537 MB of K/V at 32k, far above L2)")
     parser.add_argument("--context", default="32k", help="cached tokens per sequence")
-    parser.add_argument("--rep-ms", type=int, default=60, help="milliseconds of graph replays per point")
-    parser.add_argument("--deadline-s", type=float, default=300, help="stop starting points after this many seconds")
+    parser.add_argument("--rep-ms", type=positive_count, default=60, help="milliseconds of graph replays per point")
+    parser.add_argument("--deadline-s", type=positive_number, default=300, help="stop starting points after this many seconds")
 
 
+@writes_folder("--out")
 def main(args) -> int:
     import pandas as pd
 
@@ -127,9 +129,10 @@ def main(args) -> int:
 
     candidates = [c for c in args.candidates.split(",") if c]
     unknown = [c for c in candidates if c not in CANDIDATES]
-    if unknown:
-        raise LabError(f"unknown candidate {unknown[0]!r}; choose from {', '.join(CANDIDATES)}")
-    contexts = sizes(args.context)
+    if unknown or not candidates:
+        raise LabError(f"--candidates: unknown candidate {(unknown or [''])[0]!r}; choose from {', '.join(CANDIDATES)}")
+    sizes(args.rows, option="--rows"), sizes(args.tokens, option="--tokens")   # refused before any GPU work
+    contexts = sizes(args.context, option="--context")
     if len(contexts) != 1:
         raise LabError(f"--context takes one length, got {args.context!r}")
     context = contexts[0]
@@ -165,12 +168,12 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_cli
 
-    parser = argparse.ArgumentParser(prog="python -m lab decode-rows", description=__doc__,
+    parser = OneLineParser(prog="python -m lab decode-rows", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_command(main, parser.parse_args(argv))
+    return run_cli(parser, main, argv)
 
 
 if __name__ == "__main__":

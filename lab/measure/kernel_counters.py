@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
+from lab.cli import path_arg, positive_number
+from lab.folders import dataset_lock
 from lab.measure.dram_bytes import find_ncu, metric_value, run_group
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "kernel-counters"
@@ -222,18 +224,16 @@ def profile_jobs(ncu: str, jobs: list[str], timeout_s: float) -> tuple[dict[str,
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
                         help="comma-separated PHASE:CANDIDATE:BATCH:N jobs, profiled in this order "
                              f"(PHASE: {', '.join(PHASES)}; default: {','.join(DEFAULT_JOBS)})")
-    parser.add_argument("--deadline-s", type=float, default=480, help="stop starting jobs after this many seconds "
+    parser.add_argument("--deadline-s", type=positive_number, default=480, help="stop starting jobs after this many seconds "
                         "(a job still running then is cut off; earlier jobs' rows are kept)")
     parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)
 
 
 def main(args) -> int:
-    import pandas as pd
-
     if args.child:
         return child(args.child.split(","))
     jobs = [job for job in args.jobs.split(",") if job]
@@ -244,7 +244,13 @@ def main(args) -> int:
     ncu = find_ncu()
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with dataset_lock(out_dir):
+        return _profile(args, jobs, ncu, version, out_dir)
+
+
+def _profile(args, jobs: list[str], ncu: str, version: list[str], out_dir: Path) -> int:
+    import pandas as pd
+
     flags = {"experiment": "kernel-counters", "jobs": jobs, "q_heads": 28, "kv_heads": 4, "head_dim": 128,
              "ncu": ncu, "ncu_version": version[-1] if version else None, "sections": list(SECTIONS),
              "method": "ncu --clock-control none --nvtx --nvtx-include counters/ --section ... --page raw "
@@ -278,12 +284,12 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_cli
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.kernel_counters", description=__doc__,
+    parser = OneLineParser(prog="python -m lab.measure.kernel_counters", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_command(main, parser.parse_args(argv))
+    return run_cli(parser, main, argv)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import sizes
+from lab.cli import number_or_zero, path_arg, positive_count, sizes
+from lab.folders import set_aside, writes_folder
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "paged-decode"
 EXPERIMENT = "paged-decode"
@@ -175,19 +176,19 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
 # --- CLI ---------------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT,
                         help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--shapes", default="16x32k,1x32k,16x128k,1x128k",
                         help="batch x context pairs, most important first (a deadline keeps the first ones)")
     parser.add_argument("--page-sizes", default="16,128", help="tokens per page (powers of two)")
-    parser.add_argument("--q-heads", type=int, default=28)
-    parser.add_argument("--kv-heads", type=int, default=4)
-    parser.add_argument("--rep-ms", type=int, default=90, help="ms of graph replays per kernel and shape, "
+    parser.add_argument("--q-heads", type=positive_count, default=28)
+    parser.add_argument("--kv-heads", type=positive_count, default=4)
+    parser.add_argument("--rep-ms", type=positive_count, default=90, help="ms of graph replays per kernel and shape, "
                         "shared among the rounds")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=positive_count, default=3)
     parser.add_argument("--fa3", action="store_true", help="also time FA3's paged decode (vLLM's vllm_flash_attn, "
                         "which must be importable) on the same 16-token pages")
-    parser.add_argument("--deadline-s", type=float, default=0, help="start no new shape after this many seconds "
+    parser.add_argument("--deadline-s", type=number_or_zero, default=0, help="start no new shape after this many seconds "
                         "(0: no deadline); what was measured is written")
 
 
@@ -197,27 +198,27 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
         batch, _, n = item.partition("x")
         if not n:
             raise LabError(f"--shapes: expected BATCHxCONTEXT such as 16x32k; got {item!r}")
-        shapes.append((sizes(batch)[0], sizes(n)[0]))
+        shapes.append((sizes(batch, option="--shapes")[0], sizes(n, option="--shapes")[0]))
     return shapes
 
 
+@writes_folder("--out")
 def main(args) -> int:
     import pandas as pd
 
     from lab import env
 
-    shapes, page_sizes = parse_shapes(args.shapes), sizes(args.page_sizes)
+    shapes, page_sizes = parse_shapes(args.shapes), sizes(args.page_sizes, option="--page-sizes")
     if any(p & (p - 1) for p in page_sizes):
         raise LabError(f"--page-sizes must be powers of two; got {args.page_sizes}")
-    if args.q_heads % args.kv_heads or args.rounds < 1 or args.rep_ms < args.rounds:
-        raise LabError("--q-heads must be a multiple of --kv-heads, --rounds at least 1, --rep-ms at least --rounds")
+    if args.q_heads % args.kv_heads or args.rep_ms < args.rounds:
+        raise LabError("--q-heads must be a multiple of --kv-heads and --rep-ms at least --rounds")
     caps = env.detect()
     if not caps.has_gpu or caps.triton_mode != "gpu":
         raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): the paged-decode benchmark times kernels on a GPU; "
                        "the committed H200 run is data/h200/paged-decode/")
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "measurements.jsonl").unlink(missing_ok=True)
+    set_aside(out_dir / "measurements.jsonl")  # an earlier run's measurements stay, as measurements.1.jsonl
     flags = {"experiment": EXPERIMENT, "q_heads": args.q_heads, "kv_heads": args.kv_heads, "head_dim": 128,
              "page_sizes": list(page_sizes), "shapes": args.shapes, "rep_ms": args.rep_ms, "rounds": args.rounds,
              "pages": "every sequence's pages scattered over the pool in a random order (torch.randperm)",
@@ -228,7 +229,10 @@ def main(args) -> int:
              "max_abs_err": MAX_ABS_ERR, "fa3": "FA3's paged decode, vllm_flash_attn.flash_attn_varlen_func(..., "
              "block_table, seqused_k, causal=True, fa_version=3), on the 16-token pages" if args.fa3 else None}
     if args.fa3:
-        from vllm.vllm_flash_attn import flash_attn_varlen_func  # noqa: F401  (fail before any shape is timed)
+        try:
+            from vllm.vllm_flash_attn import flash_attn_varlen_func  # noqa: F401  (fail before any shape is timed)
+        except ImportError as exc:
+            raise LabError(f"--fa3 needs vLLM's vllm_flash_attn ({exc}); put vLLM on PYTHONPATH or leave --fa3 out") from None
     store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags, complete=False))
     started, rows = time.time(), []
     say = lambda text: print(f"[{time.time() - started:5.0f}s] {text}", file=sys.stderr, flush=True)
@@ -256,10 +260,9 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    import argparse
 
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_command
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.paged_bench", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m lab.measure.paged_bench", description=__doc__.splitlines()[0])
     add_arguments(parser)
     sys.exit(run_command(main, parser.parse_args()))

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.cli import path_arg
 from lab.measure.vllm.arms import FLASH, FLEX
 
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "reference" / "inference-wall-part8"
@@ -358,14 +359,18 @@ def build_reference_dataset(source: Path = DEFAULT_SOURCE, out: Path = DEFAULT_O
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE,
+    parser.add_argument("--source", type=path_arg, default=DEFAULT_SOURCE,
                         help="folder holding the study's s1.log, s3.log and FACTS.md (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="dataset folder to write (default: %(default)s)")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help="dataset folder to write (default: %(default)s)")
 
 
 def main(args) -> int:
+    from lab.folders import check_output, dataset_lock
+
     resolved = Path(args.out).resolve()
     shown = resolved.relative_to(REPO_ROOT) if resolved.is_relative_to(REPO_ROOT) else args.out
-    out = build_reference_dataset(args.source, args.out, command=f"python -m lab reference --out {shown}")
+    check_output(Path(args.out), "--out", [("--source", Path(args.source))])
+    with dataset_lock(Path(args.out)):
+        out = build_reference_dataset(args.source, args.out, command=f"python -m lab reference --out {shown}")
     print(f"wrote {out}")
     return 0

@@ -72,9 +72,8 @@ class CapturePanel(RunPanel):
             self.pool().stop(self.current)
 
     def run(self, values: dict) -> dict:
+        from lab.folders import dataset_lock
         from lab.measure.capture import DECODE_TOKENS, TraceFolder, Window, capture_window
-        from lab.measure.trace_store import census_rows, keep_trace, write_rows
-        from lab.store import new_provenance, write_provenance
 
         self.current = ArmKey(arms.known(values["backend"]), profiler=True)
         trace_dir = (LOG_DIR / f"{self.current.slug}-traces").resolve()
@@ -88,6 +87,14 @@ class CapturePanel(RunPanel):
         raw = capture_window(server, TraceFolder(trace_dir), window, decode_tokens=DECODE_TOKENS)
         self.check_cancel()
         folder = self.out_root / self.current.arm.slug
+        with dataset_lock(folder, option=""):     # a capture into the same folder is refused
+            return self._store(server, raw, window, folder, values)
+
+    def _store(self, server, raw, window, folder, values) -> dict:
+        from lab.measure.capture import DECODE_TOKENS
+        from lab.measure.trace_store import census_rows, keep_trace, write_rows
+        from lab.store import new_provenance, write_provenance
+
         self.progress.line(f"reading the trace ({raw.stat().st_size / 1e6:.0f} MB) into a census")
         kept = keep_trace(raw, folder / f"{window.name}.trace.json.gz",
                           phase="decode" if window.phase == "decode" else "all")

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
+from lab.cli import path_arg, positive_number
+from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.concurrency import Stream
 from lab.measure.vllm.probe import make_prompt, read_records
@@ -147,13 +149,13 @@ def run_trials(endpoint, trials: list[Trial], path: Path, run_key: dict, progres
 
 # --- the command ---------------------------------------------------------------------------------
 
-def _ints(text: str, option: str) -> list[int]:
+def _ints(text: str, option: str, least: int = 1) -> list[int]:
     try:
         values = [int(p) for p in text.replace(" ", "").split(",") if p]
     except ValueError:
         raise LabError(f"{option} {text!r}: expected comma-separated integers") from None
-    if not values or min(values) < 0:
-        raise LabError(f"{option} {text!r}: expected non-negative integers")
+    if not values or min(values) < least:
+        raise LabError(f"{option} {text!r}: expected integers of at least {least}")
     return values
 
 
@@ -165,12 +167,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--decoders", default="8,32", help="decoding requests per trial (default 8,32)")
     parser.add_argument("--decoder-context", default="4096:32768", help="their context range (default 4096:32768)")
     parser.add_argument("--long", default="32768,98304", help="the long prompt's lengths (default 32768,98304)")
-    parser.add_argument("--after-s", type=float, default=1.0, help="seconds kept after the long first token (default 1)")
-    parser.add_argument("--trial-timeout", type=float, default=300.0, help="seconds one trial may wait (default 300)")
-    parser.add_argument("--deadline-s", type=float, help="no trial or server starts past this many seconds")
-    parser.add_argument("--ready-timeout", type=float, default=480.0, help="seconds to wait for the server")
+    parser.add_argument("--after-s", type=positive_number, default=1.0, help="seconds kept after the long first token (default 1)")
+    parser.add_argument("--trial-timeout", type=positive_number, default=300.0, help="seconds one trial may wait (default 300)")
+    parser.add_argument("--deadline-s", type=positive_number, help="no trial or server starts past this many seconds")
+    parser.add_argument("--ready-timeout", type=positive_number, default=480.0, help="seconds to wait for the server")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts (default 0)")
-    parser.add_argument("--out", type=Path, help="dataset folder (default data/local/vllm-interference/<arm>)")
+    parser.add_argument("--out", type=path_arg, help="dataset folder (default data/local/vllm-interference/<arm>)")
 
 
 def main(args) -> int:
@@ -183,17 +185,19 @@ def main(args) -> int:
     context = _ints(f"{low},{high or low}", "--decoder-context")
     trials = [Trial(n, length, context[0], context[1], after_s=args.after_s, timeout_s=args.trial_timeout,
                     seed=args.seed) for n in _ints(args.decoders, "--decoders") for length in _ints(args.long, "--long")]
-    if min(t.decoders for t in trials) < 1:
-        raise LabError("--decoders: at least 1 decoding request per trial")
+    if context[0] > context[1]:
+        raise LabError(f"--decoder-context {args.decoder_context}: expected LOW:HIGH with LOW at most HIGH")
+    chunks = _ints(args.chunks, "--chunks", least=0)
     model = resolve_model(args.model)
     out = (args.out or LOCAL_DIR / "vllm-interference" / arm.slug).resolve()
+    check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
     from lab import env
 
     if not env.detect().has_gpu:
         raise LabError("no CUDA GPU on this machine: the interference trials need one")
     progress = Progress(args.deadline_s)
     failed = 0
-    for chunk in _ints(args.chunks, "--chunks"):
+    for chunk in chunks:
         if progress.left() < 150:
             progress.say(f"chunk {chunk or 'default'}: skipped, too little time left for a server start")
             failed += 1
@@ -205,14 +209,20 @@ def main(args) -> int:
 
 def run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out: Path, progress, ready_timeout: float,
               server_factory=None) -> int:
-    """One server at one chunk size, its trials, provenance; returns how many trials are missing."""
-    from lab.measure.vllm.server import Server
-    from lab.store import new_provenance, write_provenance
-
+    """One server at one chunk size, its trials, provenance, as its folder's one writer; returns how many trials
+    are missing."""
     longest = max(max(t.long_len + 64, t.context_max + t.decoder_tokens) for t in trials)
     run_key = {"arm": arm.label, "max_num_batched_tokens": chunk, "seed": trials[0].seed,
                "decoder_context": [trials[0].context_min, trials[0].context_max]}
-    out.mkdir(parents=True, exist_ok=True)
+    with dataset_lock(out):
+        return _run_chunk(arm, chunk, trials, model, out, progress, ready_timeout, server_factory, longest, run_key)
+
+
+def _run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out: Path, progress, ready_timeout: float,
+               server_factory, longest: int, run_key: dict) -> int:
+    from lab.measure.vllm.server import Server
+    from lab.store import new_provenance, write_provenance
+
     server = (server_factory or Server)(model, arm,
                                         max_model_len=int((longest + 255) // 256 * 256), max_num_batched_tokens=chunk,
                                         log_path=out / "server.log", ready_timeout=ready_timeout)

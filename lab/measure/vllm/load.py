@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from lab import LabError
+from lab.cli import count_or_zero, fraction, path_arg, positive_count, positive_number
+from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.bench import DEFAULT_LAUNCHER, DEFAULT_SLO_MS, Point, Workload, command, read_point, run_point
 
@@ -227,29 +229,29 @@ def parse_slo(text: str) -> dict:
 def add_arguments(parser) -> None:
     parser.add_argument("--arm", required=True, help=f"the arm, by label or slug ({', '.join(ARMS)})")
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
-    parser.add_argument("--input-len", type=int, default=1024, help="prompt tokens (default 1024)")
-    parser.add_argument("--output-len", type=int, default=128, help="generated tokens per request (default 128)")
+    parser.add_argument("--input-len", type=positive_count, default=1024, help="prompt tokens (default 1024)")
+    parser.add_argument("--output-len", type=positive_count, default=128, help="generated tokens per request (default 128)")
     parser.add_argument("--range-ratio", type=float, default=0.0,
                         help="lengths uniform in [L(1-r), L(1+r)] (vllm's --random-range-ratio; default 0: fixed)")
-    parser.add_argument("--mix", type=int, metavar="N",
+    parser.add_argument("--mix", type=positive_count, metavar="N",
                         help="a long-tailed mix of N prompts (log-normal lengths around --input-len/--output-len, "
                              "written to <out>/mix.jsonl) instead of fixed-length random prompts")
     parser.add_argument("--load-fractions", default=DEFAULT_FRACTIONS,
                         help=f"request rates as fractions of the measured capacity (default {DEFAULT_FRACTIONS})")
     parser.add_argument("--rates", help="request rates in requests/s instead (no capacity point)")
-    parser.add_argument("--span-s", type=float, default=30.0, help="seconds of arrivals per point (default 30)")
-    parser.add_argument("--min-prompts", type=int, default=60, help="fewest prompts per point (default 60)")
-    parser.add_argument("--max-prompts", type=int, default=1500, help="most prompts per point (default 1500)")
-    parser.add_argument("--capacity-prompts", type=int, default=200, help="prompts of the all-at-once point (default 200)")
-    parser.add_argument("--agreement", type=int, nargs="?", const=20, default=0, metavar="N",
+    parser.add_argument("--span-s", type=positive_number, default=30.0, help="seconds of arrivals per point (default 30)")
+    parser.add_argument("--min-prompts", type=positive_count, default=60, help="fewest prompts per point (default 60)")
+    parser.add_argument("--max-prompts", type=positive_count, default=1500, help="most prompts per point (default 1500)")
+    parser.add_argument("--capacity-prompts", type=positive_count, default=200, help="prompts of the all-at-once point (default 200)")
+    parser.add_argument("--agreement", type=count_or_zero, nargs="?", const=20, default=0, metavar="N",
                         help="also N requests one at a time with the bench and with the probe (default N 20)")
     parser.add_argument("--slo", default="ttft:500,tpot:50", help="goodput SLOs in ms (default ttft:500,tpot:50)")
-    parser.add_argument("--max-num-batched-tokens", type=int, default=8192, help="chunk size (default 8192; 0: vLLM's)")
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vLLM memory fraction (default 0.85)")
-    parser.add_argument("--deadline-s", type=float, help="no point starts or runs past this many seconds")
-    parser.add_argument("--ready-timeout", type=float, default=480.0, help="seconds to wait for the server (default 480)")
+    parser.add_argument("--max-num-batched-tokens", type=count_or_zero, default=8192, help="chunk size (default 8192; 0: vLLM's)")
+    parser.add_argument("--gpu-memory-utilization", type=fraction, default=0.85, help="vLLM memory fraction (default 0.85)")
+    parser.add_argument("--deadline-s", type=positive_number, help="no point starts or runs past this many seconds")
+    parser.add_argument("--ready-timeout", type=positive_number, default=480.0, help="seconds to wait for the server (default 480)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts and arrivals (default 0)")
-    parser.add_argument("--out", type=Path, help="dataset folder (default data/local/vllm-load/<workload>/<arm>)")
+    parser.add_argument("--out", type=path_arg, help="dataset folder (default data/local/vllm-load/<workload>/<arm>)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the commands, start nothing")
 
 
@@ -298,6 +300,7 @@ def main(args) -> int:
     plan = plan_from_args(args)
     model = resolve_model(args.model)
     out = (args.out or LOCAL_DIR / "vllm-load" / plan.workload.name / plan.arm.slug).resolve()
+    check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
     if args.dry_run:
         length = "from the mix" if plan.mix_prompts else max_model_len(plan.workload)
         print(f"{plan.arm.label}, {plan.workload.name}, max_model_len {length} -> {out}")
@@ -322,10 +325,16 @@ def run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float = 480
     """Start the arm's server, run every point, write provenance; the server is stopped whatever happens.
 
     Returns 0 when every point was measured, 1 when some failed or were skipped (each said why)."""
+    with dataset_lock(out):     # the one writer of this folder
+        return _run_arm(plan, model, out, ready_timeout=ready_timeout, server_factory=server_factory,
+                        bench_launcher=bench_launcher, bench_env=bench_env)
+
+
+def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, server_factory, bench_launcher,
+             bench_env: dict | None) -> int:
     from lab.measure.vllm import tokenizer as synthetic
     from lab.measure.vllm.server import Server
 
-    out.mkdir(parents=True, exist_ok=True)
     check_same_run(out, plan.run_key)
     if plan.mix_prompts:  # the mix is written once per folder, from the seed, and reused on resume
         mix = out / plan.workload.dataset_path
@@ -337,9 +346,7 @@ def run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float = 480
     if not (tok_dir / synthetic.FILES[0]).exists():
         raise LabError(f"{tok_dir}: no synthetic tokenizer; run `python -m lab vllm-tokenizer --model {model}` first")
     progress = Progress(plan.deadline_s)
-    log_path = out / "server.log"
-    if log_path.exists():  # keep the previous session's log when resuming
-        log_path.replace(out / "server.prev.log")
+    log_path = out / "server.log"      # an earlier session's is kept as server.N.log (lab.folders.open_server_log)
     factory = server_factory or Server
     server = factory(model, plan.arm,
                      max_model_len=max_model_len(plan.workload), max_num_batched_tokens=plan.max_num_batched_tokens,

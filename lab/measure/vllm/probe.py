@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import random
 import sys
 import time
@@ -28,6 +29,13 @@ from pathlib import Path
 from typing import Protocol
 
 from lab import LabError
+from lab.measure.vllm.replies import (  # noqa: F401  (StreamError: callers import it from here)
+    StreamError,
+    check_usage,
+    error_message,
+    event_tokens,
+    parse_event,
+)
 
 #: Token ids are drawn from this range: real words of the Qwen2.5 vocabulary, clear of the special
 #: tokens that start at 151643. (With random weights any id would do; with real weights this keeps
@@ -35,15 +43,6 @@ from lab import LabError
 TOKEN_ID_RANGE = (1000, 150000)
 #: The first inter-token gaps still carry the tail of the prefill and the first scheduler steps.
 DROP_FIRST_GAPS = 2
-
-
-class StreamError(Exception):
-    """A request that did not complete. ``kind``: http, timeout, disconnected, server_error, protocol."""
-
-    def __init__(self, kind: str, message: str, chunks: list | None = None):
-        super().__init__(message)
-        self.kind = kind
-        self.chunks = chunks or []
 
 
 @dataclass
@@ -65,18 +64,6 @@ class StreamResult:
         return sum(k for _, k in self.chunks)
 
 
-def _error_message(body: bytes) -> str:
-    """The message of an OpenAI-style error body (vLLM has used both shapes)."""
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        return body.decode("utf-8", "replace").strip()[:300]
-    error = obj.get("error", obj) if isinstance(obj, dict) else obj
-    if isinstance(error, dict):
-        return str(error.get("message") or error)[:300]
-    return str(error)[:300]
-
-
 def _send(conn, body: dict, timeout: float):
     """POST the request; the response once its status line arrived (StreamError if it is not 200)."""
     try:
@@ -88,7 +75,11 @@ def _send(conn, body: dict, timeout: float):
     except (OSError, http.client.HTTPException) as exc:
         raise StreamError("disconnected", f"request failed: {exc or type(exc).__name__}") from None
     if resp.status != 200:
-        raise StreamError("http", f"HTTP {resp.status}: {_error_message(resp.read())}")
+        try:
+            body = resp.read()
+        except (OSError, http.client.HTTPException, ValueError):
+            body = b"(the body was cut off)"
+        raise StreamError("http", f"HTTP {resp.status}: {error_message(body)}")
     return resp
 
 
@@ -97,25 +88,12 @@ def _next_line(resp, chunks: list, timeout: float) -> bytes:
         line = resp.readline()
     except TimeoutError:
         raise StreamError("timeout", f"stream stalled for {timeout:.0f} s after {len(chunks)} chunks", chunks) from None
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a garbled chunk size
         raise StreamError("disconnected", f"connection lost after {len(chunks)} chunks "
                           f"({type(exc).__name__})", chunks) from None
     if not line:
         raise StreamError("disconnected", f"stream ended without [DONE] after {len(chunks)} chunks", chunks)
     return line
-
-
-def _event(data: bytes, chunks: list) -> dict:
-    """One ``data:`` payload as an event; StreamError for an unreadable one or an error the server streamed."""
-    try:
-        event = json.loads(data)
-    except ValueError:
-        raise StreamError("protocol", f"unreadable stream event: {data[:120]!r}", chunks) from None
-    if not isinstance(event, dict):
-        raise StreamError("protocol", f"unexpected stream event: {data[:120]!r}", chunks)
-    if event.get("error") or event.get("object") == "error":
-        raise StreamError("server_error", _error_message(data), chunks)
-    return event
 
 
 @dataclass
@@ -127,14 +105,12 @@ class _Tally:
     finish: str | None = None
 
     def add(self, event: dict, now: float) -> None:
-        if event.get("usage"):
-            self.usage = event["usage"]
-        for choice in event.get("choices") or []:
-            ids = choice.get("token_ids")
-            count = len(ids) if isinstance(ids, list) else 1  # one token per chunk when ids are not returned
-            if count:
-                self.chunks.append((now, count))
-            self.finish = choice.get("finish_reason") or self.finish
+        usage = check_usage(event.get("usage"), self.chunks)
+        self.usage = usage or self.usage
+        count, finish = event_tokens(event, self.chunks)
+        if count:
+            self.chunks.append((now, count))
+        self.finish = finish or self.finish
 
 
 def stream_completion(base_url: str, model: str, prompt: list[int], max_tokens: int, *,
@@ -165,7 +141,7 @@ def stream_completion(base_url: str, model: str, prompt: list[int], max_tokens: 
             data = line[5:].strip()
             if data == b"[DONE]":
                 break
-            tally.add(_event(data, tally.chunks), now)
+            tally.add(parse_event(data, tally.chunks), now)
     finally:
         conn.close()
     if not tally.chunks:
@@ -278,16 +254,30 @@ def read_records(path: Path, required=("target_len", "rep")) -> list[dict]:
     from lab.store import read_jsonl
 
     path = Path(path)
-    return read_jsonl(path, required=required) if path.exists() else []
+    records = read_jsonl(path, required=required) if path.exists() else []
+    for number, record in enumerate(records, 1):
+        for name in set(required) & {"rep", *_COUNT_FIELDS}:
+            value = record[name]
+            if not (value == "warm" and name == "rep" or isinstance(value, int) and not isinstance(value, bool)
+                    and value >= (0 if name == "rep" else 1)):
+                raise LabError(f"{path}: record {number} has {name} {json.dumps(value)[:40]}; expected "
+                               f"{'a repetition number or warm' if name == 'rep' else 'a positive integer'} "
+                               "(delete the line or the file to measure it again)")
+    return records
 
 
-def check_same_run(records: list[dict], run_key: dict, path: Path) -> None:
-    """Refuse to add to a file that holds another run's measurements (any record with a different run key)."""
+#: Record fields that are token or request counts: a resume sorts and compares them, so they must be integers.
+_COUNT_FIELDS = ("target_len", "context", "concurrency", "decoders", "long_len")
+
+
+def check_same_run(records: list[dict], run_key: dict, path: Path, what: str = "measurements") -> None:
+    """Refuse to resume into a file of another run: a stored record whose run_key differs from this one."""
     for record in records:
         theirs = record.get("run_key")
         if theirs is not None and theirs != run_key:
-            diff = sorted(k for k in set(theirs) | set(run_key) if theirs.get(k) != run_key.get(k))
-            raise LabError(f"{path} holds measurements of a different run (differs in {', '.join(diff)}); "
+            diff = sorted(k for k in set(theirs) | set(run_key) if theirs.get(k) != run_key.get(k)) \
+                if isinstance(theirs, dict) else ["run_key"]
+            raise LabError(f"{path} holds {what} of a different run (differs in {', '.join(diff)}); "
                            "choose another --out folder or delete that file")
 
 
@@ -383,7 +373,7 @@ def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: b
     events = events or ProgressBar(progress)
     records = read_records(jsonl_path)
     check_same_run(records, plan.run_key, jsonl_path)
-    done = {(r["target_len"], r["rep"]) for r in records if r.get("status") == "ok" and r.get("rep") != "warm"}
+    done = {(r["target_len"], r["rep"]) for r in records if _usable(r) and r.get("rep") != "warm"}
     todo = []
     for length in sorted(set(plan.lengths)):  # shortest first: a failure at the long end costs least
         missing = [rep for rep in range(plan.reps_for(length)) if (length, rep) not in done]
@@ -415,8 +405,9 @@ def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: b
 
 def _server_gone(endpoint: Endpoint, error_kind: str, grace_s: float = 5.0) -> bool:
     """After a failed request: is the server dead? A crash can break the connection a moment before
-    the process exits, so a broken stream gets a few seconds to show which it was."""
-    deadline = time.monotonic() + (0 if error_kind == "http" else grace_s)
+    the process exits, so a broken or stalled stream gets a few seconds to show which it was (a reply that
+    arrived whole, however wrong, came from a live server)."""
+    deadline = time.monotonic() + (grace_s if error_kind in ("disconnected", "timeout") else 0)
     while True:
         if not endpoint.alive():
             return True
@@ -427,28 +418,63 @@ def _server_gone(endpoint: Endpoint, error_kind: str, grace_s: float = 5.0) -> b
 
 # --- one row per length ------------------------------------------------------------------------------
 
-def summarize(records: list[dict], arm: str, backend: str) -> list[dict]:
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def unusable(record: dict) -> str | None:
+    """Why a record marked ok cannot be summarized (a bad reply stored by an older lab, a hand edit), or None.
+
+    Such a record counts as a failed request: it is measured again on a resume and never crashes the summary.
+    """
+    actual, ttft, chunks = record.get("actual_len"), record.get("ttft_s"), record.get("chunks")
+    if isinstance(actual, bool) or not isinstance(actual, int) or actual < 1:
+        return f"stored record unusable: actual_len is {json.dumps(actual)[:40]}; expected a positive token count"
+    if not _finite(ttft) or ttft < 0:
+        return f"stored record unusable: ttft_s is {json.dumps(ttft)[:40]}; expected seconds"
+    if not isinstance(chunks, list) or not chunks or not all(
+            isinstance(c, list) and len(c) == 2 and _finite(c[0]) and _finite(c[1]) and c[1] > 0 for c in chunks):
+        return "stored record unusable: chunks is not a list of [seconds, tokens] pairs"
+    return None
+
+
+def _usable(record: dict) -> bool:
+    return record.get("status") == "ok" and unusable(record) is None
+
+
+def _failure(record: dict) -> str | None:
+    if record.get("status") != "ok":
+        return record.get("error")
+    return unusable(record)
+
+
+def summarize(records: list[dict], arm: str, backend: str, reps_for=None) -> list[dict]:
     """Rows of sweep.csv: per target length, the median TTFT over repetitions and the ITL over all
-    their decode gaps (pooled). Lengths that failed get a row with status 'error' and no numbers."""
+    their decode gaps (pooled). Lengths that failed get a row with status 'error' and no numbers.
+
+    ``reps_for(length)``: the repetitions asked for (ProbePlan.reps_for); a length with fewer measured
+    (a run cut short by Ctrl-C) is 'partial', never 'ok'."""
     by_length: dict[int, list[dict]] = {}
     for record in records:
         by_length.setdefault(int(record["target_len"]), []).append(record)
     rows = []
     for length in sorted(by_length):
-        ok = [r for r in by_length[length] if r.get("status") == "ok" and r.get("rep") != "warm"]
+        ok = [r for r in by_length[length] if _usable(r) and r.get("rep") != "warm"]
         ok_reps = {r["rep"] for r in ok}
         # a failure counts unless a rerun measured that repetition; a failed warm-up only if nothing else ran
-        failed = [r for r in by_length[length] if r.get("status") != "ok" and r.get("rep") != "warm"
+        failed = [r for r in by_length[length] if not _usable(r) and r.get("rep") != "warm"
                   and r.get("rep") not in ok_reps]
         if not ok and not failed:
-            failed = [r for r in by_length[length] if r.get("status") != "ok"]
+            failed = [r for r in by_length[length] if not _usable(r)]
         if not ok and not failed:
             continue  # only a warm-up so far
+        short = reps_for is not None and len(ok_reps) < reps_for(length)
         row = {"arm": arm, "backend": backend, "target_len": length, "actual_len": None, "ttft_s": None,
                "prefill_ms_per_token": None, "itl_ms": None, "itl_p10_ms": None, "itl_p90_ms": None,
                "ttft_min_s": None, "ttft_max_s": None, "reps": len(ok),
-               "status": "ok" if ok and not failed else ("partial" if ok else "error"),
-               "error": failed[-1].get("error") if failed else None}
+               "status": "ok" if ok and not failed and not short else ("partial" if ok else "error"),
+               "error": _failure(failed[-1]) if failed else
+               (f"{len(ok_reps)} of {reps_for(length)} repetitions measured" if short else None)}
         if ok:
             ttfts = [r["ttft_s"] for r in ok]
             actual = int(round(percentile([r["actual_len"] for r in ok], 50)))

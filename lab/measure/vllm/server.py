@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
+from lab.folders import open_server_log
 from lab.measure.vllm.arms import Arm
 from lab.measure.vllm.serverlog import LogFacts, error_summary, read_facts, read_text, tail
 
@@ -244,8 +245,7 @@ class Server:
         """Start the server and wait until /health answers; raise LabError (and clean up) if it cannot."""
         if self._proc is not None:
             raise LabError("this server is already started")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "w", encoding="utf-8")
+        self._log = open_server_log(self.log_path, self.pgid_path)  # an earlier log is kept as server.N.log
         self._log.write(f"# lab.measure.vllm.server: {self.command_line()}\n")
         self._log.flush()
         wait_for_gpu_memory(self.spec.gpu_memory_utilization)

@@ -29,6 +29,8 @@ import json
 from pathlib import Path
 
 from lab import LabError
+from lab.cli import path_arg
+from lab.folders import dataset_lock
 
 #: Stands for any word that is not an id (only text this vocabulary did not write has one).
 UNKNOWN_ID = 0
@@ -112,7 +114,7 @@ def text_of(ids: list[int]) -> str:
 def add_arguments(parser) -> None:
     parser.add_argument("--model", default="data/models/qwen2.5-7b-128k",
                         help="model folder with config.json (default data/models/qwen2.5-7b-128k)")
-    parser.add_argument("--out", type=Path, help="folder to write into (default: <model>/tokenizer)")
+    parser.add_argument("--out", type=path_arg, help="folder to write into (default: <model>/tokenizer)")
 
 
 def main(args) -> int:
@@ -121,6 +123,7 @@ def main(args) -> int:
     model = Path(resolve_model(args.model))
     if not model.is_dir():
         raise LabError(f"--model {args.model}: a local model folder is needed, not a hub id")
-    paths = write(model, args.out)
+    with dataset_lock(args.out or model / SUBFOLDER):
+        paths = write(model, args.out)
     print(f"synthetic tokenizer of {model_vocab_size(model):,} words -> {', '.join(str(p) for p in paths)}")
     return 0
