@@ -51,6 +51,27 @@ def test_every_selectable_state_shows_a_value(explorer):
 
 
 @pytest.mark.parametrize("explorer", EXPLORERS, ids=lambda e: e.key)
+def test_a_value_that_is_missing_says_why_in_every_state_a_reader_sees(explorer):
+    """No bare "n/a": a readout without a value names the reason (not recorded, not published, the nearest
+    measured point instead), in the default state and every other state that is shown."""
+    bare = []
+    for combo in [explorer.defaults] + explorer.combinations():
+        if explorer.missing(**combo):
+            continue
+        bare += [f"{r.label} at {combo}" for r in explorer.compute(**combo).readouts if r.text == "n/a"]
+    assert not bare, f"{explorer.key}: {len(bare)} readouts say only n/a, e.g. {bare[:3]}"
+
+
+def test_a_readout_without_a_value_shows_its_reason():
+    assert Readout("q", "share", None, unit="%", fmt=".1f", missing="not published").text == "not published"
+    assert not Readout("q", "share", float("nan"), missing="x").has_value
+    assert Readout("q", "share", 0.0, unit="%", fmt=".1f", missing="x").text == "0.0%"
+    with pytest.raises(LabError, match="n/a for every readout"):  # reasons are no values: still refused
+        Explorer("toy", "toy", [Control("n", "n", [1])],
+                 view=lambda n: View(readouts=[Readout("v", "v", None, missing="not run")])).static_data()
+
+
+@pytest.mark.parametrize("explorer", EXPLORERS, ids=lambda e: e.key)
 def test_no_two_series_of_a_chart_share_a_colour(explorer):
     for combo in explorer.combinations()[:: max(1, len(explorer.combinations()) // 20)]:
         if explorer.missing(**combo):
@@ -59,6 +80,64 @@ def test_no_two_series_of_a_chart_share_a_colour(explorer):
         if chart is not None:
             colours = [s.color for s in chart.series if not s.name.endswith("quadratic fit")]
             assert len(set(colours)) == len(colours), f"{explorer.key} at {combo}: {colours}"
+
+
+#: The explorers' chart backgrounds (explorer.js: --lab-bg) and text colours (--lab-fg), light and dark theme,
+#: as explorer.js writes them.
+THEMES = {"light": ("#fff", "#222"), "dark": ("#1f2227", "#e3e3e3")}
+
+
+def _rgb(colour: str) -> tuple[int, int, int]:
+    digits = colour[1:] if len(colour) == 7 else "".join(c * 2 for c in colour[1:])
+    return tuple(int(digits[i:i + 2], 16) for i in (0, 2, 4))
+
+
+def _luminance(colour: str) -> float:
+    lin = [c / 255 / 12.92 if c / 255 <= 0.04045 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in _rgb(colour)]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def drawn_colour(colour: str, theme: str) -> str:
+    """A series colour as explorer.js paints it: near-black ones (its ink() rule) in the theme's text colour."""
+    r, g, b = _rgb(colour)
+    return THEMES[theme][1] if (0.299 * r + 0.587 * g + 0.114 * b) / 255 < 0.3 else colour
+
+
+def test_explorer_js_backgrounds_are_the_ones_checked_here():
+    from lab.book.explorer import EXPLORER_JS
+
+    css = EXPLORER_JS.read_text(encoding="utf-8")
+    for background, text in THEMES.values():
+        assert f"--lab-bg:{background};--lab-fg:{text};" in css
+
+
+@pytest.mark.parametrize("explorer", EXPLORERS, ids=lambda e: e.key)
+def test_chart_lines_reach_3_to_1_against_the_chart_in_both_themes(explorer):
+    """WCAG 1.4.11 (non-text contrast): every line and point of every chart, light and dark."""
+    low = set()
+    for combo in explorer.combinations():
+        if explorer.missing(**combo):
+            continue
+        chart = explorer.compute(**combo).chart
+        for series in chart.series if chart is not None else []:
+            for theme, (background, _) in THEMES.items():
+                ratio = _contrast(drawn_colour(series.color, theme), background)
+                if ratio < 3:
+                    low.add(f"{series.name} {series.color} in {theme}: {ratio:.2f}")
+    assert not low, f"{explorer.key}: {sorted(low)}"
+
+
+def test_the_book_palette_keeps_3_to_1_on_white_and_on_the_dark_chart():
+    from lab.book.plots import COLORS, PALETTE
+
+    for colour in {*PALETTE, *COLORS.values()}:
+        for theme, (background, _) in THEMES.items():
+            assert _contrast(drawn_colour(colour, theme), background) >= 3, (colour, theme)
 
 
 def test_h200_sweep_offers_its_own_backends_and_the_a10g_slider_stops_at_its_data():

@@ -100,10 +100,10 @@ def test_a_local_run_appears_as_a_new_choice(tmp_path):
     assert studies.labels[1] == "NVIDIA L4, vLLM 0.26.0 (your run)"
     failed = explorer.compute(length=65536, backend="TRITON_ATTN", study="local/my-run")
     shown = {r.name: r.text for r in failed.readouts}
-    assert shown["ttft"] == shown["itl"] == "n/a"
+    assert shown["ttft"] == shown["itl"] == "did not finish"
     assert "did not finish" in failed.note and failed.chart.marker is None
     # the failed length still shows the L4's roofline floor; the fit is not read 32x past its measured range
-    assert shown["prefill_floor"] != "n/a" and shown["fit"] == "n/a"
+    assert shown["prefill_floor"].endswith(" s") and shown["fit"] == "not read past the measured lengths"
     assert [s.name for s in failed.chart.series][:2] == ["TRITON_ATTN", "roofline floor"]
     missing = explorer.compute(length=256, backend="FLASH_ATTN", study="local/my-run")
     assert "No FLASH_ATTN measurement at 256 tokens on NVIDIA L4" in missing.note
@@ -131,4 +131,4 @@ def test_provenance_travels_with_the_table():
 def test_the_fit_is_not_read_far_past_the_measured_range(explorer):
     view = explorer.compute(length=131072, backend="FLASH_ATTN", study=A10G)
     shown = {r.name: r.text for r in view.readouts}
-    assert shown["fit"] == "n/a" and shown["prefill_floor"] != "n/a"
+    assert shown["fit"] == "not read past the measured lengths" and shown["prefill_floor"].endswith(" s")

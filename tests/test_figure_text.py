@@ -87,3 +87,25 @@ def test_other_formats_are_written_without_the_chunk():
     fig.savefig(buffer, format="svg")
     plt.close(fig)
     assert buffer.getvalue().lstrip().startswith(b"<?xml")
+
+
+def test_the_png_says_what_the_figure_shows():
+    from lab.book.plots import caption, figure, legend_above
+    from lab.book.plots.alt_text import ALT_KEY, png_alt
+
+    fig, (line, bars) = figure(2, 1)
+    line.plot([1, 2], [3, 4], label="FLASH_ATTN")
+    line.plot([1, 2], [2, 5], label="$n^2$ term")
+    line.set_xlabel("prompt length (tokens)")
+    line.set_ylabel("time to first token (s)")
+    legend_above(line, title="prefill")
+    bars.barh([0, 1], [3, 4])
+    bars.set_yticks([0, 1], ["FlashAttention", "FlexAttention"])
+    bars.set_xlabel("GPU time (ms)")
+    caption(line, "NVIDIA A10G, vLLM 0.11.0")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    assert png_text(buffer.getvalue())[ALT_KEY] == png_alt(buffer.getvalue()) == (
+        "Chart. Panel 'prefill': time to first token (s) against prompt length (tokens); series: FLASH_ATTN, "
+        "n^2 term. GPU time (ms) for FlashAttention, FlexAttention. Source: NVIDIA A10G, vLLM 0.11.0")
+    assert png_alt(b"not a png") is None

@@ -260,8 +260,33 @@ def test_explorer_shows_data_in_every_state(tmp_path, monkeypatch, with_data):
         assert all(texts[name] != "n/a" for name in ("kv", "pages", "wasted", "table"))
         measured_states += texts["paged_ms"] != "n/a"
         assert (texts["fa3_ms"] != "n/a") <= (combo["page_size"] == 16)  # FA3: 16-token pages only
+
+
+        assert "n/a" not in texts.values()  # a value, or why there is none
+        measured_states += texts["paged_ms"].endswith(" ms")
+        if with_data:  # elsewhere the nearest measured point, named in the note
+            assert texts["paged_ms"].endswith((" ms", " ms (nearest measured)")), texts["paged_ms"]
+        else:
+            assert texts["paged_ms"] == "not measured yet"
         assert view.note
     assert measured_states == (2 * 2 * 2 if with_data else 0)  # page 16/128 x batch 1/16 x 32k/128k
     view = explorer.compute(page_size=16, context=32768, batch=16)
     assert ("measured on the H200" in view.note) == with_data
     explorer.static_html()  # the static page embeds every state
+
+
+def test_an_unmeasured_point_shows_the_nearest_measured_one_and_says_so(tmp_path, monkeypatch):
+    from lab.book.paged_explorer import paged_explorer
+    from lab.results import paged
+
+    write_synthetic_runs(tmp_path)
+    monkeypatch.setattr(paged, "DATA_DIR", tmp_path)
+    assert paged.nearest_measured(8, 64, 100000, root=tmp_path) == (16, 16, 131072)
+    assert paged.nearest_measured(16, 16, 32768, root=tmp_path) == (16, 16, 32768)
+    assert paged.nearest_measured(1, 1, 1000, root=tmp_path) == (16, 1, 32768)
+    view = paged_explorer().compute(page_size=8, context=100000, batch=64)
+    texts = {r.name: r.text for r in view.readouts}
+    expected = paged.paged_value("ms", "paged", 16, 131072, 16, root=tmp_path)
+    assert texts["paged_ms"] == f"{expected:.4f} ms (nearest measured)"
+    assert "not measured at 8-token pages, batch 64, 100,000 tokens" in view.note
+    assert "nearest measured point, 16-token pages, batch 16, 131,072 tokens" in view.note

@@ -221,24 +221,23 @@ def test_every_chapter_flattens_to_plain_markdown(stem):
             assert not re.search(r"\{glue|^:{3,}|^`{3,}\{|\]\([\w-]+\.md", cell.source, re.M), cell.source[:200]
 
 
-# --- the exported decks in a browser: → reaches everything, nothing runs off a slide ------------------
+# --- the exported decks in a browser: → reaches everything, nothing is cut off or too small ---------------
 
-DECK_VIEWPORTS = {"laptop": {"width": 1366, "height": 900}, "phone": {"width": 390, "height": 844}}
+#: A projector's laptop and a phone. On the laptop nothing may be cut off, scroll or be drawn below 14 px; on
+#: the phone a box may scroll (a wide table sideways, keeping its first column; a slide too tall at 0.9x
+#: down) if swipes inside it scroll it rather than change the slide, and nothing is drawn below 14 px either.
+DECK_VIEWPORTS = {"laptop": {"width": 1366, "height": 768}, "phone": {"width": 390, "height": 844}}
+MIN_SLIDE_TEXT_PX = 14
 #: What a class must be able to reach with → alone: figures, tables and explorers.
 CONTENT = "img, table, [data-explorer]"
 
 _STATE = """() => {
   const slide = Reveal.getCurrentSlide(), box = document.querySelector('.reveal .slides').getBoundingClientRect();
-  const inner = slide.querySelector(':scope > .lab-fit') || slide;
-  const r = inner.getBoundingClientRect();
-  const seen = [...slide.querySelectorAll('[data-lab-id]')].map(e => e.getAttribute('data-lab-id'));
-  let smallest = 1e9;
-  for (const e of slide.querySelectorAll('p, li')) {  // prose as the reader sees it: both scales applied
-    if (e.closest('aside.notes, [data-explorer]') || !e.textContent.trim()) continue;
-    smallest = Math.min(smallest, parseFloat(getComputedStyle(e).fontSize) * r.width / inner.offsetWidth);
-  }
-  return {seen, smallest, last: Reveal.isLastSlide() && !Reveal.availableFragments().next,
-          over: [r.top - box.top, box.bottom - r.bottom, r.left - box.left, box.right - r.right].map(Math.round),
+  document.querySelectorAll('[data-lab-shown]').forEach(e => e.removeAttribute('data-lab-shown'));
+  slide.setAttribute('data-lab-shown', '1');
+  return {seen: [...slide.querySelectorAll('[data-lab-id]')].map(e => e.getAttribute('data-lab-id')),
+          last: Reveal.isLastSlide() && !Reveal.availableFragments().next,
+          frame: {left: box.left, right: box.right, top: box.top, bottom: box.bottom},
           where: JSON.stringify(Reveal.getIndices())};
 }"""
 
@@ -252,34 +251,46 @@ _SETTLED = """() => new Promise(done => {
 })"""
 
 
-#: Smallest prose a deck may show, after its fit-to-slide scaling (a phone slide read at arm's length; the
-#: book's bar for chart text is 9 px). The longest interview answers land near 11 px on a 390 px phone.
-MIN_PHONE_TEXT_PX = 10
+def slide_problems(probed: dict, viewport: str) -> list[str]:
+    """What a slide (measured by tests/layout_probe.py) must not show at this viewport."""
+    found = list(probed["cut"][:3])
+    if probed["smallest"] < MIN_SLIDE_TEXT_PX - 0.05:  # a chart drawn at a rounded width: 13.99 px is 14
+        found.append(f"text as small as {probed['smallest']:.1f} px ({probed['smallestWhat'][:40]})")
+    for box in probed["scrolls"]:
+        if viewport == "laptop":
+            found.append(f"{box['what'][:40]} must be scrolled {box['by']} px to be read (a projected slide cannot)")
+        elif box["swipes"]:
+            found.append(f"{box['what'][:40]} scrolls, but a swipe on it changes the slide (no data-prevent-swipe)")
+        elif box["table"] and not box["down"] and not box["sticky"]:
+            found.append(f"{box['what'][:40]} scrolls sideways without keeping its first column in view")
+    return found
 
 
-def walk_deck(page) -> tuple[set[str], list[str], float]:
-    """Press → from the first slide to the last; what became visible, what ran over, the smallest text."""
+def walk_deck(page, viewport: str) -> tuple[set[str], list[str]]:
+    """Press → from the first slide to the last; what became visible, and what each slide must not show."""
+    from layout_probe import probe
+
     page.wait_for_function("document.querySelector('.reveal.ready') !== null", timeout=60000)
     page.evaluate("() => Reveal.configure({transition: 'none', backgroundTransition: 'none'})")  # measure at rest
     page.evaluate(f"""() => document.querySelectorAll('.reveal .slides {', .reveal .slides '.join(CONTENT.split(', '))}')
                          .forEach((e, i) => e.setAttribute('data-lab-id', String(i)))""")
-    seen, over, smallest = set(), [], 1e9
+    seen, problems = set(), []
     for _ in range(1000):
         page.evaluate(_SETTLED)
         state = page.evaluate(_STATE)
         seen.update(state["seen"])
-        smallest = min(smallest, state["smallest"])
-        if min(state["over"]) < -2:
-            over.append(f"slide {state['where']}: content runs {min(state['over'])} px past the slide")
+        problems += [f"slide {state['where']}: {p}" for p in slide_problems(probe(page, "[data-lab-shown]", state["frame"]),
+                                                                          viewport)]
         if state["last"]:
-            return seen, over, smallest
+            return seen, problems
         page.keyboard.press("ArrowRight")
     raise AssertionError("→ never reached the last slide")
 
 
 @pytest.mark.slow
 @pytest.mark.browser
-def test_arrow_right_reaches_every_figure_and_table_and_nothing_runs_off_a_slide(served_site):
+@pytest.mark.parametrize("viewport", sorted(DECK_VIEWPORTS))
+def test_arrow_right_reaches_every_figure_and_table_and_no_slide_cuts_or_shrinks_text(served_site, viewport):
     from test_quiz import CHROMIUM
 
     if not Path(CHROMIUM).exists():
@@ -292,19 +303,16 @@ def test_arrow_right_reaches_every_figure_and_table_and_nothing_runs_off_a_slide
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
         try:
-            for name, viewport in DECK_VIEWPORTS.items():
-                for deck in decks:
-                    page = browser.new_page(viewport=viewport)
-                    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-                    page.goto(f"{base}slides/{deck.name}", wait_until="load")
-                    total = page.locator(f".reveal .slides :is({CONTENT})").count()
-                    seen, over, smallest = walk_deck(page)
-                    if len(seen) != total:
-                        problems.append(f"{deck.name} ({name}): → reaches {len(seen)} of {total} figures/tables/explorers")
-                    problems.extend(f"{deck.name} ({name}): {o}" for o in over)
-                    if smallest < MIN_PHONE_TEXT_PX:
-                        problems.append(f"{deck.name} ({name}): text as small as {smallest:.1f} px")
-                    page.close()
+            for deck in decks:
+                page = browser.new_page(viewport=DECK_VIEWPORTS[viewport])
+                page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+                page.goto(f"{base}slides/{deck.name}", wait_until="load")
+                total = page.locator(f".reveal .slides :is({CONTENT})").count()
+                seen, found = walk_deck(page, viewport)
+                if len(seen) != total:
+                    problems.append(f"{deck.name}: → reaches {len(seen)} of {total} figures/tables/explorers")
+                problems.extend(f"{deck.name} {viewport}, {p}" for p in found)
+                page.close()
         finally:
             browser.close()
     assert not problems, "\n".join(problems)
@@ -314,20 +322,116 @@ def test_long_tables_and_quizzes_are_cut_into_slides():
     import pandas as pd
 
     from lab.book.quiz import Question, Quiz
-    from lab.book.slide_split import TABLE_ROWS_PER_SLIDE, output_slides
+    from lab.book.slide_split import output_slides
+    from lab.book.slide_tables import LINE_PX, ROW_PAD_PX, SLIDE_PX
 
-    table = pd.DataFrame({"n": range(30), "ms": [i * 1.5 for i in range(30)]}).to_html()
+    table = pd.DataFrame({"n": range(60), "ms": [i * 1.5 for i in range(60)]}).to_html()
     quiz = Quiz("q", [Question(f"Question {i}?", ["yes", "no"], 0, "Because.") for i in range(3)])
     outputs = [{"output_type": "stream", "text": "note"},
                {"output_type": "display_data", "data": {"text/html": table}},
                {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/plain": "<Figure>"}},
                {"output_type": "display_data", "data": {"text/html": quiz.to_html(inline_assets=False)}}]
     groups = output_slides(outputs)
-    assert len(groups) == 3 + 1 + 3  # 30 rows in three parts, the figure, a slide per question
+    per_slide = SLIDE_PX // (LINE_PX + ROW_PAD_PX) - 1  # one-line rows under a one-row header
+    parts = -(-60 // per_slide)
+    assert len(groups) == parts + 1 + 3  # 60 rows in parts, the figure, a slide per question
     assert groups[0][0]["output_type"] == "stream"  # text stays with the rich output after it
-    parts = [g[-1]["data"]["text/html"] for g in groups[:3]]
-    body_rows = [p.split("<tbody>")[1].count("<tr") for p in parts]
-    assert all("<thead>" in p for p in parts) and sum(body_rows) == 30 and max(body_rows) <= TABLE_ROWS_PER_SLIDE
-    questions = [g[0]["data"]["text/html"] for g in groups[4:]]
+    pages = [g[-1]["data"]["text/html"] for g in groups[:parts]]
+    body_rows = [p.split("<tbody>")[1].count("<tr") for p in pages]
+    assert all("<thead>" in p for p in pages) and sum(body_rows) == 60 and max(body_rows) <= per_slide
+    questions = [g[0]["data"]["text/html"] for g in groups[-3:]]
     assert [q.count('class="lab-quiz-question"') for q in questions] == [1, 1, 1]
     assert all(q.startswith('<div class="lab-quiz"') and q.rstrip().endswith("</div>") for q in questions)
+
+
+def _cells(page: str) -> list[list[str]]:
+    from lab.book.slide_tables import cell_text
+
+    rows = re.findall(r"<tr\b.*?</tr>", page, re.S)
+    return [[cell_text(c) for c in re.findall(r"<t[hd]\b[^>]*>(.*?)</t[hd]>", r, re.S)] for r in rows]
+
+
+def test_a_wide_table_is_cut_into_column_groups_that_keep_the_row_names():
+    import pandas as pd
+
+    from lab.book.slide_tables import SLIDE_CHARS, split_table
+
+    wide = pd.DataFrame({"kernel": ["flash", "flex", "naive"],
+                         **{f"heading {i} (ms)": [12345678.901 * (i + 1), 2.5, 3.5] for i in range(9)}})
+    parts = split_table(wide.style.hide(axis="index").format("{:,.3f}", subset=list(wide.columns[1:])).to_html())
+    assert len(parts) > 1
+    seen = []
+    for part in parts:
+        cells = _cells(part)
+        assert cells[0][0] == "kernel" and [r[0] for r in cells[1:]] == ["flash", "flex", "naive"]
+        assert sum(max(len(w) for w in col.split()) + 2 for col in cells[0]) <= SLIDE_CHARS
+        seen += cells[0][1:]
+    assert seen == [c for c in wide.columns[1:]]  # every column once, in order
+    assert '<style type="text/css">' in parts[0]  # what came with the table (the Styler's CSS) stays with it
+
+
+def test_a_table_too_long_for_the_slides_is_summarised_with_a_link():
+    import pandas as pd
+
+    from lab.book.slide_split import output_slides
+    from lab.book.slide_tables import MAX_PARTS, split_table
+
+    prose = pd.DataFrame({"rule": [f"rule-{i}" for i in range(40)],
+                          "why": ["a sentence long enough to wrap over two or three lines of a slide " * 4] * 40})
+    page = prose.to_html(index=False)
+    assert split_table(page) is None  # more than MAX_PARTS slides
+    (group,) = output_slides([{"output_type": "display_data", "data": {"text/html": page}}],
+                             chapter_url="../book/07-the-trace.html#sorting")
+    summary = group[0]["data"]["text/html"]
+    assert "A table of 40 rows and 2 columns" in summary and "Columns: rule, why." in summary
+    assert "rule-0, rule-1" in summary and "and 32 more" in summary
+    assert 'href="../book/07-the-trace.html#sorting"' in summary and "<table" not in summary
+    assert MAX_PARTS >= 2
+
+
+def test_long_names_get_break_points_and_a_table_that_is_not_plain_stays_whole():
+    from lab.book.long_names import add_breaks
+    from lab.book.slide_tables import split_table
+
+    cell = '<td class="x">void cutlass::device_kernel&lt;flash::enable_sm90&gt; and a_short</td>'
+    assert add_breaks(cell) == ('<td class="x">void cutlass::<wbr>device_<wbr>kernel&lt;<wbr>flash::<wbr>enable_<wbr>sm90&gt;'
+                                " and a_short</td>")
+    merged = "<table><tr><th colspan=2>x</th></tr><tr><td>1</td><td>2</td></tr></table>"
+    assert split_table(merged) == [merged]
+
+
+def test_long_listings_and_printed_text_continue_on_further_slides():
+    from lab.book.slide_split import CODE_LINES_PER_SLIDE, code_parts, output_slides
+
+    source = "\n".join(f"x{i} = {i}" + ("\n" if i % 10 == 9 else "") for i in range(60))
+    parts = code_parts(source)
+    assert len(parts) > 2 and "\n".join(parts).split() == source.split()
+    assert all(len(p.splitlines()) <= CODE_LINES_PER_SLIDE for p in parts)
+    assert all(p.splitlines()[-1] == f"x{int(p.splitlines()[-1][1:].split()[0])} = " + p.splitlines()[-1].split()[-1]
+               for p in parts)
+    assert parts[0].endswith("x19 = 19")  # cut at the blank line, not in the middle of a paragraph
+    groups = output_slides([{"output_type": "stream", "name": "stdout", "text": source}])
+    assert len(groups) == len(parts) and all(len(g) == 1 for g in groups)
+
+
+def test_an_explorer_caption_goes_to_the_speaker_notes():
+    from lab.book.sweep_explorer import a10g_prefill_explorer
+
+    explorer = a10g_prefill_explorer()
+    explorer.caption = "Points are measured & the line is a fit."
+    nb = nbformat_notebook([explorer._repr_mimebundle_()])
+    out = slides.to_slides_notebook(nb, {})
+    html = "".join("".join(o.get("data", {}).get("text/html", "")) for c in out.cells for o in c.get("outputs", []))
+    assert "data-explorer=" in html and 'class="lab-caption"' not in html
+    notes = [c.source for c in out.cells if c.metadata["slideshow"]["slide_type"] == "notes"]
+    assert notes == ["Points are measured & the line is a fit."]
+
+
+def nbformat_notebook(bundles: list[dict]):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("explorer", metadata={"tags": ["remove-input"]})
+    cell.outputs = [nbformat.v4.new_output("display_data", data=b) for b in bundles]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Chapter\n\n## An explorer"), cell]
+    return nb

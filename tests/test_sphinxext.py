@@ -55,3 +55,36 @@ def test_the_icon_script_is_dropped_and_nothing_else():
             '  <script defer src="../_static/scripts/fontawesome.js?digest=55c2"></script>\n</head>')
     assert drop_icon_script(page) == '<head>\n  <script defer src="../_static/scripts/bootstrap.js?digest=1"></script>\n</head>'
     assert drop_icon_script("<p>fontawesome.js is named here in prose</p>") == "<p>fontawesome.js is named here in prose</p>"
+
+
+def test_long_names_in_table_cells_get_places_to_wrap_and_formulas_do_not():
+    from lab.book.long_names import add_breaks_in_cells
+
+    page = ('<p>a_very_long_name_in_running_text</p><table><tr><th>kernel</th><td class="x">'
+            'void cutlass::device_kernel&lt;flash::x&gt;</td><td>\\(a_very_long_tex_name_here\\)</td></tr></table>')
+    out = add_breaks_in_cells(page)
+    assert "<p>a_very_long_name_in_running_text</p>" in out  # only cells
+    assert '<td class="x">void cutlass::<wbr>device_<wbr>kernel&lt;<wbr>flash::<wbr>x&gt;</td>' in out
+    assert "<td>\\(a_very_long_tex_name_here\\)</td>" in out  # MathJax reads its TeX unbroken
+    assert out.replace("<wbr>", "") == page
+
+
+def test_a_figure_takes_its_alt_text_from_its_png(tmp_path):
+    from PIL import Image, PngImagePlugin
+
+    from lab.book.plots.alt_text import ALT_KEY
+    from lab.book.sphinxext import describe_images
+
+    (tmp_path / "_images").mkdir()
+    info = PngImagePlugin.PngInfo()
+    info.add_text(ALT_KEY, "Chart. TTFT (s) against tokens; series: a & b.")
+    Image.new("RGB", (4, 4)).save(tmp_path / "_images" / "f.png", pnginfo=info)
+    Image.new("RGB", (4, 4)).save(tmp_path / "_images" / "plain.png")
+    (tmp_path / "book").mkdir()
+    page = tmp_path / "book" / "x.html"
+    html_text = ('<img alt="../_images/f.png" src="../_images/f.png" /><img alt="../_images/plain.png" '
+                 'src="../_images/plain.png" /><img alt="a logo" src="../_images/f.png" />')
+    out = describe_images(html_text, page)
+    assert '<img alt="Chart. TTFT (s) against tokens; series: a &amp; b." src="../_images/f.png" />' in out
+    assert '<img alt="../_images/plain.png" src="../_images/plain.png" />' in out  # no chunk: left as it was
+    assert '<img alt="a logo" src="../_images/f.png" />' in out  # an author's alt text is kept

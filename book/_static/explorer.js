@@ -10,8 +10,17 @@
   var NS = "http://www.w3.org/2000/svg";
   /* The chart is drawn at the width it is shown (one SVG unit = one CSS pixel, up to 640), so text keeps
      its size on a phone instead of shrinking with a fixed 640-wide viewBox. */
-  var MAX_W = 640, MIN_W = 280, M = { l: 58, r: 14, t: 12, b: 50 };
-  var FONT = { tick: 11, label: 12, legend: 11, source: 10 };
+  var MAX_W = 640, MIN_W = 280, MARGIN = { l: 58, r: 14, t: 12, b: 50 };
+  var FONT_PX = { tick: 11, label: 12, legend: 11, source: 10 };
+  /* A page may ask for larger chart text (--lab-chart-font, a factor; margins grow with it) and a plot of
+     another shape (--lab-chart-ratio, its height over its width): a slide deck asks for both. */
+  function sizes(el) {
+    var style = getComputedStyle(el), font = {}, margin = {};
+    var k = parseFloat(style.getPropertyValue("--lab-chart-font")) || 1;
+    for (var f in FONT_PX) font[f] = Math.round(FONT_PX[f] * k);
+    for (var m in MARGIN) margin[m] = Math.round(MARGIN[m] * (m === "r" ? 1 : k));
+    return { font: font, margin: margin, k: k, ratio: parseFloat(style.getPropertyValue("--lab-chart-ratio")) || 0 };
+  }
   /* Colours follow the theme (pydata's html[data-theme=dark]) through CSS variables. */
   var CSS =
     ".lab-explorer{--lab-bg:#fff;--lab-fg:#222;--lab-muted:#555;--lab-grid:#e5e5e5;--lab-border:#ddd;" +
@@ -21,10 +30,10 @@
     "--lab-border:#444a52}" +
     ".lab-explorer-title{font-weight:600;margin-bottom:.4em}" +
     ".lab-controls{display:flex;flex-wrap:wrap;gap:.4em 1.4em;margin-bottom:.5em}" +
-    ".lab-control{display:flex;align-items:center;gap:.4em;flex-wrap:wrap}" +
+    ".lab-control{display:flex;align-items:center;gap:.4em;flex-wrap:wrap;max-width:100%;min-width:0}" +
     ".lab-control output{min-width:4.5em;font-variant-numeric:tabular-nums}" +
     ".lab-explorer select,.lab-explorer button{background:var(--lab-bg);color:var(--lab-fg);" +
-    "border:1px solid var(--lab-border);border-radius:4px;padding:.1em .4em}.lab-explorer select{max-width:100%}" +
+    "border:1px solid var(--lab-border);border-radius:4px;padding:.1em .4em}.lab-explorer select{max-width:100%;min-width:0}" +
     ".lab-explorer-body{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start}" +
     ".lab-explorer svg[data-chart]{flex:1 1 420px;max-width:640px;min-width:0;width:100%;height:auto}" +
     ".lab-explorer svg text{fill:var(--lab-fg)}.lab-explorer svg text.lab-src{fill:var(--lab-muted)}" +
@@ -32,8 +41,12 @@
     ".lab-readouts th{text-align:left;font-weight:normal;padding-right:1em}" +
     ".lab-readouts td{font-variant-numeric:tabular-nums;font-weight:600}" +
     ".lab-note,.lab-caption,.lab-snap{font-size:.85em;color:var(--lab-muted);margin:.3em 0}" +
-    ".lab-snap:empty{display:none}.lab-tools{display:flex;gap:1em;align-items:center;font-size:.85em;margin:.3em 0}" +
-    ".lab-explorer .lab-tools a{color:inherit}";
+    ".lab-snap:empty,.lab-point:empty{display:none}.lab-point{font-size:.85em;margin:.3em 0}" +
+    ".lab-explorer svg[data-chart]{cursor:crosshair}" +
+    ".lab-tools{display:flex;gap:1em;align-items:center;font-size:.85em;margin:.3em 0}" +
+    ".lab-explorer .lab-tools a{color:inherit}" +
+    /* a phone shows the chart at its own width: larger chart text keeps it legible there (12 px at least) */
+    "@media (max-width:560px){.lab-explorer{--lab-chart-font:1.2}}";
 
   function injectStyle() {
     if (document.getElementById("lab-explorer-style")) return;
@@ -131,20 +144,31 @@
     else node.setAttribute(prop, color);
   }
 
+  /* CSS pixels of layout per pixel drawn: a slide deck scales its slides with a transform. */
+  function layoutPerDrawn(el) {
+    for (var n = el.parentNode; n && n.getBoundingClientRect; n = n.parentNode) {
+      var drawn = n.getBoundingClientRect().width;
+      if (n.offsetWidth && drawn) return n.offsetWidth / drawn;
+    }
+    return 1;
+  }
+
   function chartWidth(el) {
     var w = el.getBoundingClientRect().width;
     if (!w && el.parentNode) w = el.parentNode.getBoundingClientRect().width;
-    return Math.max(MIN_W, Math.min(MAX_W, Math.round(w || MAX_W)));
+    return Math.max(MIN_W, Math.min(MAX_W, Math.round(w * layoutPerDrawn(el) || MAX_W)));
   }
 
   /* The legend sits under the plot, in rows that wrap: it never covers a curve. */
-  function layoutLegend(series, W) {
-    var items = [], x = 8, row = 0, charW = FONT.legend * 0.6;
+  function layoutLegend(series, W, FONT) {
+    var items = [], x = 8, row = 0, charW = FONT.legend * 0.6, most = Math.max(8, Math.floor((W - 42) / charW));
     series.forEach(function (s) {
-      var width = 30 + s.name.length * charW;
-      if (x > 8 && x + width > W - 4) { x = 8; row++; }
-      items.push({ s: s, x: x, row: row });
-      x += width + 14;
+      var lines = s.name.length > most ? wrap(s.name, most) : [s.name];  // a long name wraps under itself
+      var width = 30 + Math.max.apply(null, lines.map(function (l) { return l.length; })) * charW;
+      if (x > 8 && (x + width > W - 4 || lines.length > 1)) { x = 8; row++; }
+      items.push({ s: s, x: x, row: row, lines: lines });
+      row += lines.length - 1;
+      x = lines.length > 1 ? W : x + width + 14;  // nothing beside a wrapped name
     });
     return { items: items, rows: series.length ? row + 1 : 0 };
   }
@@ -156,12 +180,14 @@
     el.removeAttribute("data-marker-x");
     el.removeAttribute("data-marker-y");
     if (!chart) return;
-    var W = chartWidth(el), PH = W >= 560 ? 340 : Math.round(W * 0.78);
+    var size = sizes(el), FONT = size.font, M = size.margin, rowH = Math.round(17 * size.k), srcH = Math.round(13 * size.k);
+    var W = chartWidth(el), PH = size.ratio ? Math.round(W * size.ratio) : W >= 560 ? 340 : Math.round(W * 0.78);
+    PH = Math.max(PH, Math.round(chart.yl.length * FONT.label * 0.56) + M.t + M.b);  // room for the y label
     var series = view.s.map(function (i) { return data.series[i]; });
-    var legend = layoutLegend(series, W);
+    var legend = layoutLegend(series, W, FONT);
     var src = chart.src ? wrap(chart.src, Math.floor((W - 12) / (FONT.source * 0.56))) : [];
-    var legendTop = PH + 6, srcTop = legendTop + legend.rows * 17 + 6;
-    var H = srcTop + src.length * 13 + 2;
+    var legendTop = PH + 6, srcTop = legendTop + legend.rows * rowH + 6;
+    var H = srcTop + src.length * srcH + 2;
     el.setAttribute("viewBox", "0 0 " + W + " " + H);
     el.setAttribute("data-width", String(W));
     var xs = [], ys = [];
@@ -177,21 +203,28 @@
       var x = X.at(v), label = tickLabel(v), half = label.length * FONT.tick * 0.3;
       svg("line", { x1: x, x2: x, y1: M.t, y2: PH - M.b }, grid);
       if (x - half < lastRight + 4) return;  // no overlapping tick labels on a narrow chart
-      text(labels, x, PH - M.b + 15, label, { "text-anchor": "middle" });
+      text(labels, x, PH - M.b + FONT.tick + 4, label, { "text-anchor": "middle" });
       lastRight = x + half;
     });
     Y.ticks.forEach(function (v) {
       var y = Y.at(v);
       svg("line", { x1: M.l, x2: W - M.r, y1: y, y2: y }, grid);
-      text(labels, M.l - 6, y + 4, tickLabel(v), { "text-anchor": "end" });
+      text(labels, M.l - 6, y + FONT.tick * 0.36, tickLabel(v), { "text-anchor": "end" });
     });
     svg("path", { "class": "lab-axis", d: "M" + M.l + " " + M.t + "V" + (PH - M.b) + "H" + (W - M.r), fill: "none" }, el);
-    text(labels, (M.l + W - M.r) / 2, PH - M.b + 33, chart.xl, { "text-anchor": "middle", "font-size": FONT.label });
+    text(labels, (M.l + W - M.r) / 2, PH - M.b + 2 * FONT.tick + 11, chart.xl, { "text-anchor": "middle", "font-size": FONT.label });
     var yl = text(labels, 0, 0, chart.yl, { "text-anchor": "middle", "font-size": FONT.label });
-    yl.setAttribute("transform", "translate(14 " + (M.t + PH - M.b) / 2 + ") rotate(-90)");
+    yl.setAttribute("transform", "translate(" + (FONT.label + 2) + " " + (M.t + PH - M.b) / 2 + ") rotate(-90)");
 
     var plot = svg("g", { "class": "lab-series" }, el);
+    el.labPoints = [];  // every drawn point, for a tap: where it is and what it says
     series.forEach(function (s) {
+      for (var p = 0; p < s.x.length; p++) {
+        if (X.ok(s.x[p]) && Y.ok(s.y[p])) {
+          el.labPoints.push({ x: X.at(s.x[p]), y: Y.at(s.y[p]), color: s.color, dot: s.kind !== "line",
+                              text: s.name + ": " + chart.xl + " " + num(s.x[p]) + ", " + chart.yl + " " + num(s.y[p]) });
+        }
+      }
       var g = svg("g", { "data-series": s.name, "data-kind": s.kind, "data-count": s.x.length }, plot);
       if (s.kind !== "points") {
         var d = "", pen = "M";
@@ -234,18 +267,45 @@
 
     var key = svg("g", { "class": "lab-legend", "font-size": FONT.legend, "font-family": "sans-serif" }, el);
     legend.items.forEach(function (item) {
-      var s = item.s, y = legendTop + 8 + 17 * item.row, x = item.x;
+      var s = item.s, y = legendTop + 8 + rowH * item.row, x = item.x;
       if (s.kind !== "points") {
         var sample = svg("line", { x1: x, x2: x + 20, y1: y, y2: y, "stroke-width": 2 }, key);
         paint(sample, "stroke", s.color);
         if (s.dashed) sample.setAttribute("stroke-dasharray", "5 3");
       }
       if (s.kind !== "line") paint(svg("circle", { cx: x + 10, cy: y, r: 3.5 }, key), "fill", s.color);
-      text(key, x + 26, y + 4, s.name);
+      item.lines.forEach(function (line, k) { text(key, x + 26, y + FONT.legend * 0.36 + rowH * k, line); });
     });
     src.forEach(function (line, k) {
-      text(labels, 6, srcTop + 10 + 13 * k, line, { "font-size": FONT.source, "class": "lab-src" });
+      text(labels, 6, srcTop + FONT.source + srcH * k, line, { "font-size": FONT.source, "class": "lab-src" });
     });
+  }
+
+  /* A tap (or click) on the chart names the drawn point nearest to it, within a finger's reach, in the
+     line under the chart ([data-point]) and rings it; a tap away from every point clears both. */
+  function pick(el, line, event) {
+    var old = el.querySelector(".lab-picked");
+    if (old) old.parentNode.removeChild(old);
+    var ctm = el.getScreenCTM(), points = el.labPoints || [];
+    if (!ctm || !line) return;
+    var at = el.createSVGPoint();
+    at.x = event.clientX;
+    at.y = event.clientY;
+    at = at.matrixTransform(ctm.inverse());
+    var best = null, reach = 24 / (ctm.a || 1);  // 24 screen px, in the chart's own units
+    points.forEach(function (p) {  // a measured dot first; a vertex of a line only when no dot is in reach
+      var d = Math.sqrt((p.x - at.x) * (p.x - at.x) + (p.y - at.y) * (p.y - at.y));
+      var rank = [p.dot ? 0 : 1, d];
+      if (d <= reach && (!best || rank[0] < best.rank[0] || (rank[0] === best.rank[0] && d < best.rank[1]))) {
+        best = { p: p, rank: rank };
+      }
+    });
+    line.textContent = best ? best.p.text : "";
+    el.setAttribute("data-picked", best ? best.p.text : "");
+    if (best) {
+      var ring = svg("circle", { "class": "lab-picked", cx: best.p.x, cy: best.p.y, r: 6, fill: "none", "stroke-width": 2.5 }, el);
+      paint(ring, "stroke", best.p.color);
+    }
   }
 
   /* Views are stored first control slowest, so the index is a mixed-radix number. */
@@ -350,6 +410,8 @@
       return root.querySelector('[data-control="' + c.name + '"]');
     });
     var chartEl = root.querySelector("svg[data-chart]");
+    var pointLine = root.querySelector("[data-point]");
+    if (chartEl) chartEl.addEventListener("click", function (event) { pick(chartEl, pointLine, event); });
     var snap = root.querySelector("[data-snap]");
     var csv = root.querySelector("[data-csv]");
     var defaults = data.controls.map(function (c) { return c["default"]; });
@@ -376,6 +438,7 @@
       var note = root.querySelector("[data-note]");
       if (note) note.textContent = view.n || "";
       if (chartEl) { drawChart(chartEl, data, view); drawnWidth = chartWidth(chartEl); }
+      if (pointLine) pointLine.textContent = "";  // the picked point belonged to the chart drawn before
       if (csv) csv.setAttribute("href", "data:text/csv;charset=utf-8," + encodeURIComponent(toCsv(data, chosen, view)));
       root.setAttribute("data-view-index", String(viewIndex(data, chosen)));
     }

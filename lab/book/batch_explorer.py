@@ -35,6 +35,7 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
         ran = admitted or batch  # the floor is that of the sequences vLLM ran together
         floor = floor_ms(ran, context)
         weights, kv = rc.weight_bytes_per_step(), rc.kv_bytes_per_step(ran, context)
+        unrun = "not run at this point" if measured else "no measurement on file"
         readouts = [
             Readout("floor_itl", "Roofline floor of a decode step", floor, unit="ms", fmt=".2f"),
             Readout("floor_tok_s", "Decode throughput at that floor", ran / floor * 1e3, unit="tokens/s", fmt=",.0f"),
@@ -42,12 +43,12 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
             Readout("matmul_intensity", "Weight matmuls: FLOP per byte of weights", float(batch), fmt=".0f"),
             Readout("attention_intensity", "Decode attention: FLOP per byte of KV", shape.q_heads / shape.kv_heads,
                     fmt=".0f"),
-            Readout("admitted", "Requests vLLM ran together", admitted, fmt="d"),
-            Readout("itl", "Measured inter-token latency", itl, unit="ms", fmt=".2f"),
+            Readout("admitted", "Requests vLLM ran together", admitted, fmt="d", missing=unrun),
+            Readout("itl", "Measured inter-token latency", itl, unit="ms", fmt=".2f", missing=unrun),
             Readout("tok_s", "Measured decode throughput", point["decode_tok_s"] if point else None,
-                    unit="tokens/s", fmt=",.0f"),
+                    unit="tokens/s", fmt=",.0f", missing=unrun),
             Readout("itl_floor", "ITL / floor", point["itl_x_floor"] if point else None,
-                    unit="x", fmt=".2f"),
+                    unit="x", fmt=".2f", missing=unrun),
         ]
         series = [Series(f"floor, {context:,} tokens", batches, [floor_ms(b, context) for b in batches],
                          kind="line", dashed=True, color="#444444")]

@@ -41,11 +41,13 @@ def census_explorer(root: Path = DATA_DIR):
 
     def view(phase, length, backend, gpu):
         w, substituted = nearest_window(table, gpu, phase, length, backend)
-        readouts = [Readout("window", "GPU kernel time in the window", w.window_ms, unit="ms", fmt=",.1f")]
+        absent = "not published" if w.source == "published" else "not captured"  # said where a figure is missing
+        readouts = [Readout("window", "GPU kernel time in the window", w.window_ms, unit="ms", fmt=",.1f",
+                            missing=absent)]
         for fam in FAMILIES:
-            readouts.append(Readout(fam, f"{fam} kernels", w.ms[fam], unit="ms", fmt=",.1f"))
+            readouts.append(Readout(fam, f"{fam} kernels", w.ms[fam], unit="ms", fmt=",.1f", missing=absent))
         readouts.append(Readout("attn_share", "attention share of the window", w.share("attention"), unit="%",
-                                fmt=".1f"))
+                                fmt=".1f", missing=absent))
         series = []
         for fam in FAMILIES:
             xs, ys = [], []

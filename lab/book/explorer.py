@@ -20,7 +20,7 @@ Those combinations are never shown; a move there goes to the nearest combination
 (:meth:`Explorer.resolve`, mirrored in explorer.js) and the page says why. The build refuses a
 combination with data whose readouts are all "n/a", an offered value that leads to no data, and
 defaults without data. The static page also has a reset button, keeps its state in the URL hash
-(``#<key>?<control>=<value>&…``), shows values on hover, offers a CSV of what is shown and follows
+(``#<key>?<control>=<value>&…``), shows a point's values on hover or tap, offers a CSV of what is shown and follows
 the theme's dark mode.
 """
 
@@ -116,13 +116,15 @@ class Control:
 
 @dataclass
 class Readout:
-    """One number shown beside the chart, formatted with ``fmt`` (None/NaN shows as 'n/a')."""
+    """One number shown beside the chart, formatted with ``fmt``. Without a value (None/NaN) it shows
+    ``missing``: why there is none ("not recorded in this dataset"), or 'n/a' when the author gave no reason."""
 
     name: str
     label: str
     value: Any
     unit: str = ""
     fmt: str = ".3g"
+    missing: str = "n/a"
 
     def __post_init__(self):
         self.value = _native(self.value)
@@ -130,9 +132,15 @@ class Readout:
             raise LabError(f"readout '{self.name}': format {self.fmt!r} is not one of .Nf, .Ne, .Ng, ,.Nf, d")
 
     @property
+    def has_value(self) -> bool:
+        return format_value(self.value, self.fmt) != "n/a"
+
+    @property
     def text(self) -> str:
+        if not self.has_value:
+            return self.missing
         number = format_value(self.value, self.fmt)
-        if not self.unit or number == "n/a":
+        if not self.unit:
             return number
         return number + ("" if self.unit == "%" else " ") + self.unit
 
@@ -372,7 +380,7 @@ class Explorer:
                 views.append({"x": reason})
                 continue
             view = self.compute(**combo)
-            if view.readouts and all(r.text == "n/a" for r in view.readouts):
+            if view.readouts and not any(r.has_value for r in view.readouts):
                 raise LabError(f"explorer '{self.key}': view({combo}) shows n/a for every readout; give the explorer "
                                "a why_missing that says why this combination has no data")
             heads = [{"name": r.name, "label": r.label} for r in view.readouts]
@@ -451,6 +459,8 @@ class Explorer:
                          'xmlns="http://www.w3.org/2000/svg"></svg>')
         parts.append(readouts_html(first.readouts))
         parts.append("</div>")
+        # A tap on the chart names the point under the finger here (there is no hover on a phone).
+        parts.append('<p class="lab-point" data-point aria-live="polite"></p>')
         parts.append(f'<p class="lab-note" data-note aria-live="polite">{html.escape(first.note)}</p>')
         # Said when a choice had no data and the explorer moved to the nearest one that has.
         parts.append('<p class="lab-snap" data-snap aria-live="polite"></p>')

@@ -1,10 +1,11 @@
-"""Cutting a chapter's code-cell outputs into slides that fit: one figure, explorer or table part each.
+"""Cutting a chapter's code cells into slides that fit: one figure, explorer or table part each.
 
 A deck is read with → alone, so every figure, table and explorer sits on a horizontal slide of its
-own (never on a vertical sub-slide, which → skips). A table with more rows than a slide holds is
-cut into parts of at most :data:`TABLE_ROWS_PER_SLIDE` rows, each repeating the header, and a
-self-check quiz into one slide per question; what still does not fit is scaled down in the browser
-by the deck template (``slides_template``).
+own (never on a vertical sub-slide, which → skips). A table too wide or too tall for a slide is cut
+into parts that fit, or summarised with a link to the chapter (:mod:`lab.book.slide_tables`); a
+self-check quiz becomes one slide per question; a long listing or printed text continues on further
+slides, and an explorer's caption goes to the speaker notes so the explorer has the slide. The deck template (``slides_template``) scales a
+slide that still runs over down a little; tests/test_slides.py checks that no text ends up too small.
 """
 
 from __future__ import annotations
@@ -12,26 +13,7 @@ from __future__ import annotations
 import copy
 import re
 
-#: Body rows of an HTML table on one slide (a 700 px slide at the deck's 20 px text holds about 14).
-TABLE_ROWS_PER_SLIDE = 12
-
-_TBODY = re.compile(r"(?P<head>.*?<tbody>)(?P<rows>.*?)(?P<tail></tbody>.*)", re.S)
-_ROW = re.compile(r"<tr\b.*?</tr>", re.S)
-
-
-def split_table_html(page: str, rows_per_part: int = TABLE_ROWS_PER_SLIDE) -> list[str]:
-    """``page`` (HTML holding one table) as parts of at most ``rows_per_part`` body rows, header repeated."""
-    if page.count("<table") != 1:
-        return [page]
-    m = _TBODY.match(page)
-    if m is None:
-        return [page]
-    rows = _ROW.findall(m["rows"])
-    if len(rows) <= rows_per_part:
-        return [page]
-    return [m["head"] + "\n" + "\n".join(rows[i:i + rows_per_part]) + "\n" + m["tail"]
-            for i in range(0, len(rows), rows_per_part)]
-
+from lab.book.slide_tables import split_table, summary_html
 
 _QUIZ = re.compile(r'(?P<head>.*?<div class="lab-quiz" [^>]*>\s*<p class="lab-quiz-title">.*?</p>)(?P<body>.*?)'
                    r'(?P<tail><noscript>.*)', re.S)
@@ -60,24 +42,46 @@ def is_rich(output: dict) -> bool:
     return any(k.startswith("image/") or k == "text/html" for k in (output.get("data") or {}))
 
 
-def output_slides(outputs: list[dict]) -> list[list[dict]]:
+def _parts(page: str, chapter_url: str) -> list[str]:
+    """An HTML output as the pages of its slides: a quiz per question, a table in parts that fit."""
+    if 'class="lab-quiz"' in page:
+        return split_quiz_html(page)
+    return split_table(page) or [summary_html(page, chapter_url)]
+
+
+def output_slides(outputs: list[dict], chapter_url: str = "") -> list[list[dict]]:
     """Outputs grouped into slides: plain text stays with what precedes it; each rich output (each
-    part of a long table) starts a slide of its own."""
+    part of a long table) starts a slide of its own, and so does each part of printed text longer than
+    a slide. ``chapter_url``: where a table too long for the slides is read instead."""
     slides: list[list[dict]] = [[]]
+    full = False  # the last slide holds a rich output or a slide's worth of text: the next one starts anew
     for output in outputs:
+        text = "".join(output.get("text", "")) if output.get("output_type") == "stream" else ""
+        listing = code_parts(text) if text else []
+        if len(listing) > 1:
+            for part in listing:
+                piece = copy.deepcopy(output)
+                piece["text"] = part + "\n"
+                slides.append([piece])
+            full = True
+            continue
         if not is_rich(output):
+            if full:
+                slides.append([])
+                full = False
             slides[-1].append(output)
             continue
         page = _html(output)
-        parts = (split_quiz_html(page) if 'class="lab-quiz"' in page else split_table_html(page)) if page else [None]
+        parts = _parts(page, chapter_url) if page else [None]
         for part in parts:
             piece = output
-            if part is not None and len(parts) > 1:
+            if part is not None and part != page:
                 piece = copy.deepcopy(output)
                 piece["data"]["text/html"] = part
-            if slides[-1] and any(is_rich(o) for o in slides[-1]):
+            if full or any(is_rich(o) for o in slides[-1]):
                 slides.append([])
             slides[-1].append(piece)
+            full = True
     return [s for s in slides if s] or [[]]
 
 
@@ -128,3 +132,92 @@ def fragment_cells(lines: list[str], budget: int) -> list[tuple[str, str]]:
             notes.append(block)
     cells = [("fragment", "\n\n".join(shown))] + [("slide", table) for table in tables]
     return cells + ([("notes", "\n\n".join(notes))] if notes else [])
+
+
+_CAPTION = re.compile(r'<p class="lab-caption">(?P<text>.*?)</p>', re.S)
+
+
+def move_explorer_captions(outputs: list[dict]) -> tuple[list[dict], list[str]]:
+    """Explorers without their caption paragraph, and the captions (as text for the speaker notes): the
+    slide gives the explorer all its room, the teacher still has what the caption says."""
+    import html
+
+    kept, captions = [], []
+    for output in outputs:
+        page = _html(output)
+        if page is None or "data-explorer=" not in page or not _CAPTION.search(page):
+            kept.append(output)
+            continue
+        captions += [html.unescape(m["text"]) for m in _CAPTION.finditer(page)]
+        output = copy.deepcopy(output)
+        output["data"]["text/html"] = _CAPTION.sub("", page)
+        kept.append(output)
+    return kept, captions
+
+
+#: Lines of code on one slide (at the deck's 19 px code font a 700 px slide holds about 27), and the
+#: characters of a line before it wraps.
+CODE_LINES_PER_SLIDE, CODE_CHARS_PER_LINE = 24, 78
+
+
+def code_parts(source: str) -> list[str]:
+    """``source`` cut into listings that each fit on a slide (wrapped lines counted), at a blank line
+    when there is one in the second half of the part."""
+    lines = source.splitlines()
+    shown = [max(1, -(-len(line) // CODE_CHARS_PER_LINE)) for line in lines]
+    parts, start = [], 0
+    while start < len(lines):
+        end, used = start, 0
+        while end < len(lines) and (end == start or used + shown[end] <= CODE_LINES_PER_SLIDE):
+            used += shown[end]
+            end += 1
+        if end < len(lines):
+            blank = [i for i in range(end - 1, start + (end - start) // 2, -1) if not lines[i].strip()]
+            end = blank[0] + 1 if blank else end
+        parts.append("\n".join(lines[start:end]).strip("\n"))
+        start = end
+    return [p for p in parts if p.strip()] or [source]
+
+
+def is_glue_output(output: dict) -> bool:
+    """A value a chapter glued (myst-nb's scrapbook output): filled into the text, never shown as output."""
+    return "scrapbook" in (output.get("metadata") or {})
+
+
+def code_cell_slides(out, cell, table_url: str = "") -> bool:
+    """Append a code cell's slides to the notebook ``out``: its listing (cut to fit), then each figure,
+    explorer or table part on a horizontal slide of its own (→ reaches it), an explorer's caption in the
+    speaker notes. ``table_url``: where a table too long for a slide is read. True when the last part had a
+    slide of its own (prose after it starts a new one)."""
+    import nbformat
+
+    tags = set(cell.get("metadata", {}).get("tags", []))
+    new = copy.deepcopy(cell)
+    new.outputs = [o for o in new.get("outputs", []) if not is_glue_output(o)]
+    if tags & {"remove-output", "hide-output"}:
+        new.outputs = []
+    hide_input = bool(tags & {"remove-input", "hide-input"})
+    if hide_input and not new.outputs:
+        return False
+    new.outputs, captions = move_explorer_captions(new.outputs)
+    listing = [] if hide_input else code_parts(new.source)
+    for part in listing[:-1]:  # a long listing: its first parts on slides of their own, no output
+        head = copy.deepcopy(new)
+        head.source, head.outputs = part, []
+        head.metadata = {"tags": sorted(tags), "slideshow": {"slide_type": "slide"}}
+        out.cells.append(head)
+    if listing:
+        new.source = listing[-1]
+    own = False
+    for n, outputs in enumerate(output_slides(new.outputs, table_url)):
+        part = copy.deepcopy(new) if n else new
+        part.outputs = outputs
+        # the listing's last part follows its earlier parts onto a new slide
+        own = needs_own_slide(part.source, outputs, show_source=not (hide_input or n)) or (n == 0 and len(listing) > 1)
+        part.metadata = {"tags": sorted(tags), "slideshow": {"slide_type": "slide" if own else "-"}}
+        if hide_input or n:
+            part.metadata["transient"] = {"remove_source": True}
+        out.cells.append(part)
+    if captions:
+        out.cells.append(nbformat.v4.new_markdown_cell("\n\n".join(captions), metadata={"slideshow": {"slide_type": "notes"}}))
+    return own

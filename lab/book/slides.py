@@ -22,7 +22,6 @@ every local one exists; otherwise it fails.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import os
 import re
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from lab import REPO_ROOT, LabError
 from lab.cli import path_arg
-from lab.book.slide_split import fragment_cells, markdown_blocks, needs_own_slide, output_slides
+from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks
 
 BOOK_DIR = REPO_ROOT / "book"
 SITE_DIR = REPO_ROOT / "_build" / "html"
@@ -242,16 +241,12 @@ def _split_list(block: str) -> list[str]:
 
 # --- notebooks ---------------------------------------------------------------------------------------
 
-def _is_glue_output(output: dict) -> bool:
-    return "scrapbook" in (output.get("metadata") or {})
-
-
 def _glue_from_outputs(nb) -> dict:
     glue = {}
     prefix = "application/papermill.record/"
     for cell in nb.cells:
         for output in cell.get("outputs", []):
-            if _is_glue_output(output):
+            if is_glue_output(output):
                 name = output["metadata"]["scrapbook"]["name"]
                 data = {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in output.get("data", {}).items()}
                 glue[name] = {"data": data}
@@ -302,38 +297,26 @@ def _title(nb) -> str:
     return ""
 
 
-def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anchor):
-    """A new notebook: MyST flattened, cells split and marked with reveal slide types."""
+def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anchor, chapter_url: str = ""):
+    """A new notebook: MyST flattened, cells split and marked with reveal slide types. ``chapter_url``: the
+    chapter's page, where a table too long for a slide is read instead (at its section's anchor)."""
     import nbformat
+    from docutils.nodes import make_id
 
     metadata = {key: nb.metadata[key] for key in ("kernelspec", "language_info") if nb.metadata.get(key)}
     out = nbformat.v4.new_notebook(metadata={**metadata, "title": _title(nb)})
     own = False  # the last code part had a slide of its own: prose after it starts a new one
+    section = ""  # the anchor of the section a table is in
     for cell in nb.cells:
         tags = set(cell.get("metadata", {}).get("tags", []))
         if cell.cell_type == "markdown":
             for kind, text in slide_cells(convert_myst(cell.source, glue, link)):
                 kind, own = ("slide" if own and kind == "-" else kind), False
                 out.cells.append(nbformat.v4.new_markdown_cell(text, metadata={"slideshow": {"slide_type": kind}}))
-        elif cell.cell_type == "code":
-            if "remove-cell" in tags:
-                continue
-            new = copy.deepcopy(cell)
-            new.outputs = [o for o in new.get("outputs", []) if not _is_glue_output(o)]
-            if tags & {"remove-output", "hide-output"}:
-                new.outputs = []
-            hide_input = bool(tags & {"remove-input", "hide-input"})
-            if hide_input and not new.outputs:
-                continue
-            # each figure, explorer or table part on a horizontal slide of its own (→ reaches it)
-            for n, outputs in enumerate(output_slides(new.outputs)):
-                part = copy.deepcopy(new) if n else new
-                part.outputs = outputs
-                own = needs_own_slide(part.source, outputs, show_source=not (hide_input or n))
-                part.metadata = {"tags": sorted(tags), "slideshow": {"slide_type": "slide" if own else "-"}}
-                if hide_input or n:
-                    part.metadata["transient"] = {"remove_source": True}
-                out.cells.append(part)
+                headings = [m.group(2) for line in text.splitlines() if (m := _HEADING.match(line))]
+                section = make_id(headings[-1]) if headings else section
+        elif cell.cell_type == "code" and "remove-cell" not in tags:
+            own = code_cell_slides(out, cell, chapter_url + (f"#{section}" if chapter_url and section else ""))
     return out
 
 
@@ -341,6 +324,24 @@ def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anch
 
 def _rel(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target, start)).as_posix()
+
+
+_DATA_PNG = re.compile(r'<img alt="No description has been provided for this image"(?P<rest>[^>]*?'
+                       r'src="data:image/png;base64,(?P<data>[^"]+)")')
+
+
+def describe_images(html_text: str) -> str:
+    """Each figure's alt text from its PNG (what lab.book.plots says it shows) instead of nbconvert's
+    "No description has been provided for this image"."""
+    import html
+
+    from lab.book.plots.alt_text import png_alt
+
+    def alt(m: re.Match) -> str:
+        text = png_alt(base64.b64decode(m["data"]))
+        return m.group(0) if text is None else f'<img alt="{html.escape(text)}"{m["rest"]}'
+
+    return _DATA_PNG.sub(alt, html_text)
 
 
 def remote_references(html_text: str) -> list[str]:
@@ -392,7 +393,7 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
         return _rel(pages / Path(target).with_suffix(".html"), out_dir) + anchor
 
     nb, glue = load_chapter(stem, execute=execute, book_dir=book_dir, executed_dir=executed_dir)
-    slides_nb = to_slides_notebook(nb, glue, link)
+    slides_nb = to_slides_notebook(nb, glue, link, chapter_url=link(f"{stem}.md", ""))
 
     c = Config()
     c.SlidesExporter.extra_template_basedirs = [str(TEMPLATE_DIR)]
@@ -415,6 +416,7 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
     body, _ = exporter.from_notebook_node(slides_nb, resources={"lab_css": lab_css, "lab_js": lab_js, "lab_favicon": favicon,
                                                                 "metadata": {"name": stem}})
 
+    body = describe_images(body)
     page = out_dir / f"{stem}.slides.html"
     remote = remote_references(body)
     if remote:

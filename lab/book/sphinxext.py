@@ -7,17 +7,23 @@ twice on every page, and the second ``const`` declaration is a SyntaxError in th
 This extension drops such duplicates from each page's script list just before it is written, and
 drops sphinx-thebe's files when no thebe launch button is configured (its inline line names a CDN).
 It also tells each page's kernel where to write the page's fact registry (:mod:`lab.book.fact_registry`).
+After the build it gives each figure the alt text its PNG carries (what it shows, not its file name)
+and long names in table cells places to wrap (:mod:`lab.book.long_names`), so a table of kernel
+names fits a laptop's page instead of scrolling.
 
 Enable it in ``_config.yml``: ``sphinx: extra_extensions: [lab.book.sphinxext]``.
 """
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from pathlib import Path
 
 from lab.book import fact_registry
+from lab.book.long_names import add_breaks_in_cells
+from lab.book.plots.alt_text import png_alt
 
 
 def _script_key(script) -> tuple:
@@ -70,14 +76,32 @@ def drop_icon_script(html_text: str) -> str:
     return FONTAWESOME_SCRIPT.sub("", html_text)
 
 
-def _drop_icon_scripts(app, exception) -> None:
+_IMG = re.compile(r'<img alt="(?P<alt>[^"]*)" src="(?P<src>[^"]+\.png)"')
+
+
+def describe_images(html_text: str, page: Path) -> str:
+    """``html_text`` with each figure's alt text taken from its PNG (lab.book.plots writes what it shows
+    there) where the alt is only the image's file name, as myst-nb leaves it."""
+    def alt(m: re.Match) -> str:
+        if m["alt"] != m["src"]:
+            return m.group(0)
+        image = (page.parent / m["src"]).resolve()
+        text = png_alt(image.read_bytes()) if image.is_file() else None
+        return m.group(0) if text is None else f'<img alt="{html.escape(text)}" src="{m["src"]}"'
+
+    return _IMG.sub(alt, html_text)
+
+
+def _finish_pages(app, exception) -> None:
+    """Each written page without the icon script, its figures described, its table cells' long names given
+    places to wrap."""
     if exception is not None or app.builder.format != "html":
         return
     for page in Path(app.outdir).rglob("*.html"):
         text = page.read_text(encoding="utf-8")
-        slimmer = drop_icon_script(text)
-        if slimmer != text:
-            page.write_text(slimmer, encoding="utf-8")
+        finished = add_breaks_in_cells(describe_images(drop_icon_script(text), page))
+        if finished != text:
+            page.write_text(finished, encoding="utf-8")
 
 
 def _registry_folder(app) -> None:
@@ -96,6 +120,6 @@ def setup(app):
     app.connect("builder-inited", _registry_folder)
     app.connect("source-read", _registry_page)
     app.connect("html-page-context", _dedupe_page_scripts, priority=900)  # after extensions that add scripts
-    app.connect("build-finished", _drop_icon_scripts)
+    app.connect("build-finished", _finish_pages)
     app.setup_extension("lab.book.chapter_header")  # the line under each chapter title, the .ipynb download
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

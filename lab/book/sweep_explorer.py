@@ -103,6 +103,9 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
     x_ticks = {s: [256 * 4 ** k for k in range(12) if 256 * 4 ** k <= longest[s]] for s in studies}
 
     why_missing = _why_missing(table, labels)
+    # studies that recorded the spread of inter-token latencies (the A10G study's logs give one median ITL per length)
+    spread = table["itl_p10_ms"] if "itl_p10_ms" in table else None
+    has_spread = {s: spread is not None and bool(spread[table["study"] == s].notna().any()) for s in studies}
 
     def view(length, backend, study, metric):
         rows, gpu, floor = table[table["study"] == study], labels[study], floor_of[study]
@@ -118,18 +121,30 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
         at = n if n is not None else length
         if fit is not None and at > 1.1 * arm_rows(ok_rows(rows), study, backend)["actual_len"].max():
             fit = None  # no readout far past the measured range: a fit is not a measurement
+        # why a readout has no value, said in its place
+        unmeasured = "did not finish" if len(point) else "not measured at this length"
+        no_fit = "not read past the measured lengths" if fits.get((study, backend)) is not None else "no fit"
+        no_floor = "no datasheet figures for this GPU" if floor is None else unmeasured
+        no_spread = unmeasured if has_spread[study] else "not recorded in this dataset"
         readouts = [
-            Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f"),
-            Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f"),
-            Readout("itl", "Decode inter-token latency (median)", itl, unit="ms", fmt=".2f"),
+            Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f", missing=unmeasured),
+            Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f",
+                    missing=unmeasured),
+            Readout("itl", "Decode inter-token latency (median)", itl, unit="ms", fmt=".2f", missing=unmeasured),
             Readout("quad_share", "Share of length-dependent prefill time in the n² term (fit)",
-                    fit.quad_share(at) * 100 if fit is not None else None, unit="%", fmt=".1f"),
-            Readout("fit", "Quadratic fit at this length", fit.predict(at) if fit is not None else None, unit="s", fmt=".3f"),
-            Readout("prefill_floor", "Roofline floor of the first token", prefill_floor, unit="s", fmt=".3f"),
-            Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="x", fmt=".2f"),
-            Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else None),
-            Readout("decode_floor", "Roofline floor of a decode step", decode_floor, unit="ms", fmt=".2f"),
-            Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="x", fmt=".2f"),
+                    fit.quad_share(at) * 100 if fit is not None else None, unit="%", fmt=".1f", missing=no_fit),
+            Readout("fit", "Quadratic fit at this length", fit.predict(at) if fit is not None else None, unit="s",
+                    fmt=".3f", missing=no_fit),
+            Readout("prefill_floor", "Roofline floor of the first token", prefill_floor, unit="s", fmt=".3f",
+                    missing=no_floor),
+            Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="x", fmt=".2f",
+                    missing=no_floor if ttft is not None else unmeasured),
+            Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else None,
+                    missing=no_spread),
+            Readout("decode_floor", "Roofline floor of a decode step", decode_floor, unit="ms", fmt=".2f",
+                    missing=no_floor),
+            Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="x", fmt=".2f",
+                    missing=no_floor if itl is not None else unmeasured),
         ]
         if not len(point):
             note = f"No {backend} measurement at {length} tokens on {gpu}; the fit and floor are shown at that length."

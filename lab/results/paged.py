@@ -158,6 +158,22 @@ def ceiling_share(kernel: str, batch: int, n: int, page_size: int | None = None,
                 method="K/V bytes read per second / the GPU's bandwidth ceiling")
 
 
+def nearest_measured(page_size: int, batch: int, n: int, root=None) -> tuple[int, int, int] | None:
+    """The (page size, batch, tokens) of the paged-decode run nearest to these, or None (no run on file).
+
+    Nearest counts factors of two: |log2| of each ratio, summed (16-token pages are as near to 8 as to 32);
+    a tie goes to the smaller point."""
+    table = paged_table(root)
+    if table is None:
+        return None
+    rows = table[(table.kernel == "paged") & table.ms.notna()]
+    points = sorted({(int(p), int(b), int(k)) for p, b, k in rows[["page_size", "batch", "n"]].itertuples(index=False)})
+    if not points:
+        return None
+    asked = (page_size, batch, n)
+    return min(points, key=lambda point: sum(abs(math.log2(got / want)) for got, want in zip(point, asked, strict=True)))
+
+
 def measured_page_sizes(root=None) -> list[int]:
     table = paged_table(root)
     if table is None:

@@ -16,6 +16,7 @@ import matplotlib.text  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import matplotlib.transforms  # noqa: E402
 
+from lab.book.plots.alt_text import ALT_KEY, describe  # noqa: E402
 from lab.measure.vllm import arms  # noqa: E402
 from lab.units import SI_PREFIXES  # noqa: E402
 
@@ -24,28 +25,35 @@ from lab.units import SI_PREFIXES  # noqa: E402
 # exit and no later figure would display.
 plt.switch_backend(plt.rcParams["backend"])
 
+#: Colours handed to names without a fixed colour, in order, skipping any already used in the figure. Every
+#: colour here and in :data:`COLORS` (near-black ones aside: the explorers draw those in the text colour) keeps
+#: 3:1 contrast against a white chart and against the explorers' dark one (#1f2227): a relative luminance
+#: between 0.15 and 0.30 (tab10's orange, pink, olive and cyan were too light, its brown too dark).
+PALETTE = ("#1f77b4", "#e36b00", "#2ca02c", "#d62728", "#9467bd", "#a06356", "#de5eb7", "#7f7f7f", "#91921a",
+           "#139caa", "#696cb8", "#637939")
+
 #: A fixed colour per attention backend or kernel, so the same thing looks the same in every chapter.
 COLORS = {
     arms.FLASH.label: "#1f77b4",
     arms.FA3.label: "#1f77b4",
-    arms.FA2.label: "#ff7f0e",  # orange beside FA3's blue: two versions of one kernel, told apart at a glance
+    arms.FA2.label: "#e36b00",  # orange beside FA3's blue: two versions of one kernel, told apart at a glance
     arms.FLEX.label: "#d62728",
     arms.TRITON.label: "#9467bd",
-    arms.FA3_FP8.label: "#17becf",  # cyan beside FA3's blue: the same kernel reading an FP8 cache
+    arms.FA3_FP8.label: "#139caa",  # cyan beside FA3's blue: the same kernel reading an FP8 cache
     "naive": "#7f7f7f",
     "sdpa-flash": "#1f77b4",
     "sdpa-cudnn": "#2ca02c",
     "flex": "#d62728",
-    "ours-teaching": "#ff7f0e",
-    "ours-tuned": "#8c564b",
-    "fa2": "#bcbd22",
-    "fa3": "#393b79",
+    "ours-teaching": "#e36b00",
+    "ours-tuned": "#a06356",
+    "fa2": "#91921a",
+    "fa3": "#696cb8",
     "fa3-tokens": "#9467bd",
-    "fa4": "#e377c2",
+    "fa4": "#de5eb7",
     "flex-flash": "#637939",
     "attention": "#d62728",
     "matmul": "#1f77b4",
-    "other": "#bbbbbb",
+    "other": "#8d8d8d",
 }
 
 #: Figures are designed phone-first: this wide (inches), one column of panels, legends above the axes.
@@ -61,20 +69,15 @@ STYLE = {
     "axes.spines.right": False,
     "font.size": 10,
     "legend.frameon": False,
+    "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
 }
 
 
 def color(name: str) -> str:
-    """Colour for a backend/kernel/family name; unknown names get a stable colour from the cycle."""
+    """Colour for a backend/kernel/family name; unknown names get a stable colour from :data:`PALETTE`."""
     if name in COLORS:
         return COLORS[name]
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    return cycle[sum(map(ord, name)) % len(cycle)]
-
-
-#: Colours handed to names without a fixed colour, in order, skipping any already used in the figure.
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf", "#393b79", "#637939")
+    return PALETTE[sum(map(ord, name)) % len(PALETTE)]
 
 
 def distinct_colors(names, fixed: dict | None = None) -> dict:
@@ -162,7 +165,8 @@ def _legible(fig):
     Drawing raises any text below :func:`min_font_pt` (for the figure's width, or its tight box if wider).
     Printing (``savefig`` and the Jupyter inline backend both call ``fig.canvas.print_figure``) first
     fits the text to the exact width of the image being written, then writes :data:`PNG_TEXT_KEY` into
-    the PNG, so a test can check the text as shown on the page.
+    the PNG, so a test can check the text as shown on the page, and the figure's alt text
+    (:mod:`lab.book.plots.alt_text`).
     """
     draw, print_figure = fig.draw, fig.canvas.print_figure
     printing = []  # non-empty while print_legibly runs: its floor, for the exact image width, is the one
@@ -191,8 +195,9 @@ def _legible(fig):
                     break
                 _raise_text(fig, floor)
             least_px = smallest_text_pt(fig) * dpi / 72.0
+            kwargs["metadata"] = {**(kwargs.get("metadata") or {}), ALT_KEY: describe(fig)}  # the page's alt text
             if least_px != float("inf"):
-                kwargs["metadata"] = {**(kwargs.get("metadata") or {}), PNG_TEXT_KEY: f"{least_px:.3f}"}
+                kwargs["metadata"][PNG_TEXT_KEY] = f"{least_px:.3f}"
             return print_figure(fname, *args, **kwargs)
         finally:
             printing.pop()

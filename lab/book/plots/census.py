@@ -23,7 +23,7 @@ def _bars(ax, windows, unit_scale: float) -> set[str]:
             left += value * unit_scale
             used.add(fam)
         if w.window_ms is not None and w.window_ms * unit_scale > left * 1.001:
-            ax.barh(i, w.window_ms * unit_scale - left, left=left, color="none", edgecolor="#999999",
+            ax.barh(i, w.window_ms * unit_scale - left, left=left, color="none", edgecolor="#8d8d8d",
                     hatch="///", height=0.7)
             used.add(UNBROKEN)
     ax.set_yticks(range(len(windows)), [w.backend for w in windows])
@@ -57,11 +57,11 @@ def plot_census_panels(groups: dict, source: str, seconds_above_ms: float = 2000
             continue
         used |= _bars(ax, windows, 1e-3 if seconds else 1.0)
         ax.set_title(title, fontsize=10, loc="left")
-        ax.set_xlabel("s" if seconds else "ms", fontsize=small, labelpad=1)
+        ax.set_xlabel("GPU time (s)" if seconds else "GPU time (ms)", fontsize=small, labelpad=1)
         ax.xaxis.set_label_coords(1.045, -0.08)
     handles = [mpatches.Patch(color=color(f), label=f) for f in FAMILIES if f in used]
     if UNBROKEN in used:
-        handles.append(mpatches.Patch(facecolor="none", edgecolor="#999999", hatch="///", label=UNBROKEN))
+        handles.append(mpatches.Patch(facecolor="none", edgecolor="#8d8d8d", hatch="///", label=UNBROKEN))
     fig.legend(handles=handles, loc="outside upper left", fontsize=small, ncol=min(len(handles), 3))
     caption(axes[-1, 0], source)
     return fig

@@ -67,7 +67,7 @@ def plot_ablation(table, source: str):
     for i, n in enumerate(lengths):
         rows = table[table.n == n].sort_values("step")
         ax.barh(rows.step + i * height, rows.tflops, height=height, label=f"{n // 1024}k tokens",
-                color=["#ff7f0e", "#8c564b"][i % 2])
+                color=["#e36b00", "#a06356"][i % 2])
     # each change on lines of at most 22 characters: the labels share a phone's width with the bars
     ax.set_yticks(steps.step + height * (len(lengths) - 1) / 2, [textwrap.fill(c, 22) for c in steps.change])
     ax.invert_yaxis()
