@@ -258,16 +258,12 @@ def test_explorer_shows_data_in_every_state(tmp_path, monkeypatch, with_data):
         view = explorer.compute(**combo)
         texts = {r.name: r.text for r in view.readouts}
         assert all(texts[name] != "n/a" for name in ("kv", "pages", "wasted", "table"))
-        measured_states += texts["paged_ms"] != "n/a"
-        assert (texts["fa3_ms"] != "n/a") <= (combo["page_size"] == 16)  # FA3: 16-token pages only
-
-
         assert "n/a" not in texts.values()  # a value, or why there is none
         measured_states += texts["paged_ms"].endswith(" ms")
         if with_data:  # elsewhere the nearest measured point, named in the note
             assert texts["paged_ms"].endswith((" ms", " ms (nearest measured)")), texts["paged_ms"]
         else:
-            assert texts["paged_ms"] == "not measured yet"
+            assert texts["paged_ms"] == texts["fa3_ms"] == "not measured yet"
         assert view.note
     assert measured_states == (2 * 2 * 2 if with_data else 0)  # page 16/128 x batch 1/16 x 32k/128k
     view = explorer.compute(page_size=16, context=32768, batch=16)

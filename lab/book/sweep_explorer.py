@@ -87,6 +87,35 @@ def _why_missing(table, labels: dict):
     return why_missing
 
 
+def _point_readouts(row, attempted: int, fit, has_fit: bool, floor, spread_recorded: bool, at, ttft, itl, p10, p90,
+                    prefill_floor, decode_floor) -> list[Readout]:
+    """The sweep explorer's readouts at one point; each one without a value says why, in its place."""
+    unmeasured = "did not finish" if attempted else "not measured at this length"
+    no_fit = "not read past the measured lengths" if has_fit else "no fit"
+    no_floor = "no datasheet figures for this GPU" if floor is None else unmeasured
+    no_spread = unmeasured if spread_recorded else "not recorded in this dataset"
+    return [
+        Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f", missing=unmeasured),
+        Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f",
+                missing=unmeasured),
+        Readout("itl", "Decode inter-token latency (median)", itl, unit="ms", fmt=".2f", missing=unmeasured),
+        Readout("quad_share", "Share of length-dependent prefill time in the n² term (fit)",
+                fit.quad_share(at) * 100 if fit is not None else None, unit="%", fmt=".1f", missing=no_fit),
+        Readout("fit", "Quadratic fit at this length", fit.predict(at) if fit is not None else None, unit="s",
+                fmt=".3f", missing=no_fit),
+        Readout("prefill_floor", "Roofline floor of the first token", prefill_floor, unit="s", fmt=".3f",
+                missing=no_floor),
+        Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="x", fmt=".2f",
+                missing=no_floor if ttft is not None else unmeasured),
+        Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else None,
+                missing=no_spread),
+        Readout("decode_floor", "Roofline floor of a decode step", decode_floor, unit="ms", fmt=".2f",
+                missing=no_floor),
+        Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="x", fmt=".2f",
+                missing=no_floor if itl is not None else unmeasured),
+    ]
+
+
 def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
     """Prompt length x backend x GPU study x chart (TTFT or ITL) -> the measured point, its fit and floor."""
     table = sweep_table(root)
@@ -121,31 +150,8 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
         at = n if n is not None else length
         if fit is not None and at > 1.1 * arm_rows(ok_rows(rows), study, backend)["actual_len"].max():
             fit = None  # no readout far past the measured range: a fit is not a measurement
-        # why a readout has no value, said in its place
-        unmeasured = "did not finish" if len(point) else "not measured at this length"
-        no_fit = "not read past the measured lengths" if fits.get((study, backend)) is not None else "no fit"
-        no_floor = "no datasheet figures for this GPU" if floor is None else unmeasured
-        no_spread = unmeasured if has_spread[study] else "not recorded in this dataset"
-        readouts = [
-            Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f", missing=unmeasured),
-            Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f",
-                    missing=unmeasured),
-            Readout("itl", "Decode inter-token latency (median)", itl, unit="ms", fmt=".2f", missing=unmeasured),
-            Readout("quad_share", "Share of length-dependent prefill time in the n² term (fit)",
-                    fit.quad_share(at) * 100 if fit is not None else None, unit="%", fmt=".1f", missing=no_fit),
-            Readout("fit", "Quadratic fit at this length", fit.predict(at) if fit is not None else None, unit="s",
-                    fmt=".3f", missing=no_fit),
-            Readout("prefill_floor", "Roofline floor of the first token", prefill_floor, unit="s", fmt=".3f",
-                    missing=no_floor),
-            Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="x", fmt=".2f",
-                    missing=no_floor if ttft is not None else unmeasured),
-            Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else None,
-                    missing=no_spread),
-            Readout("decode_floor", "Roofline floor of a decode step", decode_floor, unit="ms", fmt=".2f",
-                    missing=no_floor),
-            Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="x", fmt=".2f",
-                    missing=no_floor if itl is not None else unmeasured),
-        ]
+        readouts = _point_readouts(row, len(point), fit, fits.get((study, backend)) is not None, floor,
+                                   has_spread[study], at, ttft, itl, p10, p90, prefill_floor, decode_floor)
         if not len(point):
             note = f"No {backend} measurement at {length} tokens on {gpu}; the fit and floor are shown at that length."
         elif ttft is None or n is None:
