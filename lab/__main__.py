@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from lab.cli import run_command
+from lab.cli import OneLineParser, flush_stdout, run_command
 
 # command name -> module. Modules that are not importable on this machine are skipped in --help.
 COMMANDS = {
@@ -21,11 +21,17 @@ COMMANDS = {
     "device-properties": "lab.measure.device_properties",
     "bench": "lab.measure.bench",
     "dram-bytes": "lab.measure.dram_bytes",
+    "kernel-counters": "lab.measure.kernel_counters",
+    "decode-rows": "lab.measure.decode_rows",
+    "bandwidth": "lab.measure.bandwidth",
     "flex-decomposition": "lab.measure.flex_decomposition",
     "value-dependence": "lab.measure.value_dependence",
     "paged-bench": "lab.measure.paged_bench",
     "vllm-sweep": "lab.measure.vllm.sweep",
     "vllm-concurrency": "lab.measure.vllm.concurrency",
+    "vllm-tokenizer": "lab.measure.vllm.tokenizer",
+    "vllm-load": "lab.measure.vllm.load",
+    "vllm-interference": "lab.measure.vllm.interference",
     "fit": "lab.results.fit",
     "capture": "lab.measure.capture",
     "census": "lab.measure.census",
@@ -43,10 +49,13 @@ def _load(module_name: str):
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lab", description=__doc__.splitlines()[0])
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``only`` (then no other command's module is imported)."""
+    parser = OneLineParser(prog="python -m lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         module = _load(module_name)
         if module is None or not hasattr(module, "add_arguments"):
             continue
@@ -59,8 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # A named command loads its own module only: `python -m lab env` must work on a bare interpreter
+    # (no numpy yet) to say what is missing there.
+    parser = build_parser(only=argv[0] if argv and argv[0] in COMMANDS else None)
+    try:
+        args = parser.parse_args(argv)
+    except BrokenPipeError:             # --help into a pipe whose reader has gone
+        flush_stdout()
+        return 141
+    except SystemExit:
+        flush_stdout()
+        raise
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

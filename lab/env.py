@@ -1,4 +1,4 @@
-"""What this machine can do: GPU, vLLM, Triton. Chapters use it to choose live runs or cached data.
+"""What this machine can do: GPU, vLLM, Triton, FlashAttention 4. Chapters use it to choose live runs or cached data.
 
 Run ``python -m lab env`` to print the answer for the machine you are on.
 """
@@ -6,6 +6,7 @@ Run ``python -m lab env`` to print the answer for the machine you are on.
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -108,6 +109,26 @@ def note_live(what: str) -> None:
             fh.write(json.dumps({"what": str(what), "time": round(time.time(), 1)}) + "\n")
 
 
+@functools.lru_cache(maxsize=1)
+def fa4() -> tuple[str | None, str]:
+    """Whether FlashAttention 4 (``flash_attn.cute``, the ``flash-attn-4`` package) imports here.
+
+    Returns (its version, "") when it does, else (None, why not). Not part of :func:`detect`: importing it
+    loads the CUTLASS DSL (seconds), which only ``python -m lab env`` and the kernels that use it should pay.
+    """
+    if importlib.util.find_spec("flash_attn") is None:
+        return None, "not installed: scripts/gpu_setup.sh --fa4-wheels DIR installs it"
+    try:
+        import flash_attn.cute  # noqa: F401
+    except Exception as exc:  # any failure to import means FA4 cannot run here; say which
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        return None, f"flash_attn.cute does not import: {type(exc).__name__}: {first_line}"
+    try:
+        return importlib.metadata.version("flash-attn-4"), ""
+    except importlib.metadata.PackageNotFoundError:  # importable from a path without metadata
+        return getattr(flash_attn.cute, "__version__", "unknown"), ""
+
+
 def use_triton_interpreter_without_gpu() -> bool:
     """Set TRITON_INTERPRET=1 when there is no GPU, so Triton kernels run on the CPU.
 
@@ -128,10 +149,12 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     caps = detect()
+    fa4_version, fa4_why = fa4()
     if args.json:
-        print(json.dumps(asdict(caps), indent=1))
+        print(json.dumps({**asdict(caps), "fa4": fa4_version, "fa4_detail": fa4_why}, indent=1))
     else:
         for key, value in asdict(caps).items():
             print(f"{key:12s} {value if value is not None else '-'}")
+        print(f"{'fa4':12s} {fa4_version + ' (flash_attn.cute imports)' if fa4_version else '- (' + fa4_why + ')'}")
         print(caps.summary())
     return 0

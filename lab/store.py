@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lab import REPO_ROOT, LabError
+from lab.cli import os_error_reason
 
 DATA_DIR = REPO_ROOT / "data"
 LOCAL_DIR = DATA_DIR / "local"
@@ -39,7 +40,9 @@ PROVENANCE_FIELDS: dict[str, tuple[type, ...]] = {
     "command": _STR,     # the exact command that produced the folder
 }
 #: "device-log": what a batch of device runs printed, kept beside the datasets those runs wrote
-KINDS = ("reference", "vllm-sweep", "kernels", "hardware", "census", "live-check", "device-log")
+KINDS = ("reference", "vllm-sweep", "vllm-load", "kernels", "hardware", "census", "live-check", "device-log")
+#: The provenance format this lab writes and reads (a record without the field is version 1).
+SCHEMA_VERSION = 1
 _TYPE_NAMES = {str: "a string", type(None): "null", dict: "an object"}
 
 
@@ -56,6 +59,10 @@ def validate_provenance(record: Any, where: Path | str) -> dict:
             raise LabError(f"{where}: field '{field}' is missing; expected {_expected(types)}")
         if not isinstance(record[field], types):
             raise LabError(f"{where}: field '{field}' is {json.dumps(record[field])[:60]}; expected {_expected(types)}")
+    version = record.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        raise LabError(f"{where}: field 'schema_version' is {json.dumps(version)[:20]}; this lab reads version "
+                       f"{SCHEMA_VERSION}: update the lab (git pull) or rewrite the folder with this one")
     if record["kind"] not in KINDS:
         raise LabError(f"{where}: field 'kind' is {record['kind']!r}; expected one of {', '.join(KINDS)}")
     try:
@@ -82,7 +89,7 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         raise LabError(f"{path}: not UTF-8 text (byte {exc.start}); expected a JSON text file") from None
     except OSError as exc:
-        raise LabError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise LabError(f"{path}: cannot read: {os_error_reason(exc)}") from None
 
 
 def read_json(path: Path) -> Any:
@@ -138,6 +145,7 @@ def new_provenance(kind: str, *, model: str | None = None, dtype: str | None = N
 
     caps = env.detect()
     record = {
+        "schema_version": SCHEMA_VERSION,
         "kind": kind,
         "gpu": caps.gpu or f"CPU ({caps.machine})",
         "driver": caps.driver, "cuda": caps.cuda, "torch": caps.torch, "triton": caps.triton, "vllm": caps.vllm,
@@ -167,11 +175,12 @@ def _remove_stale_temps(path: Path) -> None:
     """Temporary files of ``path`` left by writers that were killed (their process is gone)."""
     for tmp in path.parent.glob(_temp_prefix(path) + "*.tmp"):
         pid = tmp.name[len(_temp_prefix(path)):].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -209,7 +218,7 @@ def write_atomic(path: Path, write) -> Path:
         fd, name = tempfile.mkstemp(prefix=f"{_temp_prefix(path)}{os.getpid()}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
     except OSError as exc:
-        raise LabError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        raise LabError(f"{path}: cannot write: {os_error_reason(exc)}") from None
     tmp = Path(name)
     try:
         write(tmp)
@@ -218,7 +227,9 @@ def write_atomic(path: Path, write) -> Path:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise LabError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        if exc.filename is not None and Path(exc.filename) not in (tmp, path):
+            raise                   # a fault of an input the writer reads (run_command names that path)
+        raise LabError(f"{path}: cannot write: {os_error_reason(exc)}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -297,3 +308,4 @@ def _end_with_a_whole_line(path: Path, fh) -> None:
 def _count_lines(fh) -> int:
     fh.seek(0)
     return sum(1 for line in fh if line.strip())
+

@@ -22,6 +22,8 @@ if [ -n "${WHEELS:-}" ]; then
     "$py" -m pip install --quiet --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir \
         --upgrade --target "$target" "$WHEELS"/*.whl
     export PYTHONPATH="$target${PYTHONPATH:+:$PYTHONPATH}"
+    # --target skips the .pth files of what it installs; nvidia-cutlass-dsl's (FlashAttention 4) adds this folder
+    [ ! -d "$target/nvidia_cutlass_dsl/dsl_packages" ] || export PYTHONPATH="$target/nvidia_cutlass_dsl/dsl_packages:$PYTHONPATH"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset LAB_STATIC

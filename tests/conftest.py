@@ -4,8 +4,10 @@ import contextlib
 import functools
 import http.server
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -82,3 +84,16 @@ def served_site(built_site: Path):
     """The built site served on 127.0.0.1: ``(base_url, html_folder)``."""
     with serve_folder(built_site) as url:
         yield url, built_site
+
+
+@pytest.fixture
+def public_tmp():
+    """A fresh folder an ordinary user may enter (pytest's tmp_path is private to root), removed afterwards:
+    for the fault tests that run a command as uid 65534 so that a file with mode 000 is unreadable to it."""
+    folder = Path(tempfile.mkdtemp(prefix="lab-faults-"))
+    folder.chmod(0o755)
+    yield folder
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(folder)

@@ -5,6 +5,8 @@ Two uses:
 - as an executable: ``python tests/fake_vllm.py serve MODEL --port P ...`` behaves like the vLLM CLI
   for the lifecycle tests. ``FAKE_VLLM_MODE`` picks the behaviour: ok, never (never ready), die
   (exits with a traceback in its log), stubborn (ignores SIGTERM), wrong_backend, die_midstream.
+  ``FAKE_VLLM_FAULT`` injects one of :data:`FAULTS` into replies (at the prompt lengths listed in
+  ``FAKE_VLLM_FAULT_LENGTHS``, default every length) while the server itself stays healthy.
   ``FAKE_VLLM_START_S`` spreads its start over that many seconds, logging vLLM's start phases on the way.
   ``FAKE_VLLM_CHILD_PID_FILE`` makes it start a child process (like vLLM's engine process) and
   write the child's pid there.
@@ -18,12 +20,34 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+#: Faults a reply can carry (``fault=``): an error status, a stream cut or stalled, malformed events, wrong types.
+FAULTS = {
+    "http500": "answers 500 with a JSON error",
+    "http500_text": "answers 500 with a plain-text body",
+    "drop": "streams two tokens, then closes the connection without [DONE] (the server stays up)",
+    "silent": "sends the headers, then nothing until the client gives up",
+    "malformed_sse": "a data: line that is not JSON",
+    "event_not_object": "a data: line that is JSON but not an object (42)",
+    "garbled_chunk": "a chunk of the chunked body whose size is not hexadecimal",
+    "prompt_tokens_zero": "usage.prompt_tokens is 0",
+    "prompt_tokens_text": "usage.prompt_tokens is a string",
+    "completion_tokens_negative": "usage.completion_tokens is -1",
+    "usage_not_object": "usage is a list",
+    "choices_not_list": "choices is a string",
+    "choice_not_object": "choices holds a number",
+    "token_ids_text": "token_ids is a string",
+    "finish_reason_number": "finish_reason is a number",
+    "no_tokens": "the stream ends without one generated token",
+}
 
 
 class FakeVLLM:
@@ -31,7 +55,11 @@ class FakeVLLM:
 
     def __init__(self, *, model="fake-model", prefill_s_per_token=2e-6, decode_s=0.002, tokens_per_chunk=1,
                  die_after_tokens=None, die_from_request=1, fail_lengths=(), oom_lengths=(), never_ready=False, on_death=None,
-                 max_running=None, host="127.0.0.1", port=0):
+                 max_running=None, fault=None, fault_lengths=None, host="127.0.0.1", port=0):
+        assert fault is None or fault in FAULTS, fault
+        self.fault = fault                    # one of FAULTS, injected into replies...
+        self.fault_lengths = None if fault_lengths is None else set(fault_lengths)  # ...at these prompt lengths (all)
+        self.released = threading.Event()     # ends a "silent" reply (set when the server shuts down)
         self.model = model
         self.prefill_s_per_token = prefill_s_per_token
         self.decode_s = decode_s
@@ -87,6 +115,9 @@ class FakeVLLM:
                     return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
                 if not isinstance(prompt, list) or not all(isinstance(t, int) for t in prompt):
                     return self._json(400, {"error": {"message": "prompt must be a list of token ids"}})
+                fault = fake.fault_at(len(prompt))
+                if fault in ("http500", "http500_text"):
+                    return self._fault_status(fault)
                 if len(prompt) in fake.fail_lengths:
                     return self._json(400, {"error": {"message": f"This model's maximum context length is 8 tokens. "
                                                       f"However, you requested {len(prompt)} tokens.",
@@ -96,7 +127,10 @@ class FakeVLLM:
                     fake.slots.acquire()
                 fake._count(waiting=-1, running=1)
                 try:
-                    self._stream(body, prompt)
+                    if fault is not None:
+                        self._fault_stream(fault, body, prompt)
+                    else:
+                        self._stream(body, prompt)
                 except OSError:
                     pass  # the client went away: a cancelled request
                 finally:
@@ -111,6 +145,62 @@ class FakeVLLM:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _fault_status(self, fault):
+                if fault == "http500":
+                    return self._json(500, {"error": {"message": "Internal Server Error: injected\nsecond line",
+                                                      "type": "InternalServerError", "code": 500}})
+                data = b"Internal Server Error\n<html>injected</html>"
+                self.send_response(500)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _fault_stream(self, fault, body, prompt):
+                """A 200 stream carrying ``fault``: good tokens first where the fault comes later in a real reply."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                if fault == "silent":   # until the client hangs up (or the server shuts down)
+                    while not fake.released.wait(0.05):
+                        readable, _, _ = select.select([self.connection], [], [], 0)
+                        if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                            return
+                    return
+                good = {"index": 0, "text": "", "logprobs": None, "finish_reason": None, "token_ids": [7]}
+                usage = {"prompt_tokens": len(prompt), "completion_tokens": 2, "total_tokens": len(prompt) + 2}
+                bad_event = {
+                    "prompt_tokens_zero": {"choices": [], "usage": {**usage, "prompt_tokens": 0}},
+                    "prompt_tokens_text": {"choices": [], "usage": {**usage, "prompt_tokens": "many"}},
+                    "completion_tokens_negative": {"choices": [], "usage": {**usage, "completion_tokens": -1}},
+                    "usage_not_object": {"choices": [], "usage": [1, 2]},
+                    "choices_not_list": {"choices": "abc"},
+                    "choice_not_object": {"choices": [1]},
+                    "token_ids_text": {"choices": [{**good, "token_ids": "abc"}]},
+                    "finish_reason_number": {"choices": [{**good, "finish_reason": 5}]},
+                }.get(fault)
+                if fault != "no_tokens":
+                    for _ in range(2):
+                        self._event({"id": "cmpl-1", "object": "text_completion", "model": fake.model, "choices": [good]})
+                if fault == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if fault == "garbled_chunk":
+                    self.wfile.write(b"zz\r\ndata: {}\r\n")
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if fault in ("malformed_sse", "event_not_object"):
+                    self._chunk('data: {"choices": [{"token_ids": [7\n\n' if fault == "malformed_sse" else "data: 42\n\n")
+                elif bad_event is not None:
+                    self._event({"id": "cmpl-1", "object": "text_completion", "model": fake.model, **bad_event})
+                elif fault == "no_tokens":
+                    self._event({"id": "cmpl-1", "object": "text_completion", "model": fake.model, "choices": [],
+                                 "usage": usage})
+                self._chunk("data: [DONE]\n\n")
+                self._chunk("")
 
             def _chunk(self, text: str):
                 data = text.encode()
@@ -169,6 +259,12 @@ class FakeVLLM:
         self.base_url = f"http://{host}:{self.port}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
+    def fault_at(self, length: int) -> str | None:
+        """The fault a reply to a prompt of ``length`` tokens carries, or None."""
+        if self.fault is None or (self.fault_lengths is not None and length not in self.fault_lengths):
+            return None
+        return self.fault
+
     def _count(self, running=0, waiting=0):
         with self.counts_lock:
             self.running += running
@@ -190,6 +286,7 @@ class FakeVLLM:
         return self
 
     def __exit__(self, *exc):
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -220,6 +317,10 @@ def main(argv: list[str]) -> int:
     _log("APIServer", "vLLM API server version 0.26.0")
     _log("APIServer", f"Using max model len {_arg(argv, '--max-model-len', 32768)}")
     _log("APIServer", f"Chunked prefill is enabled with max_num_batched_tokens={chunk:,}.")
+    kv_dtype = "fp8" if mode == "wrong_kv_dtype" else _arg(argv, "--kv-cache-dtype", "auto")
+    if kv_dtype.startswith("fp8"):  # vLLM names a quantized KV cache only
+        _log("APIServer", f"Using {kv_dtype} data type to store kv cache. It reduces the GPU memory footprint and "
+                          "boosts the performance. Meanwhile, it may cause accuracy drop without a proper scaling factor")
     if mode == "die":
         print("(EngineCore pid=2) ERROR 11-30 05:01:55 [core.py:700] EngineCore failed to start.", flush=True)
         print("Traceback (most recent call last):\n  File \"core.py\", line 1, in <module>", flush=True)
@@ -248,9 +349,11 @@ def main(argv: list[str]) -> int:
             time.sleep(1)
     if mode == "stubborn":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    lengths = os.environ.get("FAKE_VLLM_FAULT_LENGTHS")
     fake = FakeVLLM(model=model, port=port, decode_s=0.001,
                     die_after_tokens=3 if mode == "die_midstream" else None, die_from_request=3,
-                    on_death=lambda: os._exit(1))
+                    on_death=lambda: os._exit(1), fault=os.environ.get("FAKE_VLLM_FAULT") or None,
+                    fault_lengths=[int(n) for n in lengths.split(",")] if lengths else None)
     _log("APIServer", f"Starting vLLM API server 0 on http://127.0.0.1:{port}")
     print(f"(APIServer pid={os.getpid()}) INFO:     Application startup complete.", flush=True)
     with fake:

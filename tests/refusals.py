@@ -4,9 +4,16 @@ traceback, and every file that existed before is byte-identical after."""
 from __future__ import annotations
 
 import io
+import os
+import shutil
+import subprocess
+import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+import pytest
+
+from lab import REPO_ROOT
 from lab.__main__ import main as lab_main
 
 
@@ -35,3 +42,25 @@ def refused(argv: list[str], *watched: Path) -> str:
     assert "Traceback" not in text + out.getvalue()
     assert snapshot(*watched) == before, f"{argv} changed files it should have left alone"
     return text
+
+
+def lab_process(argv: list, *, reader: bool = False, **kw) -> subprocess.CompletedProcess:
+    """``python -m lab ARGV`` in a child process (this checkout first on the path). ``reader=True`` runs it as
+    an ordinary user (uid 65534 through setpriv when the tests run as root, who could read every file), so a
+    file with mode 000 is unreadable to it."""
+    prefix = []
+    if reader and os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: cannot make a file unreadable")
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **kw.pop("env", {})}
+    return subprocess.run([*prefix, sys.executable, "-m", "lab", *map(str, argv)], cwd=kw.pop("cwd", REPO_ROOT), env=env,
+                          capture_output=True, text=True, timeout=kw.pop("timeout", 300), **kw)
+
+
+def one_line_refusal(proc: subprocess.CompletedProcess, code: int = 2) -> str:
+    """The refusal of a child process: exit ``code``, one line on stderr, no traceback; returns the line."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == code, (proc.returncode, proc.stderr[-2000:], proc.stdout[-500:])
+    assert len(lines) == 1 and "Traceback" not in proc.stderr + proc.stdout, proc.stderr[-2000:]
+    return lines[0]

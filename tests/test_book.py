@@ -65,7 +65,8 @@ def test_the_teaching_kernel_fits_on_a_screen():
 
 GLOSSARY_TERMS = ("HBM", "SRAM", "shared memory", "SM", "L2 cache", "TTFT", "ITL", "GQA", "MQA", "MLA", "TMA",
                   "wgmma", "warp", "warpgroup", "KV cache", "paged KV cache", "split-KV", "roofline",
-                  "arithmetic intensity", "ridge point", "CUDA graph", "chunked prefill", "tensor parallelism")
+                  "arithmetic intensity", "ridge point", "CUDA graph", "chunked prefill", "tensor parallelism",
+                  "tensor pipe utilisation", "XU pipe", "achieved occupancy", "warp stall reason", "compulsory bytes")
 
 
 def _term_id(term: str) -> str:

@@ -122,6 +122,16 @@ def test_window_clocks_summarises_limits_and_tolerates_no_census(tmp_path):
     assert cd.window_clocks(root=tmp_path / "empty").empty
 
 
+def test_window_clocks_label_a_tensor_parallel_server_apart(tmp_path):
+    for study, flags in (("one", {"arm": "FLASH_ATTN/FA3"}), ("tp2", {"arm": "FLASH_ATTN/FA3", "tensor_parallel_size": 2})):
+        folder = tmp_path / "h200" / study / "traces" / "flash_attn-fa3"
+        folder.mkdir(parents=True)
+        (folder / "provenance.json").write_text(json.dumps({**_provenance("census", "NVIDIA H200"), "flags": flags}))
+        (folder / "prefill-8192.clocks.json").write_text(json.dumps({"samples": 2, "sm_mhz": {"median": 1700}}))
+    clocks = cd.window_clocks(root=tmp_path)
+    assert sorted(clocks.gpu) == ["2x H200", "H200"]  # two prefill-8192 rows, told apart
+
+
 def test_a_window_with_communication_time_reads_back_and_draws(root):
     # a tensor-parallel capture: NCCL time is its own family; one-GPU windows show 0 ms of it
     ours = root / "h200" / "study" / "traces" / "FLASH_ATTN-FA3"

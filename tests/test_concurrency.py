@@ -267,8 +267,10 @@ def test_load_points_reads_the_command_output_and_is_empty_without_it(tmp_path):
     _points().to_csv(folder / "concurrency.csv", index=False)
     store.write_provenance(folder, store.new_provenance("vllm-sweep", flags={"experiment": "concurrency"}, command="x"))
     assert len(rc.load_points("h200/study", root=tmp_path)) == 4
-    assert rc.measured_bandwidth(tmp_path / "no-hardware") is None
-    assert rc.measured_bandwidth() is None or rc.measured_bandwidth() > 1e12
+    bandwidth, source = rc.floor_bandwidth("H200-SXM", REPO_ROOT / "tests" / "fixtures" / "bandwidth")
+    assert bandwidth == pytest.approx(4.5e12) and source == "data/h200/bandwidth/read_stream.csv"
+    with pytest.raises(LabError, match="not measured"):  # no floor without the GPU's bandwidth ceiling
+        rc.floor_bandwidth("H200-SXM", tmp_path)
 
 
 def test_sweep_takes_a_tensor_parallel_size_and_checks_the_gpus():

@@ -1,6 +1,7 @@
 """lab.env reports what this machine can do, and the CLI prints it."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -31,3 +32,32 @@ def test_every_command_has_help():
     for name in commands:
         proc = subprocess.run([sys.executable, "-m", "lab", name, "--help"], capture_output=True, text=True, cwd=REPO_ROOT)
         assert proc.returncode == 0 and "usage:" in proc.stdout, name
+
+
+def _env_with_flash_attn(tmp_path, cute_init: str) -> subprocess.CompletedProcess:
+    (tmp_path / "flash_attn" / "cute").mkdir(parents=True)   # a namespace package, as flash-attn-4 ships it
+    (tmp_path / "flash_attn" / "cute" / "__init__.py").write_text(cute_init, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)])}
+    return subprocess.run([sys.executable, "-m", "lab", "env"], capture_output=True, text=True, cwd=REPO_ROOT,
+                          env=env, check=True)
+
+
+def test_env_says_fa4_imports(tmp_path):
+    out = _env_with_flash_attn(tmp_path, '__version__ = "4.0.0b36"\n').stdout
+    assert "fa4          4.0.0b36 (flash_attn.cute imports)" in out.splitlines()
+
+
+def test_env_says_why_fa4_does_not_import(tmp_path):
+    out = _env_with_flash_attn(tmp_path, "import cutlass_not_here\n").stdout
+    assert ("fa4          - (flash_attn.cute does not import: ModuleNotFoundError: "
+            "No module named 'cutlass_not_here')") in out.splitlines()
+
+
+def test_env_runs_without_the_other_commands_dependencies(tmp_path):
+    """`python -m lab env` imports only lab.env: it must work where numpy is not installed yet."""
+    blocker = tmp_path / "numpy"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text('raise ModuleNotFoundError("no numpy here", name="numpy")\n', encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)])}
+    proc = subprocess.run([sys.executable, "-m", "lab", "env"], capture_output=True, text=True, cwd=REPO_ROOT, env=env)
+    assert proc.returncode == 0 and "python " in proc.stdout, proc.stderr[-2000:]

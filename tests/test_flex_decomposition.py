@@ -107,9 +107,7 @@ def test_padding_the_query_groups_to_a_power_of_two_keeps_the_outputs():
 
 
 def test_help_runs_without_a_gpu(capsys):
-    with pytest.raises(SystemExit) as done:
-        fd.cli(["--help"])
-    assert done.value.code == 0 and "FORCE_USE_FLEX_ATTENTION" in capsys.readouterr().out
+    assert fd.cli(["--help"]) == 0 and "FORCE_USE_FLEX_ATTENTION" in capsys.readouterr().out
 
 
 def test_the_installed_torch_is_inspected_for_the_decode_template_rules():

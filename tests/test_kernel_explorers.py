@@ -1,4 +1,4 @@
-"""The kernel explorers over the committed H200 benchmark (data/h200/kernels)."""
+"""The kernel explorers over the committed H200 benchmarks (the race of record first, then data/h200/kernels)."""
 
 import math
 
@@ -16,8 +16,20 @@ def test_prefill_explorer_default_is_the_tuned_kernel_at_the_longest_length():
     assert view.chart.source.startswith("NVIDIA H200")
 
 
+def test_the_default_run_is_the_race_with_flashattention_itself():
+    from lab.results.kernel_runs import RACE
+
+    explorer = prefill_explorer()
+    assert next(iter(kernel_runs())) == RACE
+    for backend in ("ours-tuned", "fa2", "fa3", "fa4"):
+        view = explorer.compute(backend=backend)
+        assert all(r.text != "n/a" for r in view.readouts), backend  # the default length: every FA measured
+    assert "128.00 GiB" in explorer.compute(backend="flex-flash").note  # create_block_mask's O(n^2) build at 128k
+    assert "not measured" in explorer.compute(backend="naive").note
+
+
 def test_prefill_explorer_explains_a_skipped_candidate():
-    view = prefill_explorer().compute(length=32768, backend="naive")
+    view = prefill_explorer().compute(run="h200/kernels", length=32768, backend="naive")
     assert "skipped" in view.note and "GB" in view.note
     assert all(r.text == "n/a" for r in view.readouts if r.name in ("ms", "tflops"))
 
@@ -36,7 +48,7 @@ def test_decode_explorer_says_when_a_point_was_not_measured(monkeypatch):
     from lab.book import kernel_explorers
 
     runs = kernel_explorers.kernel_runs()
-    name, (ds, prefill, decode) = next(iter(runs.items()))
+    name, (ds, prefill, decode) = next((k, run) for k, run in runs.items() if run[2] is not None)
     cut = decode[~((decode.candidate == "ours-tuned") & (decode.batch == 16) & (decode.n == 131072))]
     monkeypatch.setattr(kernel_explorers, "kernel_runs", lambda: {**runs, name: (ds, prefill, cut)})
     missing = kernel_explorers.decode_explorer().compute(context=131072, batch=16, backend="ours-tuned")

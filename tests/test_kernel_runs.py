@@ -46,9 +46,10 @@ def _run(root, folder, rows, flags=None, seconds=10.0):
 
 
 def _rows(tuned, cudnn, tuned_rounds="", cudnn_rounds="", clocks=((1800.0, "software power cap"), (1950.0, "none"))):
-    return [{"candidate": "ours-tuned", "n": 16384, "ms": tuned, "ms_rounds": tuned_rounds,
+    # as a bench run writes them: a status per row (lab.results.data.TABLES; a table without one is broken)
+    return [{"candidate": "ours-tuned", "n": 16384, "status": "ok", "ms": tuned, "ms_rounds": tuned_rounds,
              "sm_mhz": clocks[0][0], "clock_limit": clocks[0][1]},
-            {"candidate": "sdpa-cudnn", "n": 16384, "ms": cudnn, "ms_rounds": cudnn_rounds,
+            {"candidate": "sdpa-cudnn", "n": 16384, "status": "ok", "ms": cudnn, "ms_rounds": cudnn_rounds,
              "sm_mhz": clocks[1][0], "clock_limit": clocks[1][1]}]
 
 
@@ -81,3 +82,42 @@ def test_blocks_and_rounds_and_the_catalogue(tmp_path):
     assert (first.folder, first.date, first.code, first.rounds, first.seconds) == (
         "data/h200/rounds", "2026-11-30 08:00", "abc1234", 3, 10.0)
     assert math.isnan(kernel_runs.run_catalogue(blocks, root=tmp_path).rounds.astype(float).iloc[0])  # timed in blocks: no rounds
+
+
+def test_race_table_gives_each_candidate_its_speed_against_fa3():
+    prefill = pd.DataFrame([("fa3", 16384, "ok", 2.0), ("ours-tuned", 16384, "ok", 2.5), ("flex", 16384, "error", None)],
+                           columns=["candidate", "n", "status", "ms"])
+    table = kernel_runs.race_table(prefill, ["fa3", "ours-tuned", "flex", "absent"]).set_index("candidate")
+    assert list(table.index) == ["fa3", "ours-tuned", "flex"]
+    assert table.loc["ours-tuned", "vs_16384"] == pytest.approx(0.8)
+    assert math.isnan(table.loc["flex", "ms_16384"]) and math.isnan(table.loc["flex", "vs_16384"])
+    with pytest.raises(LabError, match="none of"):
+        kernel_runs.race_table(prefill, ["absent"])
+
+
+def test_an_out_of_memory_note_gives_its_allocation():
+    assert kernel_runs.failed_allocation_gib("OutOfMemoryError: CUDA out of memory. Tried to allocate 128.00 GiB. GPU") == 128
+    assert kernel_runs.failed_allocation_gib("Tried to allocate 512.00 MiB") == 0.5
+    assert kernel_runs.failed_allocation_gib("RuntimeError: PassManager::run failed") is None
+
+
+def test_the_sdpa_hook_probe_reads_each_implementation():
+    console = "noise\nFA4 ok 0.0077\nFA3 FAILED ModuleNotFoundError No module named 'flash_attn_interface'\nTraceback"
+    probe = kernel_runs.sdpa_hook_probe(console)
+    assert probe["FA4"] == {"ok": True, "detail": 0.0077}
+    assert probe["FA3"]["ok"] is False and "flash_attn_interface" in probe["FA3"]["detail"]
+    with pytest.raises(LabError, match="sdpa-fa4"):
+        kernel_runs.sdpa_hook_probe("nothing here")
+
+
+def test_the_committed_console_says_the_fa4_hook_ran():
+    from lab.results import data
+
+    probe = kernel_runs.sdpa_hook_probe((data.DATA_DIR / "h200/device-logs/bandwidth-paged-race.txt").read_text())
+    assert probe["FA4"]["ok"] and not probe["FA3"]["ok"]
+
+
+def test_fa3_times_across_the_runs_of_one_day():
+    times = kernel_runs.times_across_runs(16384)
+    assert set(times) == {kernel_runs.RACE, kernel_runs.ABLATION, kernel_runs.TUNING_RACE}
+    assert all(2 < ms < 4 for ms in times.values())

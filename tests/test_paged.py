@@ -166,7 +166,7 @@ def write_synthetic_runs(root):
             nbytes = paged_bench.kv_bytes(batch, 4, n, 128)
             base = nbytes / 4.0e12 * 1e3
             for kernel, page, ms in (("contiguous", None, base), ("paged", 16, base * 1.05), ("paged", 128, base * 1.01),
-                                     ("copy", None, 2 * base * 1.02)):
+                                     ("fa3-paged", 16, base * (1.1 if batch == 1 else 1.02)), ("copy", None, 2 * base * 1.02)):
                 rows.append({"kernel": kernel, "page_size": page, "batch": batch, "n": n, "ms": ms,
                              "ms_rounds": f"{ms:.5g} {ms:.5g} {ms:.5g}", "kv_bytes": nbytes,
                              "gb_per_s": (2 if kernel == "copy" else 1) * nbytes / ms / 1e6,
@@ -228,6 +228,20 @@ def test_results_read_a_run(tmp_path):
     assert paged.fastest_sdpa("sliding-window", 16384, root=tmp_path) == ("sdpa-efficient", 3.0)
     assert paged.fastest_sdpa("causal", 16384, root=tmp_path) == ("sdpa-flash", 0.8)
     assert paged.mask_value("ms", "causal", "sdpa-cudnn", 16384, root=tmp_path) is None  # refused: no time
+    assert paged.measured_page_sizes(tmp_path) == [16, 128]  # FA3's rows add no page size of ours
+    assert paged.paged_value("ms", "fa3-paged", 16, 32768, 128, root=tmp_path) is None  # FA3 ran 16-token pages only
+
+
+def test_ours_against_fa3_paged_at_every_shape(tmp_path):
+    from lab.results import paged
+
+    assert paged.versus(root=tmp_path) is None  # not on file
+    write_synthetic_runs(tmp_path)
+    table = paged.versus(16, root=tmp_path).set_index(["batch", "n"])
+    assert len(table) == 4
+    assert table.loc[(1, 32768), "ours_vs_fa3"] == pytest.approx(1.1 / 1.05)
+    assert table.loc[(16, 131072), "ours_vs_fa3"] == pytest.approx(1.02 / 1.05)
+    assert table.loc[(16, 131072), "contiguous_vs_fa3"] == pytest.approx(1.02)
 
 
 @pytest.mark.parametrize("with_data", [False, True], ids=["absent", "present"])
@@ -243,12 +257,13 @@ def test_explorer_shows_data_in_every_state(tmp_path, monkeypatch, with_data):
     for combo in explorer.combinations():
         view = explorer.compute(**combo)
         texts = {r.name: r.text for r in view.readouts}
+        assert all(texts[name] != "n/a" for name in ("kv", "pages", "wasted", "table"))
         assert "n/a" not in texts.values()  # a value, or why there is none
         measured_states += texts["paged_ms"].endswith(" ms")
         if with_data:  # elsewhere the nearest measured point, named in the note
             assert texts["paged_ms"].endswith((" ms", " ms (nearest measured)")), texts["paged_ms"]
         else:
-            assert texts["paged_ms"] == "not measured yet"
+            assert texts["paged_ms"] == texts["fa3_ms"] == "not measured yet"
         assert view.note
     assert measured_states == (2 * 2 * 2 if with_data else 0)  # page 16/128 x batch 1/16 x 32k/128k
     view = explorer.compute(page_size=16, context=32768, batch=16)

@@ -107,3 +107,19 @@ def test_roofline_plot_places_kernels():
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(label.startswith("softmax+mask: 1.25 FLOP/B, memory") for label in labels)
     assert any("compute-bound" in label for label in labels)
+
+
+def test_decode_attention_intensity_is_query_rows_per_kv_head():
+    # 28 query heads over 4 KV heads: 4·28·d FLOPs per cached token against 2·4·d bf16 elements = 7 FLOP/byte
+    assert roofline.decode_attention_intensity(28, 4) == pytest.approx(4 * 28 * 128 / (2 * 4 * 128 * 2))
+    assert roofline.decode_attention_intensity(28, 4, query_tokens=8) == pytest.approx(56)  # a speculative step
+    assert roofline.decode_attention_intensity(28, 4, dtype="fp32") == pytest.approx(3.5)
+
+
+def test_mla_decode_intensity_counts_one_shared_latent():
+    from lab.results.modelshape import DEEPSEEK_V2_MLA as mla
+
+    key, value = mla.latent_dim + mla.rope_dim, mla.latent_dim  # 576 and 512: K and V are the same cached vector
+    flops, nbytes = 2 * mla.heads * (key + value), 2 * key
+    assert roofline.mla_decode_attention_intensity(mla.heads, mla.latent_dim, mla.rope_dim) == pytest.approx(flops / nbytes)
+    assert roofline.mla_decode_attention_intensity(mla.heads, mla.latent_dim, mla.rope_dim) > 200  # ~ 2 x heads

@@ -19,6 +19,7 @@ from lab import REPO_ROOT, LabError
 from lab.book.run_panels import CapturePanel, KernelPanel, SweepPanel, base
 from lab.book.run_panels.servers import ArmKey, ServerPool
 from lab.env import Capabilities
+from lab.measure.vllm.arms import FA3
 from lab.measure.vllm.server import Server, group_members
 
 FAKE = str(Path(__file__).with_name("fake_vllm.py"))
@@ -103,11 +104,11 @@ def test_a_second_run_reuses_the_server_and_stop_all_leaves_no_process(tmp_path,
     panel = _sweep(tmp_path, pool, lengths=[32], reps=1, max_tokens=8)
     panel.start()
     panel.wait(timeout=60)
-    server = pool.servers[ArmKey("FLASH_ATTN", 3)]
+    server = pool.servers[ArmKey(FA3)]
     pid, child = server.pid, int((tmp_path / "child.pid").read_text())
     panel.start({**panel.defaults, "lengths": [48]})
     panel.wait(timeout=60)
-    assert pool.servers[ArmKey("FLASH_ATTN", 3)].pid == pid
+    assert pool.servers[ArmKey(FA3)].pid == pid
     assert any("reusing the running server" in line for line in panel.progress.lines)
     assert not any("starting a vLLM server" in line for line in panel.progress.lines)
     assert "already running: no start" in " ".join(panel.plan(panel.defaults).lines)
@@ -122,7 +123,7 @@ def test_stop_shuts_the_server_down_and_keeps_the_finished_points(tmp_path, pool
     while not any("32 tokens: TTFT" in line for line in panel.progress.lines):
         assert time.monotonic() < deadline, panel.progress.lines
         time.sleep(0.05)
-    pid = pool.servers[ArmKey("FLASH_ATTN", 3)].pid
+    pid = pool.servers[ArmKey(FA3)].pid
     panel.stop()
     assert panel.wait(timeout=60) is None
     assert panel.progress.status.startswith("stopped")
@@ -136,11 +137,11 @@ def test_stop_while_the_server_starts_stops_it(tmp_path, pool):
     panel = _sweep(tmp_path, pool, lengths=[32])
     panel.start()
     deadline = time.monotonic() + 30
-    while ArmKey("FLASH_ATTN", 3) not in pool.starting:
+    while ArmKey(FA3) not in pool.starting:
         assert time.monotonic() < deadline
         time.sleep(0.02)
     time.sleep(0.3)
-    pid = pool.starting[ArmKey("FLASH_ATTN", 3)].pid
+    pid = pool.starting[ArmKey(FA3)].pid
     panel.stop()
     assert panel.wait(timeout=60) is None and panel.progress.status.startswith("stopped")
     assert group_members(pid) == []

@@ -5,11 +5,15 @@ on a small fixture by value."""
 from __future__ import annotations
 
 import json
+import math
+import shutil
 
 import pytest
 
+from lab import REPO_ROOT, LabError
 from lab.results import census_windows as cd
 from lab.results import concurrency, flex_decomposition, trace_analysis, value_dependence
+from lab.results.bandwidth import ceiling
 from lab.results.modelshape import qwen25_7b
 
 
@@ -31,7 +35,11 @@ def test_readers_say_not_measured_while_absent(tmp_path):
 KERNELS = "kernels: triton_poi_fused_ones_0 grid=[1, 1, 1]; triton_tem_fused_flex_attention_0 grid=[{grid}]{extra}"
 
 
+BANDWIDTH_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "bandwidth"  # an H200 read stream whose slope is 4.5 TB/s
+
+
 def test_flex_decomposition_factors(tmp_path):
+    shutil.copytree(BANDWIDTH_FIXTURE, tmp_path, dirs_exist_ok=True)
     folder = tmp_path / flex_decomposition.DATASET
     _provenance(folder)
     rows = ["phase,batch,n,variant,ms,ms_rounds,kv_bytes,gb_per_s,tflops,max_abs_err,note"]
@@ -51,12 +59,13 @@ def test_flex_decomposition_factors(tmp_path):
     assert dec.grid("decode", 1, "flex-pad8") == (1, 4, 66) and dec.programs("decode", 1, "flex-paged") == 28
     assert dec.extra_kernels("decode", 1, "flex-pad8") == 1 and dec.extra_kernels("decode", 1, "flex-default") == 0
     assert dec.programs("decode", 1, "copy") is None and dec.torch_checks_power_of_two() is None
-    ladder = flex_decomposition.ladder(dec, "decode", 1).set_index("variant")
+    ladder = flex_decomposition.ladder(dec, "decode", 1, ceiling_bytes_per_s=8e12).set_index("variant")
     assert list(ladder.index) == ["flex-default", "flex-forced", "flex-tiles16", "flex-paged", "flex-pad8", "copy"]
     assert ladder.loc["flex-tiles16", "x_step"] == pytest.approx(3.0) and ladder.loc["flex-tiles16", "over"] == "flex-forced"
     assert ladder.loc["flex-paged", "x_step"] == pytest.approx(4.0)
     assert ladder.loc["flex-pad8", "x_step"] == pytest.approx(2.0) and ladder.loc["flex-pad8", "over"] == "flex-default"
-    assert ladder.loc["flex-default", "pct_of_copy"] == pytest.approx(50.0)
+    assert ladder.loc["flex-default", "pct_of_ceiling"] == pytest.approx(50.0)  # 4000 GB/s of an 8 TB/s ceiling
+    assert math.isnan(ladder.loc["copy", "pct_of_ceiling"])  # a copy reads and writes: no share of a read ceiling
     assert dec.batches("decode") == [1] and dec.length("prefill") == 16384
     vllm = flex_decomposition.VllmFlex(None, 2000.0 / 3, None, None)  # GB/s: the paged variant reads at 1000/3
     assert flex_decomposition.vllm_over(dec, vllm) == pytest.approx(0.5)
@@ -108,8 +117,9 @@ def test_batch_floor_by_hand_and_failed_points_are_not_shown(tmp_path):
     assert concurrency.floor_step_s(16, 32768, 4.8e12) == pytest.approx((weights + 16 * 32768 * 57344) / 4.8e12)
     n = concurrency.kv_bound_batch(32768)
     assert concurrency.kv_bytes_per_step(int(n) + 1, 32768) > weights > concurrency.kv_bytes_per_step(int(n), 32768)
-    bandwidth, source = concurrency.floor_bandwidth(tmp_path / "no-hardware")
-    assert bandwidth == 4.8e12 and "datasheet" in source
+    with pytest.raises(LabError, match="not measured"):  # no datasheet fallback: the ceiling or nothing
+        concurrency.floor_bandwidth("H200-SXM", tmp_path)
+    assert concurrency.floor_bandwidth("H200-SXM", BANDWIDTH_FIXTURE)[0] == pytest.approx(4.5e12)
     folder = tmp_path / concurrency.H200_STUDY / "flash_attn-fa3"
     _provenance(folder, kind="vllm-sweep")
     (folder / concurrency.CSV).write_text("arm,context,concurrency,admitted,itl_ms,decode_tok_s,window_s,steps,ok\n"
@@ -188,9 +198,10 @@ def test_chapter_facts_fill_in_when_the_data_lands(tmp_path, monkeypatch):
     monkeypatch.setattr(serving_facts.flexdec, "read", lambda: read_flex(tmp_path))
     monkeypatch.setattr(serving_facts.value_dependence, "read", lambda: read_values(tmp_path))
     present = serving_facts.flex_arm(table, "h200/vllm0.26-qwen2.5-7b") | serving_facts.values_vs_shapes()
-    assert present["flexdec_b1_forced_x"].value == "1.00×" and present["flexdec_b1_paged_x"].value == "4.00×"
-    assert present["flexdec_b1_tiles16_x"].value == "3.00×" and present["flexdec_b1_flex_pad8_programs"].value == "264"
-    assert present["flexdec_b1_pad8_combine"].value == "1" and present["vllm_flex_decode_programs"].value == "28"
-    assert present["flexdec_b1_flex_default_pct"].value == "50.0%"
+    text = lambda name: present[name].text().value  # noqa: E731  (what the page shows)
+    assert text("flexdec_b1_forced_x") == "1.00×" and text("flexdec_b1_paged_x") == "4.00×"
+    assert text("flexdec_b1_tiles16_x") == "3.00×" and text("flexdec_b1_flex_pad8_programs") == "264"
+    assert text("flexdec_b1_pad8_combine") == "1" and text("vllm_flex_decode_programs") == "28"
+    assert text("flexdec_b1_flex_default_pct") == f"{100 * 4000e9 / ceiling('H200-SXM'):.1f}%"
     assert present["flexdec_status"].value.endswith(f"({present['flexdec_status'].source})")
-    assert present["values_matmul_max_pct"].value == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"
+    assert text("values_matmul_max_pct") == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"

@@ -72,6 +72,14 @@ Inside {glue:text}`ttft:.1f`.
     assert ":open:" not in "\n".join(ln for s in segments for ln in s.lines)
 
 
+def test_a_glued_table_shows_as_its_html_not_its_repr():
+    glue = {"table": {"data": {"text/plain": "<pandas.io.formats.style.Styler at 0x7f00>",
+                               "text/html": "<style>\n</style>\n<table>\n\n  <tr><td>1.5</td></tr>\n</table>\n"}}}
+    body = "\n".join(convert_myst("Before.\n\n```{glue} table\n```\n\nAfter.", glue)[0].lines)
+    assert "<table>" in body and "<td>1.5</td>" in body and "Styler at 0x" not in body
+    assert "\n\n  <tr>" not in body  # no blank line inside the HTML block
+
+
 def test_unknown_glue_name_is_an_error():
     with pytest.raises(LabError, match="glue name 'nope'"):
         convert_myst("{glue:text}`nope`", GLUE)

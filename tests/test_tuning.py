@@ -106,3 +106,22 @@ def test_step_changes_compare_each_step_with_the_one_before_at_each_length():
     assert [bool(table.loc[(32768, s), "beyond_drift"]) for s in (1, 2, 3)] == [False, True, True]
     with pytest.raises(LabError, match="ablation table is empty"):
         tuning.step_changes(ablation.iloc[0:0], 2.0)
+
+
+def test_a_step_tried_and_not_kept_is_measured_against_the_last_kept_step():
+    rows = [(16384, 0, "teaching", 10.0), (16384, 1, "+ kept", 8.0),
+            (16384, 2, f"+ a {tuning.NOT_KEPT}", 9.0), (16384, 3, f"+ b {tuning.NOT_KEPT}", 7.0)]
+    table = tuning.step_changes(pd.DataFrame(rows, columns=["n", "step", "change", "ms"]), 2.0).set_index("step")
+    assert list(table.after_step) == [0, 1, 1]
+    assert table.loc[3, "change_pct"] == pytest.approx(100 * (8 / 7 - 1))   # against step 1, not step 2
+
+
+def test_race_best_is_the_fastest_variant_against_fa3_of_the_same_race():
+    race = pd.DataFrame([(16384, "fa3", "ok", 3.0), (16384, "a", "ok", 4.0), (16384, "b", "ok", 3.5),
+                         (16384, "c", "error", float("nan")), (16384, "fa4", "error", float("nan"))],
+                        columns=["n", "variant", "status", "ms"])
+    best = tuning.race_best(race).iloc[0]
+    assert best.variant == "b" and best.vs_reference == pytest.approx(3.0 / 3.5)
+    assert best.variants == 3 and best.failed == 1
+    with pytest.raises(LabError, match="no timed variant"):
+        tuning.race_best(race[race.variant != "fa3"])

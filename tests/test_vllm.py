@@ -285,9 +285,9 @@ def test_server_dying_mid_stream_stops_the_sweep_and_keeps_the_data(tmp_path):
 
 # --- server lifecycle with a fake `vllm` executable -----------------------------------------------
 
-def _server(tmp_path, mode="ok", backend="FLASH_ATTN", version="0.26.0", **kw):
+def _server(tmp_path, mode="ok", arm="FLASH_ATTN", version="0.26.0", **kw):
     env = {**os.environ, "FAKE_VLLM_MODE": mode, "FAKE_VLLM_CHILD_PID_FILE": str(tmp_path / "child.pid")}
-    return Server(MODEL_128K, backend, log_path=tmp_path / "server.log", launcher=LAUNCHER, vllm_version=version,
+    return Server(MODEL_128K, arm, log_path=tmp_path / "server.log", launcher=LAUNCHER, vllm_version=version,
                   env=env, **kw)
 
 
@@ -305,7 +305,7 @@ def _dead(pid: int) -> bool:
 
 
 def test_server_starts_confirms_backend_from_its_log_and_stops_its_whole_group(tmp_path):
-    with _server(tmp_path, fa_version=3, max_num_batched_tokens=8192, max_model_len=131328) as server:
+    with _server(tmp_path, arm="FLASH_ATTN/FA3", max_num_batched_tokens=8192, max_model_len=131328) as server:
         assert server.alive() and server.ready_s is not None
         assert (server.facts.backend, server.facts.fa_version, server.facts.max_num_batched_tokens) == ("FLASH_ATTN", 3, 8192)
         assert server.arm_label() == "FLASH_ATTN/FA3" and server.warnings == []
@@ -321,7 +321,7 @@ def test_server_starts_confirms_backend_from_its_log_and_stops_its_whole_group(t
 
 
 def test_old_release_is_confirmed_through_its_own_log_line(tmp_path):
-    with _server(tmp_path, backend="FLEX_ATTENTION", version="0.11.0") as server:
+    with _server(tmp_path, arm="FLEX_ATTENTION", version="0.11.0") as server:
         assert server.facts.backend == "FLEX_ATTENTION" and server.arm_label() == "FLEX_ATTENTION"
         assert "VLLM_ATTENTION_BACKEND=FLEX_ATTENTION" in server.command_line()
 
@@ -350,6 +350,15 @@ def test_server_that_never_gets_ready_times_out_and_is_killed(tmp_path):
 def test_a_mislabelled_arm_is_refused(tmp_path):
     with pytest.raises(LabError, match="asked vLLM for FLASH_ATTN but its log says it runs FLEX_ATTENTION"):
         _server(tmp_path, mode="wrong_backend").start()
+    assert _dead(int((tmp_path / "child.pid").read_text()))
+
+
+def test_an_fp8_kv_cache_is_confirmed_from_the_log_and_a_wrong_one_refused(tmp_path):
+    with _server(tmp_path, arm="FLASH_ATTN/FA3-FP8") as server:
+        assert server.facts.kv_cache_dtype == "fp8" and server.arm_label() == "FLASH_ATTN/FA3-FP8"
+        assert "--kv-cache-dtype fp8" in server.command_line() and server.record()["kv_cache_dtype"] == "fp8"
+    with pytest.raises(LabError, match="asked for KV-cache dtype auto but the log says fp8"):
+        _server(tmp_path, mode="wrong_kv_dtype", arm="FLASH_ATTN/FA3").start()
     assert _dead(int((tmp_path / "child.pid").read_text()))
 
 
@@ -444,9 +453,9 @@ def test_sweep_writes_a_dataset_that_load_sweeps_reads(tmp_path, monkeypatch):
     assert (table["arm"] == "FLASH_ATTN/FA3").all()
     sweeps = data.load_sweeps(root=tmp_path)
     assert len(sweeps) == 2 and set(sweeps["dataset"]) == {str(out)} or len(sweeps) == 2
-    # resuming with one more length measures only that length and keeps the earlier log
+    # resuming with one more length measures only that length and keeps the earlier log as server.1.log
     assert sweep.run_arm(args, MODEL_128K, [8, 16, 24], 256, out, "0.26.0") == 0
-    assert len(probe.read_records(out / "measurements.jsonl")) == 9 and (out / "server.prev.log").exists()
+    assert len(probe.read_records(out / "measurements.jsonl")) == 9 and (out / "server.1.log").exists()
 
 
 def test_sweep_keeps_data_and_provenance_when_the_server_dies(tmp_path, monkeypatch):
@@ -472,11 +481,11 @@ def test_sweep_cli_without_gpu_says_what_to_do(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--lengths", "256,abc"], "expected comma-separated token counts"),
+    (["--lengths", "256,abc"], "--lengths '256,abc': expected comma-separated counts"),
     (["--model", str(REPO_ROOT / "data" / "models" / "qwen2.5-7b"), "--lengths", "32768"], "exceeds the model's max_position_embeddings"),
     (["--max-model-len", "1000", "--lengths", "1000"], "exceeds --max-model-len 1000"),
     (["--model", "data/models/nope"], "no such model folder"),
-    (["--max-model-len", "0"], "--max-model-len 0: expected a positive token count"),
+    (["--max-model-len", "0"], "argument --max-model-len: expected a positive integer, got '0'"),
 ])
 def test_sweep_cli_rejects_bad_input_before_starting_anything(argv, message, capsys):
     from lab.measure.vllm import sweep

@@ -1,6 +1,9 @@
 """lab.results.sweeps and lab.book.plots.vllm: studies, fits, roofline floors and the explorer, with and
 without H200 data (a made-up H200 study stands in until the real one is committed)."""
 
+import shutil
+from pathlib import Path
+
 import matplotlib
 import pytest
 import synthetic_sweeps
@@ -11,10 +14,14 @@ from lab.results import sweeps as report
 from lab.results.hardware import device
 from lab.results.modelshape import qwen25_7b
 
+#: An H200 read stream (made-up numbers): a data tree with H200 studies draws their floors under its ceiling.
+BANDWIDTH_FIXTURE = Path(__file__).parent / "fixtures" / "bandwidth"
+
 
 @pytest.fixture
 def with_h200(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "DATA_DIR", tmp_path)
+    shutil.copytree(BANDWIDTH_FIXTURE, tmp_path, dirs_exist_ok=True)
     synthetic_sweeps.write_study(tmp_path)
     synthetic_sweeps.write_study(tmp_path, study="h200/vllm0.26-qwen2.5-7b-chunk2048", chunk=2048,
                                  arms={"FLASH_ATTN/FA3": (0.03, 26e-6, 300e-12, 5.0, 0.01)}, with_reference=False)

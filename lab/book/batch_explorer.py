@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
+from lab.measure.vllm.arms import FA3, FLEX, book_order
 from lab.results import concurrency as rc
-from lab.results.data import DATA_DIR
+from lab.results.data import DATA_DIR, skipped_note
 
-ARMS = ("FLASH_ATTN/FA3", "FLEX_ATTENTION")
 CONTEXTS = (2048, 32768)
 CONCURRENCY = (1, 4, 16, 64)
 
@@ -22,6 +22,8 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
     bandwidth, bandwidth_source = rc.floor_bandwidth()
     table = rc.with_floor(rc.load_points(root=root), bandwidth)
     measured = not table.empty
+    # the arms of the concurrency study on file (FA3 and FLEX, as it ran, when none is)
+    shown = book_order(table["arm"]) if measured else [FA3.label, FLEX.label]
     batches = sorted(set(CONCURRENCY) | {int(b) for b in table["concurrency"]})
     shape = qwen25_7b()
     floor_ms = lambda batch, context: 1e3 * rc.floor_step_s(batch, context, bandwidth)
@@ -50,7 +52,7 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
         ]
         series = [Series(f"floor, {context:,} tokens", batches, [floor_ms(b, context) for b in batches],
                          kind="line", dashed=True, color="#444444")]
-        for name in ARMS:
+        for name in shown:
             pts = [(b, rc.point(table, name, context, b)) for b in batches]
             pts = [(b, p["itl_ms"]) for b, p in pts if p]
             if pts:
@@ -64,7 +66,7 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
         chart = Chart(x_label="concurrent requests (batch)", y_label="inter-token latency (ms)", log_x=True,
                       series=series, x_ticks=batches,
                       marker=Marker(batch, itl if itl else floor, label="measured" if itl else "floor"),
-                      source=f"{bandwidth_source}, Qwen2.5-7B shape, bf16"
+                      source=f"bandwidth ceiling: {bandwidth_source}; Qwen2.5-7B shape, bf16"
                              + (f"; measured: data/{rc.H200_STUDY}" if measured else "; no measurement on file"))
         return View(readouts=readouts, chart=chart, note=note)
 
@@ -73,8 +75,8 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
         title="Batch on the decode roofline: what many concurrent requests cost each other",
         controls=[Control("batch", "Concurrent requests", values=batches, default=16),
                   Control("context", "Context per request (tokens)", values=list(CONTEXTS), default=max(CONTEXTS)),
-                  Control("arm", "Attention backend", values=list(ARMS))],
-        view=view,
+                  Control("arm", "Attention backend", values=shown)],
+        view=view, skipped=skipped_note(root, "concurrency.csv"),
         caption="The dashed line is the floor of one decode step on the H200: every weight read once plus every "
-                "sequence's KV cache, over the copy bandwidth measured on the same GPU. The points are vLLM's "
+                "sequence's KV cache, over the H200's bandwidth ceiling (a read-only stream). The points are vLLM's "
                 "measured inter-token latency at each number of concurrent requests.")

@@ -8,7 +8,7 @@ from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series,
 from lab.measure.census import FAMILIES
 from lab.results.census_windows import (BACKENDS, LENGTHS, PHASE_LABELS, PHASES, census_table, gpus, nearest_window,
                                         window)
-from lab.results.data import DATA_DIR
+from lab.results.data import DATA_DIR, skipped_note
 
 def _note(w, substituted: bool, phase: str, length: int, gpu: str) -> str:
     """What the view shows: missing, derived or substituted figures, in one line."""
@@ -73,4 +73,4 @@ def census_explorer(root: Path = DATA_DIR):
                   Control("length", "Tokens in the window", values=list(LENGTHS), default=28672),
                   Control("backend", "Attention backend", values=list(BACKENDS)),
                   Control("gpu", "GPU", values=gpu_values)],
-        view=view, why_missing=why_missing)
+        view=view, why_missing=why_missing, skipped=skipped_note(root, "census.csv"))

@@ -8,20 +8,17 @@ function that maps one value per control to a :class:`View` (readouts, a chart, 
                        Control("backend", "Backend", values=["FLASH_ATTN", "FLEX_ATTENTION"])],
              view=view)
 
-In a live kernel the explorer shows sliders/dropdowns and redraws a matplotlib figure when a
-control moves. On the static site (``LAB_STATIC=1``, set by the book build) it pre-computes
-``view`` for every combination, embeds the results as compact JSON and lets the vendored
-``book/_static/explorer.js`` redraw an SVG chart in the browser: no kernel, no network.
-Readout strings are formatted here, in Python, so both faces show the same characters.
+Live, sliders/dropdowns redraw a matplotlib figure. On the static site (``LAB_STATIC=1``) every combination's
+``view`` is embedded as JSON and ``book/_static/explorer.js`` redraws an SVG chart: no kernel, no network.
+Readout strings are formatted here, so both faces show the same characters.
 
 No reader lands on a view without data: an explorer whose controls cross (a GPU that ran only some
 backends or lengths) passes ``why_missing(**values)``, which returns why a combination has no data.
 Those combinations are never shown; a move there goes to the nearest combination with data
 (:meth:`Explorer.resolve`, mirrored in explorer.js) and the page says why. The build refuses a
 combination with data whose readouts are all "n/a", an offered value that leads to no data, and
-defaults without data. The static page also has a reset button, keeps its state in the URL hash
-(``#<key>?<control>=<value>&…``), shows a point's values on hover or tap, offers a CSV of what is shown and follows
-the theme's dark mode.
+defaults without data. The static page has a reset button, keeps its state in the URL hash
+(``#<key>?<control>=<value>&…``), shows a point on hover or tap, offers a CSV and follows dark mode.
 """
 
 from __future__ import annotations
@@ -280,6 +277,8 @@ class Explorer:
     #: Such combinations are never shown: moving a control there moves to the nearest one with data (see
     #: :meth:`resolve`), so no reader lands on a view of "n/a" only.
     why_missing: Callable[..., str] | None = None
+    #: Datasets left out because they are broken, as one sentence (lab.results.data.skipped_note); "" for none.
+    skipped: str = ""
 
     def __post_init__(self):
         if not _KEY.match(self.key):
@@ -466,6 +465,8 @@ class Explorer:
                      f'<a data-csv download="{key}.csv" href="#">Download CSV of what is shown</a></div>')
         if self.caption:
             parts.append(f'<p class="lab-caption">{html.escape(self.caption)}</p>')
+        if self.skipped:
+            parts.append(f'<p class="lab-note lab-skipped">{html.escape(self.skipped)}</p>')
         parts.append('<noscript>This explorer needs JavaScript; the values shown are for the default choices.</noscript>')
         parts.append(f'<script type="application/json" data-explorer-data>{payload}</script>')
         parts.append("</div>")

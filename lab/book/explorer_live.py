@@ -50,7 +50,9 @@ class LiveExplorer:
         self.view = None
         self.figure = None
         title = w.HTML(f"<b>{html.escape(explorer.title)}</b>")
-        caption = w.HTML(f"<small>{html.escape(explorer.caption)}</small>") if explorer.caption else w.HTML()
+        caption = w.HTML(f"<small>{html.escape(explorer.caption)}</small>"
+                         + (f"<br><small>{html.escape(explorer.skipped)}</small>" if explorer.skipped else "")) \
+            if explorer.caption or explorer.skipped else w.HTML()
         self.widget = w.VBox([title, w.HBox(list(self.controls.values()), layout=w.Layout(flex_flow="row wrap")),
                               w.HBox([self.output, self.readouts]), self.note, self.snap, caption])
         self.refresh()

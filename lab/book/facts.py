@@ -6,7 +6,9 @@ A chapter collects its facts in a dict and calls :func:`glue_all` once:
 
     glue_all({"h200_ridge": Fact(ridge, "lab.results.hardware: datasheet"), ...})
 
-and the markdown says ``{glue:text}`h200_ridge:.0f``` FLOP per byte.
+and the markdown says ``{glue:text}`h200_ridge:.0f``` FLOP per byte. During a book build every glued
+value is also written to the page's fact registry (:mod:`lab.book.fact_registry`), which the
+consistency test reads.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lab.book import fact_registry
 from lab.results.facts import NOT_MEASURED, Fact, plain  # noqa: F401  (Fact and NOT_MEASURED: part of this module's face)
 
 
@@ -25,20 +28,24 @@ class Glued(dict):
         pass
 
 
-def glue_all(facts: Mapping[str, Any], *, display: bool = False) -> Glued:
-    """Glue every fact under its name; returns the plain values glued (name -> value).
+def glued_value(fact: Any) -> Any:
+    """What the page shows for ``fact``: a bare value as it is; a :class:`Fact` in its ``fmt`` when it has
+    one, or as the words ``not measured yet`` when it is not measured."""
+    if not isinstance(fact, Fact):
+        return plain(fact)
+    if not fact.measured:
+        return NOT_MEASURED
+    return fact.text().value if fact.fmt else plain(fact.value)
 
-    A bare value is taken as it is; a :class:`Fact` that is not measured is glued as the words
-    ``not measured yet`` so the page never shows a made-up number.
-    """
+
+def glue_all(facts: Mapping[str, Any], *, display: bool = False) -> Glued:
+    """Glue every fact under its name; returns the plain values glued (name -> value)."""
     from myst_nb import glue
 
     glued = Glued()
     for name, fact in facts.items():
-        if isinstance(fact, Fact):
-            value = plain(fact.value) if fact.measured else NOT_MEASURED
-        else:
-            value = plain(fact)
+        value = glued_value(fact)
         glue(name, value, display=display)
         glued[name] = value
+    fact_registry.record(facts, glued)
     return glued

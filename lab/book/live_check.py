@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.cli import path_arg, positive_count, positive_number
+from lab.folders import check_output, dataset_lock
 
 BOOK = REPO_ROOT / "book"
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "live-check"
@@ -240,22 +242,22 @@ def _parse_limits(items: list[str]) -> dict[str, float]:
     for item in items:
         name, _, value = item.partition("=")
         try:
-            limits[name] = float(value)
-        except ValueError:
-            raise LabError(f"--limit {item!r}: expected CHAPTER=SECONDS, e.g. 06-vllm-sweeps=240") from None
+            limits[name] = positive_number(value)
+        except argparse.ArgumentTypeError:
+            raise LabError(f"--limit {item!r}: expected CHAPTER=SECONDS (a positive number), e.g. 06-vllm-sweeps=240") from None
     return limits
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--chapters", help="comma-separated chapter names (default: every chapter in _toc.yml)")
-    parser.add_argument("--limit-s", type=float, default=DEFAULT_LIMIT_S,
+    parser.add_argument("--limit-s", type=positive_number, default=DEFAULT_LIMIT_S,
                         help=f"seconds per chapter (default {DEFAULT_LIMIT_S}; vLLM chapters {CHAPTER_LIMITS_S})")
     parser.add_argument("--limit", action="append", default=[], metavar="CHAPTER=S", help="one chapter's limit")
-    parser.add_argument("--budget-s", type=float, default=540, help="total seconds; later chapters are skipped (default 540)")
-    parser.add_argument("--jobs", type=int, default=4, help="chapters without GPU work run this many at a time (default 4)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"summary folder (default {DEFAULT_OUT})")
-    parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)       # internal: execute one chapter
-    parser.add_argument("--notebook", type=Path, help=argparse.SUPPRESS)  # internal: where --one saves it
+    parser.add_argument("--budget-s", type=positive_number, default=540, help="total seconds; later chapters are skipped (default 540)")
+    parser.add_argument("--jobs", type=positive_count, default=4, help="chapters without GPU work run this many at a time (default 4)")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"summary folder (default {DEFAULT_OUT})")
+    parser.add_argument("--one", type=path_arg, help=argparse.SUPPRESS)       # internal: execute one chapter
+    parser.add_argument("--notebook", type=path_arg, help=argparse.SUPPRESS)  # internal: where --one saves it
 
 
 def _select(text: str | None) -> list[Path]:
@@ -284,11 +286,14 @@ def main(args) -> int:
             print(f"LabError: {exc}", file=sys.stderr)
             return 1
         return 0
-    if args.budget_s <= 0 or args.limit_s <= 0 or args.jobs < 1:
-        raise LabError("--budget-s and --limit-s must be positive and --jobs at least 1")
     chapters = _select(args.chapters)
     out = args.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    check_output(out, "--out", [("the chapters folder", BOOK)])
+    with dataset_lock(out):
+        return _check(args, chapters, out)
+
+
+def _check(args, chapters: list[Path], out: Path) -> int:
     started = time.monotonic()
     results = check_all(chapters, out, default_limit=args.limit_s, overrides=_parse_limits(args.limit),
                         budget_s=args.budget_s, jobs=args.jobs)
@@ -308,12 +313,12 @@ def print_summary(results: list[ChapterResult], total_s: float, out: Path) -> No
 
 
 def cli(argv: list[str] | None = None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_cli
 
-    parser = argparse.ArgumentParser(prog="python -m lab.book.live_check", description=__doc__.strip().splitlines()[0],
+    parser = OneLineParser(prog="python -m lab.book.live_check", description=__doc__.strip().splitlines()[0],
                                      epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_command(main, parser.parse_args(argv))
+    return run_cli(parser, main, argv)
 
 
 if __name__ == "__main__":

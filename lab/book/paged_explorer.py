@@ -26,7 +26,8 @@ def _ms(kernel: str, batch: int, context: int, page_size: int | None = None):
 
 KERNEL_READOUTS = (("paged_ms", "paged decode attention, one layer (H200)"),
                    ("contiguous_ms", "contiguous kernel, same K/V (H200)"),
-                   ("share", "paged bandwidth / contiguous"))
+                   ("share", "paged bandwidth / contiguous"),
+                   ("fa3_ms", "FA3's paged decode, 16-token pages, same K/V (H200)"))
 
 
 def _kernel_readouts(page_size: int, context: int, batch: int) -> tuple[list[Readout], str]:
@@ -40,7 +41,7 @@ def _kernel_readouts(page_size: int, context: int, batch: int) -> tuple[list[Rea
     exact = at == (page_size, batch, context)
     share = paged.paged_value("fraction_of_contiguous", "paged", b, n, p)
     values = [(_ms("paged", b, n, p), "ms", ".4f"), (_ms("contiguous", b, n), "ms", ".4f"),
-              (None if share is None else 100 * share, "%", ".0f")]
+              (None if share is None else 100 * share, "%", ".0f"), (_ms("fa3-paged", b, n, 16), "ms", ".4f")]
     readouts = []
     for (name, label), (value, unit, fmt) in zip(KERNEL_READOUTS, values, strict=True):
         shown = Readout(name, label, value, unit, fmt, missing="not measured")
@@ -85,4 +86,4 @@ def paged_explorer() -> Explorer:
                   Control("batch", "Sequences", values=list(BATCHES), default=16)],
         view=paged_view,
         caption="Memory from arithmetic; kernel times from one H200 run of the paged and contiguous split-KV "
-                "decode kernels on the same K/V, the pages scattered in a random order.")
+                "decode kernels and FA3's paged decode on the same K/V, the pages scattered in a random order.")

@@ -27,11 +27,8 @@ import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lab import REPO_ROOT
-
-from lab import LabError
-
-from lab import env
+from lab import REPO_ROOT, LabError, env
+from lab.results.facts import Fact, plain
 
 QUIZ_JS = REPO_ROOT / "book" / "_static" / "quiz.js"
 QUIZ_CSS = REPO_ROOT / "book" / "_static" / "quiz.css"
@@ -150,6 +147,23 @@ class Computed(Number):
         if not self.inputs:
             return (self.what,)
         return tuple(dict.fromkeys(o for n in self.inputs for o in n.origins()))
+
+
+@dataclass(frozen=True)
+class Cited(Number):
+    """A number taken from a :class:`lab.results.facts.Fact`: the same value, source and quantity the pages glue
+    (the quiz's cell records it in the page's fact registry, so the consistency test holds quizzes to it too)."""
+
+    fact: Fact
+    fmt: str = ".1f"
+
+    def value(self) -> float:
+        if not self.fact.measured:
+            raise LabError(f"{self.fact.source}: not measured; a quiz question cannot cite it")
+        return float(plain(self.fact.value))
+
+    def source(self) -> str:
+        return self.fact.source
 
 
 def ratio(a: Number, b: Number, fmt: str = ".1f", what: str = "") -> Computed:

@@ -11,16 +11,21 @@ from __future__ import annotations
 import math
 
 from lab.book.facts import Fact
+from lab.book.flex_counter_facts import flex_counters
+from lab.measure.vllm import arms
 from lab.results import concurrency as rc
 from lab.results import flex_decomposition as flexdec
+from lab.results import iomodel
 from lab.results import sweep_variants as variants
 from lab.results import sweeps as report
 from lab.results import value_dependence
+from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth
 from lab.results.hardware import device, load_measurement
-from lab.results.modelshape import qwen25_7b
+from lab.results.modelshape import kv_per_token, qwen25_7b
 
-H200_CEILINGS = "data/h200/hardware"
-FA3, FLEX, FA2 = "FLASH_ATTN/FA3", "FLEX_ATTENTION", "FLASH_ATTN/FA2"
+H200_CEILINGS = "data/h200/hardware"  # the H200's matmul ceiling (its bandwidth ceiling: lab.results.bandwidth)
+FA3, FLEX, FA2 = arms.FA3.label, arms.FLEX.label, arms.FA2.label
+FLASH = arms.FLASH.label  # the A10G study's FLASH_ATTN, version left to vLLM
 
 
 def _measured(value) -> bool:
@@ -28,8 +33,8 @@ def _measured(value) -> bool:
 
 
 def shown(value, fmt: str, source: str, suffix: str = "") -> Fact:
-    """A fact that may be missing: formatted text when measured, "not measured yet" when not."""
-    return Fact(f"{value:{fmt}}{suffix}" if _measured(value) else None, source)
+    """A fact that may be missing, glued as formatted text when measured, "not measured yet" when not."""
+    return Fact(value if _measured(value) else None, source, "{:" + fmt + "}" + suffix.replace("{", "{{").replace("}", "}}"))
 
 
 def rig(table, study: str) -> dict:
@@ -49,7 +54,7 @@ def setup(table, a10g: str, h200: str) -> dict:
     flags, h200_flags = report.provenance(table, a10g)["flags"], report.provenance(table, h200)["flags"]
     sweep_src = f"data/{h200}/*/provenance.json"
     return {"layers": Fact(shape.layers, src), "q_heads": Fact(shape.q_heads, src), "kv_heads": Fact(shape.kv_heads, src),
-            "head_dim": Fact(shape.head_dim, src), "kv_bytes_per_token": Fact(shape.kv_bytes_per_token(), src),
+            "head_dim": Fact(shape.head_dim, src), "kv_bytes_per_token": kv_per_token(),
             "weights_gb": Fact(shape.parameters * 2 / 1e9, src),
             "a10g_chunk": Fact(report.chunk_size(table, a10g), f"data/{a10g}/provenance.json"),
             "a10g_max_model_len": Fact(flags["max_model_len"], f"data/{a10g}/provenance.json"),
@@ -62,9 +67,9 @@ def setup(table, a10g: str, h200: str) -> dict:
 def a10g_prefill(table, a10g: str) -> dict:
     fits, src = report.fit_summary(table, a10g).set_index("arm"), f"data/{a10g}/sweep.csv"
     floor, gpu = report.floors(report.provenance(table, a10g)["gpu"], [1000]), device("A10G")
-    rows = {arm: report.arm_rows(table, a10g, arm).set_index("target_len") for arm in ("FLASH_ATTN", FLEX)}
+    rows = {arm: report.arm_rows(table, a10g, arm).set_index("target_len") for arm in (FLASH, FLEX)}
     out = {}
-    for name, arm in (("fa", "FLASH_ATTN"), ("flex", FLEX)):
+    for name, arm in (("fa", FLASH), ("flex", FLEX)):
         row = fits.loc[arm]
         for key, column in (("b", "b_us_per_token"), ("b_lo", "b_lo"), ("b_hi", "b_hi"), ("c", "c_ps_per_token2"),
                             ("c_lo", "c_lo"), ("c_hi", "c_hi"), ("share_2k", "share_2048_pct"),
@@ -72,12 +77,12 @@ def a10g_prefill(table, a10g: str) -> dict:
             out[f"a10g_{name}_{key}"] = Fact(row[column], src)
         out[f"a10g_{name}_matmul_eff"] = Fact(floor["b_floor"] * 1e6 / row["b_us_per_token"] * 100, src)
         out[f"a10g_{name}_attn_eff"] = Fact(floor["c_floor"] * 1e12 / row["c_ps_per_token2"] * 100, src)
-    fa, flex = rows["FLASH_ATTN"]["ttft_s"], rows[FLEX]["ttft_s"]
-    out |= {"a10g_c_ratio": Fact(fits.loc[FLEX, "c_ps_per_token2"] / fits.loc["FLASH_ATTN", "c_ps_per_token2"], src),
+    fa, flex = rows[FLASH]["ttft_s"], rows[FLEX]["ttft_s"]
+    out |= {"a10g_c_ratio": Fact(fits.loc[FLEX, "c_ps_per_token2"] / fits.loc[FLASH, "c_ps_per_token2"], src),
             "a10g_b_floor": Fact(floor["b_floor"] * 1e6, "lab.results.sweeps.floors"),
             "a10g_c_floor": Fact(floor["c_floor"] * 1e12, "lab.results.sweeps.floors"),
             "a10g_peak_tflops": Fact(gpu.bf16_flops / 1e12, "lab.results.hardware"),
-            "a10g_longest": Fact(int(fits.loc["FLASH_ATTN", "longest"]), src),
+            "a10g_longest": Fact(int(fits.loc[FLASH, "longest"]), src),
             "a10g_ttft_2k_fa": Fact(fa.loc[2048], src), "a10g_ttft_2k_flex": Fact(flex.loc[2048], src),
             "a10g_ttft_2k_gap": Fact((flex.loc[2048] / fa.loc[2048] - 1) * 100, src),
             "a10g_ttft_long_fa": Fact(fa.iloc[-1], src), "a10g_ttft_long_flex": Fact(flex.iloc[-1], src),
@@ -97,7 +102,8 @@ def h200_prefill(table, h200: str) -> dict:
     ceilings = load_measurement(H200_CEILINGS)
     b_held = qwen25_7b().linear_flops_per_token() / ceilings.peak_flops
     trade = variants.tradeoff(table, h200, FLEX, b_held)
-    return {"h200_fa_b": Fact(fa["b_us_per_token"], src), "h200_flex_b": Fact(flex["b_us_per_token"], src),
+    return {"h200_fa_a_ms": Fact(1e3 * fa["a_s"], src), "h200_flex_a_ms": Fact(1e3 * flex["a_s"], src),
+            "h200_fa_b": Fact(fa["b_us_per_token"], src), "h200_flex_b": Fact(flex["b_us_per_token"], src),
             "h200_flex_b_lo": Fact(flex["b_lo"], src), "h200_flex_b_hi": Fact(flex["b_hi"], src),
             "h200_fa_b_lo": Fact(fa["b_lo"], src), "h200_fa_b_hi": Fact(fa["b_hi"], src),
             "h200_fa_b_eff": Fact(floor["b_floor"] * 1e6 / fa["b_us_per_token"] * 100, src),
@@ -122,38 +128,43 @@ def h200_prefill(table, h200: str) -> dict:
 def decode(table, a10g: str, h200: str) -> dict:
     shape, a10g_gpu, h200_gpu = qwen25_7b(), device("A10G"), device("H200-SXM")
     out = {}
-    for gpu, study, arms in (("a10g", a10g, (("fa", "FLASH_ATTN"), ("flex", FLEX))), ("h200", h200, (("fa", FA3), ("flex", FLEX)))):
+    for gpu, study, named in (("a10g", a10g, (("fa", FLASH), ("flex", FLEX))), ("h200", h200, (("fa", FA3), ("flex", FLEX)))):
         fits, src = report.fit_summary(table, study).set_index("arm"), f"data/{study}/sweep.csv"
-        for name, arm in arms:
+        for name, arm in named:
             row = fits.loc[arm]
             out |= {f"{gpu}_{name}_itl_short": Fact(row["itl_short_ms"], src),
                     f"{gpu}_{name}_itl_long": Fact(row["itl_long_ms"], src),
                     f"{gpu}_{name}_itl_growth": Fact(row["itl_growth_pct"], src),
-                    f"{gpu}_{name}_kv_rate": Fact(report.kv_read_rate(table, study, arm)["kv_gb_per_s"], src)}
-        out[f"{gpu}_short_len"] = Fact(int(fits.iloc[0]["short_len"]), src)
-        out[f"{gpu}_{'fa'}_long_len"] = Fact(int(fits.loc[arms[0][1], "long_len"]), src)
-        out[f"{gpu}_flex_long_len"] = Fact(int(fits.loc[FLEX, "long_len"]), src)
-    a10g_rows = {arm: report.arm_rows(table, a10g, arm).set_index("target_len") for arm in ("FLASH_ATTN", FLEX)}
+                    f"{gpu}_{name}_kv_rate": report.kv_read_fact(table, study, arm)}
+        # the lengths as the study names them (its target lengths; the A10G's prompts ran a token longer)
+        nominal = lambda arm, column: Fact(_target_len(table, study, arm, fits.loc[arm, column]), src)  # noqa: E731
+        out[f"{gpu}_short_len"] = nominal(fits.index[0], "short_len")
+        out[f"{gpu}_fa_long_len"] = nominal(named[0][1], "long_len")
+        out[f"{gpu}_flex_long_len"] = nominal(FLEX, "long_len")
+    a10g_rows = {arm: report.arm_rows(table, a10g, arm).set_index("target_len") for arm in (FLASH, FLEX)}
     long_len = out["a10g_fa_long_len"].value
-    floor = report.floors(report.provenance(table, a10g)["gpu"], [out["a10g_short_len"].value, long_len])
-    copy = load_measurement(H200_CEILINGS).bandwidth
-    out |= {"a10g_fa_itl_2k": Fact(a10g_rows["FLASH_ATTN"].loc[2048, "itl_ms"], f"data/{a10g}/sweep.csv"),
+    out |= {"a10g_fa_itl_2k": Fact(a10g_rows[FLASH].loc[2048, "itl_ms"], f"data/{a10g}/sweep.csv"),
             "a10g_flex_itl_2k": Fact(a10g_rows[FLEX].loc[2048, "itl_ms"], f"data/{a10g}/sweep.csv"),
-            "a10g_bandwidth": Fact(a10g_gpu.bandwidth / 1e9, "lab.results.hardware"),
-            "h200_bandwidth_tb": Fact(h200_gpu.bandwidth / 1e12, "lab.results.hardware"),
-            "h200_copy_gbs": Fact(copy / 1e9, f"{H200_CEILINGS}/measurements.json"),
-            "h200_fa_kv_pct_copy": Fact(100 * out["h200_fa_kv_rate"].value * 1e9 / copy, f"{H200_CEILINGS}/measurements.json"),
-            "a10g_decode_floor_short": Fact(floor["decode_s"][0] * 1e3, "lab.results.sweeps.floors"),
-            "a10g_decode_floor_long": Fact(floor["decode_s"][1] * 1e3, "lab.results.sweeps.floors"),
+            "a10g_bandwidth": bandwidth_ceiling(a10g_gpu).to("GB/s"),
+            "h200_bandwidth_tb": datasheet_bandwidth(h200_gpu).to("TB/s"),
+            "h200_ceiling_gbs": bandwidth_ceiling(h200_gpu).to("GB/s"),
+            "h200_fa_kv_pct": report.kv_read_pct_fact(table, h200, FA3),
+            "a10g_decode_floor_short": rc.floor_fact(1, out["a10g_short_len"].value, "A10G"),
+            "a10g_decode_floor_long": rc.floor_fact(1, long_len, "A10G"),
             "a10g_kv_long_gb": Fact(long_len * shape.kv_bytes_per_token() / 1e9, "lab.results.modelshape"),
             "a10g_kv_rate_ratio": Fact(out["a10g_fa_kv_rate"].value / out["a10g_flex_kv_rate"].value, "lab.results.sweeps.kv_read_rate"),
-            "a10g_kv_pct": Fact(100 * out["a10g_fa_kv_rate"].value * 1e9 / a10g_gpu.bandwidth, "lab.results.hardware"),
+            "a10g_kv_pct": report.kv_read_pct_fact(table, a10g, FLASH),
             "a10g_sms": Fact(a10g_gpu.sm_count, "lab.results.hardware"), "h200_sms": Fact(h200_gpu.sm_count, "lab.results.hardware"),
-            "group": Fact(shape.q_heads // shape.kv_heads, "lab.results.modelshape"),
-            "h200_sms_per_head": Fact(h200_gpu.sm_count / shape.q_heads, "lab.results.hardware")}
+            "group": Fact(shape.q_heads // shape.kv_heads, "lab.results.modelshape")}
     for gpu_name, gpu in (("a10g", a10g_gpu), ("h200", h200_gpu)):
         out[f"{gpu_name}_min_splits_groups"] = Fact(math.ceil(gpu.sm_count / shape.kv_heads), "lab.results.hardware")
     return out
+
+
+def _target_len(table, study: str, arm: str, actual_len) -> int:
+    """The target length of the sweep row that ran ``actual_len`` tokens."""
+    rows = report.arm_rows(table, study, arm)
+    return int(rows.loc[rows["actual_len"] == actual_len, "target_len"].iloc[0])
 
 
 FLEX_VARIANTS = ("flex-default", "flex-forced", "flex-tiles16", "flex-paged", "flex-pad8", "sdpa-flash", "sdpa-cudnn")
@@ -161,16 +172,16 @@ FLEX_VARIANTS = ("flex-default", "flex-forced", "flex-tiles16", "flex-paged", "f
 
 def flex_arm(table, h200: str) -> dict:
     """vLLM's FLEX arm from our traces, and the standalone decomposition when it is on file."""
-    copy = load_measurement(H200_CEILINGS).bandwidth / 1e9
+    read_ceiling, read_source = ceiling("H200-SXM"), bandwidth_ceiling("H200-SXM").source
     vllm, fa3 = flexdec.vllm_flex(), flexdec.vllm_flex(backend="FlashAttention", arm=FA3)
     dec = flexdec.read()
     src = dec.source if dec else f"data/{flexdec.DATASET}/{flexdec.FILE}"
     out = {"vllm_flex_tokens": Fact(vllm.tokens, vllm.source),
            "vllm_flex_decode_gbs": shown(vllm.decode_gb_per_s, ".0f", vllm.source),
-           "vllm_flex_decode_pct": shown(100 * vllm.decode_gb_per_s / copy if vllm.decode_gb_per_s else None, ".1f",
-                                         vllm.source, "%"),
+           "vllm_flex_decode_pct": shown(100 * vllm.decode_gb_per_s * 1e9 / read_ceiling if vllm.decode_gb_per_s
+                                         else None, ".1f", f"{vllm.source} over {read_source}", "%"),
            "vllm_flex_prefill_tflops": shown(vllm.prefill_tflops, ".0f", vllm.source),
-           "vllm_fa3_prefill_tflops": shown(fa3.prefill_tflops, ".0f", "data/h200/vllm0.26-qwen2.5-7b/traces/flash_attn-fa3"),
+           "vllm_fa3_prefill_tflops": shown(fa3.prefill_tflops, ".0f", f"data/h200/vllm0.26-qwen2.5-7b/traces/{arms.FA3.slug}"),
            "flexdec_status": Fact(f"measured on the {dec.gpu} ({src})" if dec else None, src),
            "flexdec_decode_n": shown(dec.length("decode") if dec else None, ",d", src),
            "flexdec_prefill_n": shown(dec.length("prefill") if dec else None, ",d", src),
@@ -178,28 +189,28 @@ def flex_arm(table, h200: str) -> dict:
                                         f"{src[:-len(flexdec.FILE)]}provenance.json: flags.sources"),
            "flexdec_vllm_vs_paged_x": shown(flexdec.vllm_over(dec, vllm), ".2f", src, "×")}
     for batch in (1, 16):
-        out |= _flex_decode(dec, batch, src)
+        out |= _flex_decode(dec, batch, src, read_ceiling / 1e9)
     out |= _flex_prefill(dec, src) | _vllm_flex_kernels(table, h200) | _flex_concurrency()
     return out
 
 
-def _flex_decode(dec, batch: int, src: str) -> dict:
-    """One decode batch of the decomposition: rates, times, programs, and each step's factor."""
+def _flex_decode(dec, batch: int, src: str, ceiling_gbs: float) -> dict:
+    """One decode batch of the decomposition: rates (and their share of the read ceiling), times, programs, and
+    each step's factor."""
     value = (lambda fn, *a: fn("decode", batch, *a)) if dec else (lambda fn, *a: None)
-    copy_rate = value(dec.rate, "copy") if dec else None
     out = {}
     for variant in FLEX_VARIANTS:
         key, rate = f"flexdec_b{batch}_{variant.replace('-', '_')}", value(dec.rate, variant) if dec else None
         out[f"{key}_gbs"] = shown(rate, ",.0f", src, " GB/s")
-        out[f"{key}_pct"] = shown(100 * rate / copy_rate if rate and copy_rate else None, ".1f", src, "%")
+        out[f"{key}_pct"] = shown(100 * rate / ceiling_gbs if rate else None, ".1f",
+                                  f"{src} over {bandwidth_ceiling('H200-SXM').source}", "%")
         out[f"{key}_ms"] = shown(value(dec.ms, variant) if dec else None, ".3f", src, " ms")
         out[f"{key}_programs"] = shown(value(dec.programs, variant) if dec else None, ",d", src)
     for slow, fast, _ in (*flexdec.STEPS, flexdec.DECODE_TEMPLATE):
-        factor = value(dec.factor, slow, fast) if dec else None
-        out[f"flexdec_b{batch}_{slow.split('-')[1]}_x"] = shown(factor, ".2f", src, "×")
+        out[f"flexdec_b{batch}_{slow.split('-')[1]}_x"] = _factor(dec, "decode", batch, slow, fast, src, ".2f")
     for fast in ("flex-pad8", "sdpa-cudnn"):  # how many times faster than the general kernel
-        factor = value(dec.factor, "flex-default", fast) if dec else None
-        out[f"flexdec_b{batch}_default_over_{fast.split('-')[1]}"] = shown(factor, ".1f", src, "×")
+        out[f"flexdec_b{batch}_default_over_{fast.split('-')[1]}"] = _factor(dec, "decode", batch, "flex-default",
+                                                                             fast, src, ".1f")
     out[f"flexdec_b{batch}_pad8_combine"] = shown(value(dec.extra_kernels, "flex-pad8") if dec else None, "d", src)
     return out
 
@@ -215,9 +226,14 @@ def _flex_prefill(dec, src: str) -> dict:
         grid = dec.grid("prefill", batch, variant) if dec else None  # (query tiles, batch, heads)
         out[f"{key}_rows"] = shown(dec.length("prefill") / grid[0] if grid else None, ".0f", src)
     for slow, fast, _ in flexdec.STEPS:
-        factor = dec.factor("prefill", batch, slow, fast) if dec else None
-        out[f"flexdec_prefill_{slow.split('-')[1]}_x"] = shown(factor, ".2f" if slow == "flex-forced" else ".1f", src, "×")
+        out[f"flexdec_prefill_{slow.split('-')[1]}_x"] = _factor(dec, "prefill", batch, slow, fast, src,
+                                                                 ".2f" if slow == "flex-forced" else ".1f")
     return out
+
+
+def _factor(dec, phase: str, batch: int, slow: str, fast: str, src: str, fmt: str) -> Fact:
+    """One time ratio of the decomposition, glued as "2.1×" (not measured while the decomposition is not)."""
+    return (dec.factor_fact(phase, batch, slow, fast) if dec else Fact(None, src)).shown_as("{:" + fmt + "}×")
 
 
 def _vllm_flex_kernels(table, h200: str) -> dict:
@@ -237,7 +253,7 @@ def _vllm_flex_kernels(table, h200: str) -> dict:
 
 def _flex_concurrency() -> dict:
     """vLLM's FLEX arm with several requests: ITL by context and number of requests."""
-    table, src = rc.load_points(), f"data/{rc.H200_STUDY}/flex_attention/concurrency.csv"
+    table, src = rc.load_points(), f"data/{rc.H200_STUDY}/{arms.FLEX.slug}/concurrency.csv"
     out = {}
     for context in (2048, 32768):
         for requests in (1, 4, 16, 64):
@@ -263,7 +279,7 @@ def values_vs_shapes() -> dict:
 
 def chunk(table) -> dict:
     comparison = variants.chunk_comparison(table)
-    src = "data/h200/vllm0.26-qwen2.5-7b-chunk2048/flash_attn-fa3/sweep.csv"
+    src = f"data/h200/vllm0.26-qwen2.5-7b-chunk2048/{arms.FA3.slug}/sweep.csv"
     out = {"chunk_status": Fact("measured" if comparison else None, src)}
     for size in ("small", "large"):
         fit = getattr(comparison, size) if comparison else None
@@ -271,11 +287,33 @@ def chunk(table) -> dict:
         out[f"chunk_{size}_a"] = shown(fit.a * 1e3 if fit else None, ".1f", src, " ms")
         out[f"chunk_{size}_b"] = shown(fit.b_us_per_token if fit else None, ".2f", src, " µs/token")
         out[f"chunk_{size}_c"] = shown(fit.c_ps_per_token2 if fit else None, ".0f", src, " ps/token²")
+    out |= chunk_reread(comparison, src)
     for coefficient in ("a", "b", "c"):
         moved = None if comparison is None else ("moved" if comparison.moved(coefficient) else "did not move")
         out[f"chunk_{coefficient}_moved"] = Fact(moved, src)
         out[f"chunk_{coefficient}_ratio"] = shown(comparison.ratio(coefficient) if comparison else None, ".2f", src, "×")
     return out
+
+
+def chunk_reread(comparison, src: str, n: int = 32768) -> dict:
+    """How much of the quadratic time the smaller chunks added at n is the cached prefix read once more per chunk
+    (compulsory K/V bytes, lab.results.iomodel.chunked_prefill_bytes) at the H200's bandwidth ceiling."""
+    shape = qwen25_7b()
+    block = iomodel.flash_block_size(shape.head_dim, device("H200-SXM").smem_per_sm, 2)
+
+    def extra_ms(chunk: int) -> float:
+        counts = iomodel.chunked_prefill_bytes(shape, n, chunk, block)
+        extra = shape.layers * (counts["chunked"]["compulsory"] - counts["single"]["compulsory"])
+        return 1e3 * extra / ceiling("H200-SXM")
+
+    if comparison is None:
+        reread = added = None
+    else:
+        reread = extra_ms(comparison.small_chunk) - extra_ms(comparison.large_chunk)
+        added = 1e3 * (comparison.small.c - comparison.large.c) * n**2
+    return {"chunk_eval_n": Fact(n, src), "chunk_c_added_ms": shown(added, ".0f", src, " ms"),
+            "chunk_reread_ms": shown(reread, ".1f", src, " ms"),
+            "chunk_reread_pct": shown(100 * reread / added if added else None, ".0f", src, "%")}
 
 
 def fa2_fa3(table, h200: str) -> dict:
@@ -293,8 +331,8 @@ def fa2_fa3(table, h200: str) -> dict:
 def against_floor(table, a10g: str, h200: str) -> dict:
     out = {}
     rows = report.against_floor(table, a10g).set_index(["arm", "n"])
-    longest = int(report.fit_summary(table, a10g).set_index("arm").loc["FLASH_ATTN", "longest"])
-    for name, arm in (("fa", "FLASH_ATTN"), ("flex", FLEX)):
+    longest = int(report.fit_summary(table, a10g).set_index("arm").loc[FLASH, "longest"])
+    for name, arm in (("fa", FLASH), ("flex", FLEX)):
         for what in ("ttft", "itl"):
             out[f"a10g_{name}_{what}_x_floor_long"] = Fact(rows.loc[(arm, longest), f"{what}_x_floor"], f"data/{a10g}/sweep.csv")
     h = report.against_floor(table, h200)
@@ -328,7 +366,7 @@ def batch() -> dict:
     for b in (low, high):
         floor_s = rc.floor_step_s(b, long, bandwidth)
         kv = rc.kv_bytes_per_step(b, long)
-        out[f"batch_{b}_floor_itl"] = Fact(floor_s * 1e3, src)
+        out[f"batch_{b}_floor_itl"] = rc.floor_fact(b, long)
         out[f"batch_{b}_floor_tok_s"] = Fact(b / floor_s, src)
         out[f"batch_{b}_kv_share"] = Fact(100 * kv / (kv + weights), src)
         for name, arm in (("fa", FA3), ("flex", FLEX)):
@@ -346,16 +384,18 @@ def batch() -> dict:
 
 def tensor_parallel(table) -> dict:
     shape, split = qwen25_7b(), variants.tensor_parallel(table)
-    src, data_src = "lab.results.modelshape", "data/h200x2/vllm0.26-qwen2.5-7b-tp2/flash_attn-fa3/sweep.csv"
+    src, data_src = "lab.results.modelshape", f"data/h200x2/vllm0.26-qwen2.5-7b-tp2/{arms.FA3.slug}/sweep.csv"
     gpus = split.gpus if split else 2
     weights = 2 * (shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights)
-    bandwidth = device("H200-SXM").bandwidth
+    bandwidth = ceiling("H200-SXM")
     out = {"tp_gpus": Fact(gpus, src), "tp_kv_heads_per_gpu": Fact(max(1, shape.kv_heads // gpus), src),
            "tp_q_heads_per_gpu": Fact(shape.q_heads // gpus, src),
-           "tp_allreduces": Fact(2 * shape.layers, src),
+           # o_proj and down_proj end in an all-reduce (RowParallelLinear), and so does the vocab-parallel
+           # embedding (VocabParallelEmbedding.forward): 2 per layer + 1 per forward pass
+           "tp_allreduces": Fact(2 * shape.layers + 1, "vllm 0.26: qwen2.py, linear.py, vocab_parallel_embedding.py"),
            "tp_allreduce_kb": Fact(shape.hidden * 2 / 1e3, src),
-           "tp_weights_floor_one": Fact(weights / bandwidth * 1e3, "lab.results.hardware"),
-           "tp_weights_floor_split": Fact(weights / gpus / bandwidth * 1e3, "lab.results.hardware")}
+           "tp_weights_floor_one": Fact(weights / bandwidth * 1e3, bandwidth_ceiling("H200-SXM").source),
+           "tp_weights_floor_split": Fact(weights / gpus / bandwidth * 1e3, bandwidth_ceiling("H200-SXM").source)}
     if split:
         i = len(split.lengths) - 1
         overhead = split.itl_overhead_ms()
@@ -364,7 +404,10 @@ def tensor_parallel(table) -> dict:
             "tp_itl_one": shown(split.itl_one[0] if split else None, ".2f", data_src, " ms"),
             "tp_itl_split": shown(split.itl_split[0] if split else None, ".2f", data_src, " ms"),
             "tp_itl_short_n": shown(split.lengths[0] if split else None, ",d", data_src),
-            "tp_overhead_ms": shown(overhead[0] if split else None, ".2f", data_src, " ms")}
+            "tp_overhead_ms": shown(overhead[0] if split else None, ".2f", data_src, " ms"),
+            "tp_gap_one": shown(split.itl_one[0] - split.decode_floor_one_ms[0] if split else None, ".2f", data_src, " ms"),
+            "tp_gap_split": shown(split.itl_split[0] - split.decode_floor_split_ms[0] if split else None, ".2f",
+                                  data_src, " ms")}
     return out | tensor_parallel_window(gpus)
 
 
@@ -372,15 +415,19 @@ def tensor_parallel_window(gpus: int, tokens: int = 8192) -> dict:
     """One prefill window of the TP server beside the one-GPU window of the same prompt (census, ms)."""
     from lab.results import census_windows as cw
 
-    table, src = cw.census_table(), "data/h200x2/vllm0.26-qwen2.5-7b-tp2/traces/flash_attn-fa3/census.csv"
+    table, src = cw.census_table(), f"data/h200x2/vllm0.26-qwen2.5-7b-tp2/traces/{arms.FA3.slug}/census.csv"
     split, one = (cw.window(table, g, "prefill", tokens, "FlashAttention") for g in (f"{gpus}x H200", "H200"))
     ms = lambda w, fam: shown(w.ms.get(fam) if w.known else None, ".1f", src, " ms")
     comm = split.ms.get("communication") if split.known else None
+    window = next((w for w in cw.measured_windows() if w["gpu"] == f"{gpus}x H200" and w["window"] == f"prefill-{tokens}"),
+                  None)
+    launches = window["launches"].get("communication") if window else None
     return {"tp_window_n": Fact(tokens, src), "tp_window_ms": shown(split.window_ms if split.known else None, ".0f", src, " ms"),
             "one_window_ms": shown(one.window_ms if one.known else None, ".0f", src, " ms"),
             "tp_comm_ms": ms(split, "communication"), "tp_attn_ms": ms(split, "attention"),
             "one_attn_ms": ms(one, "attention"), "tp_matmul_ms": ms(split, "matmul"), "one_matmul_ms": ms(one, "matmul"),
-            "tp_comm_pct": shown(100 * comm / split.window_ms if comm is not None else None, ".0f", src, "%")}
+            "tp_comm_pct": shown(100 * comm / split.window_ms if comm is not None else None, ".0f", src, "%"),
+            "tp_comm_launches": shown(launches, "d", src)}
 
 
 def chapter06(table) -> dict:
@@ -388,4 +435,5 @@ def chapter06(table) -> dict:
     a10g, h200 = report.A10G_STUDY, report.find_study(table, "H200")
     return (setup(table, a10g, h200) | a10g_prefill(table, a10g) | h200_prefill(table, h200)
             | decode(table, a10g, h200) | flex_arm(table, h200) | values_vs_shapes() | chunk(table)
-            | fa2_fa3(table, h200) | against_floor(table, a10g, h200) | batch() | tensor_parallel(table))
+            | fa2_fa3(table, h200) | against_floor(table, a10g, h200) | batch() | tensor_parallel(table)
+            | flex_counters())

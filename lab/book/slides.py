@@ -22,7 +22,6 @@ every local one exists; otherwise it fails.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.cli import path_arg
 from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks
 
 BOOK_DIR = REPO_ROOT / "book"
@@ -71,10 +71,23 @@ def _glue_text(output: dict | None, name: str, fmt: str) -> str:
         if mime in data and not fmt:
             payload = data[mime] if mime != "image/svg+xml" else base64.b64encode(data[mime].encode()).decode()
             return f'<img src="data:{mime};base64,{"".join(payload)}" alt="{name}">'
+    if "text/html" in data and not fmt:  # a glued table: its HTML, not the repr its text/plain face holds
+        html = data["text/html"]
+        return "".join(html) if isinstance(html, list) else html
     text = data.get("text/plain")
     if text is None:
         raise LabError(f"glue name {name!r} has no text/plain value to show")
     return format_plain_text("".join(text) if isinstance(text, list) else text, fmt)
+
+
+def _glue_block(output: dict | None, name: str) -> str:
+    """A ``{glue}`` directive's value on a slide: a glued table's HTML (a pandas Styler's text/plain is only
+    its repr), else what the inline role would show. Blank lines are dropped so Markdown keeps the HTML one block."""
+    html = (output or {}).get("data", {}).get("text/html")
+    if html is None:
+        return _glue_text(output, name, "")
+    html = "".join(html) if isinstance(html, list) else html
+    return "\n".join(line for line in html.splitlines() if line.strip())
 
 
 def _inline(line: str, glue: dict, link) -> str:
@@ -138,7 +151,7 @@ def convert_myst(text: str, glue: dict, link=lambda target, anchor: target + anc
                 segments[-1].lines += [f"```{arg}", *body, "```", ""]
             elif name.startswith("glue"):
                 key = arg.split()[0] if arg else ""
-                segments[-1].lines += [_glue_text(glue.get(key), key, ""), ""]
+                segments[-1].lines += [_glue_block(glue.get(key), key), ""]
             else:
                 inner = convert_myst("\n".join(body), glue, link)
                 inner_text = [ln for seg in inner for ln in seg.lines]
@@ -465,8 +478,8 @@ class DeckLinks:
 def add_arguments(parser) -> None:
     parser.add_argument("chapters", nargs="*", metavar="CHAPTER",
                         help="chapter file stems, e.g. 06-vllm-sweeps (default: every chapter in _toc.yml)")
-    parser.add_argument("--out", type=Path, default=SITE_DIR / "slides", help="folder for the decks (default: %(default)s)")
-    parser.add_argument("--site", type=Path, default=SITE_DIR, help="the built site (default: %(default)s)")
+    parser.add_argument("--out", type=path_arg, default=SITE_DIR / "slides", help="folder for the decks (default: %(default)s)")
+    parser.add_argument("--site", type=path_arg, default=SITE_DIR, help="the built site (default: %(default)s)")
     parser.add_argument("--execute", action="store_true",
                         help="run each chapter now instead of reading the site build's executed notebooks")
 
@@ -474,10 +487,14 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     from tqdm import tqdm
 
+    from lab.folders import check_output, dataset_lock
+
+    check_output(args.out, "--out", [("the chapters folder", BOOK_DIR)])
     chapters = args.chapters or toc_chapters()
     if not args.execute and not (args.site / "index.html").exists():
         raise LabError(f"{args.site}: no built site; run scripts/build_site.sh first (or pass --execute)")
-    for stem in tqdm(chapters, desc="slides", unit="deck", disable=len(chapters) < 2):
-        page = export(stem, out_dir=args.out, site_dir=args.site, execute=args.execute)
-        print(f"wrote {page}")
+    with dataset_lock(args.out):
+        for stem in tqdm(chapters, desc="slides", unit="deck", disable=len(chapters) < 2):
+            page = export(stem, out_dir=args.out, site_dir=args.site, execute=args.execute)
+            print(f"wrote {page}")
     return 0

@@ -6,6 +6,7 @@ added then (sphinx-thebe's ``const THEBE_JS_URL = ...``, sphinx-togglebutton's s
 twice on every page, and the second ``const`` declaration is a SyntaxError in the browser.
 This extension drops such duplicates from each page's script list just before it is written, and
 drops sphinx-thebe's files when no thebe launch button is configured (its inline line names a CDN).
+It also tells each page's kernel where to write the page's fact registry (:mod:`lab.book.fact_registry`).
 After the build it gives each figure the alt text its PNG carries (what it shows, not its file name)
 and long names in table cells places to wrap (:mod:`lab.book.long_names`), so a table of kernel
 names fits a laptop's page instead of scrolling.
@@ -16,9 +17,11 @@ Enable it in ``_config.yml``: ``sphinx: extra_extensions: [lab.book.sphinxext]``
 from __future__ import annotations
 
 import html
+import os
 import re
 from pathlib import Path
 
+from lab.book import fact_registry
 from lab.book.long_names import add_breaks_in_cells
 from lab.book.plots.alt_text import png_alt
 
@@ -101,7 +104,21 @@ def _finish_pages(app, exception) -> None:
             page.write_text(finished, encoding="utf-8")
 
 
+def _registry_folder(app) -> None:
+    """Each page's glued facts go beside the HTML (``_build/facts``), where tests/test_consistency.py reads them."""
+    os.environ[fact_registry.FOLDER_ENV] = str(Path(app.outdir).parent / "facts")
+
+
+def _registry_page(app, docname, source) -> None:
+    """The page about to execute: its kernel (started after this, with this environment) writes its facts
+    under its name; what an earlier build of the page recorded goes first."""
+    os.environ[fact_registry.PAGE_ENV] = docname
+    (Path(os.environ[fact_registry.FOLDER_ENV]) / f"{docname}.json").unlink(missing_ok=True)
+
+
 def setup(app):
+    app.connect("builder-inited", _registry_folder)
+    app.connect("source-read", _registry_page)
     app.connect("html-page-context", _dedupe_page_scripts, priority=900)  # after extensions that add scripts
     app.connect("build-finished", _finish_pages)
     app.setup_extension("lab.book.chapter_header")  # the line under each chapter title, the .ipynb download

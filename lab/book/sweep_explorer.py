@@ -13,12 +13,12 @@ import numpy as np
 
 from lab import LabError
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
-from lab.results.data import DATA_DIR
+from lab.measure.vllm.arms import book_order
+from lab.results.data import DATA_DIR, skipped_note
+from lab.results.hardware import match_device
 from lab.results.sweeps import (  # noqa: F401  (study_of: this explorer's naming of studies, tested here)
     A10G_STUDY, arm_rows, finite_number, fits_by_arm, floors, gpu_count, ok_rows, study_label, study_of, sweep_table)
 
-#: Backends offered first when a study has them.
-PREFERRED_ARMS = ("FLASH_ATTN", "FLASH_ATTN/FA3")
 PREFERRED_LENGTH = 8192
 FIT_POINTS = 48
 
@@ -31,15 +31,14 @@ def _labels(table, studies: list[str]) -> list[str]:
 
 
 def _floors(table, studies):
-    """study -> roofline floors over its lengths, or None for a GPU without datasheet figures."""
+    """study -> roofline floors over its lengths, or None for a GPU without a row in lab.results.hardware (a
+    reader's own); a GPU of the table whose bandwidth ceiling is not on file is an error, not a missing floor."""
     out = {}
     for study in studies:
         rows = table[table["study"] == study]
+        gpu = str(rows["gpu"].iloc[0])
         lengths = sorted(set(rows["actual_len"].dropna().astype(int)) | set(rows["target_len"].astype(int)))
-        try:
-            out[study] = floors(str(rows["gpu"].iloc[0]), lengths, gpu_count(table, study))
-        except LabError:
-            out[study] = None
+        out[study] = floors(gpu, lengths, gpu_count(table, study)) if match_device(gpu) else None
     return out
 
 
@@ -74,38 +73,6 @@ def _series(table, study, backend, fit, floor, column, ttft_mode, order):
     return series
 
 
-def _readouts(row, fit, at, floors, *, measured: bool, fitted: bool, spread: bool) -> list[Readout]:
-    """The readouts of one measured row (``{}`` when there is none) at ``at`` tokens; a missing value says
-    why: the run did not finish or was not made, the fit is not read past its data, the GPU has no
-    datasheet figures, the dataset recorded no spread of inter-token latencies."""
-    ttft, itl = finite_number(row.get("ttft_s")), finite_number(row.get("itl_ms"))
-    p10, p90 = finite_number(row.get("itl_p10_ms")), finite_number(row.get("itl_p90_ms"))
-    prefill_floor, decode_floor = floors
-    unmeasured = "did not finish" if measured else "not measured at this length"
-    no_fit = "not read past the measured lengths" if fitted else "no fit"
-    no_floor = "no datasheet figures for this GPU" if prefill_floor is None else unmeasured
-    return [
-        Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f", missing=unmeasured),
-        Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f",
-                missing=unmeasured),
-        Readout("itl", "Decode inter-token latency (median)", itl, unit="ms", fmt=".2f", missing=unmeasured),
-        Readout("quad_share", "Share of length-dependent prefill time in the n² term (fit)",
-                fit.quad_share(at) * 100 if fit is not None else None, unit="%", fmt=".1f", missing=no_fit),
-        Readout("fit", "Quadratic fit at this length", fit.predict(at) if fit is not None else None, unit="s",
-                fmt=".3f", missing=no_fit),
-        Readout("prefill_floor", "Roofline floor of the first token", prefill_floor, unit="s", fmt=".3f",
-                missing=no_floor),
-        Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="x", fmt=".2f",
-                missing=no_floor if ttft is not None else unmeasured),
-        Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else None,
-                missing=unmeasured if spread else "not recorded in this dataset"),
-        Readout("decode_floor", "Roofline floor of a decode step", decode_floor, unit="ms", fmt=".2f",
-                missing=no_floor),
-        Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="x", fmt=".2f",
-                missing=no_floor if itl is not None else unmeasured),
-    ]
-
-
 def _why_missing(table, labels: dict):
     """why_missing for the explorer: a backend a study never ran, or a length it did not reach."""
     measured = {(s, a, int(n)) for s, a, n in table[["study", "arm", "target_len"]].itertuples(index=False)}
@@ -120,6 +87,35 @@ def _why_missing(table, labels: dict):
     return why_missing
 
 
+def _point_readouts(row, attempted: int, fit, has_fit: bool, floor, spread_recorded: bool, at, ttft, itl, p10, p90,
+                    prefill_floor, decode_floor) -> list[Readout]:
+    """The sweep explorer's readouts at one point; each one without a value says why, in its place."""
+    unmeasured = "did not finish" if attempted else "not measured at this length"
+    no_fit = "not read past the measured lengths" if has_fit else "no fit"
+    no_floor = "no datasheet figures for this GPU" if floor is None else unmeasured
+    no_spread = unmeasured if spread_recorded else "not recorded in this dataset"
+    return [
+        Readout("ttft", "Time to first token", ttft, unit="s", fmt=".3f", missing=unmeasured),
+        Readout("prefill", "Prefill cost per prompt token", row.get("prefill_ms_per_token"), unit="ms", fmt=".3f",
+                missing=unmeasured),
+        Readout("itl", "Decode inter-token latency (median)", itl, unit="ms", fmt=".2f", missing=unmeasured),
+        Readout("quad_share", "Share of length-dependent prefill time in the n² term (fit)",
+                fit.quad_share(at) * 100 if fit is not None else None, unit="%", fmt=".1f", missing=no_fit),
+        Readout("fit", "Quadratic fit at this length", fit.predict(at) if fit is not None else None, unit="s",
+                fmt=".3f", missing=no_fit),
+        Readout("prefill_floor", "Roofline floor of the first token", prefill_floor, unit="s", fmt=".3f",
+                missing=no_floor),
+        Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="x", fmt=".2f",
+                missing=no_floor if ttft is not None else unmeasured),
+        Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else None,
+                missing=no_spread),
+        Readout("decode_floor", "Roofline floor of a decode step", decode_floor, unit="ms", fmt=".2f",
+                missing=no_floor),
+        Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="x", fmt=".2f",
+                missing=no_floor if itl is not None else unmeasured),
+    ]
+
+
 def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
     """Prompt length x backend x GPU study x chart (TTFT or ITL) -> the measured point, its fit and floor."""
     table = sweep_table(root)
@@ -129,7 +125,7 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
                                                              gpu_count(table, s), s))
     labels = dict(zip(studies, _labels(table, studies), strict=True))
     lengths = sorted(int(n) for n in table["target_len"].unique())
-    arms = sorted(table["arm"].unique(), key=lambda a: (a not in PREFERRED_ARMS, not a.startswith("FLASH_ATTN"), a))
+    arms = book_order(table["arm"].unique())
     fits, floor_of = fits_by_arm(table), _floors(table, studies)
     longest = {s: int(table[table["study"] == s]["target_len"].max()) for s in studies}
     # ticks over the chosen study's lengths: the A10G chart ends where its data ends
@@ -149,11 +145,13 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
         row = point.iloc[0] if len(point) else {}
         n = finite_number(row.get("actual_len"))
         ttft, itl = finite_number(row.get("ttft_s")), finite_number(row.get("itl_ms"))
+        p10, p90 = finite_number(row.get("itl_p10_ms")), finite_number(row.get("itl_p90_ms"))
+        prefill_floor, decode_floor = _floor_at(floor, n if n is not None else length)
         at = n if n is not None else length
         if fit is not None and at > 1.1 * arm_rows(ok_rows(rows), study, backend)["actual_len"].max():
             fit = None  # no readout far past the measured range: a fit is not a measurement
-        readouts = _readouts(row, fit, at, _floor_at(floor, at), measured=bool(len(point)),
-                             fitted=fits.get((study, backend)) is not None, spread=has_spread[study])
+        readouts = _point_readouts(row, len(point), fit, fits.get((study, backend)) is not None, floor,
+                                   has_spread[study], at, ttft, itl, p10, p90, prefill_floor, decode_floor)
         if not len(point):
             note = f"No {backend} measurement at {length} tokens on {gpu}; the fit and floor are shown at that length."
         elif ttft is None or n is None:
@@ -181,9 +179,9 @@ def sweep_explorer(root=DATA_DIR, key: str = "sweep-explorer") -> Explorer:
                   Control("backend", "Attention backend", values=arms),
                   Control("study", "GPU(s) and engine", values=studies, labels=[labels[s] for s in studies]),
                   Control("metric", "Chart", values=["TTFT", "ITL"], labels=["time to first token", "inter-token latency"])],
-        view=view, why_missing=why_missing,
+        view=view, why_missing=why_missing, skipped=skipped_note(root, "sweep.csv"),
         caption="Points are measured; the grey dashed line is the roofline floor of the chosen GPU(s) "
-                "(FLOPs over peak for the first token, bytes over bandwidth for each later one); in the TTFT "
+                "(FLOPs over peak for the first token, bytes over the GPU's bandwidth ceiling for each later one); in the TTFT "
                 "chart the coloured dashed curve is the chosen backend's quadratic fit t = a + b·n + c·n². "
                 "A study over two GPUs is one server with the model split between them (tensor parallel).",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lab.book.facts import Fact
+from lab.measure.vllm.arms import FLASH, FLEX
 from lab.results import census_windows as cd
 from lab.results import trace_analysis as ta
 from lab.results.data import load
@@ -63,14 +64,14 @@ def decode_names() -> dict:
             "group": Fact(model.q_heads // model.kv_heads, "lab.results.modelshape"),
             "sm_a10g": Fact(DEVICES["A10G"].sm_count, "lab.results.hardware"),
             "sm_h200": Fact(DEVICES["H200-SXM"].sm_count, "lab.results.hardware"),
-            "a10g_decode_fa": Fact(names["FLASH_ATTN"], src), "a10g_decode_fx": Fact(names["FLEX_ATTENTION"], src)}
+            "a10g_decode_fa": Fact(names[FLASH.label], src), "a10g_decode_fx": Fact(names[FLEX.label], src)}
 
 
 def naive(table) -> dict:
     reference = load(A10G_DATASET)
     itl = reference.csv("decode_summary.csv", ("arm", "long_len", "long_itl_ms")).set_index("arm")["long_itl_ms"]
     out = {"naive_gen": Fact(cd.REFERENCE_DECODE_WINDOW_TOKENS, "lab.results.census_windows")}
-    for tag, backend, arm in (("fa", ta.FLASH, "FLASH_ATTN"), ("fx", ta.FLEX, "FLEX_ATTENTION")):
+    for tag, backend, arm in (("fa", ta.FLASH, FLASH.label), ("fx", ta.FLEX, FLEX.label)):
         w = ta.naive_window(table, backend, float(itl[arm]))
         out |= {f"naive_{tag}_s": Fact(w.window_s, A10G_SRC), f"naive_{tag}_prefill_s": Fact(w.prefill_kernels_s, A10G_SRC),
                 f"naive_{tag}_prefill_pct": Fact(w.prefill_pct, A10G_SRC), f"naive_{tag}_decode_s": Fact(w.decode_s, A10G_SRC),

@@ -28,8 +28,10 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store, units
-from lab.cli import sizes
+from lab.cli import path_arg, positive_count, sizes
+from lab.folders import dataset_lock, set_aside
 from lab.measure.candidates import (  # noqa: F401  (re-exported: lab.measure.bench is where callers look)
+    ALL_CANDIDATES,
     CANDIDATES,
     MAX_ABS_ERR,
     OURS,
@@ -109,21 +111,23 @@ def bars(prefill, decode) -> list[dict]:
 # --- CLI ---------------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--lengths", default="1k,2k,4k,8k,16k,32k", help="prefill prompt lengths")
     parser.add_argument("--contexts", default="1k,2k,4k,8k,16k,32k,64k,128k", help="decode context lengths")
     parser.add_argument("--batches", default="1,16", help="decode batch sizes")
-    parser.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}")
-    parser.add_argument("--q-heads", type=int, default=28)
-    parser.add_argument("--kv-heads", type=int, default=4)
-    parser.add_argument("--rep-ms", type=int, default=120, help="milliseconds of timed repeats per measurement, "
+    parser.add_argument("--candidates", default=",".join(CANDIDATES),
+                        help=f"subset of {','.join(ALL_CANDIDATES)} (the peers {','.join(ALL_CANDIDATES[len(CANDIDATES):])} "
+                             "need vLLM's vllm_flash_attn or flash-attn-4 installed)")
+    parser.add_argument("--q-heads", type=positive_count, default=28)
+    parser.add_argument("--kv-heads", type=positive_count, default=4)
+    parser.add_argument("--rep-ms", type=positive_count, default=120, help="milliseconds of timed repeats per measurement, "
                         "shared out among the rounds")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds: each round times every candidate "
+    parser.add_argument("--rounds", type=positive_count, default=3, help="interleaved rounds: each round times every candidate "
                         "of a shape once, starting at a different one; a candidate's time is its median round")
     parser.add_argument("--skip-prefill", action="store_true")
     parser.add_argument("--skip-decode", action="store_true")
     parser.add_argument("--skip-ablation", action="store_true", help="skip the tuned kernel's step-by-step ablation at 16k/32k")
-    parser.add_argument("--rebuild", type=Path, metavar="DIR",
+    parser.add_argument("--rebuild", type=path_arg, metavar="DIR",
                         help="no GPU needed: rewrite DIR's tables from its measurements.jsonl (e.g. after a cut-off run)")
 
 
@@ -176,41 +180,48 @@ def read_measurements(folder: Path) -> list[dict]:
 def rebuild(folder: Path) -> int:
     """Re-derive the tables of a run (one cut off by a time limit, say) from its measurements.jsonl."""
     rows = read_measurements(folder)
-    prefill, decode, bar_table = write_tables(folder, rows)
+    with dataset_lock(folder, option="--rebuild"):
+        prefill, decode, bar_table = write_tables(folder, rows)
     _print_summary(prefill, decode, bar_table, [])
     return 0
 
 
 def main(args) -> int:
-    import pandas as pd
-    from tqdm import tqdm
 
     from lab import env
-    from lab.measure import gpuclocks
 
     if args.rebuild is not None:
         return rebuild(args.rebuild)
-    if args.rounds < 1 or args.rep_ms < args.rounds:
-        raise LabError(f"--rounds must be at least 1 and --rep-ms at least --rounds; got --rounds {args.rounds}, "
-                       f"--rep-ms {args.rep_ms}")
-    caps = env.detect()
-    if not caps.has_gpu or caps.triton_mode != "gpu":
-        raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): `python -m lab bench` times kernels on a GPU; "
-                       "run it on a GPU machine, or read the cached H200 results in data/h200/kernels/")
+    if args.rep_ms < args.rounds:
+        raise LabError(f"--rep-ms must be at least --rounds; got --rounds {args.rounds}, --rep-ms {args.rep_ms}")
     candidates = [c for c in args.candidates.split(",") if c]
-    unknown = [c for c in candidates if c not in CANDIDATES]
-    if unknown:
-        raise LabError(f"unknown candidate {unknown[0]!r}; choose from {', '.join(CANDIDATES)}")
+    unknown = [c for c in candidates if c not in ALL_CANDIDATES]
+    if unknown or not candidates:
+        raise LabError(f"--candidates: unknown candidate {(unknown or [''])[0]!r}; choose from {', '.join(ALL_CANDIDATES)}")
     if args.q_heads % args.kv_heads:
         raise LabError(f"--q-heads ({args.q_heads}) must be a multiple of --kv-heads ({args.kv_heads})")
     shapes = []
     if not args.skip_prefill:
-        shapes += [Shape("prefill", 1, args.q_heads, args.kv_heads, n) for n in sizes(args.lengths)]
+        shapes += [Shape("prefill", 1, args.q_heads, args.kv_heads, n) for n in sizes(args.lengths, option="--lengths")]
     if not args.skip_decode:
-        shapes += [Shape("decode", b, args.q_heads, args.kv_heads, n) for b in sizes(args.batches) for n in sizes(args.contexts)]
+        shapes += [Shape("decode", b, args.q_heads, args.kv_heads, n) for b in sizes(args.batches, option="--batches")
+                   for n in sizes(args.contexts, option="--contexts")]
+    caps = env.detect()
+    if not caps.has_gpu or caps.triton_mode != "gpu":
+        raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): `python -m lab bench` times kernels on a GPU; "
+                       "run it on a GPU machine, or read the cached H200 results in data/h200/kernels/")
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "measurements.jsonl").unlink(missing_ok=True)
+    with dataset_lock(out_dir):
+        return _measure(args, caps, candidates, shapes, out_dir)
+
+
+def _measure(args, caps, candidates: list[str], shapes: list, out_dir: Path) -> int:
+    import pandas as pd
+    from tqdm import tqdm
+
+    from lab.measure import gpuclocks
+
+    set_aside(out_dir / "measurements.jsonl")  # an earlier run's measurements stay readable, as measurements.1.jsonl
     started = time.time()
     copy_gbps = copy_bandwidth_gbps()
     print(f"{caps.gpu}: device-to-device copy {units.byte_rate(copy_gbps * 1e9)} (read + write)", file=sys.stderr)

@@ -3,6 +3,13 @@
 Candidates: naive (torch SDPA's math backend: the score matrix in memory), torch SDPA with the flash and
 cuDNN backends, FlexAttention (torch.compile'd), and this book's Triton kernels (teaching and tuned).
 Each takes ``(q, k, v, causal)`` with q ``[batch, q_heads, n_q, d]`` and k, v ``[batch, kv_heads, n, d]``.
+
+Peers (:data:`PEERS`): FlashAttention itself, as serving engines run it -- FA2 and FA3 from vLLM's bundled
+``vllm_flash_attn`` (``flash_attn_varlen_func(..., fa_version=2 | 3)``, the call vLLM's FLASH_ATTN backend
+makes), FA4's CuTeDSL kernel (``flash_attn.cute.flash_attn_func`` from the ``flash-attn-4`` wheel) and
+FlexAttention with ``kernel_options={"BACKEND": "FLASH"}`` (torch 2.11 lowers it to that same CuTeDSL
+kernel). Their inputs take another layout (tokens before heads), so each is a :class:`Prepared`: the
+layout change is made once per input set, outside any timing, and undone only to check the output.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from dataclasses import dataclass
 
 CANDIDATES = ("naive", "sdpa-flash", "sdpa-cudnn", "flex", "ours-teaching", "ours-tuned")
 OURS = ("ours-teaching", "ours-tuned")
+PEERS = ("fa2", "fa3", "fa4", "flex-flash")
+ALL_CANDIDATES = CANDIDATES + PEERS
 MAX_ABS_ERR = 2e-2  # bf16 outputs against the fp32 reference
 
 
@@ -55,10 +64,78 @@ def _sdpa(backend_name: str):
     return run
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A candidate whose kernel wants another input layout.
+
+    ``prepare(q, k, v)`` returns the kernel's arguments (made once per input set, outside timing);
+    ``run(*args, causal)`` is what is timed; ``restore(out, q)`` turns its output back into q's layout,
+    for the check against the reference only. Calling it does all three (for one-off calls)."""
+
+    run: Callable
+    prepare: Callable
+    restore: Callable
+
+    def __call__(self, q, k, v, causal):
+        return self.restore(self.run(*self.prepare(q, k, v), causal), q)
+
+
+def timed_call(fn, q, k, v, causal) -> Callable:
+    """A no-argument call of candidate ``fn`` on (q, k, v) with any layout change already made."""
+    if isinstance(fn, Prepared):
+        args = fn.prepare(q, k, v)
+        return lambda: fn.run(*args, causal)
+    return lambda: fn(q, k, v, causal)
+
+
+def _tokens_first(t):
+    """[batch, heads, n, d] -> [batch * n, heads, d], the packed-token layout of vLLM's varlen calls."""
+    return t.transpose(1, 2).reshape(t.shape[0] * t.shape[2], t.shape[1], t.shape[3]).contiguous()
+
+
+def _varlen_prepare(q, k, v):
+    import torch
+
+    batch, n_q, n_k = q.shape[0], q.shape[2], k.shape[2]
+    starts = torch.arange(batch + 1, dtype=torch.int32, device=q.device)
+    return _tokens_first(q), _tokens_first(k), _tokens_first(v), starts * n_q, starts * n_k, n_q, n_k
+
+
+def _varlen_restore(out, q):
+    batch, heads, n_q, d = q.shape
+    return out.view(batch, n_q, heads, d).transpose(1, 2)
+
+
+def _vllm_flash_attn(version: int) -> Prepared:
+    """FA2 or FA3 through vLLM's bundled ``vllm_flash_attn`` (the kernels of vLLM's FLASH_ATTN backend)."""
+    from vllm.vllm_flash_attn import flash_attn_varlen_func
+
+    def run(q, k, v, cu_q, cu_k, n_q, n_k, causal):
+        return flash_attn_varlen_func(q, k, v, max_seqlen_q=n_q, cu_seqlens_q=cu_q, max_seqlen_k=n_k,
+                                      cu_seqlens_k=cu_k, causal=causal, fa_version=version)
+    return Prepared(run, _varlen_prepare, _varlen_restore)
+
+
+def _fa4() -> Prepared:
+    """FlashAttention 4's CuTeDSL kernel (``flash-attn-4``; on Hopper it runs ``flash_fwd_sm90``)."""
+    from flash_attn.cute import flash_attn_func
+
+    def run(q, k, v, causal):
+        out = flash_attn_func(q, k, v, causal=causal)
+        return out[0] if isinstance(out, tuple) else out
+    return Prepared(run, lambda q, k, v: tuple(t.transpose(1, 2).contiguous() for t in (q, k, v)),
+                    lambda out, q: out.transpose(1, 2))
+
+
 _FLEX = {}
 
 
-def _flex(q, k, v, causal):
+def _flex_flash(q, k, v, causal):
+    """FlexAttention lowered to FA4's CuTeDSL kernel (torch 2.11: ``kernel_options={"BACKEND": "FLASH"}``)."""
+    return _flex(q, k, v, causal, kernel_options={"BACKEND": "FLASH"})
+
+
+def _flex(q, k, v, causal, kernel_options=None):
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -71,6 +148,8 @@ def _flex(q, k, v, causal):
         if key not in _FLEX:
             _FLEX[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, key[0], key[1], device=q.device)
         mask = _FLEX[key]
+    if kernel_options:
+        return _FLEX["fn"](q, k, v, block_mask=mask, enable_gqa=True, kernel_options=kernel_options)
     return _FLEX["fn"](q, k, v, block_mask=mask, enable_gqa=True)
 
 
@@ -85,6 +164,12 @@ def candidate_fn(name: str, phase: str) -> Callable:
         return _sdpa("CUDNN_ATTENTION")
     if name == "flex":
         return _flex
+    if name == "flex-flash":
+        return _flex_flash
+    if name in ("fa2", "fa3"):
+        return _vllm_flash_attn(int(name[-1]))
+    if name == "fa4":
+        return _fa4()
     if phase == "decode":
         fn = triton_decode.teaching_decode if name == "ours-teaching" else triton_decode.tuned_decode
         return lambda q, k, v, causal: fn(q, k, v)

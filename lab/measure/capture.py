@@ -28,10 +28,10 @@ Two sources, one output format (``*.trace.json.gz`` that ``python -m lab census`
 from __future__ import annotations
 
 import gzip
+import http.client
 import importlib
 import json
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -41,7 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
+from lab.cli import count_or_zero, path_arg, positive_count, positive_number
+from lab.folders import check_output, dataset_lock
 from lab.measure.trace_store import MAX_TRACE_MB, census_rows, keep_trace, trim_trace, write_rows
+from lab.measure.vllm import arms
+from lab.measure.vllm.replies import StreamError, check_usage, event_tokens, parse_event
 
 #: The windows of the reference study, re-measured: prefill at 2k/8k/28k, decode at 2k/28k.
 DEFAULT_WINDOWS = "prefill:2048,prefill:8192,prefill:28672,decode:2048,decode:28672,decode-naive:28672"
@@ -109,17 +113,22 @@ def stream_chunks(base_url: str, model: str, ids: list[int], max_tokens: int, ti
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             for raw in resp:
-                line = raw.decode("utf-8", "replace").strip()
-                if not line.startswith("data:"):
+                line = raw.strip()
+                if not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()
-                if data == "[DONE]":
+                if data == b"[DONE]":
                     return
-                yield json.loads(data)
+                event = parse_event(data)          # checked where the reply enters
+                check_usage(event.get("usage"))
+                event_tokens(event)
+                yield event
+    except StreamError as exc:
+        raise LabError(f"{base_url}/v1/completions: {exc}") from None
     except urllib.error.HTTPError as exc:
         raise LabError(f"{base_url}/v1/completions answered {exc.code}: "
                        f"{exc.read().decode('utf-8', 'replace')[:200]}") from None
-    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, http.client.HTTPException) as exc:
         raise LabError(f"{base_url}/v1/completions: no answer ({getattr(exc, 'reason', exc)})") from None
 
 
@@ -221,7 +230,7 @@ def capture_window(server, folder: _TraceFolder, window: Window, *, decode_token
                 errors.append(exc)
 
         for chunk in stream_chunks(server.base_url, model, prompt_ids(n, salt=2), max_tokens=decode_tokens + margin):
-            received += sum(len(c.get("token_ids") or [0]) for c in chunk.get("choices", []))
+            received += event_tokens(chunk)[0]
             if mark is None and received >= 1:
                 start()
                 mark = received
@@ -239,75 +248,70 @@ def capture_window(server, folder: _TraceFolder, window: Window, *, decode_token
 
 # --- vLLM: one arm, several windows ---------------------------------------------------------------
 
-_ARMS = {"FLASH_ATTN/FA3": ("FLASH_ATTN", 3), "FLASH_ATTN/FA2": ("FLASH_ATTN", 2),
-         "FLEX_ATTENTION": ("FLEX_ATTENTION", None), "TRITON_ATTN": ("TRITON_ATTN", None)}
-
-
 def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_model_len: int,
                  max_num_batched_tokens: int | None, decode_tokens: int = DECODE_TOKENS,
                  max_mb: float = MAX_TRACE_MB, ready_timeout: float | None = None,
                  profiler_options: dict | None = None, tensor_parallel_size: int = 1) -> Path:
-    """Start a server for ``arm``, capture every window, write traces + census under ``out/<arm>/``.
+    """Start a server for ``arm`` (a label of :data:`lab.measure.vllm.arms.ARMS`), capture every window,
+    write traces + census under ``out/<the arm's slug>/`` (the folder name its sweeps use).
 
     With ``tensor_parallel_size`` > 1 each GPU's worker writes its own trace; the first one written
     (one rank's kernels, its all-reduces in the ``communication`` family) is kept.
     """
     from lab.measure import gpuclocks
     from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
-    from lab.measure.vllm.sweep import arm_slug  # folders named as the sweeps name theirs
     from lab.store import new_provenance, write_json_atomic, write_provenance
 
-    if arm not in _ARMS:
-        raise LabError(f"unknown arm {arm!r}; choose one of {', '.join(_ARMS)}")
-    backend, fa_version = _ARMS[arm]
+    chosen = arms.known(arm)
     longest = max(w.tokens for w in windows) + decode_tokens * 6 + 64
     if longest > max_model_len:
         raise LabError(f"window of {max(w.tokens for w in windows)} tokens plus generation needs "
                        f"--max-model-len >= {longest} (have {max_model_len})")
-    folder = Path(out) / arm_slug(backend, fa_version)
-    folder.mkdir(parents=True, exist_ok=True)
-    raw_dir = Path(tempfile.mkdtemp(prefix="vllm-traces-"))
-    rows, summary = [], []
-    options = {**PROFILER_OPTIONS, **(profiler_options or {})}
-    try:
-        with Server(model, backend, fa_version=fa_version, log_path=folder / "server.log",
-                    max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
-                    tensor_parallel_size=tensor_parallel_size, profiler_dir=raw_dir, profiler_options=options,
-                    ready_timeout=ready_timeout or DEFAULT_READY_TIMEOUT_S) as server:
-            traces = _TraceFolder(raw_dir)
-            clocks = gpuclocks.ClockSampler() if gpuclocks.available() else None
-            for window in windows:
-                t0 = time.monotonic()
-                raw = capture_window(server, traces, window, decode_tokens=decode_tokens, clocks=clocks)
-                sm = None
-                if clocks is not None:  # beside the trace: what the clocks did during this window
-                    record = clocks.record()
-                    write_json_atomic(folder / f"{window.name}.clocks.json", record)
-                    sm = (record["sm_mhz"] or {}).get("median")
-                phase = "decode" if window.phase == "decode" else "all"
-                kept = keep_trace(raw, folder / f"{window.name}.trace.json.gz", phase=phase, max_mb=max_mb)
-                raw.unlink(missing_ok=True)
-                result = kept["census"]
-                rows += census_rows(result, window.phase, window.tokens, server.arm_label())
-                fam = result["families"]
-                line = (f"{server.arm_label():16s} {window.name:20s} window {result['kernel_ms']:10.1f} ms  "
-                        f"attention {fam['attention']['ms']:9.1f} ms ({100 * fam['attention']['share']:4.1f}%)  "
-                        f"matmul {fam['matmul']['ms']:9.1f} ms  steps {result['steps']['prefill']}p/"
-                        f"{result['steps']['decode']}d  {result['attention_signature']['label']}  "
-                        f"[{time.monotonic() - t0:.0f} s{', trimmed' if result['capture']['trimmed'] else ''}"
-                        f"{f', SM clock median {sm:.0f} MHz' if sm else ''}]")
-                print(line, flush=True)
-                summary.append(line)
-                write_rows(folder / "census.csv", rows)   # after every window: nothing lost on a crash
-            record = server.record()
-    finally:
-        shutil.rmtree(raw_dir, ignore_errors=True)
-    write_provenance(folder, new_provenance(
-        "census", model="Qwen2.5-7B-Instruct shape (dummy weights)", dtype="bfloat16",
-        flags={"arm": arm, "windows": [w.name for w in windows], "decode_tokens": decode_tokens,
-               "tensor_parallel_size": tensor_parallel_size,
-               "max_trace_mb": max_mb, "profiler_options": options, "server": record}))
-    return folder
+    folder = Path(out) / chosen.slug
+    check_output(folder, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
+    with dataset_lock(folder):
+        raw_dir = Path(tempfile.mkdtemp(prefix="vllm-traces-"))
+        rows, summary = [], []
+        options = {**PROFILER_OPTIONS, **(profiler_options or {})}
+        try:
+            with Server(model, chosen, log_path=folder / "server.log",
+                        max_model_len=max_model_len, max_num_batched_tokens=max_num_batched_tokens,
+                        tensor_parallel_size=tensor_parallel_size, profiler_dir=raw_dir, profiler_options=options,
+                        ready_timeout=ready_timeout or DEFAULT_READY_TIMEOUT_S) as server:
+                traces = _TraceFolder(raw_dir)
+                clocks = gpuclocks.ClockSampler() if gpuclocks.available() else None
+                for window in windows:
+                    t0 = time.monotonic()
+                    raw = capture_window(server, traces, window, decode_tokens=decode_tokens, clocks=clocks)
+                    sm = None
+                    if clocks is not None:  # beside the trace: what the clocks did during this window
+                        record = clocks.record()
+                        write_json_atomic(folder / f"{window.name}.clocks.json", record)
+                        sm = (record["sm_mhz"] or {}).get("median")
+                    phase = "decode" if window.phase == "decode" else "all"
+                    kept = keep_trace(raw, folder / f"{window.name}.trace.json.gz", phase=phase, max_mb=max_mb)
+                    raw.unlink(missing_ok=True)
+                    result = kept["census"]
+                    rows += census_rows(result, window.phase, window.tokens, server.arm_label())
+                    fam = result["families"]
+                    line = (f"{server.arm_label():16s} {window.name:20s} window {result['kernel_ms']:10.1f} ms  "
+                            f"attention {fam['attention']['ms']:9.1f} ms ({100 * fam['attention']['share']:4.1f}%)  "
+                            f"matmul {fam['matmul']['ms']:9.1f} ms  steps {result['steps']['prefill']}p/"
+                            f"{result['steps']['decode']}d  {result['attention_signature']['label']}  "
+                            f"[{time.monotonic() - t0:.0f} s{', trimmed' if result['capture']['trimmed'] else ''}"
+                            f"{f', SM clock median {sm:.0f} MHz' if sm else ''}]")
+                    print(line, flush=True)
+                    summary.append(line)
+                    write_rows(folder / "census.csv", rows)   # after every window: nothing lost on a crash
+                record = server.record()
+        finally:
+            shutil.rmtree(raw_dir, ignore_errors=True)
+        write_provenance(folder, new_provenance(
+            "census", model="Qwen2.5-7B-Instruct shape (dummy weights)", dtype="bfloat16",
+            flags={"arm": arm, "windows": [w.name for w in windows], "decode_tokens": decode_tokens,
+                   "tensor_parallel_size": tensor_parallel_size,
+                   "max_trace_mb": max_mb, "profiler_options": options, "server": record}))
+        return folder
 
 
 # --- in-process: any callable -------------------------------------------------------------------
@@ -364,66 +368,81 @@ def _load_callable(spec: str):
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="source", metavar="SOURCE")
     v = sub.add_parser("vllm", help="windows from a vLLM server started here (one arm)")
-    v.add_argument("--arm", required=True, choices=list(_ARMS), help="attention backend arm")
-    v.add_argument("--out", required=True, help="output folder; traces land in OUT/<arm>/")
+    v.add_argument("--arm", required=True, choices=list(arms.ARMS), help="attention backend arm")
+    v.add_argument("--out", required=True, type=path_arg, help="output folder; traces land in OUT/<arm>/")
     v.add_argument("--windows", default=DEFAULT_WINDOWS, help=f"PHASE:TOKENS list (default {DEFAULT_WINDOWS})")
     v.add_argument("--model", default="data/models/qwen2.5-7b", help="model folder or name (dummy weights)")
-    v.add_argument("--max-model-len", type=int, default=33024)
-    v.add_argument("--max-num-batched-tokens", type=int, default=None,
+    v.add_argument("--max-model-len", type=positive_count, default=33024)
+    v.add_argument("--max-num-batched-tokens", type=positive_count, default=None,
                    help="chunked-prefill chunk size (default: vLLM's; the log records it)")
-    v.add_argument("--decode-tokens", type=int, default=DECODE_TOKENS, help="tokens inside a decode window")
-    v.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the model is split across (vLLM TP)")
-    v.add_argument("--max-trace-mb", type=float, default=MAX_TRACE_MB, help="trim traces above this size")
-    v.add_argument("--ready-timeout", type=float, default=None, help="seconds to wait for the server")
+    v.add_argument("--decode-tokens", type=positive_count, default=DECODE_TOKENS, help="tokens inside a decode window")
+    v.add_argument("--tensor-parallel-size", type=positive_count, default=1,
+                   help="GPUs the model is split across (vLLM TP)")
+    v.add_argument("--max-trace-mb", type=positive_number, default=MAX_TRACE_MB, help="trim traces above this size")
+    v.add_argument("--ready-timeout", type=positive_number, default=None, help="seconds to wait for the server")
     v.add_argument("--profiler-option", action="append", default=[], metavar="KEY=JSON",
                    help="extra vLLM profiler-config field, e.g. torch_profiler_with_stack=false")
     c = sub.add_parser("call", help="profile a Python function in this process (torch.profiler)")
     c.add_argument("function", metavar="MODULE:FUNCTION", help="a function that takes no arguments")
-    c.add_argument("--out", required=True, help="output trace, *.json.gz")
-    c.add_argument("--warmup", type=int, default=1)
-    c.add_argument("--repeat", type=int, default=1)
+    c.add_argument("--out", required=True, type=path_arg, help="output trace, *.json.gz")
+    c.add_argument("--warmup", type=count_or_zero, default=1, help="unprofiled calls first (default 1)")
+    c.add_argument("--repeat", type=positive_count, default=1, help="profiled calls (default 1)")
     t = sub.add_parser("trim", help="keep only the events the census reads (for committing a large trace)")
-    t.add_argument("trace")
-    t.add_argument("--out", required=True, help="output trace, *.json.gz")
+    t.add_argument("trace", type=path_arg)
+    t.add_argument("--out", required=True, type=path_arg, help="output trace, *.json.gz")
 
 
-_POSITIVE = ("max_model_len", "tensor_parallel_size", "decode_tokens", "max_trace_mb", "ready_timeout", "max_num_batched_tokens", "repeat")
+def _profiler_options(items: list[str]) -> dict:
+    options = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            raise LabError(f"--profiler-option {item!r}: the value must be JSON (true, 3, \"x\")") from None
+    return options
 
 
-def _check_numbers(args) -> None:
-    """Sizes and counts a user typed: a clear error instead of a silent default or a crash later."""
-    for flag in _POSITIVE:
-        value = getattr(args, flag, None)
-        if value is not None and not value > 0:        # also refuses nan
-            raise LabError(f"--{flag.replace('_', '-')} {value}: expected a positive number")
-    if getattr(args, "warmup", 0) < 0:
-        raise LabError(f"--warmup {args.warmup}: expected 0 or more")
+def _trace_file(out: Path, inputs: list[tuple[str, Path]]) -> Path:
+    """The output trace of ``call`` and ``trim``: a file name (not a folder, not an input), refused before any work."""
+    if out.is_dir():
+        raise LabError(f"--out {out}: is a folder; expected a file name such as window.trace.json.gz")
+    if out.is_symlink() and not out.exists():
+        raise LabError(f"--out {out}: a symbolic link that leads nowhere (or back to itself); expected a file name")
+    check_output(out, "--out", inputs)
+    return out
+
+
+def _call(spec: str, out: Path, warmup: int, repeat: int) -> Path:
+    fn = _load_callable(spec)
+
+    def guarded():
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - the user's function: its failure is one line, not ours
+            raise LabError(f"{spec}: the function raised {type(exc).__name__}: {exc}") from None
+    return capture_callable(guarded, out, warmup=warmup, repeat=repeat)
 
 
 def main(args) -> int:
-    _check_numbers(args)
     if args.source == "vllm":
-        options = {}
-        for item in args.profiler_option:
-            key, _, value = item.partition("=")
-            try:
-                options[key] = json.loads(value)
-            except json.JSONDecodeError:
-                raise LabError(f"--profiler-option {item!r}: the value must be JSON (true, 3, \"x\")") from None
         folder = capture_vllm(args.arm, Path(args.out), parse_windows(args.windows), model=args.model,
                               max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
                               decode_tokens=args.decode_tokens, max_mb=args.max_trace_mb,
-                              ready_timeout=args.ready_timeout, profiler_options=options,
+                              ready_timeout=args.ready_timeout, profiler_options=_profiler_options(args.profiler_option),
                               tensor_parallel_size=args.tensor_parallel_size)
         print(f"wrote {folder}")
         return 0
     if args.source == "call":
-        out = capture_callable(_load_callable(args.function), Path(args.out), warmup=args.warmup, repeat=args.repeat)
+        out = _trace_file(Path(args.out), [])
+        with dataset_lock(out.parent):
+            out = _call(args.function, out, args.warmup, args.repeat)
         print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB)")
         return 0
     if args.source == "trim":
-        counts = trim_trace(Path(args.trace), Path(args.out))
+        out = _trace_file(Path(args.out), [("the trace being trimmed", Path(args.trace))])
+        with dataset_lock(out.parent):
+            counts = trim_trace(Path(args.trace), out)
         print(f"wrote {args.out}: kept {counts['kept']:,} events, dropped {counts['dropped']:,}")
         return 0
-    print("choose a source: python -m lab capture {vllm,call,trim} --help", file=sys.stderr)
-    return 2
+    raise LabError("choose a source: python -m lab capture {vllm,call,trim} --help")

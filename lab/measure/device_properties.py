@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab import LabError, store
+from lab.cli import path_arg
+from lab.folders import writes_folder
 from lab.store import LOCAL_DIR
 
 DEFAULT_OUT = LOCAL_DIR / "device-properties"
@@ -41,9 +43,10 @@ def read_properties(torch_cuda) -> list[dict]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default data/local/device-properties)")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help="output folder (default data/local/device-properties)")
 
 
+@writes_folder("--out")
 def main(args) -> int:
     import torch
 

@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import sizes
+from lab.cli import path_arg, positive_count, positive_number, sizes
+from lab.folders import dataset_lock
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "dram-bytes"
 CANDIDATES = ("ours-tuned", "sdpa-flash", "sdpa-cudnn", "flex")
@@ -232,30 +233,37 @@ def profile_candidate(ncu: str, candidate: str, lengths, args, timeout_s: float)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--candidates", default=",".join(CANDIDATES), help=f"subset of {','.join(CANDIDATES)}, in order")
     parser.add_argument("--lengths", default=",".join(map(str, LENGTHS)), help="prompt lengths (causal prefill, batch 1)")
-    parser.add_argument("--q-heads", type=int, default=28)
-    parser.add_argument("--kv-heads", type=int, default=4)
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--deadline-s", type=float, default=600, help="stop starting candidates after this many seconds; "
+    parser.add_argument("--q-heads", type=positive_count, default=28)
+    parser.add_argument("--kv-heads", type=positive_count, default=4)
+    parser.add_argument("--head-dim", type=positive_count, default=128)
+    parser.add_argument("--deadline-s", type=positive_number, default=600, help="stop starting candidates after this many seconds; "
                         "a candidate still running then is cut off (the rows of earlier ones are kept)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
 
 
 def main(args) -> int:
-    import pandas as pd
 
-    candidates, lengths = [c for c in args.candidates.split(",") if c], sizes(args.lengths)
+    candidates, lengths = [c for c in args.candidates.split(",") if c], sizes(args.lengths, option="--lengths")
     unknown = [c for c in candidates if c not in CANDIDATES]
-    if unknown:
-        raise LabError(f"unknown candidate {unknown[0]!r}; choose from {', '.join(CANDIDATES)}")
+    if unknown or not candidates:
+        raise LabError(f"--candidates: unknown candidate {(unknown or [''])[0]!r}; choose from {', '.join(CANDIDATES)}")
+    if args.q_heads % args.kv_heads:
+        raise LabError(f"--q-heads ({args.q_heads}) must be a multiple of --kv-heads ({args.kv_heads})")
     if args.child:
         return child(candidates[0], lengths, args.q_heads, args.kv_heads, args.head_dim)
     ncu = find_ncu()
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with dataset_lock(out_dir):
+        return _profile_all(args, ncu, version, candidates, lengths, out_dir)
+
+
+def _profile_all(args, ncu: str, version: list[str], candidates: list[str], lengths, out_dir: Path) -> int:
+    import pandas as pd
+
     started = time.time()
     flags = {"experiment": "dram-bytes", "candidates": candidates, "lengths": list(lengths), "q_heads": args.q_heads,
              "kv_heads": args.kv_heads, "head_dim": args.head_dim, "causal": True, "batch": 1,
@@ -278,7 +286,7 @@ def main(args) -> int:
             continue
         rows += got
         kernel_rows += per_kernel
-        (out_dir / f"ncu-{candidate}.csv").write_text(raw)
+        store.write_atomic(out_dir / f"ncu-{candidate}.csv", lambda tmp, raw=raw: tmp.write_text(raw))
         store.write_csv(out_dir, "dram_bytes.csv", pd.DataFrame(rows).reindex(columns=COLUMNS))
         store.write_csv(out_dir, "kernels.csv", pd.DataFrame(kernel_rows))
     flags["failures"] = failures
@@ -292,12 +300,12 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_cli
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.dram_bytes", description=__doc__,
+    parser = OneLineParser(prog="python -m lab.measure.dram_bytes", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_command(main, parser.parse_args(argv))
+    return run_cli(parser, main, argv)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
+from lab.cli import count_or_zero, path_arg, positive_count, sizes
+from lab.folders import writes_folder
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "flex-decomposition"
 COLUMNS = ("phase", "batch", "n", "variant", "ms", "ms_rounds", "kv_bytes", "gb_per_s", "tflops", "max_abs_err", "note")
@@ -220,13 +222,15 @@ def _flex():
     return _COMPILED["fn"]
 
 
-def causal_block_mask(n_q: int, n_k: int, device):
-    """FlexAttention's causal BlockMask (128 x 128 blocks), built once per shape."""
+def flex_block_mask(n_q: int, n_k: int, device, causal: bool = True):
+    """FlexAttention's causal (or all-visible) BlockMask of 128 x 128 blocks, built once per shape. With no
+    block mask at all Flex uses one block spanning the whole cache, which the decode template cannot split."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    key = ("causal", n_q, n_k, str(device))
+    key = (causal, n_q, n_k, str(device))
     if key not in _COMPILED:
-        _COMPILED[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, n_q, n_k, device=device)
+        visible = (lambda b, h, qi, ki: qi >= ki) if causal else (lambda b, h, qi, ki: qi >= 0)
+        _COMPILED[key] = create_block_mask(visible, None, None, n_q, n_k, device=device)
     return _COMPILED[key]
 
 
@@ -237,14 +241,16 @@ def variant_fn(name: str, q, k, v, causal: bool):
     from lab.measure import bench
 
     flex = _flex()
-    mask = causal_block_mask(q.shape[2], k.shape[2], q.device) if causal else None
+    mask = flex_block_mask(q.shape[2], k.shape[2], q.device) if causal else None
     same = lambda out: out  # noqa: E731
     if name in ("flex-default", "flex-forced", "flex-tiles16"):
         options = {"flex-default": None, "flex-forced": FORCED, "flex-tiles16": TILES16}[name]
         return (lambda: flex(q, k, v, block_mask=mask, enable_gqa=True, kernel_options=options)), same
-    if name == "flex-pad8":
+    if name in ("flex-pad8", "flex-pad8-mask"):
         group = q.shape[1] // k.shape[1]
         padded = pad_group_heads(q, k.shape[1], 1 << (group - 1).bit_length())
+        if name == "flex-pad8-mask":  # a real (all-visible) block mask: the decode template's splits get keys
+            mask = flex_block_mask(q.shape[2], k.shape[2], q.device, causal=False)
         return (lambda: flex(padded, k, v, block_mask=mask, enable_gqa=True)), \
             (lambda out: unpad_group_heads(out, k.shape[1], group))
     if name == "flex-paged":
@@ -417,33 +423,29 @@ def source_markers() -> dict:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT,
                         help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
-    parser.add_argument("--decode-n", type=int, default=32768, help="decode context length")
+    parser.add_argument("--decode-n", type=positive_count, default=32768, help="decode context length")
     parser.add_argument("--decode-batches", default="1,16", help="decode batch sizes, comma-separated")
-    parser.add_argument("--prefill-n", type=int, default=16384, help="prefill length (0 skips prefill)")
+    parser.add_argument("--prefill-n", type=count_or_zero, default=16384, help="prefill length (0 skips prefill)")
     parser.add_argument("--variants", default="", help="subset of the variants (default all)")
-    parser.add_argument("--rep-ms", type=int, default=150, help="milliseconds of timed calls per variant and "
+    parser.add_argument("--rep-ms", type=positive_count, default=150, help="milliseconds of timed calls per variant and "
                         "shape, shared out among the rounds (every variant gets at least 3 calls per round)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--rounds", type=positive_count, default=3, help="interleaved rounds")
 
 
+@writes_folder("--out")
 def main(args) -> int:
     import pandas as pd
     import torch
 
     if not torch.cuda.is_available():
         raise LabError("no CUDA GPU here: the Flex decomposition times kernels on a GPU")
-    if args.rounds < 1 or args.rep_ms < 1:
-        raise LabError(f"--rounds and --rep-ms must be positive; got {args.rounds}, {args.rep_ms}")
     chosen = [v for v in args.variants.split(",") if v]
     known = set(DECODE_VARIANTS) | set(PREFILL_VARIANTS)
     if any(v not in known for v in chosen):
         raise LabError(f"unknown variant in --variants {args.variants!r}; choose from {', '.join(sorted(known))}")
-    try:
-        batches = [int(b) for b in args.decode_batches.split(",") if b]
-    except ValueError:
-        raise LabError(f"--decode-batches must be comma-separated integers; got {args.decode_batches!r}") from None
+    batches = list(sizes(args.decode_batches, example="1,16", option="--decode-batches"))
     # the single-stream decode first (the book's vLLM arm), then prefill, then the larger batches
     shapes = ([("decode", b, args.decode_n) for b in batches[:1]] + ([("prefill", 1, args.prefill_n)] if args.prefill_n else [])
               + [("decode", b, args.decode_n) for b in batches[1:]])
@@ -483,12 +485,12 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_cli
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.flex_decomposition", description=__doc__,
+    parser = OneLineParser(prog="python -m lab.measure.flex_decomposition", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_command(main, parser.parse_args(argv))
+    return run_cli(parser, main, argv)
 
 
 if __name__ == "__main__":

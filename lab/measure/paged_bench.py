@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import sizes
+from lab.cli import number_or_zero, path_arg, positive_count, sizes
+from lab.folders import set_aside, writes_folder
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "paged-decode"
 EXPERIMENT = "paged-decode"
@@ -58,8 +59,24 @@ def _rotated(first: tuple, nbytes: int, fresh) -> list:
     return sets
 
 
+def fa3_paged(batch: int, n: int, sets: list, q):
+    """FA3's paged decode (vLLM's bundled vllm_flash_attn) as vLLM's FLASH_ATTN backend calls it, on the
+    16-token page sets of our paged kernel: same pages, same shuffled block table, same rotation."""
+    import torch
+    from vllm.vllm_flash_attn import flash_attn_varlen_func
+
+    batch_, q_heads, _, d = q.shape
+    starts = torch.arange(batch + 1, dtype=torch.int32, device=q.device)
+
+    def call(q, kc, vc, table, lens):
+        out = flash_attn_varlen_func(q.view(batch_, q_heads, d), kc, vc, max_seqlen_q=1, cu_seqlens_q=starts,
+                                     max_seqlen_k=n, seqused_k=lens, block_table=table, causal=True, fa_version=3)
+        return out.view(batch_, q_heads, 1, d)
+    return ("fa3-paged", 16, call, sets, sets[0], lambda: None)
+
+
 def candidates(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, head_dim: int = 128,
-               device: str = "cuda", dtype=None):
+               device: str = "cuda", dtype=None, with_fa3: bool = False):
     """(name, page_size, call, sets, output or None, config function) for every kernel of one shape.
 
     Builds the inputs once (seeded), the paged caches from the same K/V, and the rotation sets.
@@ -90,6 +107,8 @@ def candidates(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, head
         out.append((f"paged-{page}", page, call, sets, first,
                     lambda page=page: triton_paged_decode.best_paged_config(batch, q_heads, kv_heads, page, n,
                                                                             head_dim, q.dtype)))
+    if with_fa3 and 16 in page_sizes:  # FA3's own paged decode over the same 16-token pages (vLLM's call)
+        out.append(fa3_paged(batch, n, out[1 + list(page_sizes).index(16)][3], q))
     flat = nbytes // 2  # bf16 elements
     src = torch.empty(flat, dtype=q.dtype, device=device)
     copy_sets = _rotated((src, torch.empty_like(src)), 2 * nbytes,
@@ -113,7 +132,7 @@ def _check(name, call, first, reference, device: str) -> float:
 
 
 def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms: int, rounds: int,
-            progress=print, device: str = "cuda", dtype=None, timer=None) -> list[dict]:
+            progress=print, device: str = "cuda", dtype=None, timer=None, with_fa3: bool = False) -> list[dict]:
     """Check, then time every kernel of one shape in interleaved rounds; one row per kernel.
 
     ``device``, ``dtype`` and ``timer`` (in place of :func:`replay_ms`) exist for the CPU test.
@@ -124,7 +143,8 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
     from lab.measure.bench import round_order, rounds_text
 
     timer = timer or replay_ms
-    q, k, v, kernels = candidates(batch, n, page_sizes, q_heads, kv_heads, device=device, dtype=dtype)
+    q, k, v, kernels = candidates(batch, n, page_sizes, q_heads, kv_heads, device=device, dtype=dtype,
+                                  with_fa3=with_fa3)
     reference = attention_torch(q, k, v)
     errors = {name: _check(name, call, first, reference, device) for name, _, call, _, first, _ in kernels}
     del reference
@@ -141,7 +161,7 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
     for name, page, _, _, _, config in kernels:
         gbps = (2 if name == "copy" else 1) * nbytes / (ms[name] * 1e-3) / 1e9
         chosen = config()
-        rows.append({"kernel": "paged" if page else name, "page_size": page, "batch": batch, "n": n,
+        rows.append({"kernel": "paged" if name.startswith("paged-") else name, "page_size": page, "batch": batch, "n": n,
                      "ms": ms[name], "ms_rounds": rounds_text(times[name]), "kv_bytes": nbytes, "gb_per_s": gbps,
                      "copy_gb_per_s": copy_gbps,
                      "fraction_of_contiguous": ms["contiguous"] / ms[name] if name != "copy" else math.nan,
@@ -156,17 +176,19 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
 # --- CLI ---------------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT,
                         help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--shapes", default="16x32k,1x32k,16x128k,1x128k",
                         help="batch x context pairs, most important first (a deadline keeps the first ones)")
     parser.add_argument("--page-sizes", default="16,128", help="tokens per page (powers of two)")
-    parser.add_argument("--q-heads", type=int, default=28)
-    parser.add_argument("--kv-heads", type=int, default=4)
-    parser.add_argument("--rep-ms", type=int, default=90, help="ms of graph replays per kernel and shape, "
+    parser.add_argument("--q-heads", type=positive_count, default=28)
+    parser.add_argument("--kv-heads", type=positive_count, default=4)
+    parser.add_argument("--rep-ms", type=positive_count, default=90, help="ms of graph replays per kernel and shape, "
                         "shared among the rounds")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--deadline-s", type=float, default=0, help="start no new shape after this many seconds "
+    parser.add_argument("--rounds", type=positive_count, default=3)
+    parser.add_argument("--fa3", action="store_true", help="also time FA3's paged decode (vLLM's vllm_flash_attn, "
+                        "which must be importable) on the same 16-token pages")
+    parser.add_argument("--deadline-s", type=number_or_zero, default=0, help="start no new shape after this many seconds "
                         "(0: no deadline); what was measured is written")
 
 
@@ -176,27 +198,27 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
         batch, _, n = item.partition("x")
         if not n:
             raise LabError(f"--shapes: expected BATCHxCONTEXT such as 16x32k; got {item!r}")
-        shapes.append((sizes(batch)[0], sizes(n)[0]))
+        shapes.append((sizes(batch, option="--shapes")[0], sizes(n, option="--shapes")[0]))
     return shapes
 
 
+@writes_folder("--out")
 def main(args) -> int:
     import pandas as pd
 
     from lab import env
 
-    shapes, page_sizes = parse_shapes(args.shapes), sizes(args.page_sizes)
+    shapes, page_sizes = parse_shapes(args.shapes), sizes(args.page_sizes, option="--page-sizes")
     if any(p & (p - 1) for p in page_sizes):
         raise LabError(f"--page-sizes must be powers of two; got {args.page_sizes}")
-    if args.q_heads % args.kv_heads or args.rounds < 1 or args.rep_ms < args.rounds:
-        raise LabError("--q-heads must be a multiple of --kv-heads, --rounds at least 1, --rep-ms at least --rounds")
+    if args.q_heads % args.kv_heads or args.rep_ms < args.rounds:
+        raise LabError("--q-heads must be a multiple of --kv-heads and --rep-ms at least --rounds")
     caps = env.detect()
     if not caps.has_gpu or caps.triton_mode != "gpu":
         raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): the paged-decode benchmark times kernels on a GPU; "
                        "the committed H200 run is data/h200/paged-decode/")
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "measurements.jsonl").unlink(missing_ok=True)
+    set_aside(out_dir / "measurements.jsonl")  # an earlier run's measurements stay, as measurements.1.jsonl
     flags = {"experiment": EXPERIMENT, "q_heads": args.q_heads, "kv_heads": args.kv_heads, "head_dim": 128,
              "page_sizes": list(page_sizes), "shapes": args.shapes, "rep_ms": args.rep_ms, "rounds": args.rounds,
              "pages": "every sequence's pages scattered over the pool in a random order (torch.randperm)",
@@ -204,7 +226,13 @@ def main(args) -> int:
                       ">= 256 MB so K/V come from HBM; kernels of a shape timed in interleaved rounds, ms the median "
                       "round (ms_rounds lists them)",
              "reference": "fp32 naive attention (lab.measure.attention.reference.attention_torch)",
-             "max_abs_err": MAX_ABS_ERR}
+             "max_abs_err": MAX_ABS_ERR, "fa3": "FA3's paged decode, vllm_flash_attn.flash_attn_varlen_func(..., "
+             "block_table, seqused_k, causal=True, fa_version=3), on the 16-token pages" if args.fa3 else None}
+    if args.fa3:
+        try:
+            from vllm.vllm_flash_attn import flash_attn_varlen_func  # noqa: F401  (fail before any shape is timed)
+        except ImportError as exc:
+            raise LabError(f"--fa3 needs vLLM's vllm_flash_attn ({exc}); put vLLM on PYTHONPATH or leave --fa3 out") from None
     store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags, complete=False))
     started, rows = time.time(), []
     say = lambda text: print(f"[{time.time() - started:5.0f}s] {text}", file=sys.stderr, flush=True)
@@ -212,13 +240,14 @@ def main(args) -> int:
         if args.deadline_s and time.time() - started > args.deadline_s:
             say(f"deadline: skip batch {batch} x {n}")
             continue
-        measured = measure(batch, n, page_sizes, args.q_heads, args.kv_heads, args.rep_ms, args.rounds, say)
+        measured = measure(batch, n, page_sizes, args.q_heads, args.kv_heads, args.rep_ms, args.rounds, say,
+                           with_fa3=args.fa3)
         for row in measured:  # nothing measured is lost if a later shape crashes
             store.append_jsonl(out_dir / "measurements.jsonl", row)
         rows += measured
         store.write_csv(out_dir, "paged.csv", pd.DataFrame(rows).reindex(columns=COLUMNS))
     store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags,
-                                                       complete=len(rows) == len(shapes) * (len(page_sizes) + 2),
+                                                       complete=len(rows) == len(shapes) * (len(page_sizes) + 2 + args.fa3),
                                                        seconds=round(time.time() - started, 1)))
     if rows:
         table = pd.DataFrame(rows)
@@ -231,10 +260,9 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    import argparse
 
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_command
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.paged_bench", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m lab.measure.paged_bench", description=__doc__.splitlines()[0])
     add_arguments(parser)
     sys.exit(run_command(main, parser.parse_args()))

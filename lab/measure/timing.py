@@ -14,7 +14,15 @@ import statistics
 import time
 
 from lab import LabError
-from lab.measure.candidates import MAX_ABS_ERR, Shape, candidate_fn, inputs, naive_bytes_needed, tuned_config
+from lab.measure.candidates import (
+    MAX_ABS_ERR,
+    Shape,
+    candidate_fn,
+    inputs,
+    naive_bytes_needed,
+    timed_call,
+    tuned_config,
+)
 
 
 def copy_bandwidth_gbps(gib: float = 2.0) -> float:
@@ -61,18 +69,18 @@ def rotation(shape: Shape, first, min_bytes: int = 256 << 20) -> list:
     return sets
 
 
-def graph_replay_ms(fn, sets, rep_ms: int) -> float:
+def graph_replay_ms(fn, sets, rep_ms: int, causal: bool = False) -> float:
     """Median ms per call of ``fn`` replayed from a CUDA graph (as serving engines run decode),
     cycling through ``sets`` of inputs. Without a graph, decode at short contexts times Python's
     launch overhead, not the GPU."""
     from triton.testing import do_bench_cudagraph
 
+    calls = [timed_call(fn, q, k, v, causal) for q, k, v in sets]  # layout changes made before the capture
     state = {"i": 0}
 
     def call():
-        q, k, v = sets[state["i"] % len(sets)]
         state["i"] += 1
-        return fn(q, k, v, False)
+        return calls[(state["i"] - 1) % len(calls)]()
     return do_bench_cudagraph(call, rep=rep_ms, return_mode="median")
 
 
@@ -131,7 +139,13 @@ def _check_all(shape: Shape, candidates, qkv, progress, device: str) -> tuple[li
                                                f"{free / 1e9:.0f} GB free")
             progress.update(1)
             continue
-        fn = candidate_fn(name, shape.phase)
+        try:
+            fn = candidate_fn(name, shape.phase)
+        except Exception as exc:  # a peer whose library is not installed here is a row that says so
+            _failed(row, exc, device)
+            row["status"] = "unavailable"
+            progress.update(1)
+            continue
         _check(row, fn, qkv, shape, reference, device)
         if row["status"] == "ok":
             ready.append((row, fn))
@@ -155,7 +169,7 @@ class _Rounds:
         clocks = self.clocks
         if clocks is not None:
             clocks.start()
-        timing = {"ms": self.timer(lambda: fn(*self.qkv, self.shape.causal), warmup=10, rep=self.per_round,
+        timing = {"ms": self.timer(timed_call(fn, *self.qkv, self.shape.causal), warmup=10, rep=self.per_round,
                                    return_mode="median")}
         if self.sets is not None:
             timing["ms_eager"] = timing["ms"]
@@ -254,19 +268,45 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
 
 #: The teaching kernel's launch on a GPU; the ablation starts the tuned kernel from the same tiles.
 TEACHING_LAUNCH = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
-ABLATION_STEPS = (
+_PLAIN = {"split_diagonal": False, "heavy_first": False, "kv_major": False}
+_BASE_STEPS = (
     ("teaching kernel", {"kernel": "teaching"}),
-    ("exp2, log2(e) folded into the scale",
-     {"config": TEACHING_LAUNCH, "split_diagonal": False, "heavy_first": False, "tma": False}),
+    ("exp2, log2(e) folded into the scale", {"config": TEACHING_LAUNCH, "switches": _PLAIN, "tma": False}),
     ("+ off-diagonal tiles without a mask",
-     {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": False, "tma": False}),
+     {"config": TEACHING_LAUNCH, "switches": {**_PLAIN, "split_diagonal": True}, "tma": False}),
     ("+ heaviest query tiles launched first",
-     {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": True, "tma": False}),
+     {"config": TEACHING_LAUNCH, "switches": {**_PLAIN, "split_diagonal": True, "heavy_first": True}, "tma": False}),
     ("+ tiles fetched by the TMA copy engine",
-     {"config": TEACHING_LAUNCH, "split_diagonal": True, "heavy_first": True, "tma": True}),
+     {"config": TEACHING_LAUNCH, "switches": {**_PLAIN, "split_diagonal": True, "heavy_first": True}, "tma": True}),
     ("+ autotuned tiles, warps, stages; TMA only if faster",
-     {"config": None, "split_diagonal": True, "heavy_first": True, "tma": None}),
+     {"config": None, "switches": {**_PLAIN, "split_diagonal": True, "heavy_first": True}, "tma": None}),
 )
+#: Steps towards FlashAttention 3, each timed at the launch the autotuned step chose, in this order. A
+#: step tuned_forward keeps by default (triton_fwd.DEFAULT_SWITCHES) stays on for the rows after it;
+#: one it does not keep is measured on its own, on top of the kept ones, and says so.
+FA3_STEPS = (
+    ("one KV head's query heads and tiles launched together (L2 reuse)", {"kv_major": True}),
+    ("persistent programs taking the heaviest units first", {"persistent": True}),
+    ("Triton's automatic warp specialisation", {"warp_specialize": True}),
+    ("FA4's lazy rescaling (threshold 2^8)", {"rescale_threshold": 8.0}),
+    ("FA4's polynomial exp2 for half of each tile", {"poly_exp2": True}),
+)
+
+
+def _with_fa3_steps(steps: tuple) -> tuple:
+    from lab.measure.attention.triton_fwd import DEFAULT_SWITCHES
+
+    kept = dict(steps[-1][1]["switches"])
+    for label, change in FA3_STEPS:
+        on = all(getattr(DEFAULT_SWITCHES, key) == value for key, value in change.items())
+        steps += ((f"+ {label}" + ("" if on else " (tried, not kept)"),
+                   {"config": "chosen", "switches": {**kept, **change}, "tma": "chosen"}),)
+        if on:
+            kept.update(change)
+    return steps
+
+
+ABLATION_STEPS = _with_fa3_steps(_BASE_STEPS)
 
 
 def _ablation_fn(options: dict, q, k, v):
@@ -274,8 +314,17 @@ def _ablation_fn(options: dict, q, k, v):
 
     if options.get("kernel") == "teaching":
         return lambda: triton_fwd.teaching_forward(q, k, v, True)
-    return lambda: triton_fwd.tuned_forward(q, k, v, True, config=options["config"], tma=options["tma"],
-                                            split_diagonal=options["split_diagonal"], heavy_first=options["heavy_first"])
+    switches = triton_fwd.Switches(**options["switches"])
+    launch = {}
+
+    def run():
+        if not launch:  # "chosen": the launch the autotuned step picked (it runs first)
+            chosen = triton_fwd.best_config(q.shape[2], k.shape[2], q.shape[-1], True) or {}
+            launch["config"] = options["config"] if options["config"] != "chosen" else \
+                {key: val for key, val in chosen.items() if key != "tma"}
+            launch["tma"] = options["tma"] if options["tma"] != "chosen" else chosen.get("tma", False)
+        return triton_fwd.tuned_forward(q, k, v, True, config=launch["config"], tma=launch["tma"], switches=switches)
+    return run
 
 
 def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int, rounds: int = 3) -> list[dict]:
@@ -292,11 +341,14 @@ def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int, rounds: int = 3) 
     rows, ready = [], []
     for step, (label, options) in enumerate(ABLATION_STEPS):
         fn = _ablation_fn(options, q, k, v)
-        err = (fn().float() - reference.float()).abs().max().item()
+        try:
+            err, note = (fn().float() - reference.float()).abs().max().item(), ""
+        except Exception as exc:  # a step that does not compile on this GPU is a row that says so
+            err, note = math.nan, f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
         row = {"n": n, "step": step, "change": label,
                "teaching_launch": f"{launch['BLOCK_M']}x{launch['BLOCK_N']} tiles, {launch['num_warps']} warps, "
                                   f"{launch['num_stages']} stages",
-               "ms": math.nan, "max_abs_err": err, "times": []}
+               "ms": math.nan, "max_abs_err": err, "note": note, "times": []}
         rows.append(row)
         if err <= MAX_ABS_ERR:
             ready.append((row, fn))

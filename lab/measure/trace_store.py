@@ -23,12 +23,12 @@ def trim_trace(src: Path, dst: Path) -> dict:
 
     ``dst`` is written through a temporary file: a source that cannot be read leaves it as it was.
     """
+    from lab.folders import check_output
     from lab.measure import census as cz
     from lab.store import write_atomic
 
     src, dst = Path(src), Path(dst)
-    if dst.exists() and src.exists() and os.path.samefile(src, dst):
-        raise LabError(f"--out {dst} is the trace being trimmed; write the trimmed copy to another file")
+    check_output(dst, "--out", [("the trace being trimmed", src)])
     counts = {"kept": 0, "dropped": 0}
 
     def write(tmp: Path) -> None:
@@ -62,16 +62,18 @@ def keep_trace(raw: Path, dest: Path, *, phase: str = "all", max_mb: float = MAX
     Returns a summary row. The census is computed on the stored file, so it reproduces exactly.
     """
     from lab.measure import census as cz
-    from lab.store import write_json_atomic
+    from lab.store import write_atomic, write_json_atomic
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
     with open(raw, "rb") as fh:
         gz = fh.read(2) == b"\x1f\x8b"
-    if gz:
-        shutil.copyfile(raw, dest)
-    else:
-        with open(raw, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as out:
+
+    def copy(tmp: Path) -> None:          # through a temporary file: a crash keeps an earlier capture whole
+        if gz:
+            shutil.copyfile(raw, tmp)
+            return
+        with open(raw, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as out:
             shutil.copyfileobj(src, out, 1 << 20)
+    write_atomic(dest, copy)
     original_bytes = dest.stat().st_size
     trimmed = None
     if original_bytes > max_mb * 1e6:

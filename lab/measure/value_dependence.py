@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
+from lab.cli import path_arg, positive_count
+from lab.folders import writes_folder
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "value-dependence"
 COLUMNS = ("op", "inputs", "ms", "ms_rounds", "sm_mhz", "power_w", "clock_limit")
@@ -107,14 +109,15 @@ def measure_op(op: str, rep_ms: int, rounds: int, clocks=None, timer=None, devic
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--ops", default=",".join(OPS), help=f"subset of {','.join(OPS)}")
-    parser.add_argument("--rep-ms", type=int, default=3600, help="milliseconds of timed calls per op and input set, "
+    parser.add_argument("--rep-ms", type=positive_count, default=3600, help="milliseconds of timed calls per op and input set, "
                         "shared out among the rounds (a round of about a second: nvidia-smi's power reading "
                         "averages over a window, so shorter rounds would mix in the previous input set)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--rounds", type=positive_count, default=3, help="interleaved rounds")
 
 
+@writes_folder("--out")
 def main(args) -> int:
     import pandas as pd
     import torch
@@ -124,8 +127,8 @@ def main(args) -> int:
     ops = [o for o in args.ops.split(",") if o]
     if not ops or any(o not in OPS for o in ops):
         raise LabError(f"--ops must name some of {', '.join(OPS)}; got {args.ops!r}")
-    if args.rounds < 1 or args.rep_ms < args.rounds:
-        raise LabError(f"--rounds must be at least 1 and --rep-ms at least --rounds; got {args.rounds}, {args.rep_ms}")
+    if args.rep_ms < args.rounds:
+        raise LabError(f"--rep-ms must be at least --rounds; got --rounds {args.rounds}, --rep-ms {args.rep_ms}")
     if not torch.cuda.is_available():
         raise LabError("no CUDA GPU here: the value-dependence experiment times kernels on a GPU")
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
@@ -154,12 +157,12 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_cli
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.value_dependence", description=__doc__,
+    parser = OneLineParser(prog="python -m lab.measure.value_dependence", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
-    return run_command(main, parser.parse_args(argv))
+    return run_cli(parser, main, argv)
 
 
 if __name__ == "__main__":

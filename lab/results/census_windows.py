@@ -59,6 +59,13 @@ def nominal(tokens: float) -> int:
     return min(LENGTHS, key=lambda n: abs(n - float(tokens)))
 
 
+def gpu_label(ds) -> str:
+    """The GPU a dataset ran on, as the census tables name it: ``H200``, or ``2x H200`` for one server that
+    spans two GPUs (tensor parallelism), so that its windows never mix with the one-GPU windows."""
+    gpus = (ds.provenance.get("flags") or {}).get("tensor_parallel_size") or 1
+    return short_gpu(ds.gpu) if gpus == 1 else f"{gpus}x {short_gpu(ds.gpu)}"
+
+
 def census_table(root: Path = DATA_DIR):
     """Every stored census row, long format, with columns dataset, gpu, source, backend, nominal.
 
@@ -80,8 +87,7 @@ def census_table(root: Path = DATA_DIR):
         table.loc[seconds, "unit"] = "ms"
         table.loc[seconds, "metric"] = "window_ms"
         table.insert(0, "source", "published" if ds.kind == "reference" else "measured")
-        gpus = (ds.provenance.get("flags") or {}).get("tensor_parallel_size") or 1  # a TP window is its own GPU choice
-        table.insert(0, "gpu", short_gpu(ds.gpu) if gpus == 1 else f"{gpus}x {short_gpu(ds.gpu)}")
+        table.insert(0, "gpu", gpu_label(ds))  # a TP window is its own GPU choice
         table.insert(0, "dataset", ds.name)
         tables.append(table)
     if not tables:
@@ -168,17 +174,19 @@ def gpus(table) -> list[str]:
 
 
 def measured_windows(root: Path = DATA_DIR) -> list[dict]:
-    """Every stored census JSON of our captures: GPU, arm, window name, signature, top attention kernels."""
+    """Every stored census JSON of our captures: GPU, arm, window name, signature, top attention kernels,
+    and the kernel launches per family."""
 
     found = []
     for ds in datasets(kind="census", root=root):
         for path in sorted(ds.path.glob("*.census.json")):
             result = ds.json(path.name)
-            found.append({"gpu": short_gpu(ds.gpu), "arm": ds.provenance.get("flags", {}).get("arm", ds.path.name),
+            found.append({"gpu": gpu_label(ds), "arm": ds.provenance.get("flags", {}).get("arm", ds.path.name),
                           "window": path.name.replace(".census.json", ""), "dataset": ds.name,
                           "signature": result["attention_signature"]["label"],
                           "attention_kernels": [k["name"] for k in result.get("attention_kernels", [])][:3],
-                          "steps": result.get("steps", {}), "unconfident": len(result.get("unconfident", []))})
+                          "steps": result.get("steps", {}), "unconfident": len(result.get("unconfident", [])),
+                          "launches": {f: v.get("count") for f, v in result.get("families", {}).items()}})
     return found
 
 
@@ -200,7 +208,7 @@ def matmul_launches(root: Path = DATA_DIR, window: str = "prefill-28672"):
         backend = backend_of(ds.provenance.get("flags", {}).get("arm", ds.path.name))
         for kernel in result["top"]:
             if kernel["family"] == "matmul":
-                rows.append({"gpu": short_gpu(ds.gpu), "backend": backend, "kernel": kernel["name"],
+                rows.append({"gpu": gpu_label(ds), "backend": backend, "kernel": kernel["name"],
                              "launches": kernel["count"], "ms_per_launch": kernel["ms"] / kernel["count"]})
     if not rows:
         raise LabError(f"{root}: no census of window {window!r}; capture it with scripts/h200_capture.sh")
@@ -228,7 +236,7 @@ def window_clocks(root: Path = DATA_DIR):
             matmul = ds.json(census_path.name)["families"]["matmul"]["ms"] if census_path.exists() else math.nan
             limit, share = dominant_limit(clocks)
             sm, power = clocks.get("sm_mhz") or {}, clocks.get("power_w") or {}
-            rows.append({"gpu": short_gpu(ds.gpu), "backend": backend, "window": name,
+            rows.append({"gpu": gpu_label(ds), "backend": backend, "window": name,
                          "samples": clocks.get("samples", 0),
                          "sm_mhz_median": sm.get("median", math.nan), "sm_mhz_min": sm.get("min", math.nan),
                          "power_w_median": power.get("median", math.nan),

@@ -1,14 +1,14 @@
 """Decode under load, read for the book: each concurrency point beside its roofline floor, and where decode turns KV-bound.
 
 A decode step of B sequences reads the model's weights once (shared by the whole batch) and every
-sequence's KV cache (B x context x KV bytes per token). Over the measured copy bandwidth that is the
+sequence's KV cache (B x context x KV bytes per token). Over the GPU's bandwidth ceiling that is the
 least time a step can take: the *floor*. The weights' part is fixed; the KV part grows with both the
 batch and the context, so past some batch the KV cache, not the weights, is most of what a step reads:
 decode has turned KV-bound (why grouped-query attention, MQA/MLA and FP8 KV caches exist).
 
 Weight bytes count what a step reads: every layer's matmul weights and the LM head (the embedding table
 is not read whole; one row per sequence), as :func:`lab.results.roofline.model_phase` counts them. Model
-shape from :mod:`lab.results.modelshape`, bandwidth from the GPU's ``data/<gpu>/hardware`` measurement.
+shape from :mod:`lab.results.modelshape`, bandwidth: the GPU's ceiling from :mod:`lab.results.bandwidth`.
 
 Pure functions over ``concurrency.csv`` tables (written by ``python -m lab vllm-concurrency``); values and
 "not measured" (None), never sentences.
@@ -20,10 +20,10 @@ from pathlib import Path
 
 from lab import LabError
 from lab.results.data import DATA_DIR, datasets
+from lab.results.facts import Fact
 
-#: The committed H200 concurrency study and the hardware measurement whose copy bandwidth is its floor.
+#: The committed H200 concurrency study.
 H200_STUDY = "h200/vllm0.26-qwen2.5-7b-concurrency"
-H200_HARDWARE = "data/h200/hardware"
 CSV = "concurrency.csv"
 COLUMNS = ("arm", "context", "concurrency", "admitted", "itl_ms", "decode_tok_s", "window_s", "steps", "ok")
 
@@ -52,28 +52,27 @@ def floor_step_s(batch: int, context: int, bandwidth: float, shape=None) -> floa
     return (weight_bytes_per_step(shape) + kv_bytes_per_step(batch, context, shape)) / bandwidth
 
 
+def floor_fact(batch: int, context: int, gpu: str = "H200-SXM", root: Path | None = None) -> Fact:
+    """:func:`floor_step_s` of Qwen2.5-7B over the GPU's bandwidth ceiling, in ms, as the fact every page quotes
+    (not measured while the ceiling is not)."""
+    from lab.results.bandwidth import bandwidth_ceiling, short_name
+
+    ceiling = bandwidth_ceiling(gpu, root)
+    return Fact(1e3 * floor_step_s(batch, context, ceiling.value) if ceiling.measured else None, ceiling.source,
+                quantity=f"{short_name(gpu)}.decode_floor.b{batch}.n{context}", unit="ms",
+                method="(weights once + every sequence's KV cache) / the GPU's bandwidth ceiling")
+
+
 def kv_bound_batch(context: int, shape=None) -> float:
     """The batch at which a step's KV bytes equal its weight bytes at this context (KV-bound above it)."""
     return weight_bytes_per_step(shape) / kv_bytes_per_step(1, context, shape)
 
 
-def measured_bandwidth(folder: str | Path = H200_HARDWARE) -> float | None:
-    """The copy bandwidth (B/s) measured on that GPU, or None when the measurement is not on file."""
-    from lab.results.hardware import load_measurement
+def floor_bandwidth(gpu: str = "H200-SXM", root: Path | None = None) -> tuple[float, str]:
+    """(B/s, where from) the floor divides by: the GPU's one bandwidth ceiling (lab.results.bandwidth)."""
+    from lab.results.bandwidth import bandwidth_ceiling, ceiling
 
-    ceilings = load_measurement(folder)
-    return None if ceilings is None else ceilings.bandwidth
-
-
-def floor_bandwidth(folder: str | Path = H200_HARDWARE, gpu: str = "H200-SXM") -> tuple[float, str]:
-    """(B/s, where from) the floor divides by: the copy bandwidth measured on that GPU, or its datasheet
-    bandwidth while no measurement is on file (the explorer still draws a floor then)."""
-    from lab.results.hardware import device
-
-    measured = measured_bandwidth(folder)
-    if measured is not None:
-        return measured, f"copy bandwidth measured in {folder}"
-    return device(gpu).bandwidth, f"{gpu} datasheet bandwidth"
+    return ceiling(gpu, root), bandwidth_ceiling(gpu, root).source
 
 
 def point(points, arm: str, context: int, concurrency: int) -> dict | None:

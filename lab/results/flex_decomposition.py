@@ -16,7 +16,8 @@ The H200 run (``data/h200/flex-decomposition/flex_decomposition.csv``, written b
   lookup in ``mask_mod``, forced, 16 x 16 tiles;
 - ``flex-pad8`` (decode only): ``flex-default`` with each group padded to 8 query heads, so the decode
   template (split-KV, the group's heads packed into one tile) runs: what that template is worth;
-- ``sdpa-flash``, ``sdpa-cudnn``: PyTorch's fused kernels; ``copy``: a copy of the same K/V bytes.
+- ``sdpa-flash``, ``sdpa-cudnn``: PyTorch's fused kernels; ``copy``: a copy of the same K/V bytes (a read
+  and a write: the "% of" a variant reaches is of the GPU's read-stream ceiling, not of this copy).
 
 vLLM's arm itself comes from our profiler windows at 28k tokens (:mod:`lab.results.census_windows` for
 its attention time, the stored trace for its kernel's grid). Everything returns numbers or None
@@ -31,7 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
+from lab.measure.vllm.arms import FLEX
+from lab.results.bandwidth import ceiling as ceiling_of
+from lab.results.bandwidth import percent_of_ceiling, short_name
 from lab.results.data import DATA_DIR, load
+from lab.results.facts import Fact
 
 DATASET = "h200/flex-decomposition"
 FILE = "flex_decomposition.csv"
@@ -47,7 +52,7 @@ DECODE_TEMPLATE = ("flex-pad8", "flex-default", "decode template (group padded t
 RATE = {"decode": "gb_per_s", "prefill": "tflops"}
 #: The census windows that hold vLLM's own FLEX arm (prompt or context length of both).
 VLLM_WINDOW_TOKENS = 28672
-VLLM_TRACES = "h200/vllm0.26-qwen2.5-7b/traces/flex_attention"
+VLLM_TRACES = f"h200/vllm0.26-qwen2.5-7b/traces/{FLEX.slug}"
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class Decomposition:
     source: str            # data/<dataset>/<file>
     gpu: str
     sources: dict = None   # provenance flags.sources: what the installed torch's source says (may be empty)
+    root: Path = DATA_DIR  # the data/ folder it was read from (the GPU's bandwidth ceiling is read there too)
 
     def row(self, phase: str, batch: int, variant: str):
         rows = self.table[(self.table["phase"] == phase) & (self.table["batch"] == batch)
@@ -74,10 +80,21 @@ class Decomposition:
         column = "gb_per_s" if variant == "copy" else RATE[phase]
         return _finite(row[column]) if row is not None else None
 
+    def pct_of_ceiling(self, phase: str, batch: int, variant: str) -> float | None:
+        """A decode variant's read rate as a percentage of the GPU's bandwidth ceiling (lab.results.bandwidth)."""
+        rate = self.rate(phase, batch, variant) if phase == "decode" else None
+        return None if rate is None else percent_of_ceiling(rate * 1e9, self.gpu, self.root)
+
     def factor(self, phase: str, batch: int, slow: str, fast: str) -> float | None:
         """Time of ``slow`` over time of ``fast`` at the same shape."""
         a, b = self.ms(phase, batch, slow), self.ms(phase, batch, fast)
         return a / b if a is not None and b else None
+
+    def factor_fact(self, phase: str, batch: int, slow: str, fast: str) -> Fact:
+        """:meth:`factor` as the fact every page quotes (None: one of the two variants not timed)."""
+        return Fact(self.factor(phase, batch, slow, fast), self.source, unit="×",
+                    quantity=f"{short_name(self.gpu)}.flex_decomposition.{phase}.b{batch}.{slow}_over_{fast}",
+                    method="median time of one variant over the other's, same shape, same run")
 
     def grid(self, phase: str, batch: int, variant: str) -> tuple[int, ...] | None:
         """The launch grid of the variant's attention kernel (the ``triton_tem`` template), from ``note``."""
@@ -125,7 +142,7 @@ def read(root: Path = DATA_DIR) -> Decomposition | None:
     ds = load(folder)
     table = ds.csv(FILE, COLUMNS)
     sources = (ds.provenance.get("flags") or {}).get("sources") or {}
-    return Decomposition(table, f"data/{DATASET}/{FILE}", ds.gpu, sources)
+    return Decomposition(table, f"data/{DATASET}/{FILE}", ds.gpu, sources, Path(root))
 
 
 _KERNEL = re.compile(r"(\S+) grid=\[([\d,\s]+)\]")
@@ -150,10 +167,10 @@ class VllmFlex:
     prefill_ms: float | None              # attention kernels of the whole prefill window
     prefill_tflops: float | None          # causal attention FLOPs over that time
     tokens: int = VLLM_WINDOW_TOKENS
-    source: str = "data/h200/vllm0.26-qwen2.5-7b/traces/flex_attention"
+    source: str = f"data/{VLLM_TRACES}"
 
 
-def vllm_flex(root: Path = DATA_DIR, backend: str = "FlexAttention", arm: str = "FLEX_ATTENTION") -> VllmFlex:
+def vllm_flex(root: Path = DATA_DIR, backend: str = "FlexAttention", arm: str = FLEX.label) -> VllmFlex:
     """Attention time and rate of vLLM's arm from the H200 census windows (None where not captured)."""
     from lab.results import census_windows as cd
     from lab.results.hardware import device
@@ -225,14 +242,15 @@ def step_of(variant: str) -> tuple[str, str, str] | None:
     return next((step for step in (*STEPS, DECODE_TEMPLATE) if step[0] == variant), None)
 
 
-def ladder(decomposition: Decomposition, phase: str, batch: int):
-    """One table per phase and batch, rows in the order of :data:`VARIANTS`: variant, ms, rate, % of
-    copy bandwidth (decode), programs of the attention kernel, and, for the variants of
+def ladder(decomposition: Decomposition, phase: str, batch: int, ceiling_bytes_per_s: float | None = None):
+    """One table per phase and batch, rows in the order of :data:`VARIANTS`: variant, ms, rate, % of the
+    GPU's bandwidth ceiling (decode; :func:`lab.results.bandwidth.ceiling` unless given), programs of the attention
+    kernel, and, for the variants of
     :data:`STEPS` and :data:`DECODE_TEMPLATE`, the time over the variant that step starts from
     (``x_step``) and that variant's name (``over``)."""
     import pandas as pd
 
-    copy = decomposition.rate(phase, batch, "copy")
+    ceiling = (ceiling_bytes_per_s or ceiling_of(decomposition.gpu, decomposition.root)) / 1e9  # GB/s, as the rates
     rows = []
     for variant in VARIANTS:
         ms = decomposition.ms(phase, batch, variant)
@@ -242,7 +260,7 @@ def ladder(decomposition: Decomposition, phase: str, batch: int):
         step = step_of(variant)
         factor = decomposition.factor(phase, batch, variant, step[1]) if step else None
         rows.append({"variant": variant, "ms": ms, "rate": rate,
-                     "pct_of_copy": 100 * rate / copy if phase == "decode" and rate and copy and variant != "copy" else None,
+                     "pct_of_ceiling": 100 * rate / ceiling if phase == "decode" and rate and variant != "copy" else None,
                      "programs": decomposition.programs(phase, batch, variant),
                      "x_step": factor, "over": step[1] if factor is not None else None})
-    return pd.DataFrame(rows, columns=["variant", "ms", "rate", "pct_of_copy", "programs", "x_step", "over"])
+    return pd.DataFrame(rows, columns=["variant", "ms", "rate", "pct_of_ceiling", "programs", "x_step", "over"])

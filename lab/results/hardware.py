@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.cli import path_arg
 from lab.measure import ceilings as measured_ceilings
 from lab.measure.ceilings import (  # noqa: F401  (the measured side of this module's face)
     CPU_SIZES,
@@ -281,7 +282,7 @@ def datasheet_fields(ceilings: Ceilings) -> dict:
 def add_arguments(parser) -> None:
     parser.add_argument("--measure", action="store_true",
                         help="time a matmul and a copy on this machine (GPU if present, else CPU) and write a dataset")
-    parser.add_argument("--out", default=None,
+    parser.add_argument("--out", default=None, type=path_arg,
                         help="dataset folder for --measure (default data/local/hardware)")
     parser.add_argument("--quick", action="store_true", help="small sizes: a few seconds on a laptop CPU")
     parser.add_argument("--sources", action="store_true", help="also list the source of every figure")
@@ -308,15 +309,18 @@ def main(args) -> int:
                 print(f"  note: {dev.note}")
     if not args.measure:
         return 0
+    from lab.folders import dataset_lock
     from lab.results import data
 
     out = Path(args.out) if args.out else data.LOCAL_DIR / "hardware"
-    if args.quick:
-        ceilings = measure(use_gpu=False, matmul_sizes=QUICK_CPU_SIZES[0], copy_sizes=QUICK_CPU_SIZES[1], progress=True) \
-            if not _has_gpu() else measure(matmul_sizes=(1024, 2048), copy_sizes=(64 * MIB,), progress=True)
-    else:
-        ceilings = measure(progress=True)
-    write_measurement(ceilings, out, datasheet=datasheet_fields(ceilings))
+    with dataset_lock(out):        # taken first: a folder that cannot be written is refused before minutes of timing
+        if args.quick:
+            ceilings = measure(use_gpu=False, matmul_sizes=QUICK_CPU_SIZES[0], copy_sizes=QUICK_CPU_SIZES[1],
+                               progress=True) \
+                if not _has_gpu() else measure(matmul_sizes=(1024, 2048), copy_sizes=(64 * MIB,), progress=True)
+        else:
+            ceilings = measure(progress=True)
+        write_measurement(ceilings, out, datasheet=datasheet_fields(ceilings))
     print(f"\nmeasured on {ceilings.name} ({ceilings.dtype} matmul): "
           f"{units.flops_rate(ceilings.peak_flops)}, copy {units.byte_rate(ceilings.bandwidth)}, "
           f"ridge {ceilings.ridge():.1f} FLOP/byte")

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from lab import LabError
 from lab.results import data
+from lab.results.bandwidth import bandwidth_ceiling, ceiling, short_name
+from lab.results.facts import Fact
+from lab.results.hardware import match_device
 
 
 def bars_over_runs(runs: dict):
@@ -89,6 +92,28 @@ def runs_of_record(root: Path | None = None) -> dict:
     return runs
 
 
+def with_ceiling_share(decode, gpu: str, root: Path | None = None):
+    """A decode table (decode.csv) with ``pct_of_ceiling``: each row's K/V read rate (``gbps``) as a percentage of
+    the GPU's one bandwidth ceiling (lab.results.bandwidth), not of the copy the run timed beside it (a read and a
+    write); NaN for a GPU without a row in lab.results.hardware's table (a reader's own)."""
+    table = decode.copy()
+    table["pct_of_ceiling"] = (100 * table["gbps"] * 1e9 / ceiling(gpu, root)) if match_device(gpu) else float("nan")
+    return table
+
+
+def decode_share(candidate: str, batch: int, n: int, root: Path | None = None) -> Fact:
+    """The share of the bandwidth ceiling one candidate's decode reached in the benchmark of record (None: not
+    timed there), as the fact every page quotes."""
+    root = root or data.DATA_DIR
+    ds = data.load(root / RECORD)
+    table, ceiling = ds.csv("decode.csv", ("candidate", "batch", "n", "status", "gbps")), bandwidth_ceiling(ds.gpu, root)
+    rows = table[(table.candidate == candidate) & (table.batch == batch) & (table.n == n) & (table.status == "ok")]
+    return Fact(100 * float(rows.gbps.iloc[0]) * 1e9 / ceiling.value if len(rows) == 1 and ceiling.measured else None,
+                f"data/{RECORD}/decode.csv over {ceiling.source}",
+                quantity=f"{short_name(ds.gpu)}.decode_bench.{candidate}.b{batch}.n{n}.pct_of_ceiling", unit="%",
+                method="K/V bytes read per second (gbps) / the GPU's bandwidth ceiling")
+
+
 def prefill_rows(runs: dict, n: int, columns=("candidate", "n", "ms")):
     """Every run's prefill rows at ``n`` tokens in one table, with the run's label in ``run``."""
     import pandas as pd
@@ -154,3 +179,96 @@ def clock_ranges(runs: dict, n: int = 16384, candidates=("ours-tuned", "sdpa-cud
         out.append({"candidate": name, "mhz_lo": mine.sm_mhz.min(), "mhz_hi": mine.sm_mhz.max(),
                     "power_capped": int((mine.clock_limit == "software power cap").sum()), "runs": len(mine)})
     return pd.DataFrame(out)
+
+
+#: The prefill race with FlashAttention itself (FA2, FA3, FA4, Flex's FLASH backend) beside PyTorch's backends and
+#: ours, one process, interleaved rounds: chapter 4's race table.
+RACE = "h200/kernels-race"
+#: The ablation of the tuned kernel, every step (kept or not) with FA3 timed in the same run.
+ABLATION = "h200/kernels-ablation"
+
+
+def speed_vs(prefill, candidate: str, reference: str, n: int) -> float:
+    """How fast ``candidate`` ran relative to ``reference`` at ``n`` tokens in one run (reference ms / candidate ms;
+    NaN when either did not run)."""
+    import math
+
+    def ms(name):
+        hit = prefill[(prefill.candidate == name) & (prefill.n == n) & (prefill.status == "ok")]
+        return float(hit.ms.iloc[0]) if len(hit) else math.nan
+
+    return ms(reference) / ms(candidate)
+
+
+def race_table(prefill, candidates, reference: str = "fa3"):
+    """One row per candidate of a race: ms at every length, and its speed relative to ``reference`` at each
+    (columns ``ms_<n>`` and ``vs_<n>``; NaN where it did not run). Rows keep the order of ``candidates``."""
+    import pandas as pd
+
+    lengths = sorted(int(n) for n in prefill.n.unique())
+    rows = []
+    for name in candidates:
+        mine = prefill[prefill.candidate == name]
+        if mine.empty:
+            continue
+        row = {"candidate": name}
+        for n in lengths:
+            hit = mine[(mine.n == n) & (mine.status == "ok")]
+            row[f"ms_{n}"] = float(hit.ms.iloc[0]) if len(hit) else float("nan")
+            row[f"vs_{n}"] = speed_vs(prefill, name, reference, n)
+        rows.append(row)
+    if not rows:
+        raise LabError(f"none of {', '.join(candidates)} is in this prefill table")
+    return pd.DataFrame(rows)
+
+
+def failed_allocation_gib(note: str) -> float | None:
+    """The size of the allocation a CUDA out-of-memory error names ('Tried to allocate 128.00 GiB' -> 128.0),
+    or None when the note is no such error."""
+    import re
+
+    hit = re.search(r"Tried to allocate ([\d.]+) ([KMG]iB)", str(note))
+    if hit is None:
+        return None
+    return float(hit.group(1)) / {"KiB": 1024**2, "MiB": 1024, "GiB": 1}[hit.group(2)]
+
+
+def sdpa_hook_probe(console: str) -> dict:
+    """What the console of the ``sdpa-fa4`` probe (scripts/h200_parts.sh) says for each implementation handed to
+    ``torch.nn.attention.activate_flash_attention_impl``: impl -> {"ok": bool, "detail": max abs error vs fp32
+    (float) when it ran, else the exception's name and message}. Lines of other parts are ignored."""
+    import re
+
+    found = {}
+    for line in console.splitlines():
+        ok = re.fullmatch(r"(FA\d) ok ([-+.\deE]+)", line.strip())
+        failed = re.fullmatch(r"(FA\d) FAILED (.+)", line.strip())
+        if ok:
+            found[ok.group(1)] = {"ok": True, "detail": float(ok.group(2))}
+        elif failed:
+            found[failed.group(1)] = {"ok": False, "detail": failed.group(2)}
+    if not found:
+        raise LabError("no 'FA<n> ok' or 'FA<n> FAILED' line in this console: is it the sdpa-fa4 probe's?")
+    return found
+
+
+#: The tuning race of the tuned kernel's variants (scripts/race_tuned.py), FA3 timed beside them.
+TUNING_RACE = "h200/kernels-tuning-race"
+
+
+def times_across_runs(n: int, candidate: str = "fa3", runs=(RACE, ABLATION, TUNING_RACE), root: Path | None = None):
+    """The same candidate's time at ``n`` tokens in each of several runs (run -> ms): how far a kernel that did
+    not change moves between machine leases. A bench run keeps it in prefill.csv, a tuning race in race.csv."""
+    root = root or data.DATA_DIR
+    out = {}
+    for run in runs:
+        ds = data.load(root / run)
+        if ds.has("prefill.csv"):
+            table = ds.csv("prefill.csv", ("candidate", "n", "status", "ms"))
+        else:
+            table = ds.csv("race.csv", ("variant", "n", "status", "ms")).rename(columns={"variant": "candidate"})
+        hit = table[(table.candidate == candidate) & (table.n == n) & (table.status == "ok")]
+        if hit.empty:
+            raise LabError(f"data/{run}: no timed {candidate} row at n={n}")
+        out[run] = float(hit.ms.iloc[0])
+    return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.results.facts import Fact
 
 MODELS_DIR = REPO_ROOT / "data" / "models"
 
@@ -92,9 +93,29 @@ def from_hf_config(path: str | Path, name: str | None = None) -> ModelShape:
 
 
 @functools.cache  # the shape is frozen; chapters ask for it many times
+def kv_per_token() -> Fact:
+    """Qwen2.5-7B's KV cache per token of context (K and V, every layer, bf16), in bytes, as every page quotes it."""
+    return Fact(qwen25_7b().kv_bytes_per_token(), "lab.results.modelshape: Qwen2.5-7B config.json",
+                quantity="qwen2.5-7b.kv_bytes_per_token", unit="B", method="2 × layers × KV heads × head size × 2 bytes")
+
+
 def qwen25_7b() -> ModelShape:
     """Qwen2.5-7B's shape: from data/models/qwen2.5-7b/config.json when present, else the built-in figures."""
     path = MODELS_DIR / "qwen2.5-7b" / "config.json"
     if path.exists():
         return from_hf_config(path, name="Qwen2.5-7B")
     return QWEN25_7B
+
+
+@dataclass(frozen=True)
+class LatentAttentionShape:
+    """Multi-head latent attention as DeepSeek-V2 sets it (arXiv:2405.04434, section 3.1.2; DeepSeek-V3, arXiv:2412.19437,
+    keeps it): ``heads`` query heads, a cached KV latent of ``latent_dim`` and a decoupled RoPE key of ``rope_dim``."""
+
+    name: str
+    heads: int
+    latent_dim: int
+    rope_dim: int
+
+
+DEEPSEEK_V2_MLA = LatentAttentionShape("DeepSeek-V2", heads=128, latent_dim=512, rope_dim=64)

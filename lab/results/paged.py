@@ -13,7 +13,10 @@ import math
 from dataclasses import dataclass
 
 from lab import LabError
+from lab.results.bandwidth import bandwidth_ceiling, percent_of_ceiling, short_name
 from lab.results.data import DATA_DIR, load
+from lab.results.facts import Fact
+from lab.results.hardware import match_device
 from lab.results.modelshape import qwen25_7b
 
 PAGED_RUN = "h200/paged-decode"
@@ -97,7 +100,10 @@ def _table(run: str, name: str, columns: tuple[str, ...], root=None):
 
 
 def paged_table(root=None):
-    """data/h200/paged-decode/paged.csv (kernel, page_size, batch, n, ms, gb_per_s, ...) or None."""
+    """data/h200/paged-decode/paged.csv (kernel, page_size, batch, n, ms, gb_per_s, ...) or None.
+
+    Its ``copy`` rows (and ``copy_gb_per_s``, ``fraction_of_copy``) time a device copy of the same bytes,
+    a read and a write: no ceiling for a kernel that reads (:func:`pct_of_ceiling` is)."""
     return _table(PAGED_RUN, "paged.csv", ("kernel", "page_size", "batch", "n", "ms", "gb_per_s", "copy_gb_per_s",
                                            "fraction_of_contiguous", "max_abs_err"), root)
 
@@ -108,12 +114,12 @@ def masks_table(root=None):
 
 
 def paged_row(kernel: str, batch: int, n: int, page_size: int | None = None, root=None) -> dict | None:
-    """One row of the paged-decode run ('contiguous', 'paged' with a page size, or 'copy'), or None."""
+    """One row of the paged-decode run ('contiguous', 'paged' or 'fa3-paged' with a page size, or 'copy'), or None."""
     table = paged_table(root)
     if table is None:
         return None
     sel = table[(table.kernel == kernel) & (table.batch == batch) & (table.n == n)]
-    if kernel == "paged":
+    if kernel not in ("contiguous", "copy"):  # paged and fa3-paged rows are told apart by their page size
         sel = sel[sel.page_size == page_size]
     return sel.iloc[0].to_dict() if len(sel) and not math.isnan(sel.iloc[0]["ms"]) else None
 
@@ -125,6 +131,31 @@ def paged_value(column: str, kernel: str, batch: int, n: int, page_size: int | N
         return None
     value = row.get(column)
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _gpu(root=None) -> str:
+    """The GPU the paged-decode run was measured on."""
+    return load((root or DATA_DIR) / PAGED_RUN).gpu
+
+
+def pct_of_ceiling(kernel: str, batch: int, n: int, page_size: int | None = None, root=None) -> float | None:
+    """A kernel's read rate in the paged-decode run as a percentage of its GPU's bandwidth ceiling, or None."""
+    rate = paged_value("gb_per_s", kernel, batch, n, page_size, root)
+    return None if rate is None else percent_of_ceiling(rate * 1e9, _gpu(root), root)
+
+
+def ceiling_share(kernel: str, batch: int, n: int, page_size: int | None = None, root=None) -> Fact:
+    """:func:`pct_of_ceiling` as the fact every page quotes (percent; None: the run or the ceiling not measured)."""
+    rate = paged_value("gb_per_s", kernel, batch, n, page_size, root)
+    if rate is None:
+        return Fact(None, source(PAGED_RUN))
+    gpu, pages = _gpu(root), f".p{page_size}" if page_size else ""
+    if match_device(gpu) is None:  # a run on a GPU outside lab.results.hardware's table: no ceiling to divide by
+        return Fact(None, source(PAGED_RUN))
+    ceiling = bandwidth_ceiling(gpu, root)
+    return Fact(100 * rate * 1e9 / ceiling.value if ceiling.measured else None, f"{source(PAGED_RUN)} over {ceiling.source}",
+                quantity=f"{short_name(gpu)}.paged_decode.{kernel}{pages}.b{batch}.n{n}.pct_of_ceiling", unit="%",
+                method="K/V bytes read per second / the GPU's bandwidth ceiling")
 
 
 def nearest_measured(page_size: int, batch: int, n: int, root=None) -> tuple[int, int, int] | None:
@@ -177,3 +208,26 @@ def fastest_sdpa(mask: str, n: int, root=None) -> tuple[str | None, float | None
 def source(run: str) -> str:
     """Where a glued number comes from."""
     return f"data/{run}/" + ("paged.csv" if run == PAGED_RUN else "masks.csv")
+
+
+def versus(page_size: int = 16, reference: str = "fa3-paged", root=None):
+    """Our paged kernel against FA3's paged decode on the same pages, at every (batch, n) of the run that timed
+    both: ours_ms, fa3_ms, their read rates, ours_vs_fa3 (FA3's time / ours: above 1, ours is faster) and
+    contiguous_vs_fa3 (the same for our contiguous kernel). None when the run has no ``reference`` rows."""
+    import pandas as pd
+
+    table = paged_table(root)
+    if table is None or not (table.kernel == reference).any():
+        return None
+    rows = []
+    for (batch, n), _ in table.groupby(["batch", "n"]):
+        ours = paged_row("paged", int(batch), int(n), page_size, root)
+        fa3 = paged_row(reference, int(batch), int(n), page_size, root)
+        contiguous = paged_row("contiguous", int(batch), int(n), None, root)
+        if ours is None or fa3 is None:
+            continue
+        rows.append({"batch": int(batch), "n": int(n), "ours_ms": ours["ms"], "fa3_ms": fa3["ms"],
+                     "ours_gb_per_s": ours["gb_per_s"], "fa3_gb_per_s": fa3["gb_per_s"],
+                     "ours_vs_fa3": fa3["ms"] / ours["ms"],
+                     "contiguous_vs_fa3": fa3["ms"] / contiguous["ms"] if contiguous else math.nan})
+    return pd.DataFrame(rows).sort_values(["batch", "n"], ascending=[False, True]).reset_index(drop=True)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.cli import path_arg
+from lab.measure.vllm.arms import FLASH, FLEX
 
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "reference" / "inference-wall-part8"
 #: The parsed study's dataset name under data/ (what ``lab.results.data.load`` takes).
@@ -274,7 +276,7 @@ def parse_facts(text: str, windows: list[dict], where: str = "FACTS.md") -> dict
             if metric is None:
                 raise LabError(f"{where}: census clause '{clause.strip()}' has an unknown metric {key}")
             unit = {"attention_share_pct": "%", "window_s": "s"}.get(metric, "ms")
-            for arm, value in (("FLASH_ATTN", c["v1"]), ("FLEX_ATTENTION", c["v2"])):
+            for arm, value in ((FLASH.label, c["v1"]), (FLEX.label, c["v2"])):
                 census.append({"phase": phase, "tokens": tokens, "arm": arm, "metric": metric,
                                "value": _num(value), "unit": unit})
     if not census:
@@ -295,8 +297,8 @@ def parse_facts(text: str, windows: list[dict], where: str = "FACTS.md") -> dict
         raise LabError(f"{where}: missing the rig description (server flags, vLLM version, chunk size or kernel names)")
     flags["max_num_batched_tokens"] = int(chunk["v"])
     flags["chunked_prefill"] = True
-    kernels = [{"arm": "FLASH_ATTN", "phase": "decode", "kernel": kflash["k"]},
-               {"arm": "FLEX_ATTENTION", "phase": "decode", "kernel": kflex["k"]}]
+    kernels = [{"arm": FLASH.label, "phase": "decode", "kernel": kflash["k"]},
+               {"arm": FLEX.label, "phase": "decode", "kernel": kflex["k"]}]
     return {"census": census, "flags": flags, "vllm": vllm["v"], "decode_kernels": kernels}
 
 
@@ -357,14 +359,18 @@ def build_reference_dataset(source: Path = DEFAULT_SOURCE, out: Path = DEFAULT_O
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE,
+    parser.add_argument("--source", type=path_arg, default=DEFAULT_SOURCE,
                         help="folder holding the study's s1.log, s3.log and FACTS.md (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="dataset folder to write (default: %(default)s)")
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help="dataset folder to write (default: %(default)s)")
 
 
 def main(args) -> int:
+    from lab.folders import check_output, dataset_lock
+
     resolved = Path(args.out).resolve()
     shown = resolved.relative_to(REPO_ROOT) if resolved.is_relative_to(REPO_ROOT) else args.out
-    out = build_reference_dataset(args.source, args.out, command=f"python -m lab reference --out {shown}")
+    check_output(Path(args.out), "--out", [("--source", Path(args.source))])
+    with dataset_lock(Path(args.out)):
+        out = build_reference_dataset(args.source, args.out, command=f"python -m lab reference --out {shown}")
     print(f"wrote {out}")
     return 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from lab import LabError
 from lab.results import iomodel
+from lab.results.bandwidth import ceiling
 from lab.results.hardware import DTYPE_BYTES, Ceilings, Device
 
 #: FLOPs charged per score in softmax with a mask: running max, subtract, exp, sum, divide (exp counted as one
@@ -37,11 +38,12 @@ class Roof:
 
 
 def roof(hardware: Device | Ceilings | Roof, dtype: str = "bf16") -> Roof:
-    """The roof of a datasheet device (for ``dtype``) or of a measured machine (its measured dtype)."""
+    """The roof of a GPU of the table (for ``dtype``: its datasheet peak, and its one bandwidth ceiling from
+    :mod:`lab.results.bandwidth`) or of a machine measured live (its measured dtype, matmul and copy)."""
     if isinstance(hardware, Roof):
         return hardware
     if isinstance(hardware, Device):
-        return Roof(hardware.key, hardware.peak_flops(dtype), hardware.bandwidth, dtype)
+        return Roof(hardware.key, hardware.peak_flops(dtype), ceiling(hardware), dtype)
     if isinstance(hardware, Ceilings):
         return Roof(f"{hardware.name} (measured)", hardware.peak_flops, hardware.bandwidth, hardware.dtype)
     raise LabError(f"expected a hardware.Device, hardware.Ceilings or roofline.Roof, got {type(hardware).__name__}")
@@ -135,6 +137,26 @@ def attention_kernel(n_q: int, n_k: int, d: int, dtype: str = "bf16", fused: boo
     stages = attention_stages(n_q, n_k, d, dtype, fused, sram_bytes, causal)
     return Kernel("flash attention" if fused else "naive attention",
                   sum(s.flops for s in stages), sum(s.bytes for s in stages))
+
+
+# --- decode attention: when does it leave the memory side? ------------------------------------------
+
+def decode_attention_intensity(q_heads: int, kv_heads: int, query_tokens: int = 1, dtype: str = "bf16") -> float:
+    """FLOP per KV-cache byte of one decode step's attention over a long cache (the queries and the output are
+    negligible next to the cache): each of the ``query_tokens`` new tokens (1 in plain decode; k+1 when a
+    speculative step verifies k drafted tokens) and each of the q_heads query heads does 4·d FLOPs per cached
+    token against 2·d elements of K and V per KV head. For bf16 that is (q_heads / kv_heads) × query_tokens."""
+    return 4 * q_heads * query_tokens / (2 * kv_heads * _bpe(dtype))
+
+
+def mla_decode_attention_intensity(heads: int, latent_dim: int, rope_dim: int, query_tokens: int = 1,
+                                   dtype: str = "bf16") -> float:
+    """The same for multi-head latent attention run as multi-query attention over its cached latent (DeepSeek-V2,
+    arXiv:2405.04434; FlashMLA's analysis, docs/20250422-new-kernel-deep-dive.md): every head's query meets the
+    same cached vector of latent_dim + rope_dim elements as its key and of latent_dim as its value, so the FLOPs per
+    cached token are 2·heads·query_tokens·(2·latent_dim + rope_dim) over one vector's bytes."""
+    key_dim = latent_dim + rope_dim
+    return 2 * heads * query_tokens * (key_dim + latent_dim) / (key_dim * _bpe(dtype))
 
 
 # --- a whole model: prefill and decode -------------------------------------------------------------

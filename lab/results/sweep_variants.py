@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lab.measure.vllm.arms import FA3
 from lab.results import sweeps
 from lab.results.fit import QuadraticFit, fit_quadratic
 
@@ -84,7 +85,7 @@ class ChunkComparison:
         return getattr(self.small, coefficient) / getattr(self.large, coefficient)
 
 
-def chunk_comparison(table, gpu: str = "H200", arm: str = "FLASH_ATTN/FA3") -> ChunkComparison | None:
+def chunk_comparison(table, gpu: str = "H200", arm: str = FA3.label) -> ChunkComparison | None:
     """The arm fitted at the smallest and the largest chunk size measured on ``gpu`` (one GPU per
     server), or None while fewer than two chunk sizes with 3+ lengths are on file."""
     fits = {}
@@ -122,7 +123,7 @@ class TensorParallel:
                                                             self.itl_one, self.decode_floor_one_ms, strict=True)]
 
 
-def tensor_parallel(table, gpu: str = "H200", arm: str = "FLASH_ATTN/FA3") -> TensorParallel | None:
+def tensor_parallel(table, gpu: str = "H200", arm: str = FA3.label) -> TensorParallel | None:
     """The arm measured on one GPU and over several (the tensor-parallel study), or None when either is missing."""
     split_study = next((s for s in table["study"].unique() if sweeps.gpu_count(table, s) > 1
                         and not s.startswith("local/") and gpu.lower() in str(sweeps.provenance(table, s)["gpu"]).lower()

@@ -5,9 +5,13 @@ a reader's ``local/vllm``); its arms are the attention backends. Everything here
 ``sweep.csv`` tables through :func:`sweep_table`, so new runs show up without code.
 
 The floor is the roofline's answer to "how fast could this be at best" for Qwen2.5-7B on that GPU
-(datasheet peak and bandwidth from :mod:`lab.results.hardware`, FLOPs and bytes from :mod:`lab.results.roofline`):
-prefill can be no faster than its FLOPs over peak FLOP/s, a decode step no faster than the weights
-plus the KV cache it reads over memory bandwidth.
+(datasheet peak FLOP/s from :mod:`lab.results.hardware`, the GPU's one bandwidth ceiling from
+:mod:`lab.results.bandwidth`, FLOPs and bytes from :mod:`lab.results.roofline`): prefill can be no faster
+than its FLOPs over peak FLOP/s, a decode step no faster than the weights plus the KV cache it reads over
+the bandwidth ceiling.
+
+How fast decode reads the cache is estimated one way, everywhere: :func:`kv_read_rate`, the slope of ITL
+against context over every measured length.
 """
 
 from __future__ import annotations
@@ -18,12 +22,20 @@ from pathlib import Path
 import numpy as np
 
 from lab import LabError
+from lab.measure.vllm import arms
 from lab.results import reference
+from lab.results.bandwidth import bandwidth_ceiling, short_name, slope_rate
 from lab.results.data import DATA_DIR, load, load_sweeps
+from lab.results.facts import Fact
 from lab.results.fit import decode_growth, fit_quadratic, ok_rows
 
 A10G_STUDY = reference.DATASET
 SHARE_AT = (2048, 8192, 32768)
+#: The arms' labels (lab.measure.vllm.arms): the A10G study's FLASH_ATTN and FLEX_ATTENTION, the H200's FA3 and FA2.
+FLASH, FLEX = arms.FLASH.label, arms.FLEX.label
+FA3, FA2 = arms.FA3.label, arms.FA2.label
+#: The H200 study with vLLM's default settings; its variants (another chunk size, two GPUs) have folders of their own.
+H200_STUDY = "h200/vllm0.26-qwen2.5-7b"
 
 
 def study_of(dataset: str, root: Path = DATA_DIR) -> str:
@@ -181,25 +193,27 @@ def floors(gpu_name: str, lengths, gpus: int = 1) -> dict:
     """Roofline floors of Qwen2.5-7B on this GPU at each prompt/context length (arrays, SI units).
 
     prefill_s: all prefill FLOPs (matmuls + causal attention) over peak bf16 FLOP/s;
-    decode_s: one decode step's bytes (weights, activations, the KV cache of n tokens) over bandwidth.
+    decode_s: one decode step's bytes (the weights and the KV cache of n tokens:
+    :func:`lab.results.concurrency.floor_step_s`) over the GPU's bandwidth ceiling (``bandwidth_source`` says which: a measured read stream, or a datasheet).
     Also the per-token constants of the prefill floor: b_floor (s/token) and c_floor (s/token²).
     With ``gpus`` > 1 (tensor parallel) each GPU holds 1/gpus of the weights and of the KV heads and
     works at the same time, so both floors divide by the GPU count; communication is not in the floor.
     """
+    from lab.results.concurrency import floor_step_s, kv_bytes_per_step
     from lab.results.roofline import model_phase, roof
 
     device, shape = _device(gpu_name), _shape()
     one = roof(device)
     peak, bandwidth = one.peak_flops * gpus, one.bandwidth * gpus  # GPUs working together add up
     lengths = np.asarray(sorted(set(int(n) for n in lengths)), dtype=int)
-    prefill, prefill_attention, decode, decode_kv = [], [], [], []
+    prefill, prefill_attention = [], []
     for n in lengths:
         p = model_phase(shape, "prefill", int(n), fused=True, sram_bytes=device.smem_per_sm)
-        d = model_phase(shape, "decode", int(n), fused=True, sram_bytes=device.smem_per_sm)
         prefill.append(p["total"].flops / peak)
         prefill_attention.append(p["attention"].flops / peak)
-        decode.append(d["total"].bytes / bandwidth)
-        decode_kv.append(d["attention"].bytes / bandwidth)
+    # the decode floor is lab.results.concurrency's, the one every chapter uses: weights + KV over the ceiling
+    decode = [floor_step_s(1, int(n), bandwidth, shape) for n in lengths]
+    decode_kv = [kv_bytes_per_step(1, int(n), shape) / bandwidth for n in lengths]
     # per-token constants of the floor, whatever lengths were asked for: the matmul FLOPs of one token,
     # and causal attention's FLOPs per token² at a long prompt (where partly-masked tiles no longer count)
     n_ref = 1 << 17
@@ -209,6 +223,7 @@ def floors(gpu_name: str, lengths, gpus: int = 1) -> dict:
             "b_floor": shape.linear_flops_per_token() / peak,
             "c_floor": attention_ref.flops / n_ref**2 / peak,
             "device": device.name, "peak_flops": peak, "bandwidth": bandwidth, "gpus": gpus,
+            "bandwidth_source": bandwidth_ceiling(device).source,
             "kv_bytes_per_token": shape.kv_bytes_per_token()}
 
 
@@ -231,18 +246,70 @@ def against_floor(table, study: str):
 
 
 def kv_read_rate(table, study: str, arm: str) -> dict:
-    """How fast decode absorbs a longer context: the slope of ITL against context length.
+    """How fast decode absorbs a longer context: the slope of ITL against the KV bytes of the context
+    (:func:`lab.results.bandwidth.slope_rate`, the one way this book turns times into a read rate).
 
-    The slope (ms per 1000 tokens) is the extra time each step spends per 1000 more cached tokens;
-    dividing the KV bytes of those tokens by it gives the rate at which attention reads the cache.
+    The slope is the extra time each step spends per extra byte of cache; its inverse is the rate at which
+    attention reads the cache (``ms_per_1k_tokens``: the same slope per 1000 cached tokens).
     """
     rows = arm_rows(table, study, arm).dropna(subset=["itl_ms"])
     if len(rows) < 2:
         raise LabError(f"{study} {arm}: fewer than two ITL measurements")
-    slope_ms_per_token = float(np.polyfit(rows["actual_len"].to_numpy(float), rows["itl_ms"].to_numpy(float), 1)[0])
     kv = _shape().kv_bytes_per_token()
-    rate = kv / (slope_ms_per_token / 1e3) if slope_ms_per_token > 0 else math.inf
-    return {"ms_per_1k_tokens": slope_ms_per_token * 1000, "kv_gb_per_s": rate / 1e9, "kv_bytes_per_token": kv}
+    rate, _ = slope_rate(rows["actual_len"].to_numpy(float) * kv, rows["itl_ms"].to_numpy(float) / 1e3)
+    rate = rate if rate > 0 else math.inf  # ITL that does not grow: no finite rate
+    return {"ms_per_1k_tokens": 1e3 * kv * 1e3 / rate, "kv_gb_per_s": rate / 1e9, "kv_bytes_per_token": kv}
+
+
+def arm_source(table, study: str, arm: str) -> str:
+    """The sweep file one arm's rows come from (data/<dataset>/sweep.csv)."""
+    datasets = arm_rows(table, study, arm)["dataset"].unique()
+    if len(datasets) != 1:
+        raise LabError(f"{study} {arm}: rows from {len(datasets)} datasets; expected one")
+    return f"data/{datasets[0]}/sweep.csv"
+
+
+def kv_read_fact(table, study: str, arm: str) -> Fact:
+    """:func:`kv_read_rate` as a fact (GB/s): the one estimate of how fast an arm's decode reads the cache."""
+    return Fact(kv_read_rate(table, study, arm)["kv_gb_per_s"], arm_source(table, study, arm),
+                quantity=f"{study}.{arm}.kv_read_rate", unit="GB/s",
+                method="KV bytes per token / slope of ITL against context (least squares over every measured context)")
+
+
+def kv_read_pct_fact(table, study: str, arm: str) -> Fact:
+    """:func:`kv_read_fact` as a percentage of the bandwidth ceiling of the study's GPUs (all of them, in a
+    tensor-parallel study)."""
+    gpu = str(arm_rows(table, study, arm)["gpu"].iloc[0])
+    rate, one = kv_read_fact(table, study, arm), bandwidth_ceiling(gpu)
+    value = 100 * rate.value * 1e9 / (one.value * gpu_count(table, study)) if one.measured else None
+    return Fact(value, f"{rate.source} over {one.source}",
+                quantity=f"{study}.{arm}.kv_read_pct_of_ceiling", unit="%",
+                method=f"{rate.quantity} / {short_name(gpu)}.bandwidth_ceiling")
+
+
+def h200_sweeps(root: Path | None = None):
+    """Committed rows of the H200 default-settings study with a measured TTFT (its variants and readers'
+    data/local runs left out), or None when there are none."""
+    from lab.results import data
+
+    try:
+        table = data.load_sweeps() if root is None else data.load_sweeps(root)
+    except LabError:  # no sweep at all
+        return None
+    table = table[table["dataset"].str.startswith(f"{H200_STUDY}/") & table["gpu"].str.contains("H200")]
+    if "status" in table.columns:
+        table = table[table["status"].isna() | (table["status"].astype(str) == "ok")]
+    table = table[table["ttft_s"].apply(lambda v: isinstance(v, (int, float)) and math.isfinite(v))]
+    return table if len(table) else None
+
+
+def longest_common(table, arms) -> int | None:
+    """Longest target length every one of ``arms`` measured."""
+    common = None
+    for arm in arms:
+        lengths = set(table[table["arm"] == arm]["target_len"])
+        common = lengths if common is None else common & lengths
+    return int(max(common)) if common else None
 
 
 def compare_arms(table, study: str, slow: str, fast: str):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.measure.vllm import arms
 from lab.results import census_windows as cd
 from lab.results.data import DATA_DIR
 
@@ -109,10 +110,10 @@ def low_power_limited(root: Path = DATA_DIR, gpu: str = "H200"):
 
 def decode_per_step(table, root: Path = DATA_DIR, gpu: str = "H200") -> dict | None:
     """(backend, context) -> attention and matmul ms per decode step, for both backends at 2k and 28k."""
-    arms = {FLASH: "FLASH_ATTN/FA3", FLEX: "FLEX_ATTENTION"}
+    labels = {FLASH: arms.FA3.label, FLEX: arms.FLEX.label}
     steps = {(w["arm"], w["window"]): w["steps"].get("decode") for w in cd.measured_windows(root) if w["gpu"] == gpu}
     out = {}
-    for backend, arm in arms.items():
+    for backend, arm in labels.items():
         for n in (SHORT, LONG):
             w, count = cd.window(table, gpu, "decode", n, backend), steps.get((arm, f"decode-{n}"))
             if not (w.known and count and w.ms["attention"] is not None and w.ms["matmul"] is not None):

@@ -70,9 +70,14 @@ def change_pct(before_ms: float, after_ms: float) -> float:
     return 100 * (before_ms / after_ms - 1)
 
 
+#: How the ablation marks a step measured on top of the kept ones but not kept itself (lab.measure.timing).
+NOT_KEPT = "(tried, not kept)"
+
+
 def step_changes(ablation, noise_pct: float):
-    """Each ablation step against the step before it, at every length: one row per (n, step) with
-    ``change_pct`` (positive: faster) and ``beyond_drift`` (the change is larger than ``noise_pct``)."""
+    """Each ablation step against the step it was built on, at every length: the step before it, or for a
+    step tried and not kept (:data:`NOT_KEPT`) the last kept step. One row per (n, step) with ``after_step``
+    (the step compared with), ``change_pct`` (positive: faster) and ``beyond_drift`` (larger than ``noise_pct``)."""
     import pandas as pd
 
     if ablation.empty:
@@ -80,10 +85,13 @@ def step_changes(ablation, noise_pct: float):
     rows = []
     for n in sorted(ablation.n.unique()):
         steps = ablation[ablation.n == n].sort_values("step")
-        for before, after in zip(steps.itertuples(), steps.iloc[1:].itertuples(), strict=False):
-            change = change_pct(before.ms, after.ms)
-            rows.append({"n": int(n), "step": int(after.step), "change": after.change, "change_pct": change,
-                         "beyond_drift": bool(abs(change) > noise_pct)})
+        base = steps.iloc[0]
+        for after in steps.iloc[1:].itertuples():
+            change = change_pct(base.ms, after.ms)
+            rows.append({"n": int(n), "step": int(after.step), "change": after.change, "after_step": int(base.step),
+                         "change_pct": change, "beyond_drift": bool(abs(change) > noise_pct)})
+            if NOT_KEPT not in str(after.change):
+                base = after
     return pd.DataFrame(rows)
 
 
@@ -144,3 +152,24 @@ def register_cap_pairs(tuning, shape: str = "prefill 16k"):
     table = pd.DataFrame(rows)
     table["speedup"] = table.ms / table.ms_capped
     return table
+
+
+def race_best(race, reference: str = "fa3"):
+    """The fastest variant of the tuned kernel at each length of a tuning race (scripts/race_tuned.py,
+    race.csv), against ``reference`` timed in the same race: one row per n with variant, ms, reference_ms and
+    vs_reference (reference ms / variant ms), and how many variants ran and failed."""
+    import pandas as pd
+
+    peers = {"fa3", "fa4", "flex-flash", "sdpa-cudnn"}
+    rows = []
+    for n, group in race.groupby("n"):
+        ours = group[~group.variant.isin(peers)]
+        ok = ours[(ours.status == "ok") & ours.ms.notna()]
+        ref = group[(group.variant == reference) & (group.status == "ok")]
+        if ok.empty or ref.empty:
+            raise LabError(f"the tuning race has no timed variant and {reference} at n={n}")
+        best = ok.loc[ok.ms.idxmin()]
+        rows.append({"n": int(n), "variant": best.variant, "ms": float(best.ms), "reference_ms": float(ref.ms.iloc[0]),
+                     "vs_reference": float(ref.ms.iloc[0]) / float(best.ms), "variants": len(ours),
+                     "failed": int((ours.status != "ok").sum())})
+    return pd.DataFrame(rows)

@@ -2,8 +2,9 @@
 
 The decode part carries the book's reconciliation of two claims. At batch 1 a decode step reads the
 weights plus the KV cache; the KV part is linear in context, so there is no quadratic term for tiling to
-remove. Comparing each backend's measured ITL growth with the time the extra KV bytes need at full
-bandwidth tells whether its kernel pulls the bandwidth the GPU has or not.
+remove. Each backend's KV read rate (the slope of its ITL against context, :func:`lab.results.sweeps.kv_read_fact`,
+as chapter 6 measures it) against the A10G's bandwidth ceiling (its datasheet's) tells whether its kernel pulls
+the bandwidth the GPU has or not.
 """
 
 from __future__ import annotations
@@ -11,24 +12,25 @@ from __future__ import annotations
 import math
 
 from lab.book.facts import Fact
-from lab.book.interview.common import (A10G, FLASH, FLEX, GB, decode_floor_ms, kv_bandwidth_gb_s, row,
-                                       streamed_weight_bytes)
-from lab.results import data, hardware, iomodel
-from lab.results.modelshape import qwen25_7b
+from lab.book.interview.common import A10G, FLASH, FLEX, GB, row
+from lab.results import data, hardware, iomodel, roofline, sweeps
+from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth
+from lab.results.concurrency import floor_fact, floor_step_s, weight_bytes_per_step
+from lab.results.modelshape import DEEPSEEK_V2_MLA, kv_per_token, qwen25_7b
 
 
 def _devices() -> dict:
     """Datasheet roofline figures and the byte counts of attention at the study's longest prompt."""
     a10g, h100, h200 = hardware.device("A10G"), hardware.device("H100-SXM"), hardware.device("H200-SXM")
-    shape, long = qwen25_7b(), sweep_lengths()[2]
+    shape, long, mla = qwen25_7b(), sweep_lengths()[2], DEEPSEEK_V2_MLA
     attention_flops = iomodel.prefill_flops(shape, long)["attention"] / shape.layers
     reread = iomodel.attention_hbm_bytes(shape, long, "prefill", "flash", h100.smem_per_sm, per="layer")
     naive = iomodel.attention_hbm_bytes(shape, long, "prefill", "naive", h100.smem_per_sm, per="layer")
     compulsory = iomodel.attention_compulsory_bytes(shape, long, "prefill", per="layer")
     return {
         "ridge_h100": h100.ridge(), "ridge_a10g": a10g.ridge(), "ridge_h200": h200.ridge(),
-        "h100_tflops": h100.bf16_flops / 1e12, "h100_tb_s": h100.bandwidth / 1e12, "h200_tb_s": h200.bandwidth / 1e12,
-        "a10g_gb_s": a10g.bandwidth / GB, "a10g_sms": a10g.sm_count, "a10g_mem_gb": a10g.memory_bytes / GB,
+        "h100_tflops": h100.bf16_flops / 1e12, "h100_tb_s": h100.bandwidth / 1e12,
+        "a10g_sms": a10g.sm_count, "a10g_mem_gb": a10g.memory_bytes / GB,
         "sp_gb_layer_long": iomodel.naive_intermediate_bytes(shape, long) / GB,
         "naive_max_len_a10g": iomodel.max_naive_length(shape, a10g.memory_bytes),
         "naive_gb_layer_long": naive / GB, "flash_gb_layer_long": reread / GB,
@@ -38,13 +40,17 @@ def _devices() -> dict:
         "attn_flop_share_long_pct": 100 * iomodel.attention_flop_share(shape, long),
         "gqa_group": shape.q_heads // shape.kv_heads, "q_heads": shape.q_heads, "kv_heads": shape.kv_heads,
         "head_dim": shape.head_dim,
-        "kv_kb_per_token": shape.kv_bytes_per_token(2) / 1e3,
         "kv_gb_long": long * shape.kv_bytes_per_token(2) / GB,
         "kv_mha_gb_long": long * shape.kv_bytes_per_token(2) / GB * shape.q_heads / shape.kv_heads,
-        "weights_gb": shape.parameters * 2 / GB, "weights_streamed_gb": streamed_weight_bytes() / GB,
-        "kv_equals_weights_tokens": streamed_weight_bytes() / shape.kv_bytes_per_token(2),
+        "weights_gb": shape.parameters * 2 / GB, "weights_streamed_gb": weight_bytes_per_step() / GB,
+        "kv_equals_weights_tokens": weight_bytes_per_step() / shape.kv_bytes_per_token(2),
         "decode_intensity": shape.linear_flops_per_token() / (shape.layers * shape.linear_weights_per_layer * 2),
-        "decode_attention_intensity": 4 * shape.head_dim * shape.q_heads / (4 * shape.head_dim * shape.kv_heads),
+        "decode_attention_intensity": roofline.decode_attention_intensity(shape.q_heads, shape.kv_heads),
+        "decode_tokens_at_ridge_h200": h200.ridge() / roofline.decode_attention_intensity(shape.q_heads, shape.kv_heads),
+        "mla_decode_intensity": roofline.mla_decode_attention_intensity(mla.heads, mla.latent_dim, mla.rope_dim),
+        "mla_heads": mla.heads,
+        "qk_intensity_cap": 2 * shape.head_dim / 2,  # 2d FLOPs per score over the 2 bytes of writing it (bf16)
+        "page_kib_per_head": 16 * shape.head_dim * 2 / 1024,  # one 16-token page of one KV head's keys, one layer
     }
 
 
@@ -55,14 +61,13 @@ def sweep_lengths() -> tuple[int, int, int]:
 
 
 def _sweep() -> dict:
-    """Fits, TTFT/ITL at the ends of the sweep, and the decode bandwidth each backend's ITL growth implies."""
+    """Fits, TTFT/ITL at the ends of the sweep, and the decode floors at its ends."""
     ds = data.load(A10G)
     sweep, fits = ds.csv("sweep.csv", data.SWEEP_COLUMNS), ds.csv("fits.csv", ["arm", "b_us_per_token", "c_ps_per_token2"])
     kernels = ds.csv("decode_kernels.csv", ["arm", "phase", "kernel"])
     short, two_k, long = sweep_lengths()
     at = lambda arm, n, col: float(row(sweep, arm=arm, target_len=n)[col])
     f = {"a10g_short_len": short, "a10g_two_k_len": two_k, "a10g_long_len": long}
-    a10g = hardware.device("A10G")
     for arm, key in ((FLASH, "flash"), (FLEX, "flex")):
         fit = row(fits, arm=arm)
         f[f"b_{key}"], f[f"c_{key}"] = float(fit["b_us_per_token"]), float(fit["c_ps_per_token2"])
@@ -70,8 +75,6 @@ def _sweep() -> dict:
             f[f"ttft_{key}_{end}"], f[f"itl_{key}_{end}"] = at(arm, n, "ttft_s"), at(arm, n, "itl_ms")
         f[f"itl_{key}_growth_pct"] = 100 * (f[f"itl_{key}_long"] / f[f"itl_{key}_short"] - 1)
         f[f"itl_{key}_extra_ms"] = f[f"itl_{key}_long"] - f[f"itl_{key}_short"]
-        f[f"kv_bw_{key}_gb_s"] = kv_bandwidth_gb_s(f[f"itl_{key}_short"], f[f"itl_{key}_long"], short, long)
-        f[f"kv_bw_{key}_pct"] = 100 * f[f"kv_bw_{key}_gb_s"] * GB / a10g.bandwidth
         f[f"kernel_{key}"] = str(row(kernels, arm=arm, phase="decode")["kernel"])
     f["c_ratio"] = f["c_flex"] / f["c_flash"]
     for end in ("short", "long"):
@@ -83,7 +86,8 @@ def _sweep() -> dict:
     f["decode_equals_prefill_tokens"] = k
     f["request_ratio_long"] = ((f["ttft_flex_long"] + k * f["itl_flex_long"] / 1e3)
                                / (f["ttft_flash_long"] + k * f["itl_flash_long"] / 1e3))
-    f["floor_short_ms"], f["floor_long_ms"] = decode_floor_ms(a10g.bandwidth, short), decode_floor_ms(a10g.bandwidth, long)
+    bandwidth = ceiling("A10G")  # its datasheet figure: this project never ran an A10G
+    f["floor_short_ms"], f["floor_long_ms"] = (1e3 * floor_step_s(1, n, bandwidth) for n in (short, long))
     f["floor_growth_pct"] = 100 * (f["floor_long_ms"] / f["floor_short_ms"] - 1)
     f["floor_extra_ms"] = f["floor_long_ms"] - f["floor_short_ms"]
     f["kv_extra_gb"] = (long - short) * qwen25_7b().kv_bytes_per_token(2) / GB
@@ -118,6 +122,20 @@ def a10g_facts() -> dict[str, Fact]:
     sources = {_devices: "lab.results.hardware + lab.results.iomodel (Qwen2.5-7B)",
                _sweep: f"{A10G}/sweep.csv, fits.csv, decode_kernels.csv, provenance.json",
                _shares_and_census: f"{A10G}/quad_share.csv, census.csv"}
-    return {name: Fact(value, source) for part, source in sources.items() for name, value in part().items()}
+    out = {name: Fact(value, source) for part, source in sources.items() for name, value in part().items()}
+    return out | _bandwidths()
+
+
+def _bandwidths() -> dict[str, Fact]:
+    """The bandwidth figures and KV read rates the interview quotes, as the facts every chapter glues."""
+    table = sweeps.sweep_table()
+    out = {"a10g_gb_s": bandwidth_ceiling("A10G").to("GB/s"), "h200_tb_s": datasheet_bandwidth("H200-SXM").to("TB/s"),
+           "kv_kb_per_token": kv_per_token().to("kB")}
+    short, _, long = sweep_lengths()
+    out |= {"floor_short_ms": floor_fact(1, short, "A10G"), "floor_long_ms": floor_fact(1, long, "A10G")}
+    for arm, key in ((FLASH, "flash"), (FLEX, "flex")):
+        out[f"kv_bw_{key}_gb_s"] = sweeps.kv_read_fact(table, A10G, arm)
+        out[f"kv_bw_{key}_pct"] = sweeps.kv_read_pct_fact(table, A10G, arm)
+    return out
 
 

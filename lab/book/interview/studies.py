@@ -5,21 +5,23 @@ Each reader goes through the lab.results module that owns its data (:mod:`lab.re
 :mod:`lab.results.concurrency`, :mod:`lab.results.dram_bytes`), so the column names live in one place; a missing
 file or point gives a fact that is not measured ("not measured yet" in the chapter), never a guessed number.
 
-    paged         data/h200/paged-decode/paged.csv via lab.results.paged: gb_per_s, copy_gb_per_s by kernel
+    paged         data/h200/paged-decode/paged.csv via lab.results.paged: gb_per_s by kernel, % of the ceiling
     concurrency   data/h200/vllm0.26-qwen2.5-7b-concurrency via lab.results.concurrency, beside the step floor
     masks         data/h200/flex-masks/masks.csv via lab.results.paged: Flex against the fastest SDPA that ran
     decomposition through lab.results.flex_decomposition (its variants, and vLLM's trace windows)
     dram bytes    data/h200/dram-bytes/dram_bytes.csv via lab.results.dram_bytes, beside the two model counts
 
-The batch-on-the-roofline facts of the model (where decode turns KV-bound, the floor of a step) are always there:
-their bandwidth is the H200's measured copy bandwidth, or its datasheet's while that is not on file.
+The batch-on-the-roofline facts of the model (where decode turns KV-bound, the floor of a step) divide by the
+H200's one bandwidth ceiling (lab.results.bandwidth).
 """
 
 from __future__ import annotations
 
-from lab.book.interview.common import FA3, FLEX, Shown, missing_facts, shown_facts
+from lab.book.facts import Fact
+from lab.book.interview.common import FA3, FLEX, missing_facts, shown_facts
 from lab.results import concurrency as rc
 from lab.results import data, dram_bytes, paged
+from lab.results.bandwidth import bandwidth_ceiling
 
 DECOMPOSITION = "h200/flex-decomposition/flex_decomposition.csv"
 
@@ -54,43 +56,37 @@ def _ratio(a, b, scale: float = 1.0):
 
 GB_S = "{:,.0f} GB/s"
 PAGED_FORMATS = {"paged_vs_contiguous_pct": "{:.0f}%", "paged_128_vs_contiguous_pct": "{:.0f}%",
-                 "paged_b1_vs_contiguous_pct": "{:.0f}%", "paged_gb_s": GB_S, "contiguous_gb_s": GB_S,
-                 "paged_copy_gb_s": GB_S}
+                 "paged_b1_vs_contiguous_pct": "{:.0f}%", "paged_gb_s": GB_S, "contiguous_gb_s": GB_S}
 
 
 def paged_facts(root=None, batch: int = 16, n: int = 32768, page: int = 16) -> dict:
     """Batch 16 × 32k decode with 16-token pages: the paged kernel's bandwidth against the contiguous one's and
-    against a copy of the same bytes in the same run (a copy counts a read and a write); then 128-token pages, and
-    batch 1."""
+    as a share of the H200's bandwidth ceiling; then 128-token pages, and batch 1."""
     value = lambda column, kernel, b=batch, p=None: paged.paged_value(column, kernel, b, n, p, root)
     share = lambda b, p: None if (v := value("fraction_of_contiguous", "paged", b, p)) is None else 100 * v
     values = {"paged_vs_contiguous_pct": share(batch, page), "paged_128_vs_contiguous_pct": share(batch, 128),
               "paged_b1_vs_contiguous_pct": share(1, page), "paged_gb_s": value("gb_per_s", "paged", p=page),
-              "contiguous_gb_s": value("gb_per_s", "contiguous"), "paged_copy_gb_s": value("gb_per_s", "copy")}
+              "contiguous_gb_s": value("gb_per_s", "contiguous")}
     source = f"{paged.source(paged.PAGED_RUN)}: gb_per_s, fraction_of_contiguous by kernel, page_size, batch, n"
-    return shown_facts(values, PAGED_FORMATS, source)
+    return shown_facts(values, PAGED_FORMATS, source) | {
+        "paged_pct_of_ceiling": paged.ceiling_share("paged", batch, n, page, root).shown_as("{:.0f}%"),
+        "contiguous_pct_of_ceiling": paged.ceiling_share("contiguous", batch, n, None, root).shown_as("{:.0f}%")}
 
 
 # --- batch on the decode roofline -------------------------------------------------------------------
 
-def _bandwidth(root=None) -> tuple[float, str]:
-    folder = rc.H200_HARDWARE if root is None else root / "h200" / "hardware"
-    return rc.floor_bandwidth(folder)
-
-
 def roofline_batch_facts(root=None) -> dict:
-    """Where decode turns KV-bound for Qwen2.5-7B, and the H200 floor of a step (the model: always there)."""
-    bandwidth, where = _bandwidth(root)
-    floor = lambda b, n: 1e3 * rc.floor_step_s(b, n, bandwidth)
+    """Where decode turns KV-bound for Qwen2.5-7B (the model: always there), and the H200 floor of a step (not
+    measured while the H200's bandwidth ceiling is not)."""
     kv, weights = rc.kv_bytes_per_step(64, 32768), rc.weight_bytes_per_step()
     values = {"kv_bound_batch_2k": rc.kv_bound_batch(2048), "kv_bound_batch_32k": rc.kv_bound_batch(32768),
-              "floor_gb_s": bandwidth / 1e9, "floor_h200_1_32k_ms": floor(1, 32768),
-              "floor_h200_64_32k_ms": floor(64, 32768), "floor_h200_64_2k_ms": floor(64, 2048),
               "kv_share_64_32k_pct": 100 * kv / (kv + weights)}
-    formats = {"kv_bound_batch_2k": ".0f", "kv_bound_batch_32k": ".1f", "floor_gb_s": ",.0f",
-               "floor_h200_1_32k_ms": ".1f", "floor_h200_64_32k_ms": ".1f", "floor_h200_64_2k_ms": ".1f",
-               "kv_share_64_32k_pct": ".0f"}
-    return shown_facts(values, formats, f"lab.results.concurrency (Qwen2.5-7B) over the {where}")
+    formats = {"kv_bound_batch_2k": ".0f", "kv_bound_batch_32k": ".1f", "kv_share_64_32k_pct": ".0f"}
+    floor = lambda b, n: rc.floor_fact(b, n, "H200-SXM", root).shown_as(MS)
+    return shown_facts(values, formats, "lab.results.concurrency (Qwen2.5-7B)") | {
+        "floor_gb_s": bandwidth_ceiling("H200-SXM", root).to("GB/s").shown_as(GB_S),
+        "floor_h200_1_32k_ms": floor(1, 32768), "floor_h200_64_32k_ms": floor(64, 32768),
+        "floor_h200_64_2k_ms": floor(64, 2048)}
 
 
 MS, TIMES, TOK_S = "{:.1f} ms", "{:.2f}×", "{:,.0f} tokens/s"
@@ -118,7 +114,9 @@ def concurrency_facts(root=None) -> dict:
     """ITL in vLLM on the H200 against concurrent requests (1 to 64) at 2k and 32k, FA3 and FLEX, each beside the
     floor of the batch vLLM admitted; and, at 32k, the measured concurrencies either side of the KV-bound batch."""
     points = rc.load_points(root=data.DATA_DIR if root is None else root)
-    table = rc.with_floor(points, _bandwidth(root)[0])
+    ceiling = bandwidth_ceiling("H200-SXM", root)
+    # without the ceiling there is no floor to set a point beside: every point reads "not measured yet"
+    table = rc.with_floor(points if ceiling.measured else points.iloc[0:0], ceiling.value or 1.0)
     values = {}
     for label, n in (("2k", 2048), ("32k", 32768)):
         for c in (1, 4, 16, 64):
@@ -184,17 +182,49 @@ def decomposition_facts(root=None) -> dict:
     source = f"{fd.DATASET}/{fd.FILE} (lab.results.flex_decomposition) + vLLM's FLEX trace windows"
     if dec is None:
         return missing_facts(DECOMPOSITION_FORMATS, f"data/{source}")
-    step = lambda slow, fast, batch=1, phase="decode": dec.factor(phase, batch, slow, fast)  # noqa: E731
-    values = {"flex_forced_over_default": step("flex-forced", "flex-default"),
-              "flex_tiles16_over_forced": step("flex-tiles16", "flex-forced"),
-              "flex_paged_over_tiles16": step("flex-paged", "flex-tiles16"),
-              "vllm_over_paged": fd.vllm_over(dec, vllm), "vllm_over_default": fd.vllm_over(dec, vllm, "flex-default"),
-              "flex_default_over_cudnn": step("flex-default", "sdpa-cudnn"),
-              "flex_pad8_speedup_b16": step("flex-default", "flex-pad8", 16),
-              "flex_prefill_tflops": dec.rate("prefill", 1, "flex-default"),
-              "flex_prefill_tiles16_x": step("flex-tiles16", "flex-forced", 1, "prefill"),
-              "flex_prefill_len": dec.length("prefill")}
-    return shown_facts(values, DECOMPOSITION_FORMATS, f"data/{source}")
+    values = {"vllm_over_paged": fd.vllm_over(dec, vllm), "vllm_over_default": fd.vllm_over(dec, vllm, "flex-default"),
+              "flex_prefill_tflops": dec.rate("prefill", 1, "flex-default"), "flex_prefill_len": dec.length("prefill")}
+    # the time ratios are the decomposition's own facts, the ones chapters 5b and 6 glue
+    steps = {"flex_forced_over_default": ("decode", 1, "flex-forced", "flex-default"),
+             "flex_tiles16_over_forced": ("decode", 1, "flex-tiles16", "flex-forced"),
+             "flex_paged_over_tiles16": ("decode", 1, "flex-paged", "flex-tiles16"),
+             "flex_default_over_cudnn": ("decode", 1, "flex-default", "sdpa-cudnn"),
+             "flex_pad8_speedup_b16": ("decode", 16, "flex-default", "flex-pad8"),
+             "flex_prefill_tiles16_x": ("prefill", 1, "flex-tiles16", "flex-forced")}
+    return (shown_facts(values, {k: DECOMPOSITION_FORMATS[k] for k in values}, f"data/{source}")
+            | {name: dec.factor_fact(*step).shown_as(DECOMPOSITION_FORMATS[name]) for name, step in steps.items()})
+
+
+COUNTER_FORMATS = {"flex_ctr_tensor_pct": "{:.0f}%", "flex_ctr_read_pct": "{:.1f}%", "flex_ctr_rows": "{:.0f}",
+                   "flex_ctr_useful": "{:.3f}×", "flex_ctr_pad8_busy": "{:.0f}", "flex_ctr_gap_b1": "{:.0f}×",
+                   "flex_ctr_product_b1": "{:.0f}×", "flex_ctr_recipe_b1": "{:.1f}×", "flex_ctr_inst_b1": "{:.1f}×",
+                   "flex_ctr_general_b1_ms": "{:.3f} ms", "flex_ctr_template_b1_ms": "{:.3f} ms",
+                   "flex_ctr_template_speedup_b1": "{:.0f}×"}
+
+
+def counter_facts(root=None) -> dict:
+    """Why Flex decodes slowly, from the ncu counters (lab.results.flex_counters): the general kernel's tensor pipe
+    and DRAM rate at batch 1, the split template's working programs, and the factor chain over FA3."""
+    from lab.results import flex_counters as fc
+
+    root = data.DATA_DIR if root is None else root
+    rows = {(r["candidate"], r["batch"]): r for r in fc.table(root)}
+    gap, source = fc.gap(1, root), "data/h200/kernel-counters*/raw.csv via lab.results.flex_counters"
+    general, pad8 = rows.get(("flex-default", 1)), rows.get(("flex-pad8", 1))
+    template = rows.get(("flex-pad8-mask", 1))  # the decode template handed a block mask with real blocks
+    values = {}
+    if general and pad8:
+        values = {"flex_ctr_tensor_pct": general["tensor_pct"], "flex_ctr_read_pct": general["read_pct_of_ceiling"],
+                  "flex_ctr_pad8_busy": pad8["busy_sms"]}
+    if general and template:
+        values |= {"flex_ctr_general_b1_ms": general["ms"], "flex_ctr_template_b1_ms": template["ms"],
+                   "flex_ctr_template_speedup_b1": general["ms"] / template["ms"]}
+    if gap:
+        values |= {"flex_ctr_rows": gap.factor("rows computed per real row"),
+                   "flex_ctr_useful": gap.factor("useful work over the read floor"), "flex_ctr_gap_b1": gap.total_measured,
+                   "flex_ctr_product_b1": gap.product, "flex_ctr_recipe_b1": gap.factor("vLLM's recipe over the general kernel"),
+                   "flex_ctr_inst_b1": gap.factor("instructions")}
+    return shown_facts(values, COUNTER_FORMATS, source)
 
 
 # --- measured DRAM bytes against the two model counts ------------------------------------------------
@@ -221,7 +251,32 @@ def dram_facts(root=None, candidate: str = "ours-tuned", n: int = 16384) -> dict
     return shown_facts(values, DRAM_FORMATS, source)
 
 
-def facts(root=None) -> dict[str, Shown]:
+# --- decode against query rows per KV head (chapter 5's sweep) ------------------------------------------
+
+ROWS_FORMATS = {"rows_ridge_iv": "{:.0f} FLOP/byte", "rows_fa3_flat_iv": "{:d}", "rows_fa3_off_iv": "{:d}",
+                "rows_fa3_most_iv": "{:d}", "rows_fa3_most_pct_iv": "{:.0f}%", "rows_ours_flat_iv": "{:d}"}
+
+
+def decode_rows_facts(root=None) -> dict:
+    """Where FA3 and our split-KV kernel leave the memory floor as query rows per KV head grow (lab.results.decode_rows),
+    and the measured ridge they are placed against."""
+    from lab import LabError
+    from lab.results import decode_rows
+
+    source = f"data/{decode_rows.RUNS[0]} (+ {decode_rows.RUNS[1]}) via lab.results.decode_rows; {decode_rows.roof_sources()}"
+    try:
+        points, roof = decode_rows.sweep(root), decode_rows.roof(root=root)
+    except LabError:
+        return missing_facts(ROWS_FORMATS, source)
+    cross = decode_rows.crossings(points, roof).set_index("candidate")
+    fa3, ours = cross.loc["fa3"], cross.loc["ours-tuned"]
+    values = {"rows_ridge_iv": roof.ridge, "rows_fa3_flat_iv": int(fa3.last_flat), "rows_fa3_off_iv": int(fa3.first_off),
+              "rows_fa3_most_iv": int(fa3.most_rows), "rows_fa3_most_pct_iv": fa3.most_pct_of_matmul,
+              "rows_ours_flat_iv": int(ours.last_flat)}
+    return shown_facts(values, ROWS_FORMATS, source)
+
+
+def facts(root=None) -> dict[str, Fact]:
     """Every later-study fact, measured or not."""
     return {**paged_facts(root), **concurrency_facts(root), **roofline_batch_facts(root), **mask_facts(root),
-            **decomposition_facts(root), **dram_facts(root)}
+            **decomposition_facts(root), **counter_facts(root), **dram_facts(root), **decode_rows_facts(root)}

@@ -17,6 +17,7 @@ import matplotlib.ticker  # noqa: E402
 import matplotlib.transforms  # noqa: E402
 
 from lab.book.plots.alt_text import ALT_KEY, describe  # noqa: E402
+from lab.measure.vllm import arms  # noqa: E402
 from lab.units import SI_PREFIXES  # noqa: E402
 
 # Resolve the backend now, outside any rc_context: in Jupyter, loading the inline backend switches
@@ -33,17 +34,23 @@ PALETTE = ("#1f77b4", "#e36b00", "#2ca02c", "#d62728", "#9467bd", "#a06356", "#d
 
 #: A fixed colour per attention backend or kernel, so the same thing looks the same in every chapter.
 COLORS = {
-    "FLASH_ATTN": "#1f77b4",
-    "FLASH_ATTN/FA3": "#1f77b4",
-    "FLASH_ATTN/FA2": "#e36b00",  # orange beside FA3's blue: two versions of one kernel, told apart at a glance
-    "FLEX_ATTENTION": "#d62728",
-    "TRITON_ATTN": "#9467bd",
+    arms.FLASH.label: "#1f77b4",
+    arms.FA3.label: "#1f77b4",
+    arms.FA2.label: "#e36b00",  # orange beside FA3's blue: two versions of one kernel, told apart at a glance
+    arms.FLEX.label: "#d62728",
+    arms.TRITON.label: "#9467bd",
+    arms.FA3_FP8.label: "#139caa",  # cyan beside FA3's blue: the same kernel reading an FP8 cache
     "naive": "#7f7f7f",
     "sdpa-flash": "#1f77b4",
     "sdpa-cudnn": "#2ca02c",
     "flex": "#d62728",
     "ours-teaching": "#e36b00",
     "ours-tuned": "#a06356",
+    "fa2": "#91921a",
+    "fa3": "#696cb8",
+    "fa3-tokens": "#9467bd",
+    "fa4": "#de5eb7",
+    "flex-flash": "#637939",
     "attention": "#d62728",
     "matmul": "#1f77b4",
     "other": "#8d8d8d",

@@ -6,7 +6,8 @@ from matplotlib.transforms import blended_transform_factory
 
 from lab.book.plots import WIDTH_IN, caption, color, figure, floor_pt, legend_above, plain_log_axis, wrap_to_width
 from lab.results import units
-from lab.results.hardware import Device, memory_hierarchy
+from lab.results.bandwidth import memory_ladder
+from lab.results.hardware import Device
 
 #: Level names as the y axis shows them (short: the axis shares a phone's width with the bars).
 _LEVEL_NAMES = {"shared memory": "shared\nmemory", "L2 cache": "L2\ncache", "HBM": "device\nmemory\n(HBM /\nGDDR6)"}
@@ -36,7 +37,7 @@ def plot_memory_hierarchy(devices: list[Device], source: str):
     Each bar's size and bandwidth are written on a line above it (the full width of the axes, so the
     words fit a phone); a size too long for one line puts the bandwidth on a second.
     """
-    levels = [memory_hierarchy(dev) for dev in devices]
+    levels = [memory_ladder(dev) for dev in devices]
     names = [lvl["level"] if lvl["level"] != "GDDR6" else "HBM" for lvl in levels[0]]
     small = floor_pt(WIDTH_IN)
     texts = [[_text(*_label(lvl, dev), small) for lvl in per_level] for dev, per_level in zip(devices, levels, strict=True)]

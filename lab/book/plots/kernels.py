@@ -78,19 +78,53 @@ def plot_ablation(table, source: str):
 
 
 def plot_decode(table, labels: dict, batches, source: str):
-    """Share of the copy bandwidth against context, one panel per batch size, stacked in one column."""
+    """Share of the GPU's bandwidth ceiling (``pct_of_ceiling``) against context, one panel per batch size,
+    stacked in one column."""
     fig, axes = figure(len(batches), 1, figsize=(WIDTH_IN, 1.6 + 2.6 * len(batches)), sharey=True, sharex=True)
     axes = np.atleast_1d(axes)
     for ax, batch in zip(axes, batches, strict=True):
         for name, label in labels.items():
             rows = table[(table.candidate == name) & (table.batch == batch) & (table.status == "ok")].sort_values("n")
             if len(rows):
-                ax.plot(rows.n, rows.bw_fraction * 100, marker="o", ms=3, label=label, color=color(name))
+                ax.plot(rows.n, rows.pct_of_ceiling, marker="o", ms=3, label=label, color=color(name))
         token_axis(ax, sorted(table.n.unique()))
-        ax.set_ylabel("% of copy bandwidth")
+        ax.set_ylabel("% of bandwidth ceiling")
         ax.set_title(f"batch {batch}", fontsize=10, loc="left")
     axes[-1].set_xlabel("cached context (tokens)")
     axes[0].set_title("", loc="left")
     legend_above(axes[0], title=f"batch {batches[0]}")  # the legend heads the top panel, so it names it
     caption(axes[-1], source)
+    return fig
+
+
+def plot_decode_rows(points, roof, labels: dict, source: str):
+    """Decode attention against query rows per KV head: time (top) and achieved FLOP/s under the measured
+    roofline (bottom), sharing an x axis (the rows are the FLOP per byte). Eagerly timed points are hollow."""
+    fig, (top, bottom) = figure(2, 1, figsize=(WIDTH_IN, 6.6), sharex=True)
+    for name, label in labels.items():
+        mine = points[points.candidate == name].sort_values("rows")
+        if mine.empty:
+            continue
+        tint = color(name)
+        for ax, values in ((top, mine.ms), (bottom, mine.tflops)):
+            ax.plot(mine.rows, values, color=tint, lw=1.2, label=label if ax is top else None)
+            eager = (mine.timer == "eager").to_numpy()
+            ax.scatter(mine.rows[~eager], values[~eager], s=14, color=tint, zorder=3)
+            ax.scatter(mine.rows[eager], values[eager], s=18, facecolors="none", edgecolors=tint, zorder=3)
+    rows = np.geomspace(points.rows.min() / 1.3, points.rows.max() * 1.3, 200)
+    bottom.plot(rows, [roof.attainable(r) / 1e12 for r in rows], color="#7f7f7f", lw=1, ls="--",
+                label="roofline (measured ceilings)")
+    bottom.axvline(roof.ridge, color="#7f7f7f", lw=0.8, ls=":")
+    bottom.annotate(f"ridge\n{roof.ridge:.0f}", (roof.ridge, points.tflops.min()), textcoords="offset points",
+                    xytext=(4, 0), ha="left", fontsize=9, color="#555555")
+    top.set_ylim(bottom=0)
+    bottom.set_yscale("log")
+    plain_log_axis(bottom.yaxis)
+    token_axis(bottom, sorted(points.rows.unique()))
+    top.set_ylabel("ms per decode step\n(one layer)")
+    bottom.set_ylabel("TFLOP/s")
+    bottom.set_xlabel("query rows per KV head (≈ FLOP per byte of K/V)")
+    legend_above(top, ncol=1)
+    bottom.legend(loc="upper left", fontsize=9)
+    caption(bottom, source)
     return fig

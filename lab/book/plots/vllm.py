@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lab.book.plots import WIDTH_IN, caption, color, figure, legend_above, token_axis
+from lab.measure.vllm.arms import FA2, FA3
 from lab.results import sweeps as report
 from lab.results.fit import fit_quadratic
 
@@ -84,10 +85,10 @@ def plot_tensor_parallel(split):
     against prompt length, with each decode floor."""
     fig, (left, right) = _panels(2)
     one, many = "1 GPU", f"{split.gpus} GPUs, tensor parallel"
-    left.plot(split.lengths, split.ttft_one, "o-", color=color("FLASH_ATTN/FA3"), label=one, ms=4)
-    left.plot(split.lengths, split.ttft_split, "s--", color=color("FLASH_ATTN/FA2"), label=many, ms=4)
-    right.plot(split.lengths, split.itl_one, "o-", color=color("FLASH_ATTN/FA3"), label=one, ms=4)
-    right.plot(split.lengths, split.itl_split, "s--", color=color("FLASH_ATTN/FA2"), label=many, ms=4)
+    left.plot(split.lengths, split.ttft_one, "o-", color=color(FA3.label), label=one, ms=4)
+    left.plot(split.lengths, split.ttft_split, "s--", color=color(FA2.label), label=many, ms=4)
+    right.plot(split.lengths, split.itl_one, "o-", color=color(FA3.label), label=one, ms=4)
+    right.plot(split.lengths, split.itl_split, "s--", color=color(FA2.label), label=many, ms=4)
     right.plot(split.lengths, split.decode_floor_one_ms, label="floor, 1 GPU", **_FLOOR_STYLE)
     right.plot(split.lengths, split.decode_floor_split_ms, label=f"floor, {split.gpus} GPUs",
                **{**_FLOOR_STYLE, "linestyle": "-."})
@@ -97,6 +98,6 @@ def plot_tensor_parallel(split):
         ax.set_ylabel(label)
         legend_above(ax)
     right.set_ylim(bottom=0)
-    _finish(fig, [left, right], "FLASH_ATTN/FA3 on NVIDIA H200, Qwen2.5-7B shape, bf16, batch 1. Data: "
+    _finish(fig, [left, right], f"{FA3.label} on NVIDIA H200, Qwen2.5-7B shape, bf16, batch 1. Data: "
             "data/h200/vllm0.26-qwen2.5-7b and data/h200x2/vllm0.26-qwen2.5-7b-tp2")
     return fig

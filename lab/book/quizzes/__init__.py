@@ -15,7 +15,8 @@ in more than 40% of the questions the reader sees, and the right option is the l
 from __future__ import annotations
 
 from lab import LabError
-from lab.book.quiz import Quiz
+from lab.book import fact_registry
+from lab.book.quiz import Cited, Quiz
 from lab.book.quizzes.common import A10G, FLASH, FLEX
 from lab.book.quizzes.foundations import naive_attention, roofline, tiling
 from lab.book.quizzes.kernels import decode_split_kv, triton_kernels
@@ -39,4 +40,16 @@ def chapter_quiz(chapter: str) -> Quiz:
     """The self-check quiz for a chapter file stem, e.g. ``chapter_quiz("06-vllm-sweeps")``."""
     if chapter not in CHAPTERS:
         raise LabError(f"no quiz for chapter {chapter!r}; known: {', '.join(CHAPTERS)}")
-    return Quiz(key=chapter, questions=CHAPTERS[chapter]())
+    quiz = Quiz(key=chapter, questions=CHAPTERS[chapter]())
+    cited = {f"quiz {qi + 1}: {name}": found for qi, question in enumerate(quiz.questions)
+             for name, number in question.cites.items() for found in _facts_in(number)}
+    fact_registry.record({name: number.fact for name, number in cited.items()},
+                         {name: number.text() for name, number in cited.items()})
+    return quiz
+
+
+def _facts_in(number) -> list[Cited]:
+    """The facts a cited number shows or is computed from (a share of the ceiling cites the ceiling)."""
+    if isinstance(number, Cited):
+        return [number]
+    return [found for part in getattr(number, "inputs", ()) for found in _facts_in(part)]

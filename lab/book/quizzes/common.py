@@ -3,13 +3,13 @@ model-shape numbers, and the H200 kernel benchmark of record (or None before it 
 
 from __future__ import annotations
 
-from lab.book.quiz import Computed, measured
-from lab.results import data, hardware, kernel_runs, reference
+from lab.book.quiz import Cited, Computed, measured
+from lab.results import bandwidth, data, hardware, kernel_runs, reference
 from lab.results.modelshape import qwen25_7b
+from lab.results.sweeps import FLASH, FLEX  # noqa: F401  (the A10G study's arms, named by every chapter's questions)
 
 #: The published A10G study (vLLM 0.11, Qwen2.5-7B, bf16), parsed by ``python -m lab reference``.
 A10G = reference.DATASET
-FLASH, FLEX = "FLASH_ATTN", "FLEX_ATTENTION"
 #: This project's kernel benchmark on the H200 (``python -m lab bench``).
 H200_KERNELS = kernel_runs.RECORD
 GB = 1e9
@@ -41,6 +41,11 @@ def device_number(key: str, what: str, fn, fmt: str = ".0f") -> Computed:
     """A number of a device's datasheet row (lab.results.hardware), e.g. its ridge point."""
     dev = hardware.device(key)
     return Computed(f"lab.results.hardware: {dev.name} {what}", lambda: fn(dev), (), fmt)
+
+
+def bandwidth_ceiling_gb_s(key: str = "H200-SXM") -> Cited:
+    """A GPU's one bandwidth ceiling in GB/s (lab.results.bandwidth: the H200's read stream, else a datasheet)."""
+    return Cited(bandwidth.bandwidth_ceiling(key).to("GB/s"), ",.0f")
 
 
 def ridge(key: str) -> Computed:

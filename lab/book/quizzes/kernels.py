@@ -5,19 +5,29 @@ PyTorch's ``_use_flex_decoding`` picks Flex's split-KV decoding template only fo
 query heads per KV head; Qwen2.5-7B has 7, so Flex decodes with its general kernel whether or not vLLM's
 backend (``vllm/v1/attention/backends/flex_attention.py``, ``get_kernel_options``) passes
 ``FORCE_USE_FLEX_ATTENTION=True`` (the H200 decomposition measured the option at no cost for this model).
-What vLLM adds is 16 x 16 tiles and a block mask built from the block table, with no full blocks and a
-physical-to-logical lookup inside ``mask_mod``.
+What vLLM 0.26 adds is 16 x 16 tiles and a block mask built from the block table, with no full blocks and a
+physical-to-logical lookup inside ``mask_mod`` (vLLM 0.11, the A10G study's, forced the general kernel too; its
+block mask and tiles depended on the installed torch, which the study did not record).
 """
 
 from __future__ import annotations
 
 from lab import LabError
 from lab.book.quiz import Computed, Question, measured, ratio
-from lab.book.quizzes.common import (FLASH, FLEX, H200_KERNELS, device_number, kernels_table, length, ridge,
-                                     shape_number, sweep_cell, sweep_lengths)
-from lab.results import data, hardware, iomodel
-from lab.results.modelshape import qwen25_7b
-
+from lab.book.quizzes.common import (
+    FLASH,
+    FLEX,
+    H200_KERNELS,
+    bandwidth_ceiling_gb_s,
+    device_number,
+    kernels_table,
+    length,
+    ridge,
+    shape_number,
+    sweep_cell,
+    sweep_lengths,
+)
+from lab.results import data, fused_bound
 
 # --- 04 FlashAttention in Triton -------------------------------------------------------------------
 
@@ -118,45 +128,35 @@ def _h200_prefill_kernels() -> list[Question]:
     )]
 
 
-def _reread_ceiling_tflops(n: int, copy_gbps: float) -> float:
-    """TFLOP/s a kernel could reach if every K/V tile re-read came from HBM at the measured copy bandwidth."""
-    shape = qwen25_7b()
-    flops = iomodel.prefill_flops(shape, n)["attention"] / shape.layers
-    tile_bytes = iomodel.attention_hbm_bytes(shape, n, "prefill", "flash", hardware.device("H200-SXM").smem_per_sm,
-                                             per="layer")
-    return flops / tile_bytes * copy_gbps * 1e9 / 1e12
-
-
 def _h200_compute_bound() -> list[Question]:
-    """Measured TFLOP/s above what the tile re-read count allows: the fused kernel is not memory-bound."""
-    table = kernels_table("prefill.csv")
-    if table is None:
+    """Chapter 2's stopwatch check (lab.results.fused_bound): the fastest prefill kernel against the tile re-read
+    count's time at the H200's bandwidth ceiling and at the datasheet's, a margin too thin to prove the bound."""
+    n = 32768
+    try:
+        candidate = fused_bound.fastest_candidate(n)
+        fused_bound.h200_kernel_check(candidate, n)
+    except LabError:
         return []
-    ok = table[(table["candidate"] == "sdpa-cudnn") & (table["status"] == "ok") & table["causal"]]
-    if ok.empty or "copy_gbps" not in data.load(H200_KERNELS).provenance:
-        return []
-    n = int(ok["n"].max())
-    copy = Computed(f"{H200_KERNELS}/provenance.json: copy_gbps (same run)",
-                    lambda: data.load(H200_KERNELS).provenance["copy_gbps"], (), ",.0f")
+    check = lambda key: Computed(f"lab.results.fused_bound.h200_kernel_check({candidate}, n={n}): {key}",  # noqa: E731
+                                 lambda: fused_bound.h200_kernel_check(candidate, n)[key], (), ".1f")
     return [Question(
-        "On the H200, cuDNN's causal prefill at {n} tokens ran at {tflops} TFLOP/s. If every K/V tile re-read came "
-        "from HBM at the {copy} GB/s the same run measured for a copy, no kernel could pass {cap} TFLOP/s. What "
-        "does that say?",
-        ["The re-reads come mostly from L2, so the kernel is compute-bound, not memory-bound",
-         "The measurement is wrong, since no kernel can beat the memory roof of its own GPU",
-         "The kernel is memory-bound, and the copy benchmark underestimates the bandwidth a read can reach",
-         "cuDNN skips part of the causal work that the FLOP count includes"],
+        "On the H200 the fastest prefill kernel of the first full benchmark at {n} tokens took {ms} ms. Fetching "
+        "every K/V tile re-read "
+        "from HBM would take {ceiling_ms} ms at the H200's bandwidth ceiling, {ds_ms} ms at the datasheet's. "
+        "What does this stopwatch test show?",
+        ["Little alone: the margin is thin and flips at the datasheet rate; DRAM counters decide",
+         "That the kernel is compute-bound, since it beat the time the re-read bytes need",
+         "That the kernel is memory-bound, since its time lies between the two re-read times",
+         "That the bandwidth ceiling is wrong, since no kernel can beat its own GPU's memory roof"],
         0,
-        "The tile count charges every K/V re-read to HBM; it is an upper estimate of the bytes. A kernel faster "
-        "than that estimate allows must be served by L2, so its real traffic is nearer the compulsory bytes and its "
-        "limit is the tensor cores and the exponentials. That is where FA3 and FA4 spend their effort.",
-        cites={"n": Computed(f"{H200_KERNELS}/prefill.csv: longest causal n of sdpa-cudnn", lambda: n, (), ",d"),
-               "tflops": measured(H200_KERNELS, "prefill.csv", "tflops", ".0f", candidate="sdpa-cudnn", n=n,
-                                  causal=True),
-               "copy": copy,
-               "cap": Computed("lab.results.iomodel: tile re-read FLOP per byte × the run's copy bandwidth",
-                               lambda c: _reread_ceiling_tflops(n, c), (copy,), ".0f")},
-        holds=lambda v: v["tflops"] > v["cap"],
+        "If the re-read count were the traffic, no kernel could finish sooner than those bytes take. Against the "
+        "read-stream ceiling the kernel wins by a few percent; against the datasheet it loses, so the verdict hangs on "
+        "which bandwidth counts. The DRAM bytes Nsight Compute counts, near the compulsory count, show that L2 serves "
+        "most re-reads; the kernel's rate near the measured matmul ceiling says what limits it instead.",
+        cites={"n": Computed("the stopwatch check's length (chapter 2)", lambda: n, (), ",d"),
+               "ms": measured(H200_KERNELS, "prefill.csv", "ms", ".1f", candidate=candidate, n=n, causal=True),
+               "ceiling_ms": check("reread_ms"), "ds_ms": check("reread_ms_datasheet")},
+        holds=lambda v: v["ds_ms"] < v["ms"] < v["ceiling_ms"],
     )]
 
 
@@ -228,10 +228,10 @@ def decode_split_kv() -> list[Question]:
              "FlexAttention running in fp32, because vLLM cannot compile it in bf16"],
             0,
             "A decode step has no n×n matrix; its attention cost is reading the KV cache, linear in context. Flex has "
-            "a split-KV decoding template, but PyTorch picks it only for a power-of-two number of query heads per KV "
-            "head, and Qwen2.5-7B has {group}: Flex runs its general kernel here whether vLLM forces it or not. vLLM "
-            "runs it with 16 × 16 tiles over its paged cache, reached through a block lookup in the mask function. "
-            "FLASH_ATTN's line stays nearly flat; the FLEX arm's climbs with the cache.",
+            "a split-KV decoding template, but vLLM forces the general kernel (FORCE_USE_FLEX_ATTENTION), and current "
+            "PyTorch picks the template only for a power-of-two number of query heads per KV head, where Qwen2.5-7B "
+            "has {group}. vLLM runs the general kernel over its paged cache, reached through a block lookup in the "
+            "mask function. FLASH_ATTN's line stays nearly flat; the FLEX arm's climbs with the cache.",
             cites={**cites, "group": shape_number("query heads per KV head", lambda s: s.q_heads // s.kv_heads)},
             holds=lambda v: (v["flex_long"] - v["flex_short"]) > 3 * (v["flash_long"] - v["flash_short"]),
         ),
@@ -321,17 +321,17 @@ def _h200_decode_kernels() -> list[Question]:
     if not both:
         return []
     n = int(max(both))
-    pct = lambda candidate: Computed(f"{H200_KERNELS}/decode.csv: bw_fraction of {candidate}, batch 1, n={n}, in %",
-                                     lambda f: 100 * f, (measured(H200_KERNELS, "decode.csv", "bw_fraction", ".3f",
-                                                                 candidate=candidate, batch=1, n=n),), ".0f")
+    ceiling = bandwidth_ceiling_gb_s()
+    pct = lambda candidate: Computed(f"{H200_KERNELS}/decode.csv: gbps of {candidate}, batch 1, n={n}, as % of the ceiling",
+                                     lambda g, c: 100 * g / c, (measured(H200_KERNELS, "decode.csv", "gbps", ",.0f",
+                                                                        candidate=candidate, batch=1, n=n), ceiling), ".0f")
     return [Question(
-        "On the H200, one decode step at batch 1 over {n} tokens of context: FlexAttention reached {flex}% of the copy "
-        "bandwidth measured in the same run, the book's tuned split-KV kernel {tuned}%. What does the split-KV kernel "
-        "do differently?",
+        "On the H200, one decode step at batch 1 over {n} tokens of context: FlexAttention reached {flex}% of the GPU's "
+        "bandwidth ceiling, the book's tuned split-KV kernel {tuned}%. What does the split-KV kernel do differently?",
         ["It splits each sequence's cache over many programs, merged by log-sum-exp",
          "It reads fewer bytes, because it skips the oldest tokens of the cache",
          "It stores the KV cache in fp8, halving the bytes each step reads",
-         "It runs on the copy engine instead of the SMs, so it reaches the copy bandwidth"],
+         "It runs on the copy engine instead of the SMs, which reads memory faster than they can"],
         0,
         "Both read the same cache. Here FlexAttention ran its general kernel: its own split-KV decode path requires "
         "the query heads per KV head to be a power of two (PyTorch's _use_flex_decoding), and Qwen2.5-7B's group is "

@@ -14,7 +14,8 @@ from pathlib import Path
 from lab import LabError
 from lab.book.run_panels.base import Plan, RunPanel
 from lab.book.run_panels.servers import LOG_DIR, MAX_MODEL_LEN, ArmKey, pool
-from lab.book.run_panels.sweep import ARMS, available_arms
+from lab.book.run_panels.sweep import available_arms
+from lab.measure.vllm import arms
 from lab.store import LOCAL_DIR
 
 LENGTHS = (1024, 2048, 8192, 28672)
@@ -26,8 +27,8 @@ class CapturePanel(RunPanel):
     needs_vllm = True
 
     def __init__(self, caps=None, pool_=None, out_root=OUT_ROOT, **defaults):
-        self.notes = available_arms(caps) if caps is None or caps.has_gpu else {label: "" for label in ARMS}
-        first = next((a for a, note in self.notes.items() if not note), "FLASH_ATTN/FA3")
+        self.notes = available_arms(caps) if caps is None or caps.has_gpu else {label: "" for label in arms.ARMS}
+        first = next((a for a, note in self.notes.items() if not note), arms.FA3.label)
         super().__init__(caps, **{"backend": first, "tokens": 2048, "phase": "prefill", **defaults})
         self.pool_, self.out_root = pool_, Path(out_root)
         self.current: ArmKey | None = None
@@ -51,8 +52,7 @@ class CapturePanel(RunPanel):
         from lab.measure.capture import DECODE_TOKENS
 
         arm, n, phase = values["backend"], int(values["tokens"]), values["phase"]
-        if arm not in ARMS:
-            raise LabError(f"unknown backend {arm!r}; choose from {', '.join(ARMS)}")
+        arms.known(arm)
         if phase not in ("prefill", "decode"):
             raise LabError(f"window must be prefill or decode, not {phase!r}")
         if n + DECODE_TOKENS * 6 + 64 > MAX_MODEL_LEN:
@@ -72,12 +72,10 @@ class CapturePanel(RunPanel):
             self.pool().stop(self.current)
 
     def run(self, values: dict) -> dict:
+        from lab.folders import dataset_lock
         from lab.measure.capture import DECODE_TOKENS, TraceFolder, Window, capture_window
-        from lab.measure.trace_store import census_rows, keep_trace, write_rows
-        from lab.store import new_provenance, write_provenance
 
-        backend, fa = ARMS[values["backend"]]
-        self.current = ArmKey(backend, fa, None, profiler=True)
+        self.current = ArmKey(arms.known(values["backend"]), profiler=True)
         trace_dir = (LOG_DIR / f"{self.current.slug}-traces").resolve()
         trace_dir.mkdir(parents=True, exist_ok=True)  # vLLM writes its traces here (an absolute folder)
         server = self.pool().get(self.current, say=self.progress.line, cancelled=self.cancel.is_set,
@@ -88,7 +86,15 @@ class CapturePanel(RunPanel):
                            "(vLLM writes the trace when profiling stops: tens of seconds)")
         raw = capture_window(server, TraceFolder(trace_dir), window, decode_tokens=DECODE_TOKENS)
         self.check_cancel()
-        folder = self.out_root / self.current.slug.replace("-profiler", "")
+        folder = self.out_root / self.current.arm.slug
+        with dataset_lock(folder, option=""):     # a capture into the same folder is refused
+            return self._store(server, raw, window, folder, values)
+
+    def _store(self, server, raw, window, folder, values) -> dict:
+        from lab.measure.capture import DECODE_TOKENS
+        from lab.measure.trace_store import census_rows, keep_trace, write_rows
+        from lab.store import new_provenance, write_provenance
+
         self.progress.line(f"reading the trace ({raw.stat().st_size / 1e6:.0f} MB) into a census")
         kept = keep_trace(raw, folder / f"{window.name}.trace.json.gz",
                           phase="decode" if window.phase == "decode" else "all")

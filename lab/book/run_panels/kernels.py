@@ -75,10 +75,15 @@ class KernelPanel(RunPanel):
         return Plan(f"{len(candidates)} candidate(s) at {len(sizes)} size(s)", lines, command)
 
     def run(self, values: dict) -> list[dict]:
+        from lab.folders import dataset_lock
+
+        with dataset_lock(self.out, option=""):   # a bench into the same folder is refused
+            return self._run(values)
+
+    def _run(self, values: dict) -> list[dict]:
         from lab.book.live_bench import run_live
 
         started = time.time()
-        self.out.mkdir(parents=True, exist_ok=True)
         new = []
         for n in sorted(values["sizes"]):
             self.check_cancel()

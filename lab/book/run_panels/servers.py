@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.measure.vllm.arms import Arm
 from lab.measure.vllm.server import Server
 from lab.measure.vllm.serverlog import read_text, start_phases_seen
 from lab.store import LOCAL_DIR
@@ -31,16 +32,16 @@ LOG_DIR = LOCAL_DIR / "panel-servers"
 
 @dataclass(frozen=True)
 class ArmKey:
-    """What makes two servers different: backend, FlashAttention version, chunk size, profiler on or off."""
+    """What makes two servers different: the arm, chunk size, profiler on or off."""
 
-    backend: str
-    fa_version: int | None = None
+    arm: Arm
     chunk: int | None = None
     profiler: bool = False
 
     @property
     def slug(self) -> str:
-        parts = [self.backend.lower()] + ([f"fa{self.fa_version}"] if self.fa_version else [])
+        """``flash_attn-fa3``, ``flash_attn-fa3-chunk2048``, ``flex_attention-profiler``: the arm's slug and the rest."""
+        parts = [self.arm.slug]
         parts += [f"chunk{self.chunk}"] if self.chunk else []
         parts += ["profiler"] if self.profiler else []
         return "-".join(parts)
@@ -68,7 +69,7 @@ class ServerPool:
         self.stop(key)  # a dead one: clear it away
         from lab.measure.vllm.sweep import resolve_model
 
-        kwargs = dict(fa_version=key.fa_version, max_model_len=MAX_MODEL_LEN, max_num_batched_tokens=key.chunk,
+        kwargs = dict(max_model_len=MAX_MODEL_LEN, max_num_batched_tokens=key.chunk,
                       gpu_memory_utilization=self.memory_share, log_path=self.log_dir / f"{key.slug}.log")
         if profiler_dir is not None:
             from lab.measure.capture import PROFILER_OPTIONS
@@ -76,7 +77,7 @@ class ServerPool:
             kwargs.update(profiler_dir=profiler_dir, profiler_options=PROFILER_OPTIONS)
         if self.ready_timeout is not None:
             kwargs["ready_timeout"] = self.ready_timeout
-        server = self.make(resolve_model(self.model), key.backend, **kwargs)
+        server = self.make(resolve_model(self.model), key.arm, **kwargs)
         with self._lock:
             self.starting[key] = server
         watcher = _PhaseWatcher(server.log_path, key.slug, say)

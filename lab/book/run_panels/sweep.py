@@ -1,25 +1,26 @@
 """Chapter 06's panel: choose backends, prompt lengths, repetitions, output tokens and chunk size; run a
 vLLM sweep; watch the server start and every prompt; see the points land in the sweep explorer.
 
-Each arm's points are written after every prompt length to ``data/local/vllm-live/<time>-<arm>/`` (the
-files ``python -m lab vllm-sweep`` writes, with provenance), so Stop keeps every finished length and the
+Each arm runs the command line's probe loop (:func:`lab.measure.vllm.probe.run_probe`, its events shown as
+progress lines and Stop checked before and after every request) and its points are written by the command's
+dataset writer after every prompt length to ``data/local/vllm-live/<time>-<arm>/`` (the files
+``python -m lab vllm-sweep`` writes, with provenance), so Stop keeps every finished length and the
 explorer reads them like any other study.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 from lab import LabError
 from lab.book.run_panels.base import Plan, RunPanel
-from lab.book.run_panels.servers import MAX_MODEL_LEN, PANEL_MODEL, ArmKey, pool
+from lab.book.run_panels.servers import MAX_MODEL_LEN, ArmKey, pool
+from lab.measure.vllm import arms
+from lab.measure.vllm.probe import ProbeEvents, ProbePlan, read_records, run_probe
+from lab.measure.vllm.sweep import write_dataset
 from lab.store import LOCAL_DIR
 
-#: Arms a panel offers: label -> (vLLM backend, FlashAttention version).
-ARMS = {"FLASH_ATTN/FA3": ("FLASH_ATTN", 3), "FLASH_ATTN/FA2": ("FLASH_ATTN", 2),
-        "FLEX_ATTENTION": ("FLEX_ATTENTION", None), "TRITON_ATTN": ("TRITON_ATTN", None)}
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 OUTPUT_TOKENS = (16, 32, 64, 128)
 CHUNKS = (None, 2048, 8192)
@@ -34,7 +35,8 @@ def shown_path(path) -> str:
 
 
 def available_arms(caps=None) -> dict[str, str]:
-    """label -> why it is offered or not: FA3 needs Hopper (compute capability 9), FA2 Ampere or newer."""
+    """label -> why it is not offered ("" when it is), for every arm of :data:`lab.measure.vllm.arms.ARMS`:
+    FlashAttention 3 needs Hopper (compute capability 9), FlashAttention 2 Ampere or newer."""
     from lab import env
 
     caps = caps or env.detect()
@@ -44,10 +46,10 @@ def available_arms(caps=None) -> dict[str, str]:
         if torch.cuda.is_available():
             major = torch.cuda.get_device_capability(0)[0]
     notes = {}
-    for label in ARMS:
-        if label == "FLASH_ATTN/FA3" and major is not None and major != 9:
+    for label, arm in arms.ARMS.items():
+        if arm.fa_version == 3 and major is not None and major != 9:
             notes[label] = "FlashAttention 3 runs on Hopper GPUs only"
-        elif label == "FLASH_ATTN/FA2" and major is not None and major < 8:
+        elif arm.fa_version == 2 and major is not None and major < 8:
             notes[label] = "FlashAttention 2 needs an Ampere or newer GPU"
         else:
             notes[label] = ""
@@ -55,8 +57,7 @@ def available_arms(caps=None) -> dict[str, str]:
 
 
 def sweep_command(arm: str, values: dict) -> str:
-    backend, fa = ARMS[arm]
-    parts = ["python -m lab vllm-sweep", f"--backend {backend}"] + ([f"--fa-version {fa}"] if fa else [])
+    parts = ["python -m lab vllm-sweep", arms.options(arms.known(arm))]
     parts += [f"--lengths {','.join(str(n) for n in sorted(values['lengths']))}", f"--reps {values['reps']}",
               f"--max-tokens {values['max_tokens']}"]
     parts += [f"--max-num-batched-tokens {values['chunk']}"] if values.get("chunk") else []
@@ -68,8 +69,8 @@ class SweepPanel(RunPanel):
     needs_vllm = True
 
     def __init__(self, caps=None, pool_=None, out_root=OUT_ROOT, **defaults):
-        self.notes = available_arms(caps) if caps is None or caps.has_gpu else {label: "" for label in ARMS}
-        first = next((a for a, note in self.notes.items() if not note), "FLASH_ATTN/FA3")
+        self.notes = available_arms(caps) if caps is None or caps.has_gpu else {label: "" for label in arms.ARMS}
+        first = next((a for a, note in self.notes.items() if not note), arms.FA3.label)
         base = {"backends": [first], "lengths": [256, 1024, 4096], "reps": 1, "max_tokens": 32, "chunk": None}
         super().__init__(caps, **{**base, **defaults})
         self.pool_ = pool_
@@ -100,12 +101,11 @@ class SweepPanel(RunPanel):
         }
 
     def plan(self, values: dict) -> Plan:
-        arms, lengths = list(values["backends"]), sorted(values["lengths"])
-        if not arms or not lengths:
+        labels, lengths = list(values["backends"]), sorted(values["lengths"])
+        if not labels or not lengths:
             raise LabError("choose at least one backend and one prompt length")
-        unknown = [a for a in arms if a not in ARMS]
-        if unknown:
-            raise LabError(f"unknown backend {unknown[0]!r}; choose from {', '.join(ARMS)}")
+        for label in labels:
+            arms.known(label)
         if max(lengths) + values["max_tokens"] > MAX_MODEL_LEN:
             raise LabError(f"the longest prompt plus output tokens must stay within {MAX_MODEL_LEN} tokens")
         if values["reps"] < 1:
@@ -113,20 +113,19 @@ class SweepPanel(RunPanel):
         chunk = "vLLM's default chunk" if not values.get("chunk") else f"{values['chunk']:,}-token chunks"
         running = set(self.pool().running()) if self.reason is None else set()
         lines = []
-        for arm in arms:
+        for arm in labels:
             key = self._key(arm, values)
             start = "already running: no start" if key in running else "started once, then kept for later runs (1-2 min)"
             lines.append(f"vLLM {arm}, {chunk}, Qwen2.5-7B shape with random weights: {start}")
         lines.append(f"prompts of {', '.join(f'{n:,}' for n in lengths)} tokens: 1 warm-up and {values['reps']} timed "
                      f"request(s) each, {values['max_tokens']} output tokens; TTFT and inter-token latency")
         lines.append(f"points written to {shown_path(self.out_root)}/ and drawn in the explorer as each length finishes")
-        return Plan(f"{' + '.join(arms)} at {len(lengths)} prompt length(s)", lines,
-                    "\n".join(sweep_command(arm, values) for arm in arms))
+        return Plan(f"{' + '.join(labels)} at {len(lengths)} prompt length(s)", lines,
+                    "\n".join(sweep_command(arm, values) for arm in labels))
 
     @staticmethod
     def _key(arm: str, values: dict) -> ArmKey:
-        backend, fa = ARMS[arm]
-        return ArmKey(backend, fa, values.get("chunk") or None)
+        return ArmKey(arms.known(arm), values.get("chunk") or None)
 
     def stop_resources(self) -> None:
         if self.current is not None:
@@ -146,37 +145,21 @@ class SweepPanel(RunPanel):
         return written
 
     def _sweep_arm(self, server, arm: str, values: dict, folder) -> None:
-        from lab.measure.vllm.probe import ProbePlan, measure_once
-        from lab.store import append_jsonl
-
-        backend, fa = ARMS[arm]
-        lengths = sorted(values["lengths"])
-        warmup = min(16, values["max_tokens"])
-        plan = ProbePlan(lengths=lengths, reps=values["reps"], max_tokens=values["max_tokens"], warmup_tokens=warmup,
-                         run_key={"backend": backend, "fa_version": fa, "max_tokens": values["max_tokens"],
+        plan = ProbePlan(lengths=sorted(values["lengths"]), reps=values["reps"], max_tokens=values["max_tokens"],
+                         warmup_tokens=min(16, values["max_tokens"]),
+                         run_key={**arms.known(arm).run_key(), "max_tokens": values["max_tokens"],
                                   "chunk": values.get("chunk"), "panel": True})
         folder.mkdir(parents=True, exist_ok=True)
-        records, started = [], time.time()
+        jsonl, started = folder / "measurements.jsonl", time.time()
+        command = sweep_command(arm, values) + "  (from chapter 06's run panel)"
+
+        def write(records) -> None:
+            write_dataset(folder, records, server, plan, started, command=command)
         try:
-            for length in lengths:
-                for rep in ["warm", *range(values["reps"])]:
-                    self.check_cancel()
-                    what = "warm-up" if rep == "warm" else f"request {rep + 1} of {values['reps']}"
-                    self.progress.line(f"{arm}: {length:,} tokens, {what}")
-                    record = measure_once(server, plan, length, rep)
-                    self.check_cancel()  # a request cut by Stop is not a measurement
-                    append_jsonl(folder / "measurements.jsonl", record)
-                    records.append(record)
-                    if record["status"] != "ok":
-                        if not server.alive():
-                            raise LabError(server.died_message(f"during a request of {length} tokens"))
-                        self.progress.line(f"{arm}: {length:,} tokens failed ({record.get('error')}); next length")
-                        break
-                self._write(folder, records, server, values, arm, lengths, started)
-                self._report(folder, arm, length)
+            run_probe(server, plan, jsonl, events=_PanelEvents(self, arm, folder, write))
         finally:
-            if records:
-                self._write(folder, records, server, values, arm, lengths, started)
+            if records := read_records(jsonl):
+                write(records)
 
     def note_of(self, folders) -> str:
         import pandas as pd
@@ -191,18 +174,7 @@ class SweepPanel(RunPanel):
                                                             for r in ok.itertuples()) + f"; ITL {ok['itl_ms'].median():.2f} ms")
         return "; ".join(parts)
 
-    def _write(self, folder, records, server, values, arm, lengths, started) -> None:
-        from lab.measure.vllm.sweep import write_dataset
-
-        backend, fa = ARMS[arm]
-        args = argparse.Namespace(backend=backend, fa_version=fa, max_num_batched_tokens=values.get("chunk"),
-                                  gpu_memory_utilization=server.spec.gpu_memory_utilization, tensor_parallel_size=1,
-                                  load_format="dummy", reps=values["reps"], long_reps=None, long_from=None,
-                                  max_tokens=values["max_tokens"], warmup_tokens=min(16, values["max_tokens"]), seed=0)
-        write_dataset(folder, records, server, args, PANEL_MODEL, lengths, started,
-                      command=sweep_command(arm, values) + "  (from chapter 06's run panel)")
-
-    def _report(self, folder, arm: str, length: int) -> None:
+    def report_length(self, folder, arm: str, length: int) -> None:
         import pandas as pd
 
         table = pd.read_csv(folder / "sweep.csv")
@@ -227,6 +199,30 @@ class SweepPanel(RunPanel):
             if value in [v for _, v in widget.options]:
                 widget.value = value
         box.children = (live.widget,)
+
+
+class _PanelEvents(ProbeEvents):
+    """The probe's requests as the panel's progress lines; Stop checked before and after each request
+    (a request cut by Stop is not a measurement); every finished length written and drawn."""
+
+    def __init__(self, panel: SweepPanel, arm: str, folder, write):
+        self.panel, self.arm, self.folder, self.write = panel, arm, folder, write
+
+    def request(self, length, rep, reps):
+        self.panel.check_cancel()
+        what = "warm-up" if rep == "warm" else f"request {rep + 1} of {reps}"
+        self.panel.progress.line(f"{self.arm}: {length:,} tokens, {what}")
+
+    def measured(self, record):
+        self.panel.check_cancel()
+
+    def failed(self, record, skipped):
+        self.panel.progress.line(f"{self.arm}: {record['target_len']:,} tokens failed ({record.get('error')}); "
+                                 "next length")
+
+    def length_done(self, length, records):
+        self.write(records)
+        self.panel.report_length(self.folder, self.arm, length)
 
 
 def sweep_panel(**defaults) -> SweepPanel:

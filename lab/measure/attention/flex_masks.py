@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 
 from lab import LabError
+from lab.cli import number_or_zero, path_arg, positive_count
+from lab.folders import writes_folder
 
 #: The sliding window the book uses: each query sees itself and the previous WINDOW - 1 keys.
 WINDOW = 2048
@@ -287,15 +289,16 @@ def time_mask(name: str, n: int, rep_ms: int = 90, rounds: int = 3, q_heads: int
 def add_arguments(parser) -> None:
     from lab import REPO_ROOT
 
-    parser.add_argument("--out", default=str(REPO_ROOT / "data" / "local" / "flex-masks"), help="output folder")
+    parser.add_argument("--out", default=REPO_ROOT / "data" / "local" / "flex-masks", type=path_arg, help="output folder")
     parser.add_argument("--lengths", default="16384,4096", help="sequence lengths, most important first")
     parser.add_argument("--masks", default=",".join(MASKS), help=f"subset of {','.join(MASKS)}")
-    parser.add_argument("--rep-ms", type=int, default=90, help="ms of timed repeats per implementation, shared among rounds")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--deadline-s", type=float, default=0, help="start no new (mask, length) after this many "
+    parser.add_argument("--rep-ms", type=positive_count, default=90, help="ms of timed repeats per implementation, shared among rounds")
+    parser.add_argument("--rounds", type=positive_count, default=3)
+    parser.add_argument("--deadline-s", type=number_or_zero, default=0, help="start no new (mask, length) after this many "
                         "seconds (0: none); what was measured is written")
 
 
+@writes_folder("--out")
 def main(args) -> int:
     """Time causal, sliding-window and document masks: FlexAttention vs SDPA; writes masks.csv + provenance."""
     import sys
@@ -347,11 +350,10 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    import argparse
     import sys
 
-    from lab.cli import run_command
+    from lab.cli import OneLineParser, run_command
 
-    parser = argparse.ArgumentParser(prog="python -m lab.measure.attention.flex_masks", description=main.__doc__)
+    parser = OneLineParser(prog="python -m lab.measure.attention.flex_masks", description=main.__doc__)
     add_arguments(parser)
     sys.exit(run_command(main, parser.parse_args()))

@@ -92,9 +92,11 @@ def _tuned_split_kernel(Q, K, V, O_part, LSE_part, qk_scale, n_k, keys_per_split
                         sqb, sqh, skb, skh, skn, svb, svh, svn,
                         HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_PAD: tl.constexpr,
                         PRECISION: tl.constexpr):
-    split, bkv = tl.program_id(0), tl.program_id(1)
+    # GROUP_PAD rows of the group per program: a group larger than that (many query heads, or several
+    # query tokens per sequence folded into rows) is spread over row blocks, program_id(2)
+    split, bkv, row_block = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     b, kv_h = bkv // kv_heads, bkv % kv_heads
-    heads = tl.arange(0, GROUP_PAD)                                    # the query heads of this KV head
+    heads = row_block * GROUP_PAD + tl.arange(0, GROUP_PAD)            # the query heads of this KV head
     dims = tl.arange(0, HEAD_DIM)
     cols0 = tl.arange(0, BLOCK_N)
     q_heads = kv_heads * group
@@ -202,6 +204,9 @@ DECODE_SPACE = [
                               (128, 8, 3, 2), (128, 4, 2, 4), (64, 8, 3, 4)]
 ]
 _BEST: dict[tuple, dict] = {}
+#: Query rows (heads of one KV group) per program at most: 64 rows x d=128 fp32 accumulators is already
+#: 64 registers per thread with 4 warps; a larger group is split into row blocks that read the same K/V.
+MAX_ROWS = 64
 
 
 def _launch_tuned(q, k, v, scale, cfg):
@@ -210,11 +215,13 @@ def _launch_tuned(q, k, v, scale, cfg):
     batch, q_heads, _, d = q.shape
     kv_heads, n_k = k.shape[1], k.shape[2]
     group = q_heads // kv_heads
-    num_splits, keys_per_split, o_part, lse_part = split_buffers(q, n_k, batch * kv_heads, cfg)
-    _tuned_split_kernel[(num_splits, batch * kv_heads)](
+    rows = min(max(16, triton.next_power_of_2(group)), MAX_ROWS)
+    row_blocks = triton.cdiv(group, rows)
+    num_splits, keys_per_split, o_part, lse_part = split_buffers(q, n_k, batch * kv_heads * row_blocks, cfg)
+    _tuned_split_kernel[(num_splits, batch * kv_heads, row_blocks)](
         q, k, v, o_part, lse_part, scale * LOG2E, n_k, keys_per_split,
         num_splits, kv_heads, group, q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3],
-        HEAD_DIM=d, BLOCK_N=cfg["BLOCK_N"], GROUP_PAD=max(16, triton.next_power_of_2(group)),
+        HEAD_DIM=d, BLOCK_N=cfg["BLOCK_N"], GROUP_PAD=rows,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
     return combine(o_part, lse_part, torch.empty_like(q), num_splits)

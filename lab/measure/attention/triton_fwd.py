@@ -8,10 +8,12 @@ and not, grouped-query heads, head dims 16..256 (powers of two), any sequence le
 * :func:`teaching_forward` -- the kernel to read: one loop, every tile masked, natural exp.
 * :func:`tuned_forward` -- what it takes to be fast: log2(e) folded into the scale so the
   exponentials are ``exp2``; the causal loop split into off-diagonal tiles (no mask at all) and
-  the diagonal tiles (masked); heaviest query tiles launched first and the query heads that share
-  a KV head launched side by side (they read the same K/V while it is in L2); block sizes, warps,
-  pipeline stages and a register cap (two programs per multiprocessor) picked by ``triton.autotune``
-  from a small space.
+  the diagonal tiles (masked); heaviest query tiles launched first, one KV head's query heads and
+  tiles launched together (what runs at once reads the same K/V while it is in L2); block sizes,
+  warps, pipeline stages and a register cap (two programs per multiprocessor) picked by
+  ``triton.autotune`` from a small space. Further steps towards FlashAttention 3 (a persistent
+  launch, warp specialisation, FA4's exponent tricks) are switches (:class:`Switches`), kept off
+  where they did not pay on the H200.
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ env.use_triton_interpreter_without_gpu()
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-if env.use_triton_interpreter_without_gpu():
-    from lab.measure.attention import _interpreter_fix
+from lab.measure.attention.exp_tricks import exp2_split, next_max  # noqa: E402
+from lab.measure.attention.switches import DEFAULT_SWITCHES, Switches  # noqa: E402
+from lab.measure.attention.tma import descriptors, interpreting, tma_available, tma_mode  # noqa: E402
 
-    _interpreter_fix.apply()
+if env.use_triton_interpreter_without_gpu():
+    from lab.measure import triton_interpreter
+
+    triton_interpreter.apply()
 
 LOG2E = 1.4426950408889634
 
@@ -84,9 +90,10 @@ def _teaching_kernel(Q, K, V, Out, scale, n_q, n_k, q_heads, group,
 @triton.jit
 def _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, start, stop, rows, cols0, dims,
                  n_k, diag, qk_scale, MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr,
-                 HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr):
+                 HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr, TMA: tl.constexpr,
+                 WARP_SPECIALIZE: tl.constexpr, RESCALE_THRESHOLD: tl.constexpr, POLY_EXP2: tl.constexpr):
     """Online softmax over key tiles [start, stop). MASKED=False tiles are whole and fully visible."""
-    for start_n in tl.range(start, stop, BLOCK_N):
+    for start_n in tl.range(start, stop, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         cols = start_n + cols0
         if TMA:  # the copy engine fetches the tile (rows past the sequence come back as zeros)
             k = K.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM).T
@@ -100,15 +107,22 @@ def _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, star
             if CAUSAL:
                 visible = visible & (cols[None, :] <= rows[:, None] + diag)
             s = tl.where(visible, s * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_new = next_max(m_i, tl.max(s, 1), RESCALE_THRESHOLD)
             s = s - m_new[:, None]
         else:  # scale folded into the subtraction: one fused multiply-add per score
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            m_new = next_max(m_i, tl.max(s, 1) * qk_scale, RESCALE_THRESHOLD)
             s = s * qk_scale - m_new[:, None]
-        p = tl.math.exp2(s)                             # scores are in log2 units: exp2 is one instruction
+        if POLY_EXP2 and not MASKED:  # (masked tiles hold -inf, which the polynomial does not)
+            p = exp2_split(s)
+        else:
+            p = tl.math.exp2(s)                         # scores are in log2 units: exp2 is one instruction
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
+        if RESCALE_THRESHOLD > 0:
+            if tl.min(alpha, 0) < 1.0:                  # only when some row's max moved
+                acc = acc * alpha[:, None]
+        else:
+            acc = acc * alpha[:, None]
         if TMA:
             v = V.load([b, kv_h, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         elif MASKED:
@@ -122,22 +136,33 @@ def _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, star
 
 
 @triton.jit
-def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
-                  sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                  SPLIT_DIAGONAL: tl.constexpr = True, HEAVY_FIRST: tl.constexpr = True, TMA: tl.constexpr = False):
-    # One flat grid: heads vary fastest (the heads of a KV group run side by side and share K/V in L2),
-    # and query tiles are taken last-first (under a causal mask the last tiles have the most work).
-    # With TMA, Q/K/V/Out are 4-D tensor descriptors (batch, heads, n, d) instead of pointers.
-    pid = tl.program_id(0)
-    n_heads = batch * q_heads
-    if HEAVY_FIRST:
-        start_m = tl.cdiv(n_q, BLOCK_M) - 1 - pid // n_heads
-    else:
-        start_m = pid // n_heads
-    bh = pid % n_heads
-    b, h = bh // q_heads, bh % q_heads
+def _tile_coords(tile, n_q, q_heads, group, batch, BLOCK_M: tl.constexpr, HEAVY_FIRST: tl.constexpr,
+                 KV_MAJOR: tl.constexpr):
+    """(query tile, batch, query head) of the tile-th unit of work in launch order."""
+    n_m = tl.cdiv(n_q, BLOCK_M)
+    if KV_MAJOR:  # one KV head's query heads and tiles together: what runs at once reads one head's K/V
+        per_kv = n_m * group
+        kv = tile // per_kv
+        start_m = tile % per_kv // group
+        kv_heads = q_heads // group
+        b, h = kv // kv_heads, kv % kv_heads * group + tile % group
+    else:  # every head of one query tile side by side
+        n_heads = batch * q_heads
+        start_m = tile // n_heads
+        b, h = tile % n_heads // q_heads, tile % n_heads % q_heads
+    if HEAVY_FIRST:  # under a causal mask the last query tiles have the most work
+        start_m = n_m - 1 - start_m
+    return start_m, b, h
+
+
+@triton.jit
+def _tuned_tile(Q, K, V, Out, tile, qk_scale, n_q, n_k, q_heads, group, batch,
+                sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                PRECISION: tl.constexpr, SPLIT_DIAGONAL: tl.constexpr, HEAVY_FIRST: tl.constexpr, TMA: tl.constexpr,
+                KV_MAJOR: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, RESCALE_THRESHOLD: tl.constexpr,
+                POLY_EXP2: tl.constexpr):
+    start_m, b, h = _tile_coords(tile, n_q, q_heads, group, batch, BLOCK_M, HEAVY_FIRST, KV_MAJOR)
     kv_h = h // group
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols0 = tl.arange(0, BLOCK_N)
@@ -163,9 +188,11 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
     if not SPLIT_DIAGONAL:  # (for measuring what the split buys) every tile masked
         full_end = 0
     acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, 0, full_end, rows, cols0,
-                                 dims, n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA)
+                                 dims, n_k, diag, qk_scale, False, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA,
+                                 WARP_SPECIALIZE, RESCALE_THRESHOLD, POLY_EXP2)
     acc, l_i, m_i = _tuned_tiles(acc, l_i, m_i, q, K, V, b, kv_h, k_base, v_base, skn, svn, full_end, hi, rows, cols0,
-                                 dims, n_k, diag, qk_scale, True, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA)
+                                 dims, n_k, diag, qk_scale, True, CAUSAL, BLOCK_N, HEAD_DIM, PRECISION, TMA,
+                                 WARP_SPECIALIZE, RESCALE_THRESHOLD, False)
     out = acc / l_i[:, None]
     if TMA:  # the copy engine clips rows past the sequence
         Out.store([b, h, start_m * BLOCK_M, 0], out.to(q.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
@@ -174,9 +201,48 @@ def _tuned_kernel(Q, K, V, Out, qk_scale, n_q, n_k, q_heads, group, batch,
                  mask=rows[:, None] < n_q)
 
 
+@triton.jit
+def _tuned_kernel(Q, K, V, Out, Counter, qk_scale, n_q, n_k, q_heads, group, batch,
+                  sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son,
+                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
+                  SPLIT_DIAGONAL: tl.constexpr = True, HEAVY_FIRST: tl.constexpr = True, TMA: tl.constexpr = 0,
+                  KV_MAJOR: tl.constexpr = False, PERSISTENT: tl.constexpr = False,
+                  WARP_SPECIALIZE: tl.constexpr = False, RESCALE_THRESHOLD: tl.constexpr = 0.0,
+                  POLY_EXP2: tl.constexpr = False):
+    # One flat grid of (query tile, head) units in launch order (_tile_coords). TMA=1: Q/K/V/Out arrive
+    # as 4-D tensor descriptors (batch, heads, n, d); TMA=2: pointers, made into descriptors here.
+    # PERSISTENT: a few programs per multiprocessor, each taking the next unit from a counter until none
+    # is left (the heaviest come first, so the last to finish are light: the load balances itself).
+    if TMA == 2:
+        Q = tl.make_tensor_descriptor(Q, [batch, q_heads, n_q, HEAD_DIM], [sqb, sqh, sqn, 1], [1, 1, BLOCK_M, HEAD_DIM])
+        Out = tl.make_tensor_descriptor(Out, [batch, q_heads, n_q, HEAD_DIM], [sob, soh, son, 1],
+                                        [1, 1, BLOCK_M, HEAD_DIM])
+        K = tl.make_tensor_descriptor(K, [batch, q_heads // group, n_k, HEAD_DIM], [skb, skh, skn, 1],
+                                      [1, 1, BLOCK_N, HEAD_DIM])
+        V = tl.make_tensor_descriptor(V, [batch, q_heads // group, n_k, HEAD_DIM], [svb, svh, svn, 1],
+                                      [1, 1, BLOCK_N, HEAD_DIM])
+    if PERSISTENT:
+        units = tl.cdiv(n_q, BLOCK_M) * batch * q_heads
+        tile = tl.atomic_add(Counter, 1)
+        while tile < units:
+            _tuned_tile(Q, K, V, Out, tile, qk_scale, n_q, n_k, q_heads, group, batch,
+                        sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, HEAD_DIM, BLOCK_M, BLOCK_N,
+                        CAUSAL, PRECISION, SPLIT_DIAGONAL, HEAVY_FIRST, TMA, KV_MAJOR, WARP_SPECIALIZE,
+                        RESCALE_THRESHOLD, POLY_EXP2)
+            tile = tl.atomic_add(Counter, 1)
+    else:
+        _tuned_tile(Q, K, V, Out, tl.program_id(0), qk_scale, n_q, n_k, q_heads, group, batch,
+                    sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, HEAD_DIM, BLOCK_M, BLOCK_N,
+                    CAUSAL, PRECISION, SPLIT_DIAGONAL, HEAVY_FIRST, TMA, KV_MAJOR, WARP_SPECIALIZE,
+                    RESCALE_THRESHOLD, POLY_EXP2)
+
+
 def _set_tma_blocks(nargs):
     """Autotuner pre-hook: give the tensor descriptors the tile shape of the config being tried."""
-    if nargs.get("TMA"):
+    if nargs.get("Counter") is not None:  # a persistent launch starts from the first unit of work
+        nargs["Counter"].zero_()
+    if nargs.get("TMA") == 1:
         for name, rows in (("Q", "BLOCK_M"), ("Out", "BLOCK_M"), ("K", "BLOCK_N"), ("V", "BLOCK_N")):
             nargs[name].block_shape = [1, 1, nargs[rows], nargs["HEAD_DIM"]]
 
@@ -192,15 +258,12 @@ TUNED_CONFIGS = [
                                (64, 64, 4, 3, None), (256, 64, 8, 3, None), (64, 32, 4, 3, None)]
 ]
 _tuned_autotuned = triton.autotune(configs=TUNED_CONFIGS,
-                                   key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA"])(_tuned_kernel)
+                                   key=["n_q", "n_k", "HEAD_DIM", "CAUSAL", "PRECISION", "TMA", "SPLIT_DIAGONAL",
+                                        "HEAVY_FIRST", "KV_MAJOR", "PERSISTENT", "WARP_SPECIALIZE",
+                                        "RESCALE_THRESHOLD", "POLY_EXP2"])(_tuned_kernel)
 
 
 # --- launchers -----------------------------------------------------------------------------------
-
-def interpreting() -> bool:
-    import os
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
 
 def check_inputs(q, k, v, causal: bool):
     """Validate tensors for the Triton kernels; returns (q, k, v) with unit last stride and the sizes
@@ -248,71 +311,73 @@ def teaching_forward(q, k, v, causal: bool = False, scale: float | None = None,
     return o
 
 
-def tma_available() -> bool:
-    """Hopper (compute capability 9) or newer: tiles can be fetched by the tensor memory accelerator."""
-    if interpreting():
-        return False
-    import torch
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
-    except ImportError:
-        return False
-    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
-
-
 _CHOSEN: dict[tuple, dict] = {}   # (n_q, n_k, d, causal, precision, tma) -> the autotuner's pick
 _TMA_CHOICE: dict[tuple, bool] = {}
 
 
-def _faster_loads(q, k, v, causal, scale, config, split_diagonal, heavy_first) -> bool:
+def _faster_loads(q, k, v, causal, scale, config, switches) -> bool:
     """On Hopper, time the pointer and the TMA versions once per shape and keep the faster."""
-    key = (q.shape[2], k.shape[2], q.shape[-1], causal, str(q.dtype), str(config), split_diagonal, heavy_first)
+    key = (q.shape[2], k.shape[2], q.shape[-1], causal, str(q.dtype), str(config), switches)
     if key not in _TMA_CHOICE:
         from triton.testing import do_bench
 
-        times = {tma: do_bench(lambda tma=tma: tuned_forward(q, k, v, causal, scale, config, split_diagonal,
-                                                             heavy_first, tma=tma), warmup=5, rep=50,
-                               return_mode="median")
+        times = {tma: do_bench(lambda tma=tma: tuned_forward(q, k, v, causal, scale, config, tma=tma, switches=switches),
+                               warmup=5, rep=50, return_mode="median")
                  for tma in (False, True)}
         _TMA_CHOICE[key] = times[True] < times[False]
     return _TMA_CHOICE[key]
 
 
+def _grid(n_q: int, heads: int, persistent: bool, programs_per_sm: int, device):
+    """The launch grid: one program per unit of work, or (persistent) a few per multiprocessor."""
+    def grid(meta):
+        units = triton.cdiv(n_q, meta["BLOCK_M"]) * heads
+        if not persistent:
+            return (units,)
+        sms = 4 if interpreting() else _multiprocessors(device)
+        return (min(units, sms * programs_per_sm),)
+    return grid
+
+
+def _multiprocessors(device) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, config: dict | None = None,
-                  split_diagonal: bool = True, heavy_first: bool = True, tma: bool | None = None):
+                  tma: bool | str | None = None, switches: Switches = DEFAULT_SWITCHES):
     """Attention with the tuned kernel.
 
     ``config`` (keys BLOCK_M, BLOCK_N, and optionally num_warps, num_stages, maxnreg: a cap on registers
-    per thread, so that more programs fit on a multiprocessor) fixes the launch; without
-    it a GPU autotunes over :data:`TUNED_CONFIGS` once per (n_q, n_k, head dim, causal), and the
-    interpreter uses 16 x 16 tiles. ``tma=True`` fetches tiles with tensor descriptors (the copy
-    engine of Hopper and newer); by default a Hopper GPU times both ways once per shape and keeps the
-    faster. ``split_diagonal=False`` masks every tile and ``heavy_first=False`` launches query
-    tiles first-to-last: both exist to measure what each optimisation buys.
+    per thread, so that more programs fit on a multiprocessor; programs_per_sm for a persistent launch,
+    default 3: extra programs find no work left and exit) fixes the launch; without it a GPU autotunes
+    over :data:`TUNED_CONFIGS` once per (n_q, n_k, head dim, causal, switches), and the interpreter
+    uses 16 x 16 tiles. ``tma=True`` fetches tiles with tensor descriptors made on the host (the copy
+    engine of Hopper and newer), ``tma="device"`` with descriptors made in the kernel; by default a
+    Hopper GPU times pointers and host descriptors once per shape and keeps the faster. ``switches``
+    turns the optional steps on and off (:class:`Switches`).
     """
+    import torch
+
     q, k, v, o, (batch, q_heads, kv_heads, n_q, n_k, d), precision = _prepare(q, k, v, causal)
     if config is not None and not all(_power_of_two_from_16(config.get(key, 0)) for key in ("BLOCK_M", "BLOCK_N")):
         raise LabError(f"config needs BLOCK_M and BLOCK_N to be powers of two, at least 16; got {config}")
-    choosing = config is None and tma is None and split_diagonal and heavy_first and not interpreting()
+    choosing = config is None and tma is None and switches == DEFAULT_SWITCHES and not interpreting()
     if choosing:  # a launch already known for this shape skips the autotuning compiles (launch_cache)
         config, tma = _known_launch(q, n_q, n_k, d, causal, precision)
         choosing = config is None
     if tma is None:
-        tma = _faster_loads(q, k, v, causal, scale, config, split_diagonal, heavy_first) if tma_available() else False
-    qk_scale = softmax_scale(d, scale) * LOG2E
+        tma = _faster_loads(q, k, v, causal, scale, config, switches) if tma_available() else False
+    mode = tma_mode(tma)
     if config is None and interpreting():
         config = {"BLOCK_M": 16, "BLOCK_N": 16}
-    tensors = (q, k, v, o)
-    if tma:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        bm, bn = (config["BLOCK_M"], config["BLOCK_N"]) if config else (16, 16)  # the autotuner re-sets them
-        tensors = tuple(TensorDescriptor.from_tensor(t, [1, 1, rows, d]) for t, rows in zip(tensors, (bm, bn, bn, bm), strict=True))
-    args = (*tensors, qk_scale, n_q, n_k, q_heads, q_heads // kv_heads, batch, *_strides(q, k, v, o))
-    flags = dict(HEAD_DIM=d, CAUSAL=causal, PRECISION=precision, SPLIT_DIAGONAL=split_diagonal,
-                 HEAVY_FIRST=heavy_first, TMA=tma)
+    counter = q.new_zeros(1, dtype=torch.int32) if switches.persistent else None
+    args = (*descriptors((q, k, v, o), mode, config, d), counter, softmax_scale(d, scale) * LOG2E, n_q, n_k,
+            q_heads, q_heads // kv_heads, batch, *_strides(q, k, v, o))
+    flags = dict(HEAD_DIM=d, CAUSAL=causal, PRECISION=precision, TMA=mode, **switches.constexprs(q.dtype.itemsize == 2))
+    grid = _grid(n_q, batch * q_heads, switches.persistent, (config or {}).get("programs_per_sm", 3), q.device)
     if config is None:
-        grid = lambda meta: (triton.cdiv(n_q, meta["BLOCK_M"]) * batch * q_heads,)  # noqa: E731
         _tuned_autotuned[grid](*args, **flags)
         best = _tuned_autotuned.best_config
         _CHOSEN[(n_q, n_k, d, causal, precision, tma)] = {**best.kwargs, "num_warps": best.num_warps,
@@ -322,7 +387,6 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
             launch_cache.remember(gpu_name(q), launch_cache.forward_key(n_q, n_k, d, causal, precision),
                                   {**_CHOSEN[(n_q, n_k, d, causal, precision, tma)], "tma": tma})
     else:
-        grid = (triton.cdiv(n_q, config["BLOCK_M"]) * batch * q_heads,)
         register_cap = {"maxnreg": config["maxnreg"]} if config.get("maxnreg") and not interpreting() else {}
         kernel = _tuned_kernel[grid](*args, **flags, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
                                      num_warps=config.get("num_warps", 4),
@@ -330,6 +394,8 @@ def tuned_forward(q, k, v, causal: bool = False, scale: float | None = None, con
         if not interpreting():
             _LAST_KERNEL["kernel"] = kernel
     return o
+
+
 
 
 #: Shapes this small are one or two tiles: every launch takes microseconds, so the first call does not

@@ -268,7 +268,10 @@ def verify_folder(folder: Path) -> list[tuple[str, str]]:
     Returns (window, verdict) pairs; a verdict starting with "ok" means the stored figures reproduce.
     """
     folder = Path(folder)
-    stored = sorted(folder.glob("*.census.json"))
+    if not folder.is_dir():
+        raise LabError(f"--verify {folder}: {'is a file' if folder.exists() else 'no such folder'}; "
+                       "expected a capture folder holding *.census.json")
+    stored = sorted(p for p in folder.iterdir() if p.name.endswith(".census.json"))  # an unreadable folder says so
     if not stored:
         raise LabError(f"{folder}: no *.census.json files to verify")
     verdicts = []

@@ -1,5 +1,6 @@
 """Live vLLM sweeps: serve a model with one attention backend, probe TTFT and ITL against prompt length.
 
+- :mod:`lab.measure.vllm.arms`: the arms (backend, FlashAttention version, KV-cache dtype), their labels and folders.
 - :mod:`lab.measure.vllm.server`: start/stop ``vllm serve`` for one arm, confirm from its log what runs.
 - :mod:`lab.measure.vllm.serverlog`: read backend, FlashAttention version and chunk size from a server log.
 - :mod:`lab.measure.vllm.probe`: stream completions, time every chunk, append measurements to JSONL.

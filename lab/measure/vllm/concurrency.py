@@ -21,6 +21,18 @@ Example (an H200, vLLM 0.26, random weights in the Qwen2.5-7B shape)::
 The folder (default ``data/local/vllm-concurrency/<arm>``) gets ``measurements.jsonl`` (a record per
 point, every request's chunk times, written as the point ends), ``concurrency.csv`` (a row per point),
 ``server.log`` and ``provenance.json``. A rerun into the same folder skips the points already measured.
+
+Why this client stays beside ``vllm bench serve`` (vLLM 0.26, vllm/benchmarks/serve.py), which runs the
+open-loop load study: ``--max-concurrency N`` only caps the requests in flight with a semaphore, and every
+request runs to its output length. Its ITL is pooled over each request's whole life (one gap per streamed
+chunk), so it mixes in the steps that carry other requests' prefill chunks and the steps in which fewer
+than N are decoding; its output throughput divides all output tokens by the whole run's
+duration, prefills included. This client measures the quantity the decode floor predicts: the window in
+which exactly the admitted requests decode together, with per-token gaps (a chunk of k tokens is k gaps),
+and it stops once that window is long enough instead of decoding every request to the end. And it says
+how many of the N requests vLLM admitted: bench serve counts concurrency from the client's side, so a
+request waiting for KV-cache blocks shows only as a long TTFT, where here it is detected by the stall
+and left out of the window.
 """
 
 from __future__ import annotations
@@ -38,16 +50,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
-from lab.measure.vllm.probe import Endpoint, StreamError, make_prompt, percentile, read_records, stream_completion
-from lab.measure.vllm.server import BACKENDS, DEFAULT_READY_TIMEOUT_S, Server, request
-from lab.measure.vllm.sweep import (
-    DEFAULT_MODEL,
-    arm_slug,
-    dry_run_line,
-    parse_lengths,
-    resolve_max_model_len,
-    resolve_model,
-)
+from lab.cli import fraction, path_arg, positive_count, positive_number
+from lab.folders import check_output, dataset_lock
+from lab.measure.vllm import arms, sweep
+from lab.measure.vllm.probe import Endpoint, check_same_run, make_prompt, percentile, read_records, stream_completion
+from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event
+from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, request
+from lab.measure.vllm.sweep import DEFAULT_MODEL, dry_run_line, parse_lengths, resolve_max_model_len, resolve_model
 
 DEFAULT_CONTEXTS = "2048,32768"
 DEFAULT_CONCURRENCY = "1,4,16,64"
@@ -103,7 +112,7 @@ class Stream(threading.Thread):
             conn.request("POST", "/v1/completions", body=self.body, headers={"Content-Type": "application/json"})
             resp = conn.getresponse()
             if resp.status != 200:
-                self.error = f"HTTP {resp.status}: {resp.read()[:300].decode('utf-8', 'replace')}"
+                self.error = f"HTTP {resp.status}: {error_message(resp.read()[:2000])}"
                 return
             self._read(resp)
         except (OSError, http.client.HTTPException, ValueError) as exc:
@@ -127,12 +136,13 @@ class Stream(threading.Thread):
             if data == b"[DONE]":
                 self.finished = True
                 return
-            event = json.loads(data)
-            if not isinstance(event, dict) or event.get("error"):
-                self.error = f"server error: {str(event)[:300]}"
+            try:  # checked where it enters, as the probe checks its replies
+                event = parse_event(data)
+                check_usage(event.get("usage"))
+                count, _ = event_tokens(event)
+            except StreamError as exc:
+                self.error = f"{exc.kind}: {exc}"
                 return
-            # one token per chunk when the ids are not returned, as the probe counts them
-            count = sum(len(ids) if isinstance(ids := c.get("token_ids"), list) else 1 for c in event.get("choices") or [])
             if count:
                 self.chunks.append((now, count))
                 self.notify()
@@ -239,6 +249,8 @@ def run_point(endpoint: Endpoint, plan: PointPlan, clock=time.perf_counter) -> d
     chunks = [[[round(t - started_at, 5), k] for t, k in s.chunks] for s in streams]
     finished = [s.finished for s in streams]
     errors = [s.error for s in streams if s.error]
+    if reason == "timeout" and not any(chunks):   # a silent server: no request got one token
+        errors.append(f"timeout: no request got a first token within {plan.timeout_s:g} s")
     window = steady_window(chunks, finished, stop_at - started_at)
     usable = window["steps"] >= MIN_WINDOW_STEPS and window["itl_ms"] is not None
     status = "error" if errors and not usable else ("ok" if usable else "no_window")
@@ -261,10 +273,11 @@ def wait_idle(base_url: str, timeout_s: float = 60.0) -> bool | None:
             return None
         if status != 200:
             return None
-        busy = 0.0
-        for line in text.splitlines():
-            if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")):
-                busy += float(line.rsplit(" ", 1)[1])
+        try:  # the reply is checked where it enters: a garbled /metrics says nothing, it crashes nothing
+            busy = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")))
+        except (ValueError, IndexError):
+            return None
         if busy == 0:
             return True
         if time.monotonic() > deadline:
@@ -283,7 +296,9 @@ def parse_limits(text: str | None) -> dict[int, int]:
         try:
             context, most = (int(x) for x in part.split(":"))
         except ValueError:
-            raise LabError(f"--limit {text!r}: expected CONTEXT:MAX_CONCURRENCY pairs such as 32768:4") from None
+            context = most = 0
+        if min(context, most) < 1:
+            raise LabError(f"--limit {text!r}: expected CONTEXT:MAX_CONCURRENCY pairs of positive integers such as 32768:4")
         limits[context] = most
     return limits
 
@@ -293,14 +308,6 @@ def plan_points(contexts: list[int], concurrencies: list[int], limits: dict[int,
     def allowed(context: int, n: int) -> bool:
         return all(n <= most for start, most in limits.items() if context >= start)
     return [(c, n) for c in sorted(contexts) for n in sorted(concurrencies) if allowed(c, n)]
-
-
-def _check_same_run(records: list[dict], run_key: dict, path: Path) -> None:
-    for record in records:
-        if record.get("run_key") not in (None, run_key):
-            diff = sorted(k for k in set(record["run_key"]) | set(run_key) if record["run_key"].get(k) != run_key.get(k))
-            raise LabError(f"{path} holds points of a different run (differs in {', '.join(diff)}); "
-                           "choose another --out folder or delete that file")
 
 
 def run_points(endpoint: Endpoint, points: list[tuple[int, int]], template: PointPlan, jsonl: Path,
@@ -315,7 +322,7 @@ def run_points(endpoint: Endpoint, points: list[tuple[int, int]], template: Poin
     from lab.store import append_jsonl
 
     records = read_records(jsonl, required=RECORD_FIELDS)
-    _check_same_run(records, template.run_key, jsonl)
+    check_same_run(records, template.run_key, jsonl, "points")
     done = {(r["context"], r["concurrency"]) for r in records if r.get("status") in ("ok", "no_window")}
     for context, n in points:
         if (context, n) in done:
@@ -344,25 +351,24 @@ def summarize(records: list[dict], arm: str) -> list[dict]:
 # --- command line -----------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--backend", required=True, choices=BACKENDS, help="vLLM attention backend")
-    parser.add_argument("--fa-version", type=int, choices=(2, 3, 4), help="FlashAttention version for FLASH_ATTN")
+    arms.add_arguments(parser)
     parser.add_argument("--contexts", default=DEFAULT_CONTEXTS, help=f"prompt lengths in tokens (default {DEFAULT_CONTEXTS})")
     parser.add_argument("--concurrency", default=DEFAULT_CONCURRENCY,
                         help=f"numbers of requests sent at once (default {DEFAULT_CONCURRENCY})")
     parser.add_argument("--limit", help="CONTEXT:MAX pairs: from that context on, at most MAX requests (e.g. 32768:4)")
-    parser.add_argument("--max-tokens", type=int, default=2048,
+    parser.add_argument("--max-tokens", type=positive_count, default=2048,
                         help="tokens each request may generate; points stop earlier, once steady (default 2048)")
-    parser.add_argument("--steps", type=int, default=64, help="decode steps wanted in the steady window (default 64)")
-    parser.add_argument("--stall", type=float, default=10.0,
+    parser.add_argument("--steps", type=positive_count, default=64, help="decode steps wanted in the steady window (default 64)")
+    parser.add_argument("--stall", type=positive_number, default=10.0,
                         help="seconds without a new first token after which waiting requests count as not admitted (default 10)")
-    parser.add_argument("--point-timeout", type=float, default=180.0, help="wall-clock cap of one point in seconds (default 180)")
+    parser.add_argument("--point-timeout", type=positive_number, default=180.0, help="wall-clock cap of one point in seconds (default 180)")
     parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
     parser.add_argument("--load-format", default="dummy", help="'dummy' (random weights; default) or 'auto'")
-    parser.add_argument("--out", type=Path, help="dataset folder (default data/local/vllm-concurrency/<arm>)")
-    parser.add_argument("--max-model-len", type=int, help="vLLM --max-model-len (default: longest context + max tokens)")
-    parser.add_argument("--max-num-batched-tokens", type=int, help="chunked-prefill chunk size (default: vLLM's own)")
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.85, help="vLLM memory fraction (default 0.85)")
-    parser.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S,
+    parser.add_argument("--out", type=path_arg, help="dataset folder (default data/local/vllm-concurrency/<arm>)")
+    parser.add_argument("--max-model-len", type=positive_count, help="vLLM --max-model-len (default: longest context + max tokens)")
+    parser.add_argument("--max-num-batched-tokens", type=positive_count, help="chunked-prefill chunk size (default: vLLM's own)")
+    parser.add_argument("--gpu-memory-utilization", type=fraction, default=0.85, help="vLLM memory fraction (default 0.85)")
+    parser.add_argument("--ready-timeout", type=positive_number, default=DEFAULT_READY_TIMEOUT_S,
                         help=f"seconds to wait for the server (default {DEFAULT_READY_TIMEOUT_S:.0f})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompts (default 0)")
     parser.add_argument("--vllm-version", help="build the command for this vLLM release (default: the installed one)")
@@ -372,19 +378,20 @@ def add_arguments(parser) -> None:
 def _check_args(args, contexts: list[int], model: str) -> int:
     if min(args.max_tokens, args.steps) < MIN_WINDOW_STEPS or args.steps >= args.max_tokens:
         raise LabError(f"--steps must be at least {MIN_WINDOW_STEPS} and below --max-tokens ({args.max_tokens})")
-    if args.stall <= 0 or args.point_timeout <= 0:
-        raise LabError("--stall and --point-timeout must be positive")
     return resolve_max_model_len(args.max_model_len, contexts, args.max_tokens, model)
 
 
 def main(args) -> int:
-    contexts = parse_lengths(args.contexts)
-    points = plan_points(contexts, parse_lengths(args.concurrency), parse_limits(args.limit))
+    contexts = parse_lengths(args.contexts, "--contexts")
+    points = plan_points(contexts, parse_lengths(args.concurrency, "--concurrency"), parse_limits(args.limit))
+    if not points:
+        raise LabError(f"--limit {args.limit}: leaves no point to measure; raise its limits or drop it")
     model = resolve_model(args.model)
     max_model_len = _check_args(args, contexts, model)
     from lab.store import LOCAL_DIR
 
-    out = (args.out or LOCAL_DIR / "vllm-concurrency" / arm_slug(args.backend, args.fa_version)).resolve()
+    out = (args.out or LOCAL_DIR / "vllm-concurrency" / arms.from_args(args).slug).resolve()
+    check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
     if args.dry_run:
         print(dry_run_line(args, model, max_model_len))
         for context, n in points:
@@ -404,19 +411,21 @@ def main(args) -> int:
 
 
 def run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int, out: Path, vllm_version: str) -> int:
-    """Serve, measure every point, write the dataset; the server is stopped whatever happens."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Serve, measure every point, write the dataset as its one writer; the server is stopped whatever happens."""
+    with dataset_lock(out):
+        return _run_arm(args, model, points, max_model_len, out, vllm_version)
+
+
+def _run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int, out: Path, vllm_version: str) -> int:
     log_path = out / "server.log"
-    if log_path.exists():  # keep the previous session's log when resuming
-        log_path.replace(out / "server.prev.log")
     started = time.time()
-    run_key = {"experiment": "concurrency", "backend": args.backend, "fa_version": args.fa_version,
-               "model": Path(model).name, "max_tokens": args.max_tokens, "steps": args.steps,
-               "max_model_len": max_model_len, "max_num_batched_tokens": args.max_num_batched_tokens,
+    arm = arms.from_args(args)
+    run_key = {"experiment": "concurrency", **arm.run_key(), "model": Path(model).name, "max_tokens": args.max_tokens,
+               "steps": args.steps, "max_model_len": max_model_len, "max_num_batched_tokens": args.max_num_batched_tokens,
                "load_format": args.load_format, "seed": args.seed}
     template = PointPlan(context=0, concurrency=0, max_tokens=args.max_tokens, steps=args.steps, stall_s=args.stall,
                          timeout_s=args.point_timeout, seed=args.seed, run_key=run_key)
-    server = Server(model, args.backend, fa_version=args.fa_version, max_model_len=max_model_len,
+    server = Server(model, arm, max_model_len=max_model_len,
                     max_num_batched_tokens=args.max_num_batched_tokens,
                     gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
                     log_path=log_path, vllm_version=vllm_version, ready_timeout=args.ready_timeout)
@@ -442,7 +451,7 @@ def run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int,
             write_dataset(out, read_records(jsonl, required=RECORD_FIELDS), server, args, model, points, started)
     say(f"{server.arm_label()} done in {time.time() - started:.0f} s -> {out}")
     print_table(out / "concurrency.csv")
-    return 0
+    return sweep.all_failed(out / "concurrency.csv", "point")
 
 
 def write_dataset(out: Path, records: list[dict], server: Server, args, model: str, points, started: float) -> None:
@@ -456,6 +465,7 @@ def write_dataset(out: Path, records: list[dict], server: Server, args, model: s
     flags = {
         "experiment": "concurrency", "backend": args.backend,
         "fa_version": facts.fa_version if args.backend == "FLASH_ATTN" else None, "fa_version_requested": args.fa_version,
+        "kv_cache_dtype": server.spec.kv_cache_dtype,
         "max_model_len": server.spec.max_model_len,
         "max_num_batched_tokens": facts.max_num_batched_tokens or args.max_num_batched_tokens,
         "max_num_batched_tokens_requested": args.max_num_batched_tokens,
@@ -475,7 +485,7 @@ def write_dataset(out: Path, records: list[dict], server: Server, args, model: s
             "measurements.jsonl": "one record per point: its steady-state figures and every request's chunk times "
                                   "[seconds since the point started, tokens]",
             "concurrency.csv": "one row per (context, concurrency) point",
-            "server.log": "the vLLM server's log of the last session"},
+            "server.log": sweep.SERVER_LOGS},
         elapsed_s=round(time.time() - started, 1),
         command="python -m lab vllm-concurrency " + " ".join(shlex.quote(a) for a in options))
     write_provenance(out, record)

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import random
+import sys
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -27,6 +29,13 @@ from pathlib import Path
 from typing import Protocol
 
 from lab import LabError
+from lab.measure.vllm.replies import (  # noqa: F401  (StreamError: callers import it from here)
+    StreamError,
+    check_usage,
+    error_message,
+    event_tokens,
+    parse_event,
+)
 
 #: Token ids are drawn from this range: real words of the Qwen2.5 vocabulary, clear of the special
 #: tokens that start at 151643. (With random weights any id would do; with real weights this keeps
@@ -34,15 +43,6 @@ from lab import LabError
 TOKEN_ID_RANGE = (1000, 150000)
 #: The first inter-token gaps still carry the tail of the prefill and the first scheduler steps.
 DROP_FIRST_GAPS = 2
-
-
-class StreamError(Exception):
-    """A request that did not complete. ``kind``: http, timeout, disconnected, server_error, protocol."""
-
-    def __init__(self, kind: str, message: str, chunks: list | None = None):
-        super().__init__(message)
-        self.kind = kind
-        self.chunks = chunks or []
 
 
 @dataclass
@@ -64,18 +64,6 @@ class StreamResult:
         return sum(k for _, k in self.chunks)
 
 
-def _error_message(body: bytes) -> str:
-    """The message of an OpenAI-style error body (vLLM has used both shapes)."""
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        return body.decode("utf-8", "replace").strip()[:300]
-    error = obj.get("error", obj) if isinstance(obj, dict) else obj
-    if isinstance(error, dict):
-        return str(error.get("message") or error)[:300]
-    return str(error)[:300]
-
-
 def _send(conn, body: dict, timeout: float):
     """POST the request; the response once its status line arrived (StreamError if it is not 200)."""
     try:
@@ -87,7 +75,11 @@ def _send(conn, body: dict, timeout: float):
     except (OSError, http.client.HTTPException) as exc:
         raise StreamError("disconnected", f"request failed: {exc or type(exc).__name__}") from None
     if resp.status != 200:
-        raise StreamError("http", f"HTTP {resp.status}: {_error_message(resp.read())}")
+        try:
+            body = resp.read()
+        except (OSError, http.client.HTTPException, ValueError):
+            body = b"(the body was cut off)"
+        raise StreamError("http", f"HTTP {resp.status}: {error_message(body)}")
     return resp
 
 
@@ -96,25 +88,12 @@ def _next_line(resp, chunks: list, timeout: float) -> bytes:
         line = resp.readline()
     except TimeoutError:
         raise StreamError("timeout", f"stream stalled for {timeout:.0f} s after {len(chunks)} chunks", chunks) from None
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # ValueError: a garbled chunk size
         raise StreamError("disconnected", f"connection lost after {len(chunks)} chunks "
                           f"({type(exc).__name__})", chunks) from None
     if not line:
         raise StreamError("disconnected", f"stream ended without [DONE] after {len(chunks)} chunks", chunks)
     return line
-
-
-def _event(data: bytes, chunks: list) -> dict:
-    """One ``data:`` payload as an event; StreamError for an unreadable one or an error the server streamed."""
-    try:
-        event = json.loads(data)
-    except ValueError:
-        raise StreamError("protocol", f"unreadable stream event: {data[:120]!r}", chunks) from None
-    if not isinstance(event, dict):
-        raise StreamError("protocol", f"unexpected stream event: {data[:120]!r}", chunks)
-    if event.get("error") or event.get("object") == "error":
-        raise StreamError("server_error", _error_message(data), chunks)
-    return event
 
 
 @dataclass
@@ -126,14 +105,12 @@ class _Tally:
     finish: str | None = None
 
     def add(self, event: dict, now: float) -> None:
-        if event.get("usage"):
-            self.usage = event["usage"]
-        for choice in event.get("choices") or []:
-            ids = choice.get("token_ids")
-            count = len(ids) if isinstance(ids, list) else 1  # one token per chunk when ids are not returned
-            if count:
-                self.chunks.append((now, count))
-            self.finish = choice.get("finish_reason") or self.finish
+        usage = check_usage(event.get("usage"), self.chunks)
+        self.usage = usage or self.usage
+        count, finish = event_tokens(event, self.chunks)
+        if count:
+            self.chunks.append((now, count))
+        self.finish = finish or self.finish
 
 
 def stream_completion(base_url: str, model: str, prompt: list[int], max_tokens: int, *,
@@ -164,7 +141,7 @@ def stream_completion(base_url: str, model: str, prompt: list[int], max_tokens: 
             data = line[5:].strip()
             if data == b"[DONE]":
                 break
-            tally.add(_event(data, tally.chunks), now)
+            tally.add(parse_event(data, tally.chunks), now)
     finally:
         conn.close()
     if not tally.chunks:
@@ -277,15 +254,30 @@ def read_records(path: Path, required=("target_len", "rep")) -> list[dict]:
     from lab.store import read_jsonl
 
     path = Path(path)
-    return read_jsonl(path, required=required) if path.exists() else []
+    records = read_jsonl(path, required=required) if path.exists() else []
+    for number, record in enumerate(records, 1):
+        for name in set(required) & {"rep", *_COUNT_FIELDS}:
+            value = record[name]
+            if not (value == "warm" and name == "rep" or isinstance(value, int) and not isinstance(value, bool)
+                    and value >= (0 if name == "rep" else 1)):
+                raise LabError(f"{path}: record {number} has {name} {json.dumps(value)[:40]}; expected "
+                               f"{'a repetition number or warm' if name == 'rep' else 'a positive integer'} "
+                               "(delete the line or the file to measure it again)")
+    return records
 
 
-def _check_same_run(records: list[dict], run_key: dict, path: Path) -> None:
+#: Record fields that are token or request counts: a resume sorts and compares them, so they must be integers.
+_COUNT_FIELDS = ("target_len", "context", "concurrency", "decoders", "long_len")
+
+
+def check_same_run(records: list[dict], run_key: dict, path: Path, what: str = "measurements") -> None:
+    """Refuse to resume into a file of another run: a stored record whose run_key differs from this one."""
     for record in records:
         theirs = record.get("run_key")
         if theirs is not None and theirs != run_key:
-            diff = sorted(k for k in set(theirs) | set(run_key) if theirs.get(k) != run_key.get(k))
-            raise LabError(f"{path} holds measurements of a different run (differs in {', '.join(diff)}); "
+            diff = sorted(k for k in set(theirs) | set(run_key) if theirs.get(k) != run_key.get(k)) \
+                if isinstance(theirs, dict) else ["run_key"]
+            raise LabError(f"{path} holds {what} of a different run (differs in {', '.join(diff)}); "
                            "choose another --out folder or delete that file")
 
 
@@ -315,17 +307,73 @@ def measure_once(endpoint: Endpoint, plan: ProbePlan, target_len: int, rep) -> d
     return record
 
 
-def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: bool = True) -> list[dict]:
+class ProbeEvents:
+    """What :func:`run_probe` reports as it goes; the default reports nothing. A hook may raise to stop
+    the probe (a run panel's Stop): what was kept before stays in the file."""
+
+    def begin(self, todo: list[tuple[int, list[int]]]) -> None:
+        """Before the first request: each length to measure, with the repetitions it still needs."""
+
+    def request(self, length: int, rep, reps: int) -> None:
+        """Before each request: ``rep`` is "warm" or a repetition's index, of ``reps`` at this length."""
+
+    def measured(self, record: dict) -> None:
+        """After each request, before its record is kept: raising here drops it."""
+
+    def failed(self, record: dict, skipped: int) -> None:
+        """A request failed, the server still up: the length's other ``skipped`` requests are not sent."""
+
+    def length_done(self, length: int, records: list[dict]) -> None:
+        """After a length's last request; ``records``: every record in the file so far."""
+
+    def end(self) -> None:
+        """After the last request, or when the probe stopped early."""
+
+
+class ProgressBar(ProbeEvents):
+    """The command line's progress, in prompt tokens sent: long prompts take longer, so the ETA weighs them."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled, self.bar = enabled, None
+
+    def begin(self, todo):
+        from tqdm.auto import tqdm
+
+        # in a log file (not a terminal) a line every 30 s is enough
+        self.bar = tqdm(total=sum(length * (len(missing) + 1) for length, missing in todo), unit="tok",
+                        unit_scale=True, disable=not self.enabled, desc="prompts", dynamic_ncols=True,
+                        mininterval=1.0 if sys.stderr.isatty() else 30.0)
+
+    def request(self, length, rep, reps):
+        self.bar.set_postfix_str(f"{length} tokens, {'warm-up' if rep == 'warm' else f'rep {rep + 1}'}",
+                                 refresh=False)  # the bar redraws on its own schedule
+
+    def measured(self, record):
+        self.bar.update(record["target_len"])
+
+    def failed(self, record, skipped):
+        self.bar.write(f"  {record['target_len']} tokens: {record['error_kind']}: {record['error']} (moving on)")
+        self.bar.update(record["target_len"] * skipped)
+
+    def end(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: bool = True,
+              events: ProbeEvents | None = None) -> list[dict]:
     """Measure every length of ``plan`` not yet in ``jsonl_path``; return all records in the file.
 
-    Raises LabError (after recording the failure) if the server died; everything measured is kept.
+    ``events`` hears of every request (default: a progress bar, shown if ``progress``). Raises
+    LabError (after recording the failure) if the server died; everything measured is kept.
     """
     jsonl_path = Path(jsonl_path)
     from lab.store import append_jsonl
 
+    events = events or ProgressBar(progress)
     records = read_records(jsonl_path)
-    _check_same_run(records, plan.run_key, jsonl_path)
-    done = {(r["target_len"], r["rep"]) for r in records if r.get("status") == "ok" and r.get("rep") != "warm"}
+    check_same_run(records, plan.run_key, jsonl_path)
+    done = {(r["target_len"], r["rep"]) for r in records if _usable(r) and r.get("rep") != "warm"}
     todo = []
     for length in sorted(set(plan.lengths)):  # shortest first: a failure at the long end costs least
         missing = [rep for rep in range(plan.reps_for(length)) if (length, rep) not in done]
@@ -333,33 +381,33 @@ def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: b
             todo.append((length, missing))
     if not todo:
         return records
-    bar = _progress_bar(sum(length * (len(missing) + 1) for length, missing in todo), progress)
+    events.begin(todo)
     try:
         for length, missing in todo:
-            for rep in ["warm", *missing]:
-                bar.set_postfix_str(f"{length} tokens, {'warm-up' if rep == 'warm' else f'rep {rep + 1}'}",
-                                    refresh=False)  # the bar redraws on its own schedule
+            for sent, rep in enumerate(["warm", *missing], start=1):
+                events.request(length, rep, plan.reps_for(length))
                 record = measure_once(endpoint, plan, length, rep)
+                events.measured(record)
                 if record["status"] != "ok" and _server_gone(endpoint, record["error_kind"]):
                     record["error_kind"] = "server_died"
                     append_jsonl(jsonl_path, record)
                     raise LabError(endpoint.died_message(f"during a request of {length} tokens"))
                 append_jsonl(jsonl_path, record)
                 records.append(record)
-                bar.update(length)
                 if record["status"] != "ok":
-                    bar.write(f"  {length} tokens: {record['error_kind']}: {record['error']} (moving on)")
-                    bar.update(length * (len(missing) - (0 if rep == "warm" else missing.index(rep) + 1)))
+                    events.failed(record, skipped=len(missing) + 1 - sent)
                     break
+            events.length_done(length, records)
     finally:
-        bar.close()
+        events.end()
     return records
 
 
 def _server_gone(endpoint: Endpoint, error_kind: str, grace_s: float = 5.0) -> bool:
     """After a failed request: is the server dead? A crash can break the connection a moment before
-    the process exits, so a broken stream gets a few seconds to show which it was."""
-    deadline = time.monotonic() + (0 if error_kind == "http" else grace_s)
+    the process exits, so a broken or stalled stream gets a few seconds to show which it was (a reply that
+    arrived whole, however wrong, came from a live server)."""
+    deadline = time.monotonic() + (grace_s if error_kind in ("disconnected", "timeout") else 0)
     while True:
         if not endpoint.alive():
             return True
@@ -368,41 +416,65 @@ def _server_gone(endpoint: Endpoint, error_kind: str, grace_s: float = 5.0) -> b
         time.sleep(0.25)
 
 
-def _progress_bar(total_tokens: int, enabled: bool):
-    """Progress in prompt tokens sent: long prompts take longer, so the ETA weighs them."""
-    import sys
-
-    from tqdm.auto import tqdm
-
-    # in a log file (not a terminal) a line every 30 s is enough
-    return tqdm(total=total_tokens, unit="tok", unit_scale=True, disable=not enabled, desc="prompts",
-                dynamic_ncols=True, mininterval=1.0 if sys.stderr.isatty() else 30.0)
-
-
 # --- one row per length ------------------------------------------------------------------------------
 
-def summarize(records: list[dict], arm: str, backend: str) -> list[dict]:
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def unusable(record: dict) -> str | None:
+    """Why a record marked ok cannot be summarized (a bad reply stored by an older lab, a hand edit), or None.
+
+    Such a record counts as a failed request: it is measured again on a resume and never crashes the summary.
+    """
+    actual, ttft, chunks = record.get("actual_len"), record.get("ttft_s"), record.get("chunks")
+    if isinstance(actual, bool) or not isinstance(actual, int) or actual < 1:
+        return f"stored record unusable: actual_len is {json.dumps(actual)[:40]}; expected a positive token count"
+    if not _finite(ttft) or ttft < 0:
+        return f"stored record unusable: ttft_s is {json.dumps(ttft)[:40]}; expected seconds"
+    if not isinstance(chunks, list) or not chunks or not all(
+            isinstance(c, list) and len(c) == 2 and _finite(c[0]) and _finite(c[1]) and c[1] > 0 for c in chunks):
+        return "stored record unusable: chunks is not a list of [seconds, tokens] pairs"
+    return None
+
+
+def _usable(record: dict) -> bool:
+    return record.get("status") == "ok" and unusable(record) is None
+
+
+def _failure(record: dict) -> str | None:
+    if record.get("status") != "ok":
+        return record.get("error")
+    return unusable(record)
+
+
+def summarize(records: list[dict], arm: str, backend: str, reps_for=None) -> list[dict]:
     """Rows of sweep.csv: per target length, the median TTFT over repetitions and the ITL over all
-    their decode gaps (pooled). Lengths that failed get a row with status 'error' and no numbers."""
+    their decode gaps (pooled). Lengths that failed get a row with status 'error' and no numbers.
+
+    ``reps_for(length)``: the repetitions asked for (ProbePlan.reps_for); a length with fewer measured
+    (a run cut short by Ctrl-C) is 'partial', never 'ok'."""
     by_length: dict[int, list[dict]] = {}
     for record in records:
         by_length.setdefault(int(record["target_len"]), []).append(record)
     rows = []
     for length in sorted(by_length):
-        ok = [r for r in by_length[length] if r.get("status") == "ok" and r.get("rep") != "warm"]
+        ok = [r for r in by_length[length] if _usable(r) and r.get("rep") != "warm"]
         ok_reps = {r["rep"] for r in ok}
         # a failure counts unless a rerun measured that repetition; a failed warm-up only if nothing else ran
-        failed = [r for r in by_length[length] if r.get("status") != "ok" and r.get("rep") != "warm"
+        failed = [r for r in by_length[length] if not _usable(r) and r.get("rep") != "warm"
                   and r.get("rep") not in ok_reps]
         if not ok and not failed:
-            failed = [r for r in by_length[length] if r.get("status") != "ok"]
+            failed = [r for r in by_length[length] if not _usable(r)]
         if not ok and not failed:
             continue  # only a warm-up so far
+        short = reps_for is not None and len(ok_reps) < reps_for(length)
         row = {"arm": arm, "backend": backend, "target_len": length, "actual_len": None, "ttft_s": None,
                "prefill_ms_per_token": None, "itl_ms": None, "itl_p10_ms": None, "itl_p90_ms": None,
                "ttft_min_s": None, "ttft_max_s": None, "reps": len(ok),
-               "status": "ok" if ok and not failed else ("partial" if ok else "error"),
-               "error": failed[-1].get("error") if failed else None}
+               "status": "ok" if ok and not failed and not short else ("partial" if ok else "error"),
+               "error": _failure(failed[-1]) if failed else
+               (f"{len(ok_reps)} of {reps_for(length)} repetitions measured" if short else None)}
         if ok:
             ttfts = [r["ttft_s"] for r in ok]
             actual = int(round(percentile([r["actual_len"] for r in ok], 50)))

@@ -4,7 +4,8 @@ Use it as a context manager; the server is stopped on exit, on an exception, on 
 SIGTERM, with its whole process group (vLLM runs its engine in a child process)::
 
     from lab.measure.vllm.server import Server
-    with Server("data/models/qwen2.5-7b", "FLASH_ATTN", fa_version=3, max_model_len=33024,
+    from lab.measure.vllm.arms import FA3
+    with Server("data/models/qwen2.5-7b", FA3, max_model_len=33024,
                 max_num_batched_tokens=8192, log_path=Path("server.log")) as server:
         print(server.facts.backend, server.facts.fa_version)   # what the log says actually runs
         stream_completion(server.base_url, server.model_name, [101] * 1024, max_tokens=8)  # lab.measure.vllm.probe
@@ -13,8 +14,8 @@ For trace capture (``lab.measure.capture``): pass ``profiler_dir=`` (an absolute
 and call ``server.post("/start_profile")`` / ``server.post("/stop_profile")`` around a request.
 ``profiler_options`` adds fields to vLLM's profiler config (e.g. ``{"torch_profiler_with_stack": False}``).
 
-How the backend is chosen depends on the vLLM release (:func:`build_command` is the one place that
-knows): 0.13 and later take ``--attention-backend`` and ``--attention-config.flash_attn_version``;
+How the backend is chosen depends on the vLLM release (:func:`build_command` asks the arm's
+:meth:`~lab.measure.vllm.arms.Arm.server_args` and ``server_env`` for that release): 0.13 and later take ``--attention-backend`` and ``--attention-config.flash_attn_version``;
 older releases (such as 0.11, the A10G reference study) read ``VLLM_ATTENTION_BACKEND`` and
 ``VLLM_FLASH_ATTN_VERSION`` from the environment.
 """
@@ -37,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
+from lab.folders import open_server_log
+from lab.measure.vllm.arms import Arm
 from lab.measure.vllm.serverlog import LogFacts, error_summary, read_facts, read_text, tail
 
-#: Backends a dense decoder can run on an NVIDIA GPU, by vLLM's registry names.
-BACKENDS = ("FLASH_ATTN", "FLEX_ATTENTION", "TRITON_ATTN", "FLASHINFER")
 #: First release with --attention-backend, --attention-config and --profiler-config.
 CLI_CONFIG_SINCE = (0, 13)
 #: Releases before this logged every request (prompt ids included) unless told not to.
@@ -80,6 +81,7 @@ class ServeSpec:
     model: str
     backend: str
     fa_version: int | None = None
+    kv_cache_dtype: str = "auto"                 # "fp8": an FP8 KV cache
     max_model_len: int = 32768
     max_num_batched_tokens: int | None = None   # None: vLLM's default (printed in the log)
     gpu_memory_utilization: float = 0.85
@@ -92,13 +94,13 @@ class ServeSpec:
     profiler_options: dict = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
 
+    @property
+    def arm(self) -> Arm:
+        """The arm this server runs, as asked (LabError for a combination vLLM does not have)."""
+        return Arm.of(self.backend, self.fa_version, self.kv_cache_dtype)
+
     def check(self) -> None:
-        if self.backend not in BACKENDS:
-            raise LabError(f"unknown attention backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
-        if self.fa_version is not None and self.backend != "FLASH_ATTN":
-            raise LabError(f"a FlashAttention version applies to FLASH_ATTN only, not {self.backend}")
-        if self.fa_version not in (None, 2, 3, 4):
-            raise LabError(f"FlashAttention version {self.fa_version} does not exist; use 2, 3 or 4")
+        _ = self.arm  # building the arm checks backend, FlashAttention version and KV-cache dtype
         if not 0 < self.gpu_memory_utilization <= 1:
             raise LabError(f"gpu memory utilization {self.gpu_memory_utilization} must be in (0, 1]")
         if self.tensor_parallel_size < 1:
@@ -130,14 +132,8 @@ def build_command(spec: ServeSpec, vllm_version: str,
         argv += ["--max-num-batched-tokens", str(spec.max_num_batched_tokens)]
     if spec.tensor_parallel_size > 1:
         argv += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
-    if modern:
-        argv += ["--attention-backend", spec.backend]
-        if spec.fa_version is not None:
-            argv += ["--attention-config.flash_attn_version", str(spec.fa_version)]
-    else:
-        env["VLLM_ATTENTION_BACKEND"] = spec.backend
-        if spec.fa_version is not None:
-            env["VLLM_FLASH_ATTN_VERSION"] = str(spec.fa_version)
+    argv += spec.arm.server_args(cli_config=modern)
+    env.update(spec.arm.server_env(cli_config=modern))
     if spec.profiler_dir is not None:
         if modern:
             config = {"profiler": "torch", "torch_profiler_dir": spec.profiler_dir, **spec.profiler_options}
@@ -184,7 +180,8 @@ def post(base_url: str, path: str, payload: dict | None = None, timeout: float =
 
 
 class Server:
-    """A ``vllm serve`` child process for one arm; see the module docstring for an example.
+    """A ``vllm serve`` child process for one arm (a :class:`~lab.measure.vllm.arms.Arm` or its label, e.g.
+    ``FLASH_ATTN/FA3``); see the module docstring for an example.
 
     Attributes after :meth:`start`: ``base_url``, ``model_name`` (send it as the request's "model"),
     ``facts`` (:class:`lab.measure.vllm.serverlog.LogFacts`: backend, FlashAttention version, chunk size,
@@ -192,22 +189,24 @@ class Server:
     ``warnings`` (facts the log did not confirm) and ``ready_s`` (seconds to become ready).
     """
 
-    def __init__(self, model: str | os.PathLike, backend: str, *, log_path: str | os.PathLike,
-                 fa_version: int | None = None, max_model_len: int = 32768,
+    def __init__(self, model: str | os.PathLike, arm: Arm | str, *, log_path: str | os.PathLike, max_model_len: int = 32768,
                  max_num_batched_tokens: int | None = None, gpu_memory_utilization: float = 0.85,
-                 tensor_parallel_size: int = 1, load_format: str | None = "dummy", port: int | None = None,
-                 profiler_dir: str | os.PathLike | None = None, profiler_options: dict | None = None,
+                 tensor_parallel_size: int = 1, load_format: str | None = "dummy", skip_tokenizer_init: bool = True,
+                 port: int | None = None, profiler_dir: str | os.PathLike | None = None, profiler_options: dict | None = None,
                  extra_args: tuple[str, ...] = (), vllm_version: str | None = None,
                  launcher: tuple[str, ...] | list[str] | None = None,
                  ready_timeout: float = DEFAULT_READY_TIMEOUT_S, env: dict[str, str] | None = None,
                  clock=time.monotonic):
+        arm = Arm.parse(arm) if isinstance(arm, str) else arm
         model = str(model)
         if os.path.isdir(model):  # a local folder with config.json: give vLLM an absolute path
             model = os.path.abspath(model)
         self.spec = ServeSpec(
-            model=model, backend=backend, fa_version=fa_version, max_model_len=max_model_len,
+            model=model, backend=arm.backend, fa_version=arm.fa_version, kv_cache_dtype=arm.kv_cache_dtype,
+            max_model_len=max_model_len,
             max_num_batched_tokens=max_num_batched_tokens, gpu_memory_utilization=gpu_memory_utilization,
-            tensor_parallel_size=tensor_parallel_size, load_format=load_format, port=port or free_port(),
+            tensor_parallel_size=tensor_parallel_size, load_format=load_format,
+            skip_tokenizer_init=skip_tokenizer_init, port=port or free_port(),
             profiler_dir=None if profiler_dir is None else os.path.abspath(profiler_dir),
             profiler_options=dict(profiler_options or {}), extra_args=tuple(extra_args))
         self.spec.check()
@@ -246,8 +245,7 @@ class Server:
         """Start the server and wait until /health answers; raise LabError (and clean up) if it cannot."""
         if self._proc is not None:
             raise LabError("this server is already started")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "w", encoding="utf-8")
+        self._log = open_server_log(self.log_path, self.pgid_path)  # an earlier log is kept as server.N.log
         self._log.write(f"# lab.measure.vllm.server: {self.command_line()}\n")
         self._log.flush()
         wait_for_gpu_memory(self.spec.gpu_memory_utilization)
@@ -321,12 +319,14 @@ class Server:
         code = f" with status {status}" if status is not None else ""
         return f"vLLM server ({self.arm_label()}) exited{code} {when}: {reason} (log: {self.log_path})"
 
+    @property
+    def arm(self) -> Arm:
+        """The arm this server runs: its FlashAttention version as the log confirmed it, else as asked."""
+        return self.spec.arm.confirmed(self.facts.fa_version)
+
     def arm_label(self) -> str:
-        """FLASH_ATTN/FA3, FLASH_ATTN/FA2, FLEX_ATTENTION, ...: the FA version as confirmed, else as asked."""
-        if self.spec.backend != "FLASH_ATTN":
-            return self.spec.backend
-        version = self.facts.fa_version or self.spec.fa_version
-        return f"FLASH_ATTN/FA{version}" if version else "FLASH_ATTN"
+        """FLASH_ATTN/FA3, FLASH_ATTN/FA2, FLEX_ATTENTION, ...: :attr:`arm`'s label, what its data carries."""
+        return self.arm.label
 
     def record(self) -> dict:
         """What provenance needs: the command, the flags asked for, and what the log confirmed."""
@@ -335,13 +335,12 @@ class Server:
             "vllm_version": self.vllm_version,
             "backend": self.spec.backend,
             "fa_version_requested": self.spec.fa_version,
+            "kv_cache_dtype": self.spec.kv_cache_dtype,
             "max_model_len": self.spec.max_model_len,
             "max_num_batched_tokens_requested": self.spec.max_num_batched_tokens,
             "gpu_memory_utilization": self.spec.gpu_memory_utilization, "tensor_parallel_size": self.spec.tensor_parallel_size,
-            "load_format": self.spec.load_format,
-            "skip_tokenizer_init": self.spec.skip_tokenizer_init,
-            "prefix_caching": False,
-            "profiler_dir": self.spec.profiler_dir,
+            "load_format": self.spec.load_format, "skip_tokenizer_init": self.spec.skip_tokenizer_init,
+            "prefix_caching": False, "profiler_dir": self.spec.profiler_dir,
             "ready_s": None if self.ready_s is None else round(self.ready_s, 1),
             "log": self.facts.as_dict(),
             "warnings": list(self.warnings),
@@ -398,6 +397,9 @@ class Server:
             elif facts.fa_version != spec.fa_version:
                 raise LabError(f"asked for FlashAttention {spec.fa_version} but the log says version "
                                f"{facts.fa_version} ({facts.fa_version_line!r}) (log: {self.log_path})")
+        if facts.kv_cache_dtype != (spec.kv_cache_dtype if spec.kv_cache_dtype.startswith("fp8") else None):
+            raise LabError(f"asked for KV-cache dtype {spec.kv_cache_dtype} but the log says "
+                           f"{facts.kv_cache_dtype or 'nothing of a quantized KV cache'} (log: {self.log_path})")
         if spec.max_num_batched_tokens is not None and facts.max_num_batched_tokens not in (None, spec.max_num_batched_tokens):
             raise LabError(f"asked for max_num_batched_tokens={spec.max_num_batched_tokens} but the log says "
                            f"{facts.max_num_batched_tokens} (log: {self.log_path})")

@@ -8,6 +8,7 @@ vLLM 0.11 (the A10G reference study) and of 0.13 and later (``--attention-backen
     (EngineCore pid=101) INFO 11-30 05:02:11 [cuda.py:..] Using AttentionBackendEnum.FLASH_ATTN backend.
     (EngineCore pid=101) INFO 11-30 05:02:11 [flash_attn.py:..] Using FlashAttention version 3
     (APIServer pid=1) INFO 11-30 05:01:58 [scheduler.py:..] Chunked prefill is enabled with max_num_batched_tokens=8192.
+    (APIServer pid=1) INFO 11-30 05:01:58 [cache.py:..] Using fp8 data type to store kv cache. It reduces ...
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ _BACKEND_PATTERNS = (
 _FA_VERSION = re.compile(r"Using FlashAttention version (\d+)")
 _CHUNK = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=([\d,_]+)")
 _KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,_]+) tokens")
+# vLLM (vllm/config/cache.py) says so for a quantized KV cache only; the model's dtype goes unmentioned
+_KV_DTYPE = re.compile(r"Using (\S+) data type to store kv cache")
 _MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")
 _VERSION = (re.compile(r"vLLM API server version (\S+)"),
             re.compile(r"Initializing a V1 LLM engine \(v([^)\s]+)\)"))
@@ -63,6 +66,7 @@ class LogFacts:
     fa_version_line: str | None = None
     max_num_batched_tokens: int | None = None  # the chunked-prefill chunk size
     kv_cache_tokens: int | None = None
+    kv_cache_dtype: str | None = None          # only a quantized one (fp8, ...) is logged
     max_model_len: int | None = None
     vllm_version: str | None = None
     ready: bool = False
@@ -95,6 +99,8 @@ def read_facts(text: str) -> LogFacts:
             facts.max_num_batched_tokens = _int(found.group(1))
         if facts.kv_cache_tokens is None and (found := _KV_TOKENS.search(line)):
             facts.kv_cache_tokens = _int(found.group(1))
+        if facts.kv_cache_dtype is None and (found := _KV_DTYPE.search(line)):
+            facts.kv_cache_dtype = found.group(1)
         if facts.max_model_len is None and (found := _MAX_MODEL_LEN.search(line)):
             facts.max_model_len = int(found.group(1))
         if facts.vllm_version is None:

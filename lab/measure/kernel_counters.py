@@ -1,0 +1,296 @@
+"""Why a kernel is as fast as it is, from the GPU's hardware counters (Nsight Compute, ``ncu``).
+
+A stopwatch says how long a kernel took; the counters say what it was doing meanwhile: how busy the
+tensor pipe (matrix instructions) and the XU pipe (exponentials and other special functions) were,
+how many warps each multiprocessor kept resident (achieved occupancy), what the warps waited on
+(stall reasons), and how many bytes crossed DRAM and L2. One *job* is one kernel call at one shape:
+
+* ``prefill:<candidate>:<batch>:<n>`` -- a causal prefill through :func:`lab.measure.candidates.candidate_fn`
+  (``sdpa-cudnn``, ``fa3``, ``ours-tuned``, ``flex``, ...);
+* ``decode:<candidate>:<batch>:<n>`` -- one query token per sequence over an n-token cache, same candidates;
+* ``flexdecode:<variant>:<batch>:<n>`` -- a FlexAttention decode variant of
+  :mod:`lab.measure.flex_decomposition` (``flex-default``, ``flex-pad8``, ``flex-paged``: vLLM's recipe, ...).
+
+How: the jobs run one after another in one child Python process under ``ncu --nvtx --nvtx-include
+counters/``: the child warms each job up (compile, autotune) outside any range, then launches a marker
+kernel and the call once inside an NVTX range, so ncu profiles only those kernels (as
+:mod:`lab.measure.dram_bytes` does), and the markers split them into calls. ncu
+collects whole sections (SpeedOfLight, ComputeWorkloadAnalysis, MemoryWorkloadAnalysis, Occupancy,
+WarpStateStats, LaunchStats, InstructionStats) and prints its raw page: every metric under its own name,
+so nothing depends on guessing this ncu version's metric names. ``--clock-control none`` leaves the
+card's clocks as found; the default cache control flushes the caches before each profiled kernel.
+
+Writes ``raw.csv`` (ncu's raw page: every metric of every profiled kernel), ``child.log`` (the child's
+MEASURED/FAILED lines, which name the job of each profiled call, in order) and ``provenance.json`` to
+``--out``. :func:`read_dataset` turns the two into long rows (job, phase, candidate, batch, n,
+kernel_index, kernel, metric, unit, value); :mod:`lab.results.kernel_counters` reads them that way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lab import REPO_ROOT, LabError, store
+from lab.cli import path_arg, positive_number
+from lab.folders import dataset_lock
+from lab.measure.dram_bytes import find_ncu, metric_value, run_group
+
+DEFAULT_OUT = REPO_ROOT / "data" / "local" / "kernel-counters"
+SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats",
+            "LaunchStats", "InstructionStats", "SchedulerStats")
+EXTRA_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum", "gpu__time_duration.sum")
+MARKER = "counters_marker"
+RANGE = "counters"
+PHASES = ("prefill", "decode", "flexdecode")
+DEFAULT_JOBS = ("prefill:sdpa-cudnn:1:16384", "prefill:fa3:1:16384", "prefill:ours-tuned:1:16384",
+                "prefill:flex:1:16384", "prefill:fa4:1:16384", "prefill:flex-flash:1:16384",
+                "flexdecode:flex-default:1:32768", "flexdecode:flex-default:16:32768",
+                "flexdecode:flex-pad8:1:32768", "flexdecode:flex-paged:1:32768",
+                "decode:fa3:1:32768", "decode:ours-tuned:1:32768")
+COLUMNS = ("job", "phase", "candidate", "batch", "n", "kernel_index", "kernel", "metric", "unit", "value")
+
+
+def parse_job(text: str) -> tuple[str, str, int, int]:
+    """'phase:candidate:batch:n' -> (phase, candidate, batch, n); a malformed job is one clear line."""
+    parts = text.split(":")
+    if len(parts) != 4 or parts[0] not in PHASES or not parts[1]:
+        raise LabError(f"job {text!r} is not PHASE:CANDIDATE:BATCH:N with PHASE one of {', '.join(PHASES)} "
+                       "(e.g. prefill:fa3:1:16384)")
+    try:
+        batch, n = int(parts[2]), int(parts[3])
+    except ValueError:
+        raise LabError(f"job {text!r}: BATCH and N must be whole numbers") from None
+    if batch < 1 or n < 1:
+        raise LabError(f"job {text!r}: BATCH and N must be at least 1")
+    return parts[0], parts[1], batch, n
+
+
+# --- ncu's raw page (pure; CPU-tested) ----------------------------------------------------------------
+
+def parse_raw_csv(text: str) -> list[dict]:
+    """Kernels of ``ncu --page raw --csv`` in launch order: [{"id", "name", "metrics": {name: (unit, value)}}].
+
+    The raw page is one header row (ID, Kernel Name, ..., then one column per metric), one row of units,
+    then a row per kernel. Lines that are not CSV records (``==PROF==`` messages, the program's output)
+    are skipped; values that are not numbers (names, 'n/a') are kept only for the identity columns."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header, units, body = rows[0], rows[1] if len(rows) > 1 else [], rows[2:]
+    if units and units[0].strip():       # no units row: every row after the header is a kernel
+        body, units = rows[1:], [""] * len(header)
+    name_col = header.index("Kernel Name") if "Kernel Name" in header else None
+    identity = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Device",
+                "CC", "Block Size", "Grid Size", "Function Name", "Demangled Name"}
+    kernels = []
+    for row in body:
+        if not row or row[0] == "ID":
+            continue
+        metrics = {}
+        for col, name in enumerate(header):
+            if name in identity or col >= len(row):
+                continue
+            unit = units[col] if col < len(units) else ""
+            try:
+                value = metric_value(row[col], unit)
+            except LabError:
+                value = metric_value(row[col], "")
+            if value == value:       # not NaN
+                metrics[name] = (unit, value)
+        kernels.append({"id": int(row[0]), "name": row[name_col] if name_col is not None else "", "metrics": metrics})
+    return sorted(kernels, key=lambda k: k["id"])
+
+
+def after_markers(kernels: list[dict]) -> list[list[dict]]:
+    """The kernels after each marker kernel, one list per profiled call (markers dropped)."""
+    calls: list[list[dict]] = []
+    for kernel in kernels:
+        if MARKER in kernel["name"]:
+            calls.append([])
+        elif calls:
+            calls[-1].append(kernel)
+    return calls
+
+
+def read_dataset(raw_text: str, child_log: str) -> list[dict]:
+    """Long rows of a stored run: the profiled calls of ``raw.csv`` matched in order to the jobs that
+    ``child.log`` says were measured. A count that does not match is a clear error, not a guess."""
+    jobs, calls = measured_jobs(child_log), after_markers(parse_raw_csv(raw_text))
+    if len(jobs) != len(calls):
+        raise LabError(f"the counters' raw.csv holds {len(calls)} profiled calls but child.log names {len(jobs)} "
+                       "measured jobs: the two files are not from one run")
+    return [row for job, kernels in zip(jobs, calls, strict=True) for row in long_rows(job, kernels)]
+
+
+def long_rows(job: str, kernels: list[dict]) -> list[dict]:
+    phase, candidate, batch, n = parse_job(job)
+    return [{"job": job, "phase": phase, "candidate": candidate, "batch": batch, "n": n, "kernel_index": i,
+             "kernel": kernel["name"][:200], "metric": metric, "unit": unit, "value": value}
+            for i, kernel in enumerate(kernels) for metric, (unit, value) in sorted(kernel["metrics"].items())]
+
+
+# --- the child: runs under ncu -----------------------------------------------------------------------
+
+def _marker():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def counters_marker(x):
+        tl.store(x, 1)
+    return counters_marker
+
+
+def job_call(job: str):
+    """A no-argument call of one job on seeded random inputs (K/V from HBM: each job is profiled cold)."""
+    from lab.measure import candidates, flex_decomposition
+
+    phase, name, batch, n = parse_job(job)
+    n_q = n if phase == "prefill" else 1
+    q, k, v = flex_decomposition.random_inputs(batch, 28, 4, n_q, n, 128, seed=n + batch)
+    if phase == "flexdecode":
+        run, _ = flex_decomposition.variant_fn(name, q, k, v, causal=False)
+        return run
+    return candidates.timed_call(candidates.candidate_fn(name, phase), q, k, v, phase == "prefill")
+
+
+def child(jobs: list[str]) -> int:
+    """Profile each job in turn in this one process (imports and compiles paid once): warm it up outside
+    the NVTX range, then a marker kernel and one call inside it. A job that fails says so and is skipped."""
+    import torch
+
+    marker, flag = _marker(), torch.zeros(1, device="cuda")
+    for job in jobs:
+        try:
+            call = job_call(job)
+            for _ in range(3):   # compile, autotune, warm
+                call()
+            torch.cuda.synchronize()
+        except Exception as exc:  # the parent sees no MEASURED line for this job
+            print(f"FAILED {job}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                  file=sys.stderr, flush=True)
+            torch.cuda.synchronize()
+            continue
+        torch.cuda.nvtx.range_push(RANGE)
+        marker[(1,)](flag)
+        call()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+        print(f"MEASURED {job}", file=sys.stderr, flush=True)
+        del call
+        torch.cuda.empty_cache()
+    return 0
+
+
+# --- the parent --------------------------------------------------------------------------------------
+
+def ncu_command(ncu: str, jobs: list[str], extra_metrics: bool = True) -> list[str]:
+    sections = [arg for name in SECTIONS for arg in ("--section", name)]
+    metrics = ["--metrics", ",".join(EXTRA_METRICS)] if extra_metrics else []
+    return [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{RANGE}/", *sections, *metrics,
+            "--page", "raw", "--csv", "--print-units", "base", "--target-processes", "application-only",
+            sys.executable, "-m", "lab.measure.kernel_counters", "--child", ",".join(jobs)]
+
+
+def measured_jobs(stderr: str) -> list[str]:
+    return re.findall(r"^MEASURED (\S+)$", stderr, flags=re.M)
+
+
+def profile_jobs(ncu: str, jobs: list[str], timeout_s: float) -> tuple[dict[str, list[dict]], str, str]:
+    """Run the jobs in one child under ncu: {job: its profiled kernels}, ncu's raw output, the child's
+    stderr. Tried once more without the extra metrics if ncu refuses one of their names."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    started = time.time()
+    for extra in (True, False):
+        done = run_group(ncu_command(ncu, jobs, extra), timeout_s - (time.time() - started), env)
+        measured, calls = measured_jobs(done.stderr), after_markers(parse_raw_csv(done.stdout))
+        if measured and len(calls) == len(measured):
+            return dict(zip(measured, calls, strict=True)), done.stdout, done.stderr
+        if measured or "MEASURED" in done.stderr:
+            break  # the child ran: a second try would not change the count
+    tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-8:])
+    raise LabError(f"ncu gave {len(calls)} profiled calls for {len(measured)} measured jobs (exit {done.returncode}): "
+                   f"{tail[:800]}")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
+                        help="comma-separated PHASE:CANDIDATE:BATCH:N jobs, profiled in this order "
+                             f"(PHASE: {', '.join(PHASES)}; default: {','.join(DEFAULT_JOBS)})")
+    parser.add_argument("--deadline-s", type=positive_number, default=480, help="stop starting jobs after this many seconds "
+                        "(a job still running then is cut off; earlier jobs' rows are kept)")
+    parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)
+
+
+def main(args) -> int:
+    if args.child:
+        return child(args.child.split(","))
+    jobs = [job for job in args.jobs.split(",") if job]
+    for job in jobs:
+        parse_job(job)
+    if not args.deadline_s > 0:
+        raise LabError(f"--deadline-s must be a positive number of seconds, got {args.deadline_s}")
+    ncu = find_ncu()
+    version = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
+    out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
+    with dataset_lock(out_dir):
+        return _profile(args, jobs, ncu, version, out_dir)
+
+
+def _profile(args, jobs: list[str], ncu: str, version: list[str], out_dir: Path) -> int:
+    import pandas as pd
+
+    flags = {"experiment": "kernel-counters", "jobs": jobs, "q_heads": 28, "kv_heads": 4, "head_dim": 128,
+             "ncu": ncu, "ncu_version": version[-1] if version else None, "sections": list(SECTIONS),
+             "method": "ncu --clock-control none --nvtx --nvtx-include counters/ --section ... --page raw "
+                       "(default cache control: caches flushed before each profiled kernel); one call per job "
+                       "after three warm-up calls"}
+    started, rows, failures = time.time(), [], {}
+    store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags, complete=False))
+    print(f"[counters] {len(jobs)} jobs in one process under ncu (at most {args.deadline_s:.0f} s)", file=sys.stderr, flush=True)
+    try:
+        profiled, raw, stderr = profile_jobs(ncu, jobs, args.deadline_s)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"ncu did not finish the jobs within --deadline-s {args.deadline_s:.0f}") from None
+    store.write_atomic(out_dir / "raw.csv", lambda tmp: tmp.write_text(raw))
+    store.write_atomic(out_dir / "child.log", lambda tmp: tmp.write_text(stderr))
+    for job in jobs:
+        if job not in profiled:
+            found = re.search(rf"^FAILED {re.escape(job)}: (.*)$", stderr, flags=re.M)
+            failures[job] = found.group(1) if found else "not profiled"
+            continue
+        rows += long_rows(job, profiled[job])
+        print(f"  {job}: {len(profiled[job])} kernel(s): {', '.join(k['name'][:50] for k in profiled[job])}",
+              file=sys.stderr, flush=True)
+    flags["failures"] = failures
+    store.write_provenance(out_dir, store.new_provenance("kernels", dtype="bfloat16", flags=flags, complete=not failures,
+                                                       seconds=round(time.time() - started, 1)))
+    if not rows:
+        raise LabError(f"no job was profiled: {failures}")
+    print(f"wrote {out_dir}: {len(rows)} metric values from {len(jobs) - len(failures)} of {len(jobs)} jobs", file=sys.stderr)
+    print(pd.DataFrame(rows).query("metric == 'gpu__time_duration.sum'")[["job", "kernel", "value"]].to_string(index=False))
+    return 0
+
+
+def cli(argv=None) -> int:
+    from lab.cli import OneLineParser, run_cli
+
+    parser = OneLineParser(prog="python -m lab.measure.kernel_counters", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run_cli(parser, main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

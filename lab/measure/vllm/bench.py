@@ -1,0 +1,206 @@
+"""One load point with vLLM's own client, ``vllm bench serve``: the command, the run, and a check of its result.
+
+``vllm bench serve`` (vllm/benchmarks/serve.py in vLLM 0.26) sends prompts at a request rate with
+Poisson arrivals (``--burstiness 1``: exponential gaps between requests), streams every answer, and
+saves one result JSON: TTFT, TPOT, ITL and end-to-end latency (mean, median, chosen percentiles),
+request and token throughput, and goodput (requests per second that met every stated SLO). With
+``--save-detailed`` it also keeps every request's TTFT, inter-token gaps, start time and lengths,
+which is what lets goodput be recomputed later at any SLO (:mod:`lab.results.load`).
+
+:func:`command` builds the argv (a pure function: the tests pin every flag), :func:`run_point` runs it
+with its console kept in a file, and :func:`check_result` checks the JSON where it enters: a result
+without its keys, with a non-number where a number belongs, or for another rate than asked, is a
+failed point with its reason, never data.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab import LabError
+
+#: ``vllm bench serve`` as a module (the ``vllm`` console script may not be on PATH).
+DEFAULT_LAUNCHER = (sys.executable, "-m", "vllm.entrypoints.cli.main")
+METRICS = ("ttft", "tpot", "itl", "e2el")
+PERCENTILES = (50, 90, 99)
+#: The SLOs the bench itself scores goodput against (``--goodput``); the explorer recomputes others.
+DEFAULT_SLO_MS = {"ttft": 500.0, "tpot": 50.0}
+#: Fields every saved result must hold as numbers (vllm/benchmarks/serve.py, ``benchmark()``).
+NUMERIC_FIELDS = ("duration", "completed", "failed", "num_prompts", "total_input_tokens", "total_output_tokens",
+                  "request_throughput", "output_throughput", "total_token_throughput", "max_concurrent_requests")
+#: Per-request lists that ``--save-detailed`` adds, one entry per prompt.
+DETAILED_FIELDS = ("ttfts", "itls", "start_times", "input_lens", "output_lens", "errors")
+#: Dropped before the result is kept: the decoded text of random token ids says nothing.
+DROPPED_FIELDS = ("generated_texts",)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the prompts look like: fixed-length random prompts, or a JSONL file of prompts (a mix)."""
+
+    name: str
+    input_len: int = 1024
+    output_len: int = 128
+    range_ratio: float = 0.0          # random dataset: lengths uniform in [L(1-r), L(1+r)]
+    dataset_path: str | None = None   # a custom JSONL dataset ({"prompt", "output_tokens"} per line)
+
+    def dataset_args(self) -> list[str]:
+        if self.dataset_path:
+            return ["--dataset-name", "custom", "--dataset-path", self.dataset_path, "--custom-output-len", "-1",
+                    "--skip-chat-template"]
+        return ["--dataset-name", "random", "--random-input-len", str(self.input_len),
+                "--random-output-len", str(self.output_len), "--random-range-ratio", f"{self.range_ratio:g}"]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of the client: a request rate (None: all at once) and how many prompts."""
+
+    rate: float | None
+    num_prompts: int
+    max_concurrency: int | None = None
+    seed: int = 0
+
+    @property
+    def slug(self) -> str:
+        """File-name stem: ``rate-4``, ``rate-2.5``, ``rate-inf``, ``rate-inf-c1`` (at most one request at a time)."""
+        rate = "inf" if self.rate is None else f"{self.rate:g}"
+        return f"rate-{rate}" + (f"-c{self.max_concurrency}" if self.max_concurrency else "")
+
+
+def command(point: Point, workload: Workload, *, base_url: str, model: str, tokenizer: str, result_dir: Path,
+            result_filename: str, slo_ms: dict | None = None,
+            launcher: tuple[str, ...] | list[str] = DEFAULT_LAUNCHER) -> list[str]:
+    """The ``vllm bench serve`` argv for one point (every flag exists in vLLM 0.26's parser)."""
+    slo_ms = DEFAULT_SLO_MS if slo_ms is None else slo_ms
+    argv = [*launcher, "bench", "serve", "--backend", "vllm", "--base-url", base_url, "--endpoint", "/v1/completions",
+            "--model", model, "--tokenizer", tokenizer, *workload.dataset_args(),
+            "--num-prompts", str(point.num_prompts),
+            "--request-rate", "inf" if point.rate is None else f"{point.rate:g}", "--burstiness", "1",
+            "--seed", str(point.seed), "--ignore-eos", "--temperature", "0",
+            "--percentile-metrics", ",".join(METRICS), "--metric-percentiles", ",".join(map(str, PERCENTILES)),
+            "--save-result", "--save-detailed", "--result-dir", str(result_dir), "--result-filename", result_filename,
+            "--disable-tqdm"]
+    if slo_ms:
+        argv += ["--goodput", *(f"{k}:{v:g}" for k, v in slo_ms.items())]
+    if point.max_concurrency:
+        argv += ["--max-concurrency", str(point.max_concurrency)]
+    return argv
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_result(result, point: Point, *, where: str) -> dict:
+    """The result if it is a complete ``vllm bench serve`` result for ``point``; LabError naming what is wrong."""
+    if not isinstance(result, dict):
+        raise LabError(f"{where}: expected a JSON object, found {type(result).__name__}")
+    required = [*NUMERIC_FIELDS, *(f"{stat}_{m}_ms" for m in METRICS for stat in ("mean", "median")),
+                *(f"p{p}_{m}_ms" for m in METRICS for p in PERCENTILES)]
+    for key in required:
+        if key not in result:
+            raise LabError(f"{where}: no '{key}' (was it saved with --percentile-metrics {','.join(METRICS)} "
+                           f"--metric-percentiles {','.join(map(str, PERCENTILES))}?)")
+        if not _is_number(result[key]):
+            raise LabError(f"{where}: '{key}' is {str(result[key])[:40]!r}; expected a finite number")
+    asked = "inf" if point.rate is None else point.rate
+    rate = result.get("request_rate")
+    if not (rate == asked or (_is_number(rate) and _is_number(asked) and math.isclose(rate, asked, rel_tol=1e-9))):
+        raise LabError(f"{where}: request_rate is {rate!r}, the point asked for {asked!r}")
+    if result["num_prompts"] != point.num_prompts or result["completed"] + result["failed"] != point.num_prompts:
+        raise LabError(f"{where}: {result['completed']} completed + {result['failed']} failed of "
+                       f"{result['num_prompts']} prompts; the point sent {point.num_prompts}")
+    if result["completed"] < 1:
+        raise LabError(f"{where}: no request completed ({result['failed']} failed)")
+    goodput = result.get("request_goodput")
+    if goodput is not None and not _is_number(goodput):
+        raise LabError(f"{where}: 'request_goodput' is {goodput!r}; expected a number or null")
+    for key in DETAILED_FIELDS:
+        values = result.get(key)
+        if not isinstance(values, list) or len(values) != point.num_prompts:
+            raise LabError(f"{where}: '{key}' must list one value per prompt ({point.num_prompts}); "
+                           "was it saved with --save-detailed?")
+    for index, (ttft, gaps) in enumerate(zip(result["ttfts"], result["itls"], strict=True)):
+        if result["errors"][index]:
+            continue
+        if not _is_number(ttft) or not isinstance(gaps, list) or not all(_is_number(g) for g in gaps):
+            raise LabError(f"{where}: request {index} has a non-numeric TTFT or inter-token gap")
+    return result
+
+
+@dataclass
+class PointRun:
+    """What running one point gave: the checked result (or the reason it failed) and the files kept."""
+
+    point: Point
+    status: str                      # "ok" or "failed"
+    reason: str | None
+    result_path: Path | None
+    console_path: Path
+    command: str
+    elapsed_s: float
+
+
+def run_point(argv: list[str], point: Point, *, folder: Path, timeout_s: float, env: dict | None = None) -> PointRun:
+    """Run one ``vllm bench serve``; keep its command line and console; check and keep its result.
+
+    The client writes ``<slug>.raw.json``; a checked result is kept as ``<slug>.json`` (without the
+    generated text) and the raw file removed. A timeout, a non-zero exit or a bad result is a failed
+    point: ``<slug>.json`` is not written, so a rerun measures it again.
+    """
+    from lab.store import read_json, write_atomic, write_json_atomic
+
+    folder.mkdir(parents=True, exist_ok=True)
+    line = " ".join(shlex.quote(a) for a in argv)
+    write_atomic(folder / f"{point.slug}.cmd", lambda tmp: tmp.write_text(line + "\n", encoding="utf-8"))
+    console = folder / f"{point.slug}.log"
+    raw = folder / f"{point.slug}.raw.json"
+    raw.unlink(missing_ok=True)
+    started = time.monotonic()
+
+    def done(status, reason=None, path=None):
+        return PointRun(point, status, reason, path, console, line, round(time.monotonic() - started, 1))
+
+    with open(console, "w", encoding="utf-8") as log:
+        log.write(f"# {line}\n")
+        log.flush()
+        try:
+            proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  timeout=timeout_s, env=env)
+        except subprocess.TimeoutExpired:
+            return done("failed", f"vllm bench serve did not finish within {timeout_s:.0f} s")
+        except OSError as exc:
+            return done("failed", f"could not run {argv[0]}: {exc.strerror or exc}")
+    if proc.returncode != 0:
+        from lab.measure.vllm.serverlog import error_summary, read_text
+
+        why = error_summary(read_text(console)) or "see its console"
+        return done("failed", f"vllm bench serve exited with status {proc.returncode}: {why} (console: {console})")
+    try:
+        result = check_result(read_json(raw), point, where=str(raw))
+    except LabError as exc:
+        return done("failed", str(exc))
+    kept = {k: v for k, v in result.items() if k not in DROPPED_FIELDS}
+    path = write_json_atomic(folder / f"{point.slug}.json", kept)
+    raw.unlink(missing_ok=True)
+    return done("ok", path=path)
+
+
+def read_point(folder: Path, point: Point) -> dict | None:
+    """A point's kept result if it is there and still passes the check (None when it must be measured)."""
+    from lab.store import read_json
+
+    path = folder / f"{point.slug}.json"
+    if not path.exists():
+        return None
+    try:
+        return check_result(read_json(path), point, where=str(path))
+    except LabError:
+        return None

@@ -1,0 +1,129 @@
+"""What the hardware counters say each kernel was doing (data/h200/kernel-counters*, Nsight Compute).
+
+A job (``prefill:fa3:1:16384``, ``flexdecode:flex-paged:1:32768``, ...) may launch several kernels; its
+*main* kernel is the longest. For it: how busy the tensor pipe and the XU pipe (exponentials) were,
+as a share of the active cycles of the multiprocessors that ran it; warps resident per multiprocessor
+(achieved occupancy); the three reasons warps waited most (cycles stalled per issued instruction);
+launch shape (programs, threads, registers, shared memory); and, summed over the job's kernels, DRAM
+and L2 bytes and time. Values are plain numbers; "not measured" is None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lab.measure import kernel_counters
+from lab.results import data
+
+RUNS = ("h200/kernel-counters", "h200/kernel-counters-batch16", "h200/kernel-counters-mask")
+METRICS = {
+    "ms": "gpu__time_duration.sum",
+    "tensor_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "xu_pct": "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
+    "fma_pct": "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
+    "occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "warps_per_sm": "sm__warps_active.avg.per_cycle_active",
+    "sm_busy_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "programs": "launch__grid_size",
+    "threads": "launch__block_size",
+    "registers": "launch__registers_per_thread",
+    "shared_bytes": "launch__shared_mem_per_block",
+    "waves": "launch__waves_per_multiprocessor",
+    "instructions": "smsp__inst_executed.sum",                 # warp instructions, all SMs
+    "issue_pct": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+    "sm_cycles_sum": "sm__cycles_active.sum",                  # SM-cycles with work, summed over the SMs
+    "sm_cycles_max": "sm__cycles_active.max",                  # the busiest SM's
+    "clock_hz": "gpc__cycles_elapsed.avg.per_second",
+}
+SUMMED = {"dram_read": "dram__bytes_read.sum", "dram_write": "dram__bytes_write.sum", "l2_bytes": "lts__t_bytes.sum",
+          "job_ms": "gpu__time_duration.sum"}
+STALL = ("smsp__average_warps_issue_stalled_", "_per_issue_active.ratio")
+
+
+@dataclass(frozen=True)
+class JobCounters:
+    job: str
+    phase: str
+    candidate: str
+    batch: int
+    n: int
+    kernel: str                      # the main (longest) kernel's name
+    kernels: int                     # kernels the job launched
+    main: dict = field(default_factory=dict)     # METRICS of the main kernel (ms in milliseconds)
+    totals: dict = field(default_factory=dict)   # SUMMED over the job's kernels (job_ms in milliseconds)
+    stalls: tuple = ()               # (reason, cycles per issued instruction), largest first
+    source: str = ""
+    others: tuple = ()               # (kernel name, ms) of the job's other kernels, in launch order
+
+    @property
+    def others_ms(self) -> float:
+        """Time of the job's kernels besides the main one (a scheduler's prepare, a split's combine)."""
+        return sum(ms for _, ms in self.others)
+
+    @property
+    def dram_rate(self) -> float:
+        """DRAM bytes (read + written) per second over the job's kernels."""
+        return (self.totals["dram_read"] + self.totals["dram_write"]) / (self.totals["job_ms"] * 1e-3)
+
+
+def _run_rows(run: str, root) -> list[dict]:
+    folder = (root / run) if root is not None else run
+    try:
+        dataset = data.load(folder)
+        raw, log = dataset.file("raw.csv").read_text(), dataset.file("child.log").read_text()
+    except Exception:  # noqa: BLE001  (a run not on file is "not measured")
+        return []
+    return [{**row, "source": f"data/{run}/raw.csv"} for row in kernel_counters.read_dataset(raw, log)]
+
+
+def jobs(root=None) -> dict[str, JobCounters]:
+    """Every profiled job of the runs of record, by job name."""
+    by_job: dict[str, list[dict]] = {}
+    for run in RUNS:  # a job profiled again in a later run keeps its first run's counters (the run of record)
+        rows = [row for row in _run_rows(run, root) if row["job"] not in by_job]
+        for row in rows:
+            by_job.setdefault(row["job"], []).append(row)
+    return {job: _summarise(job, rows) for job, rows in by_job.items()}
+
+
+def _summarise(job: str, rows: list[dict]) -> JobCounters:
+    kernels: dict[int, dict] = {}
+    for row in rows:
+        kernels.setdefault(row["kernel_index"], {"kernel": row["kernel"]})[row["metric"]] = row["value"]
+    main_index = max(kernels, key=lambda i: kernels[i].get(METRICS["ms"], 0.0))
+    main_kernel = kernels[main_index]
+    main = {name: main_kernel.get(metric) for name, metric in METRICS.items()}
+    main["ms"] = main["ms"] * 1e3 if main["ms"] is not None else None
+    totals = {name: sum(k.get(metric, 0.0) for k in kernels.values()) for name, metric in SUMMED.items()}
+    totals["job_ms"] *= 1e3
+    stalls = sorted(((metric[len(STALL[0]):-len(STALL[1])], value) for metric, value in main_kernel.items()
+                     if isinstance(metric, str) and metric.startswith(STALL[0]) and metric.endswith(STALL[1])),
+                    key=lambda kv: -kv[1])
+    phase, candidate, batch, n = kernel_counters.parse_job(job)
+    others = tuple((k["kernel"], k.get(METRICS["ms"], 0.0) * 1e3) for i, k in sorted(kernels.items()) if i != main_index)
+    return JobCounters(job, phase, candidate, batch, n, main_kernel["kernel"], len(kernels), main, totals,
+                       tuple(stalls[:3]), rows[0]["source"], others)
+
+
+def compulsory_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, head_dim: int = 128) -> int:
+    """Q, K, V read once and O written once, bf16: the least DRAM traffic the job could have."""
+    n_q = job.n if job.phase == "prefill" else 1
+    return 2 * head_dim * job.batch * (2 * q_heads * n_q + 2 * kv_heads * job.n)
+
+
+def table(root=None) -> list[dict]:
+    """One flat row per job for a chapter's table."""
+    rows = []
+    for job in jobs(root).values():
+        rows.append({"job": job.job, "phase": job.phase, "candidate": job.candidate, "batch": job.batch, "n": job.n,
+                     "kernel": job.kernel, "kernels": job.kernels, **job.main, **job.totals,
+                     "dram_rate": job.dram_rate, "compulsory": compulsory_bytes(job),
+                     "stalls": ", ".join(f"{reason} {value:.2f}" for reason, value in job.stalls),
+                     "top_stall": job.stalls[0][0] if job.stalls else None, "source": job.source})
+    return rows
+
+
+def compulsory_read_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, head_dim: int = 128) -> int:
+    """Q, K and V read once, bf16: the least a job must read from DRAM (what its DRAM-read counter is held to)."""
+    n_q = job.n if job.phase == "prefill" else 1
+    return 2 * head_dim * job.batch * (q_heads * n_q + 2 * kv_heads * job.n)

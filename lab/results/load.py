@@ -1,0 +1,152 @@
+"""The busy-server study read back: latency-throughput curves per arm, goodput at any SLO, probe-vs-bench agreement.
+
+Pure functions over the folders ``python -m lab vllm-load`` writes (``<study>-load/<workload>/<arm>/``:
+one ``vllm bench serve`` result per point). Nothing here types a number: a study that is not there
+comes back as ``LoadStudy(measured=False)`` and the chapter says "not measured yet".
+
+Goodput follows vLLM's own rule (vllm/benchmarks/serve.py, ``calculate_metrics``): a request is good
+when its TTFT and its TPOT, (end-to-end latency - TTFT) / (output tokens - 1), are each within their
+SLO; goodput is the good requests per second of the run's duration. With the per-request lists that
+``--save-detailed`` keeps, it is recomputed here at any SLO, not only the one the run was scored at.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.measure.vllm.arms import Arm
+from lab.store import DATA_DIR, read_json
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+PERCENTILES = (50, 90, 99)
+#: The probe and the bench must agree this closely at one load point (issue 25).
+AGREEMENT_TOLERANCE = 0.05
+
+
+@dataclass
+class LoadStudy:
+    """One workload's points per arm; ``measured`` False when no folder holds any."""
+
+    workload: str
+    points: dict[str, list[dict]] = field(default_factory=dict)   # arm label -> rows sorted by rate
+    folders: dict[str, Path] = field(default_factory=dict)
+    measured: bool = False
+
+
+def point_row(result: dict, source: Path) -> dict:
+    """The numbers of one result the book uses, in one flat row."""
+    rate = result["request_rate"]
+    row = {"rate": None if rate == "inf" else float(rate), "max_concurrency": result.get("max_concurrency"),
+           "num_prompts": result["num_prompts"], "completed": result["completed"], "failed": result["failed"],
+           "duration_s": result["duration"], "request_throughput": result["request_throughput"],
+           "output_throughput": result["output_throughput"], "goodput_bench": result.get("request_goodput"),
+           "source": str(source)}
+    for metric in METRICS:
+        for p in PERCENTILES:
+            row[f"p{p}_{metric}_ms"] = result[f"p{p}_{metric}_ms"]
+    return row
+
+
+def read_arm(folder: Path) -> list[dict]:
+    """Every kept point of one arm's folder (rate-*.json, checked again as it enters): the serial point
+    first, then the Poisson points, lowest rate first, then the all-at-once capacity point."""
+    from lab.measure.vllm.bench import Point, check_result
+
+    rows = []
+    for path in sorted(Path(folder).glob("rate-*.json")):
+        if path.name.endswith(".raw.json"):
+            continue
+        result = read_json(path)
+        rate = result.get("request_rate")
+        point = Point(None if rate == "inf" else rate, result.get("num_prompts"), result.get("max_concurrency"))
+        rows.append(point_row(check_result(result, point, where=str(path)), path))
+    return sorted(rows, key=lambda r: (r["max_concurrency"] is None, r["rate"] is None, r["rate"] or 0))
+
+
+def load_study(workload: str = "random-1024-128", root: Path = DATA_DIR / "h200",
+               study: str = "vllm0.26-qwen2.5-7b-load") -> LoadStudy:
+    """The study's points per arm from ``root/study/workload/<arm slug>/`` (not measured when absent)."""
+    base = Path(root) / study / workload
+    found = LoadStudy(workload)
+    if not base.is_dir():
+        return found
+    for folder in sorted(p for p in base.iterdir() if (p / "provenance.json").exists()):
+        label = read_json(folder / "provenance.json").get("arm") or Arm.parse(folder.name).label
+        rows = read_arm(folder)
+        if rows:
+            found.points[label], found.folders[label] = rows, folder
+    found.measured = bool(found.points)
+    return found
+
+
+def poisson_points(rows: list[dict]) -> list[dict]:
+    """The Poisson points of an arm (neither the serial nor the all-at-once point)."""
+    return [r for r in rows if r["rate"] is not None and not r["max_concurrency"]]
+
+
+def capacity(rows: list[dict]) -> float | None:
+    """Requests per second of the all-at-once point (None when it was not measured)."""
+    found = [r for r in rows if r["rate"] is None and not r["max_concurrency"]]
+    return found[0]["request_throughput"] if found else None
+
+
+def request_latencies(result: dict) -> list[tuple[float, float]]:
+    """(TTFT, TPOT) in seconds of every successful request of a detailed result, as vLLM computes them."""
+    out = []
+    for ttft, gaps, n_out, error in zip(result["ttfts"], result["itls"], result["output_lens"], result["errors"],
+                                        strict=True):
+        if error:
+            continue
+        latency = ttft + sum(gaps)
+        out.append((ttft, (latency - ttft) / (n_out - 1) if n_out > 1 else 0.0))
+    return out
+
+
+def goodput(result: dict, ttft_ms: float | None = None, tpot_ms: float | None = None) -> float:
+    """Requests per second that met both SLOs (an SLO left None is not checked)."""
+    good = sum(1 for ttft, tpot in request_latencies(result)
+               if (ttft_ms is None or ttft * 1000 <= ttft_ms) and (tpot_ms is None or tpot * 1000 <= tpot_ms))
+    return good / result["duration"]
+
+
+def highest_rate_within(rows: list[dict], metric: str, limit_ms: float, percentile: int = 99) -> float | None:
+    """The highest Poisson rate measured whose p<percentile> <metric> is within ``limit_ms`` (None: none is)."""
+    ok = [r["rate"] for r in poisson_points(rows) if r[f"p{percentile}_{metric}_ms"] <= limit_ms]
+    return max(ok) if ok else None
+
+
+def agreement(folder: Path) -> dict:
+    """The probe against the bench on one server: median TTFT and median ITL of the serial point
+    (``rate-inf-c1``, one request at a time) and of the probe's requests of the same length.
+
+    Returns the four values (ms), their ratios bench/probe and ``within`` (both within 5 %);
+    ``measured`` False when either side is missing."""
+    from lab.measure.vllm.probe import per_token_gaps, percentile, read_records
+
+    folder = Path(folder)
+    serial, probe = folder / "rate-inf-c1.json", folder / "probe.jsonl"
+    if not serial.exists() or not probe.exists():
+        return {"measured": False}
+    result = read_json(serial)
+    records = [r for r in read_records(probe) if r.get("status") == "ok" and r.get("rep") != "warm"]
+    if not records:
+        return {"measured": False}
+    probe_ttft = percentile([r["ttft_s"] * 1000 for r in records], 50)
+    probe_itl = percentile([g * 1000 for r in records for g in per_token_gaps([tuple(c) for c in r["chunks"]])], 50)
+    out = {"measured": True, "bench_ttft_ms": result["median_ttft_ms"], "probe_ttft_ms": probe_ttft,
+           "bench_itl_ms": result["median_itl_ms"], "probe_itl_ms": probe_itl, "requests": len(records)}
+    out["ttft_ratio"] = out["bench_ttft_ms"] / probe_ttft
+    out["itl_ratio"] = out["bench_itl_ms"] / probe_itl
+    out["within"] = all(abs(out[k] - 1) <= AGREEMENT_TOLERANCE for k in ("ttft_ratio", "itl_ratio"))
+    return out
+
+
+def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_value: float) -> float:
+    """KV-cache bytes one token occupies: a key and a value per layer and KV head."""
+    return 2 * layers * kv_heads * head_dim * bytes_per_value
+
+
+def requests_admitted(kv_cache_tokens: int | None, tokens_per_request: int) -> int | None:
+    """How many requests of this many tokens the KV cache holds at once (the server log's capacity)."""
+    return None if kv_cache_tokens is None else kv_cache_tokens // tokens_per_request

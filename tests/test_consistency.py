@@ -1,0 +1,186 @@
+"""The book does not contradict itself: every glued quantity has one value and one source on every page, a
+number quoted from a run other than the run of record names that run, and no page or slide prints a
+Python object's repr.
+
+The registry is written by the book build itself (lab.book.fact_registry, one JSON file per page beside the
+HTML); these tests read it from the site the session builds once (tests/conftest.py's ``built_site``). The
+checks are plain functions, and the planted contradictions below show each of them failing.
+"""
+
+import html
+import re
+from pathlib import Path
+
+import pytest
+
+from lab import REPO_ROOT
+from lab.book import fact_registry
+from lab.book.fact_registry import Entry
+from lab.results.facts import Fact
+
+_SCRIPT_OR_STYLE = re.compile(r"<(script|style)\b.*?</\1>", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _text(page_html: str) -> str:
+    """What a reader sees of a page: its HTML without scripts, styles and tags, whitespace folded."""
+    visible = _TAG.sub(" ", _SCRIPT_OR_STYLE.sub(" ", page_html))
+    return re.sub(r"\s+", " ", html.unescape(visible))
+
+
+def _pages(site: Path, entries) -> dict[str, str]:
+    """page name (as the registry names it, 'book/06-vllm-sweeps') -> its visible text."""
+    return {page: _text((site / f"{page}.html").read_text(encoding="utf-8")) for page in {e.page for e in entries}}
+
+
+@pytest.fixture(scope="module")
+def registry(built_site: Path) -> list[Entry]:
+    return fact_registry.read(built_site.parent / "facts")
+
+
+# --- the built book ----------------------------------------------------------------------------------
+
+def test_every_page_that_glues_has_a_registry(built_site: Path, registry):
+    pages = {e.page for e in registry}
+    assert {"book/01-roofline", "book/05-decode-split-kv", "book/06-vllm-sweeps", "book/08-interview-prep"} <= pages
+    quantities = {e.quantity for e in registry if e.quantity}
+    assert "h200.bandwidth_ceiling" in quantities and "a10g.bandwidth_ceiling" in quantities
+
+
+def test_no_quantity_is_glued_with_two_values_or_from_two_sources(registry):
+    problems = fact_registry.contradictions(registry)
+    assert not problems, "the book glues one quantity two ways:\n" + "\n".join(problems)
+
+
+def test_one_glue_name_means_one_thing_on_every_page(registry):
+    problems = fact_registry.name_clashes(registry)
+    assert not problems, "one glue name, two values:\n" + "\n".join(problems)
+
+
+def test_the_bandwidth_ceiling_is_glued_on_several_pages_from_one_source(registry):
+    ceiling = [e for e in registry if e.quantity == "h200.bandwidth_ceiling"]
+    assert len({e.page for e in ceiling}) >= 3, "the ceiling should be quoted across the book, one fact everywhere"
+    assert {e.source for e in ceiling} == {"data/h200/bandwidth/read_stream.csv"}
+
+
+def test_a_number_from_another_run_names_that_run(built_site: Path, registry):
+    markdown = {page: (REPO_ROOT / f"{page}.md").read_text(encoding="utf-8") for page in {e.page for e in registry}}
+    shown = fact_registry.used_in_prose(registry, markdown)
+    assert len(shown) > 200, "the pages show far more glued numbers than that; is the glue reference pattern stale?"
+    problems = fact_registry.unnamed_runs(shown, _pages(built_site, registry))
+    assert not problems, "\n".join(problems)
+
+
+def test_no_page_or_slide_prints_an_object_repr(built_site: Path):
+    texts = {str(path.relative_to(built_site)): path.read_text(encoding="utf-8") for path in built_site.rglob("*.html")}
+    assert any(name.startswith("slides/") for name in texts), "no slide deck in the built site"
+    problems = fact_registry.object_reprs(texts)
+    assert not problems, "\n".join(problems)
+
+
+# --- the checks fail on planted contradictions ---------------------------------------------------------
+
+def _entry(page, name, fact):
+    return fact_registry.entry(page, name, fact, fact.value)
+
+
+CEILING = Fact(4.3e12, "data/h200/bandwidth/read_stream.csv", quantity="h200.bandwidth_ceiling", unit="B/s")
+
+
+def test_one_quantity_in_two_units_is_one_value():
+    entries = [_entry("book/a", "x", CEILING), _entry("book/b", "y", CEILING.to("TB/s")),
+               _entry("book/c", "z", CEILING.to("GB/s").shown_as(",.0f"))]
+    assert fact_registry.contradictions(entries) == []
+
+
+def test_a_planted_second_value_fails():
+    other = Fact(4.8e12, CEILING.source, quantity=CEILING.quantity, unit="B/s")
+    problems = fact_registry.contradictions([_entry("book/a", "x", CEILING), _entry("book/b", "y", other.to("TB/s"))])
+    assert len(problems) == 1 and "h200.bandwidth_ceiling" in problems[0] and "book/b (y)" in problems[0]
+
+
+def test_a_planted_second_source_fails():
+    copy = Fact(4.3e12, "data/h200/hardware/measurements.json", quantity=CEILING.quantity, unit="B/s")
+    problems = fact_registry.contradictions([_entry("book/a", "x", CEILING), _entry("book/b", "y", copy)])
+    assert len(problems) == 1 and "from 'data/h200/hardware/measurements.json'" in problems[0]
+
+
+def test_a_quantity_measured_on_one_page_and_missing_on_another_fails():
+    missing = Fact(None, CEILING.source, quantity=CEILING.quantity, unit="B/s")
+    assert fact_registry.contradictions([_entry("book/a", "x", CEILING), _entry("book/b", "y", missing)])
+
+
+def test_a_planted_contradiction_in_registry_files_fails(tmp_path, monkeypatch):
+    """End to end: two pages record through glue_all's registry writer, the reader finds the clash."""
+    import myst_nb
+
+    from lab.book import facts as book_facts
+
+    monkeypatch.setattr(myst_nb, "glue", lambda *a, **k: None)
+    monkeypatch.setenv(fact_registry.FOLDER_ENV, str(tmp_path))
+    for page, value in (("book/one", 4.3e12), ("book/two", 4.4e12)):
+        monkeypatch.setenv(fact_registry.PAGE_ENV, page)
+        monkeypatch.setattr(fact_registry, "_PAGE_ENTRIES", {})  # a new page: a new kernel
+        book_facts.glue_all({"ceiling": Fact(value, CEILING.source, quantity=CEILING.quantity, unit="B/s"),
+                             "bare": 3})
+    entries = fact_registry.read(tmp_path)
+    assert {(e.page, e.name) for e in entries} == {("book/one", "ceiling"), ("book/one", "bare"),
+                                                  ("book/two", "ceiling"), ("book/two", "bare")}
+    assert len(fact_registry.contradictions(entries)) == 1
+
+
+def test_a_name_glued_with_two_values_on_two_pages_fails():
+    entries = [_entry("book/a", "short_len", Fact(257, "data/x/sweep.csv")),
+               _entry("book/b", "short_len", Fact(256, "data/x/sweep.csv")),
+               _entry("book/c", "ridge", Fact(206.1, "lab.results.hardware")),
+               _entry("book/d", "ridge", Fact(206.1, "lab.results.hardware")),
+               _entry("book/e", "ceiling", CEILING), _entry("book/f", "ceiling", CEILING.to("TB/s"))]
+    problems = fact_registry.name_clashes(entries)
+    assert len(problems) == 1 and problems[0].startswith("short_len: book/a glues 257")
+
+
+def test_a_quiz_records_the_facts_its_numbers_come_from(tmp_path, monkeypatch):
+    """Chapter 5's quiz computes two shares of the bandwidth ceiling: the ceiling it divides by is registered."""
+    from lab.book.quizzes import chapter_quiz
+
+    monkeypatch.setenv(fact_registry.FOLDER_ENV, str(tmp_path))
+    monkeypatch.setenv(fact_registry.PAGE_ENV, "book/05-decode-split-kv")
+    monkeypatch.setattr(fact_registry, "_PAGE_ENTRIES", {})
+    chapter_quiz("05-decode-split-kv")
+    cited = [e for e in fact_registry.read(tmp_path) if e.quantity == "h200.bandwidth_ceiling"]
+    assert cited and all(e.name.startswith("quiz ") and e.unit == "GB/s" for e in cited)
+
+
+def test_nothing_is_written_outside_a_build(tmp_path, monkeypatch):
+    monkeypatch.delenv(fact_registry.FOLDER_ENV, raising=False)
+    assert fact_registry.record({"a": 1}, {"a": 1}) is None
+
+
+def test_a_number_from_an_unnamed_run_fails():
+    earlier = Fact(1.2, "data/h200/kernels-contiguous/bench/prefill.csv")
+    record = Fact(1.1, "data/h200/kernels/prefill.csv")
+    entries = [_entry("book/a", "x", earlier), _entry("book/a", "y", record), _entry("book/b", "z", earlier)]
+    texts = {"book/a": "the block-timed runs in data/h200/kernels-contiguous are kept", "book/b": "an earlier run"}
+    problems = fact_registry.unnamed_runs(entries, texts)
+    assert len(problems) == 1 and problems[0].startswith("book/b (z)")
+
+
+def test_only_what_a_page_shows_is_checked_for_its_runs():
+    entries = [_entry("book/a", name, Fact(1.0, "data/h200/kernels-contiguous/bench/prefill.csv")) for name in "xyz"]
+    markdown = {"book/a": "took {glue:text}`x:.1f` ms, then\n```{glue} y\n```\n"}
+    assert [e.name for e in fact_registry.used_in_prose(entries, markdown)] == ["x", "y"]
+    assert fact_registry.unnamed_runs(entries[:1], {"book/a": "timed one candidate in single blocks"}) == []
+
+
+def test_a_page_that_calls_another_run_the_run_of_record_fails():
+    texts = {"book/a": "The run of record, data/h200/kernels-contiguous/bench, took 12 s.",
+             "book/b": "The run of record is data/h200/kernels; its repeats ran after it."}
+    problems = fact_registry.unnamed_runs([], texts)
+    assert len(problems) == 1 and problems[0].startswith("book/a")
+
+
+def test_an_object_repr_fails():
+    texts = {"slides/04.slides.html": "<p>&lt;pandas.io.formats.style.Styler at 0x7f3a2c1d9e50&gt;</p>",
+             "book/x.html": "<p><lab.results.facts.Fact object at 0x7fe1></p>", "book/y.html": "<p>0x1f is 31</p>"}
+    problems = fact_registry.object_reprs(texts)
+    assert [p.split(":")[0] for p in problems] == ["slides/04.slides.html", "book/x.html"]

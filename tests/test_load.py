@@ -1,0 +1,268 @@
+"""The busy-server study without a GPU: the `vllm bench serve` command, the check of its result, and the
+runner's lifecycle, resume and deadline against the fake server and a fake `vllm bench serve`."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab import REPO_ROOT, LabError
+from lab.measure.vllm import bench, load
+from lab.measure.vllm.arms import FA3, FLEX
+from lab.measure.vllm.server import Server
+
+TESTS = Path(__file__).parent
+SERVER = (sys.executable, str(TESTS / "fake_vllm.py"))
+BENCH = (sys.executable, str(TESTS / "fake_vllm_bench.py"))
+WORKLOAD = bench.Workload("random-8-4", input_len=8, output_len=4)
+
+
+def _flag(argv, name):
+    return argv[argv.index(name) + 1]
+
+
+def test_command_names_every_flag_of_vllm_bench_serve():
+    point = bench.Point(2.5, 75, seed=3)
+    argv = bench.command(point, WORKLOAD, base_url="http://h:1", model="/m", tokenizer="/m/tokenizer",
+                         result_dir=Path("/o"), result_filename="rate-2.5.raw.json", launcher=("py",))
+    assert argv[:3] == ["py", "bench", "serve"]
+    expected = {"--backend": "vllm", "--base-url": "http://h:1", "--endpoint": "/v1/completions", "--model": "/m",
+                "--tokenizer": "/m/tokenizer", "--dataset-name": "random", "--random-input-len": "8",
+                "--random-output-len": "4", "--random-range-ratio": "0", "--num-prompts": "75",
+                "--request-rate": "2.5", "--burstiness": "1", "--seed": "3", "--temperature": "0",
+                "--percentile-metrics": "ttft,tpot,itl,e2el", "--metric-percentiles": "50,90,99",
+                "--result-dir": "/o", "--result-filename": "rate-2.5.raw.json"}
+    assert {k: _flag(argv, k) for k in expected} == expected
+    assert {"--ignore-eos", "--save-result", "--save-detailed"} <= set(argv)
+    assert argv[argv.index("--goodput") + 1:argv.index("--goodput") + 3] == ["ttft:500", "tpot:50"]
+    assert "--max-concurrency" not in argv
+    serial = bench.command(bench.Point(None, 20, max_concurrency=1), WORKLOAD, base_url="u", model="m", tokenizer="t",
+                           result_dir=Path("o"), result_filename="f", launcher=("py",))
+    assert _flag(serial, "--request-rate") == "inf" and _flag(serial, "--max-concurrency") == "1"
+    assert bench.Point(None, 20, max_concurrency=1).slug == "rate-inf-c1" and point.slug == "rate-2.5"
+
+
+def test_every_flag_exists_in_the_vllm_0_26_parser():
+    """The flags are those of vllm/benchmarks/serve.py and datasets.py at v0.26.0 (copied here by name)."""
+    lines = (TESTS / "fixtures" / "vllm-bench-serve-0.26-flags.txt").read_text().splitlines()
+    known = {line.strip() for line in lines if line.startswith("--")}
+    mix = bench.Workload("mix", dataset_path="/m.jsonl")
+    argv = bench.command(bench.Point(None, 20, max_concurrency=1), mix, base_url="u", model="m", tokenizer="t",
+                         result_dir=Path("o"), result_filename="f", launcher=("py",))
+    used = {a for a in argv if a.startswith("--")}
+    assert used <= known, used - known
+
+
+def _result(point, **changes):
+    n = point.num_prompts
+    result = {k: 1.0 for k in bench.NUMERIC_FIELDS}
+    result.update(num_prompts=n, completed=n, failed=0, request_rate="inf" if point.rate is None else point.rate,
+                  request_goodput=0.5, ttfts=[0.1] * n, itls=[[0.01, 0.02]] * n, start_times=[0.0] * n,
+                  input_lens=[8] * n, output_lens=[3] * n, errors=[""] * n)
+    result.update({f"{s}_{m}_ms": 2.0 for m in bench.METRICS for s in ("mean", "median", "p50", "p90", "p99")})
+    result.update(changes)
+    return result
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"p99_ttft_ms": None}, "'p99_ttft_ms' is 'None'"),
+    ({"request_throughput": "12"}, "'request_throughput' is '12'"),
+    ({"duration": float("nan")}, "'duration' is 'nan'"),
+    ({"completed": True}, "'completed' is 'True'"),
+    ({"request_rate": 3.0}, "request_rate is 3.0"),
+    ({"completed": 3}, "3 completed + 0 failed"),
+    ({"ttfts": [0.1]}, "'ttfts' must list one value per prompt"),
+    ({"itls": [["x"]] * 4}, "request 0 has a non-numeric"),
+    ({"request_goodput": "a lot"}, "'request_goodput' is 'a lot'"),
+])
+def test_a_bad_result_is_refused_with_its_reason(changes, message):
+    point = bench.Point(2.0, 4)
+    assert bench.check_result(_result(point), point, where="r.json")
+    with pytest.raises(LabError, match="r.json: .*" + message.replace("(", r"\(").replace("+", r"\+")):
+        bench.check_result(_result(point, **changes), point, where="r.json")
+    with pytest.raises(LabError, match="no 'p90_itl_ms'"):
+        bench.check_result({k: v for k, v in _result(point).items() if k != "p90_itl_ms"}, point, where="r.json")
+
+
+def test_rates_follow_the_measured_capacity_and_prompts_the_span():
+    plan = load.LoadPlan(arm=FA3, workload=WORKLOAD, fractions=[0.25, 1.0, 1.2], span_s=30, min_prompts=60,
+                         max_prompts=500)
+    points = plan.rate_points(capacity=23.4)
+    assert [p.rate for p in points] == [5.8, 23.0, 28.0]
+    assert [p.num_prompts for p in points] == [174, 500, 500]
+    assert plan.rate_points(None) == []
+    assert [p.rate for p in load.LoadPlan(arm=FA3, workload=WORKLOAD, rates=[4, 1]).rate_points(None)] == [1, 4]
+    assert load.expected_s(bench.Point(2.0, 60), capacity=10.0) == 30.0
+    assert load.expected_s(bench.Point(20.0, 60), capacity=10.0) == 6.0
+
+
+@pytest.mark.parametrize("text, message", [("ttft", "is not a number"), ("itl:5", "'itl' is not ttft"),
+                                           ("ttft:-1", "must be positive")])
+def test_bad_slos_are_refused(text, message):
+    assert load.parse_slo("ttft:500, tpot:50") == {"ttft": 500.0, "tpot": 50.0}
+    with pytest.raises(LabError, match=message):
+        load.parse_slo(text)
+
+
+@pytest.fixture
+def model(tmp_path):
+    """A model folder: the real config.json and a tokenizer folder (the fake client only checks it is there)."""
+    folder = tmp_path / "model"
+    (folder / "tokenizer").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "data" / "models" / "qwen2.5-7b-128k" / "config.json", folder)
+    (folder / "tokenizer" / "tokenizer.json").write_text("{}")
+    return str(folder)
+
+
+def _run(plan, model, out, mode="ok", calls=None):
+    env = {**os.environ, "FAKE_BENCH_MODE": mode, "FAKE_BENCH_CALLS": str(calls or out.parent / "calls.txt")}
+    factory = functools.partial(Server, launcher=SERVER, vllm_version="0.26.0")
+    return load.run_arm(plan, model, out, server_factory=factory, bench_launcher=BENCH, bench_env=env)
+
+
+def _plan(**kw):
+    base = dict(arm=FA3, workload=WORKLOAD, fractions=[0.5, 1.0], span_s=0.05, min_prompts=3, max_prompts=6,
+                capacity_prompts=4)
+    return load.LoadPlan(**{**base, **kw})
+
+
+def test_one_server_runs_every_point_and_a_rerun_skips_them(tmp_path, model, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
+    out = tmp_path / "arm"
+    calls = tmp_path / "calls.txt"
+    assert _run(_plan(agreement_prompts=2), model, out, calls=calls) == 0
+    names = sorted(p.name for p in out.glob("rate-*.json"))
+    assert {"rate-inf-c1.json", "rate-inf.json"} <= set(names) and len(names) == 4
+    assert not list(out.glob("*.raw.json"))
+    capacity = json.loads((out / "rate-inf.json").read_text())
+    assert "generated_texts" not in capacity and len(capacity["itls"]) == 4
+    cmd = (out / "rate-inf.cmd").read_text()
+    assert "--tokenizer" in cmd and "--save-detailed" in cmd
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["kind"] == "vllm-load" and prov["arm"] == "FLASH_ATTN/FA3" and prov["not_measured"] == []
+    assert "--skip-tokenizer-init" not in prov["server"]["command"] and "--tokenizer" in prov["server"]["command"]
+    assert len((out / "probe.jsonl").read_text().splitlines()) == 3   # a warm-up and two requests
+    first = calls.read_text().split()
+    assert _run(_plan(agreement_prompts=2), model, out, calls=calls) == 0   # resume: no client call at all
+    assert calls.read_text().split() == first and (out / "server.1.log").exists()   # the first session's log kept
+
+
+@pytest.mark.parametrize("mode, reason", [("crash", "exited with status 1: ValueError: Initial test run failed"),
+                                          ("missing_key", "no 'p99_ttft_ms'"),
+                                          ("text_number", "'request_throughput' is '12.5'"),
+                                          ("wrong_rate", "request_rate is 999.0")])
+def test_a_failed_point_is_recorded_with_its_reason_and_measured_again(tmp_path, model, mode, reason, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
+    out = tmp_path / "arm"
+    assert _run(_plan(rates=[50.0]), model, out, mode=mode) == 1
+    attempts = [json.loads(line) for line in (out / "points.jsonl").read_text().splitlines()]
+    assert [a["status"] for a in attempts] == ["failed"] and reason in attempts[0]["reason"]
+    assert not (out / "rate-50.json").exists() and (out / "rate-50.log").exists()
+    assert reason in json.loads((out / "provenance.json").read_text())["not_measured"][0]
+    assert _run(_plan(rates=[50.0]), model, out) == 0 and (out / "rate-50.json").exists()
+
+
+def test_the_deadline_skips_points_and_says_so(tmp_path, model, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
+    out = tmp_path / "arm"
+    assert _run(_plan(rates=[50.0, 60.0], deadline_s=0.0), model, out) == 1
+    prov = json.loads((out / "provenance.json").read_text())
+    assert len(prov["not_measured"]) == 2 and "before the deadline" in prov["not_measured"][0]
+
+
+def test_a_folder_of_another_arm_is_refused_before_the_server_starts(tmp_path, model, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
+    out = tmp_path / "arm"
+    assert _run(_plan(rates=[50.0]), model, out) == 0
+    with pytest.raises(LabError, match="differs in arm"):
+        _run(_plan(rates=[50.0], arm=FLEX), model, out)
+    assert not (out / "server.1.log").exists()
+
+
+def test_without_the_synthetic_tokenizer_the_runner_says_what_to_run(tmp_path, model):
+    shutil.rmtree(Path(model) / "tokenizer")
+    with pytest.raises(LabError, match="vllm-tokenizer --model"):
+        _run(_plan(), model, tmp_path / "arm")
+
+
+def test_the_mix_is_long_tailed_reproducible_and_in_the_synthetic_vocabulary(tmp_path):
+    path = load.write_mix(tmp_path / "mix.jsonl", 400, median_input=256, median_output=32, max_input=4096, seed=1)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    lengths = sorted(len(r["prompt"].split()) for r in rows)
+    assert len(rows) == 400 and all(w.isdigit() for w in rows[0]["prompt"].split())
+    assert 200 <= lengths[200] <= 320 and lengths[-4] > 4 * lengths[200]    # median near 256, a long tail
+    assert load.write_mix(tmp_path / "again.jsonl", 400, median_input=256, median_output=32, max_input=4096,
+                          seed=1).read_text() == path.read_text()
+    assert load.max_model_len(bench.Workload("m", dataset_path=str(path))) >= lengths[-1]
+
+
+def test_cli_help_and_dry_run_need_no_gpu(capsys):
+    from lab.__main__ import main
+    with pytest.raises(SystemExit):
+        main(["vllm-load", "--help"])
+    assert "--load-fractions" in capsys.readouterr().out
+    assert main(["vllm-load", "--arm", "flex_attention", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "FLEX_ATTENTION" in out and "bench serve" in out and "--request-rate inf" in out
+
+
+@pytest.mark.parametrize("argv, message", [(["--arm", "NOPE"], "unknown attention backend"),
+                                           (["--arm", "FLASH_ATTN/FA3", "--slo", "itl:3"], "is not ttft"),
+                                           (["--arm", "FLASH_ATTN/FA3", "--load-fractions", "0,1"], "positive")])
+def test_cli_rejects_bad_input_with_status_2(argv, message, capsys):
+    from lab.__main__ import main
+    assert main(["vllm-load", *argv, "--dry-run"]) == 2
+    assert message in capsys.readouterr().err
+
+
+# --- a long prompt among decoders: the interference client against the fake server -----------------
+
+def test_interference_trial_times_every_decoder_around_the_long_prompts_arrival():
+    from fake_vllm import FakeVLLM
+
+    from lab.measure.vllm import interference
+    trial = interference.Trial(decoders=3, long_len=400, context_min=8, context_max=40, decoder_tokens=400,
+                               warm_steps=4, after_s=0.05, timeout_s=30)
+    assert trial.contexts() == [8, 24, 40]
+    with FakeVLLM(decode_s=0.002, prefill_s_per_token=1e-4) as fake:
+        record = interference.run_trial(fake, trial)
+    assert record["status"] == "ok", record["error"]
+    assert record["long_ttft_s"] >= 400 * 1e-4 and len(record["decoder_chunks"]) == 3
+    for chunks in record["decoder_chunks"]:
+        times = [t for t, _ in chunks]
+        assert times == sorted(times) and times[0] < 0 < times[-1]   # decoding before and after the arrival
+        assert sum(k for t, k in chunks if t < 0) >= 4                 # the warm-up steps came first
+    assert fake.requests[-1]["prompt"].__len__() == 400 and fake.requests[-1]["max_tokens"] == 8
+
+
+def test_interference_trials_resume_and_refuse_another_run(tmp_path):
+    from fake_vllm import FakeVLLM
+
+    from lab.measure.vllm import interference
+    trials = [interference.Trial(2, n, 8, 16, decoder_tokens=200, warm_steps=2, after_s=0.01, timeout_s=30)
+              for n in (32, 64)]
+    path = tmp_path / "trials.jsonl"
+    with FakeVLLM(decode_s=0.001) as fake:
+        records = interference.run_trials(fake, trials, path, {"arm": "a"}, load.Progress(None))
+        assert [r["status"] for r in records] == ["ok", "ok"]
+        sent = len(fake.requests)
+        interference.run_trials(fake, trials, path, {"arm": "a"}, load.Progress(None))
+        assert len(fake.requests) == sent      # both trials kept: nothing sent again
+        with pytest.raises(LabError, match="differs in arm"):
+            interference.run_trials(fake, trials, path, {"arm": "b"}, load.Progress(None))
+
+
+def test_interference_trial_with_a_long_prompt_the_server_refuses_is_an_error_with_the_reason():
+    from fake_vllm import FakeVLLM
+
+    from lab.measure.vllm import interference
+    trial = interference.Trial(2, 99, 8, 16, decoder_tokens=200, warm_steps=2, after_s=0.01, timeout_s=30)
+    with FakeVLLM(decode_s=0.001, fail_lengths=(99,)) as fake:
+        record = interference.run_trial(fake, trial)
+    assert record["status"] == "error" and "HTTP 400" in record["error"] and record["long_ttft_s"] is None

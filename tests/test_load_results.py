@@ -1,0 +1,79 @@
+"""lab.results.load on the fixture folders (written by the runner against the fakes: layout, not data)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lab import LabError
+from lab.results import load
+
+FIXTURE = Path(__file__).parent / "fixtures" / "load-study"
+
+
+def _study():
+    return load.load_study("random-8-4", root=FIXTURE)
+
+
+def test_the_study_reads_every_arm_and_point_lowest_rate_first():
+    study = _study()
+    assert study.measured and set(study.points) == {"FLASH_ATTN/FA3", "FLEX_ATTENTION"}
+    fa3 = study.points["FLASH_ATTN/FA3"]
+    assert [r["rate"] for r in load.poisson_points(fa3)] == [20.0, 40.0, 80.0]
+    assert fa3[0]["max_concurrency"] == 1 and load.capacity(fa3) is None
+    assert all(r["p99_ttft_ms"] >= r["p50_ttft_ms"] for r in fa3)
+
+
+def test_a_missing_study_is_not_measured_rather_than_empty_numbers(tmp_path):
+    study = load.load_study("random-8-4", root=tmp_path)
+    assert not study.measured and study.points == {}
+    assert load.agreement(tmp_path) == {"measured": False}
+
+
+def test_goodput_follows_vllms_rule_by_hand():
+    result = {"duration": 2.0, "ttfts": [0.1, 0.3, 0.2, 9.0], "itls": [[0.01, 0.01], [0.04, 0.04], [0.2, 0.2], []],
+              "output_lens": [3, 3, 3, 0], "errors": ["", "", "", "timeout"]}
+    # TPOTs: 10 ms, 40 ms, 200 ms; the failed request never counts
+    assert load.goodput(result) == 1.5
+    assert load.goodput(result, ttft_ms=250) == 1.0
+    assert load.goodput(result, ttft_ms=250, tpot_ms=20) == 0.5
+    assert load.goodput(result, tpot_ms=50) == 1.0
+
+
+def test_goodput_recomputed_at_the_runs_own_slo_matches_what_the_bench_saved():
+    path = FIXTURE / "vllm0.26-qwen2.5-7b-load" / "random-8-4" / "flash_attn-fa3" / "rate-40.json"
+    result = json.loads(path.read_text())
+    assert load.goodput(result, ttft_ms=500, tpot_ms=50) == pytest.approx(result["request_goodput"])
+
+
+def test_highest_rate_within_an_slo():
+    rows = [{"rate": r, "max_concurrency": None, "p99_ttft_ms": ms} for r, ms in ((1, 50), (2, 90), (4, 900))]
+    assert load.highest_rate_within(rows, "ttft", 100) == 2
+    assert load.highest_rate_within(rows, "ttft", 10) is None
+
+
+def test_probe_and_bench_agreement_reads_both_sides_of_one_server():
+    folder = FIXTURE / "vllm0.26-qwen2.5-7b-load" / "random-8-4" / "flash_attn-fa3"
+    found = load.agreement(folder)
+    assert found["measured"] and found["requests"] == 2
+    assert found["ttft_ratio"] == pytest.approx(found["bench_ttft_ms"] / found["probe_ttft_ms"])
+    assert found["within"] == (abs(found["ttft_ratio"] - 1) <= 0.05 and abs(found["itl_ratio"] - 1) <= 0.05)
+
+
+def test_a_corrupted_point_is_refused_where_it_enters(tmp_path):
+    import shutil
+    arm = tmp_path / "s" / "w" / "flash_attn-fa3"
+    shutil.copytree(FIXTURE / "vllm0.26-qwen2.5-7b-load" / "random-8-4" / "flash_attn-fa3", arm)
+    result = json.loads((arm / "rate-20.json").read_text())
+    result["p99_itl_ms"] = "fast"
+    (arm / "rate-20.json").write_text(json.dumps(result))
+    with pytest.raises(LabError, match="rate-20.json: 'p99_itl_ms' is 'fast'"):
+        load.load_study("w", root=tmp_path, study="s")
+
+
+def test_kv_bytes_and_admitted_requests():
+    # Qwen2.5-7B: 28 layers, 4 KV heads of 128: 56 KiB a token in bf16, half in FP8
+    assert load.kv_bytes_per_token(28, 4, 128, 2) == 57344 and load.kv_bytes_per_token(28, 4, 128, 1) == 28672
+    assert load.requests_admitted(1_931_552, 32768 + 128) == 58 and load.requests_admitted(None, 10) is None
