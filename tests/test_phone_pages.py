@@ -151,10 +151,9 @@ def test_every_figure_says_what_it_shows(browser_context, served_site):
             if "_static/" in src:
                 continue  # the theme's logo
             seen += 1
+            # lab.book.plots' description ("Chart. ... against ...") or an author's own words, never a file name
             if alt == src or re.search(r"\.png$|^No description", alt) or len(alt) < 30:
                 problems.append(f"{name}: alt {alt[:60]!r}")
-            elif not alt.startswith(("Chart.", "Figure.")):
-                problems.append(f"{name}: alt not written by lab.book.plots: {alt[:60]!r}")
     assert seen >= 17, f"only {seen} figures found"
     assert not problems, "\n".join(problems[:10])
 
