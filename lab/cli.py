@@ -127,6 +127,14 @@ def run_cli(parser: argparse.ArgumentParser, command_main, argv: list[str] | Non
     return run_command(command_main, args)
 
 
+def module_cli(module, prog: str, argv: list[str] | None = None) -> int:
+    """The command line of a module that also runs on its own (``python -m lab.measure.X``): its docstring as
+    the help, its ``add_arguments`` and ``main``, refusals and ``--help`` as :func:`run_cli` returns them."""
+    parser = OneLineParser(prog=prog, description=module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(parser)
+    return run_cli(parser, module.main, argv)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose refusals are one line (the usage is one ``--help`` away), exit status 2."""
 

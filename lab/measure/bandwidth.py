@@ -15,7 +15,6 @@ Every size is timed in interleaved rounds (each round visits every size), median
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -122,12 +121,9 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import OneLineParser, run_cli
+    from lab.cli import module_cli
 
-    parser = OneLineParser(prog="python -m lab bandwidth", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run_cli(parser, main, argv)
+    return module_cli(sys.modules[__name__], "python -m lab bandwidth", argv)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ tflops, gb_per_s, max_abs_err, status, note) and ``provenance.json`` to ``--out`
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -168,12 +167,9 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import OneLineParser, run_cli
+    from lab.cli import module_cli
 
-    parser = OneLineParser(prog="python -m lab decode-rows", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run_cli(parser, main, argv)
+    return module_cli(sys.modules[__name__], "python -m lab decode-rows", argv)
 
 
 if __name__ == "__main__":

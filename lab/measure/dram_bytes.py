@@ -300,12 +300,9 @@ def _profile_all(args, ncu: str, version: list[str], candidates: list[str], leng
 
 
 def cli(argv=None) -> int:
-    from lab.cli import OneLineParser, run_cli
+    from lab.cli import module_cli
 
-    parser = OneLineParser(prog="python -m lab.measure.dram_bytes", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run_cli(parser, main, argv)
+    return module_cli(sys.modules[__name__], "python -m lab.measure.dram_bytes", argv)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ max_abs_err,note; ``kv_bytes`` = K and V once, ``gb_per_s`` = kv_bytes / ms for 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import math
 import os
@@ -485,12 +484,9 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import OneLineParser, run_cli
+    from lab.cli import module_cli
 
-    parser = OneLineParser(prog="python -m lab.measure.flex_decomposition", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run_cli(parser, main, argv)
+    return module_cli(sys.modules[__name__], "python -m lab.measure.flex_decomposition", argv)
 
 
 if __name__ == "__main__":

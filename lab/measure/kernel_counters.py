@@ -284,12 +284,9 @@ def _profile(args, jobs: list[str], ncu: str, version: list[str], out_dir: Path)
 
 
 def cli(argv=None) -> int:
-    from lab.cli import OneLineParser, run_cli
+    from lab.cli import module_cli
 
-    parser = OneLineParser(prog="python -m lab.measure.kernel_counters", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run_cli(parser, main, argv)
+    return module_cli(sys.modules[__name__], "python -m lab.measure.kernel_counters", argv)
 
 
 if __name__ == "__main__":

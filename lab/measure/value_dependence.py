@@ -19,7 +19,6 @@ Writes ``values.csv`` (op,inputs,ms,ms_rounds,sm_mhz,power_w,clock_limit) and ``
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -157,12 +156,9 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import OneLineParser, run_cli
+    from lab.cli import module_cli
 
-    parser = OneLineParser(prog="python -m lab.measure.value_dependence", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run_cli(parser, main, argv)
+    return module_cli(sys.modules[__name__], "python -m lab.measure.value_dependence", argv)
 
 
 if __name__ == "__main__":
