@@ -60,13 +60,13 @@ case "$WORKLOAD" in
   mix) wl=(--input-len 1024 --output-len 128 --mix 300); wname=mix-1024-128 ;;
   *) echo "usage: OUT=DIR bash $0 ARM fixed|mix"; exit 2 ;;
 esac
-name="load-$ARM-$WORKLOAD"; [ -n "${inter+x}" ] && name="$ARM"
+name="load-$ARM-$WORKLOAD"; { [ -n "${inter+x}" ] || [ "$ARM" = fp8-concurrency ]; } && name="$ARM"
 log="$OUT/$name.txt"
 source "$(dirname "$0")/h200_env.sh"
 slug=$("$PYTHON" -c "from lab.measure.vllm.arms import Arm; print(Arm.parse('$label').slug)")
 folder="$study-load/$wname/$slug"
 if [ "$ARM" = fp8-concurrency ]; then
-  folder="$study-concurrency/$slug"; name=$ARM
+  folder="$study-concurrency/$slug"
   say "START $folder"
   timeout -k 30 "$((DEADLINE_S - SECONDS + 40))" "$PYTHON" -m lab vllm-concurrency --backend FLASH_ATTN --fa-version 3 \
       --kv-cache-dtype fp8 --max-num-batched-tokens 8192 --contexts 32768 --concurrency 1,4,16,64 --max-tokens 2048 \
