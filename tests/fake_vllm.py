@@ -111,10 +111,12 @@ class FakeVLLM:
                     return self._json(404, {"error": {"message": "not found"}})
                 fake.requests.append(body)
                 prompt = body.get("prompt")
+                if isinstance(prompt, str) and all(w.isdigit() for w in prompt.split()):
+                    prompt = [int(w) for w in prompt.split()]   # text of the synthetic vocabulary: id i is "i"
                 if body.get("model") != fake.model:
                     return self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
                 if not isinstance(prompt, list) or not all(isinstance(t, int) for t in prompt):
-                    return self._json(400, {"error": {"message": "prompt must be a list of token ids"}})
+                    return self._json(400, {"error": {"message": "prompt must be a list of token ids or their text"}})
                 fault = fake.fault_at(len(prompt))
                 if fault in ("http500", "http500_text"):
                     return self._fault_status(fault)
@@ -237,7 +239,7 @@ class FakeVLLM:
                         return
                     if sent:
                         time.sleep(fake.decode_s * count)
-                    choice = {"index": 0, "text": "", "logprobs": None,
+                    choice = {"index": 0, "text": " 7" * count, "logprobs": None,
                               "finish_reason": "length" if sent + count == max_tokens else None, "stop_reason": None}
                     if with_ids:
                         choice["token_ids"] = [7] * count

@@ -1,4 +1,6 @@
-"""A stand-in for ``vllm bench serve`` that needs no vLLM: ``python tests/fake_vllm_bench.py bench serve FLAGS``.
+"""A stand-in for ``vllm bench serve`` that needs no vLLM: ``add_cli_args`` and ``main`` as vllm.benchmarks.serve has
+them (what lab.measure.vllm.bench_batch calls, given ``--bench tests/fake_vllm_bench.py``), or
+``python tests/fake_vllm_bench.py bench serve FLAGS``.
 
 It reads the flags the load study passes (vLLM 0.26's names), sends ``--num-prompts`` streamed requests
 to the server at ``--base-url`` (Poisson arrivals at ``--request-rate``, at most ``--max-concurrency``
@@ -8,7 +10,7 @@ at once), and saves a result JSON of the real schema (vllm/benchmarks/serve.py: 
 
 ``FAKE_BENCH_MODE`` picks a failure: ``crash`` (exit 1 with a traceback), ``missing_key`` (no p99_ttft_ms),
 ``text_number`` (request_throughput as a string), ``wrong_rate``, ``hang`` (never finishes).
-``FAKE_BENCH_CALLS`` names a file that gets one line per call (its --request-rate).
+``FAKE_BENCH_CALLS`` names a file that gets one line per call: ``<--request-rate>@<process id>``.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ import numpy as np  # noqa: E402
 from lab.measure.vllm.probe import StreamError, stream_completion  # noqa: E402
 
 
-def parse(argv):
-    parser = argparse.ArgumentParser()
+def add_cli_args(parser):
+    """The flags the load study passes, as vllm.benchmarks.serve.add_cli_args has them."""
     for name in ("--backend", "--base-url", "--endpoint", "--model", "--tokenizer", "--dataset-name", "--dataset-path",
                  "--percentile-metrics", "--metric-percentiles", "--result-dir", "--result-filename",
                  "--random-range-ratio", "--request-rate"):
@@ -43,7 +45,6 @@ def parse(argv):
     parser.add_argument("--goodput", nargs="+")
     for flag in ("--ignore-eos", "--save-result", "--save-detailed", "--disable-tqdm", "--skip-chat-template"):
         parser.add_argument(flag, action="store_true")
-    return parser.parse_args(argv)
 
 
 def _requests(args):
@@ -104,18 +105,16 @@ def _metrics(outputs, percentiles, slo):
     return result, good
 
 
-def main(argv):
-    assert argv[:2] == ["bench", "serve"], argv
-    args = parse(argv[2:])
+def main(args):
+    """One point, as vllm.benchmarks.serve.main runs it (lab.measure.vllm.bench_batch calls this)."""
     if os.environ.get("FAKE_BENCH_CALLS"):
         with open(os.environ["FAKE_BENCH_CALLS"], "a") as fh:
-            fh.write(f"{args.request_rate}\n")
+            fh.write(f"{args.request_rate}@{os.getpid()}\n")
     mode = os.environ.get("FAKE_BENCH_MODE", "ok")
     if not (Path(args.tokenizer) / "tokenizer.json").exists():
         raise SystemExit(f"OSError: Can't load tokenizer for '{args.tokenizer}'")
     if mode == "crash":
-        print("Traceback (most recent call last):\nValueError: Initial test run failed", flush=True)
-        return 1
+        raise ValueError("Initial test run failed")
     if mode == "hang":
         time.sleep(3600)
     started = time.perf_counter()
@@ -154,5 +153,8 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # `python tests/fake_vllm_bench.py bench serve FLAGS`, as the vllm CLI
+    assert sys.argv[1:3] == ["bench", "serve"], sys.argv
+    command_line = argparse.ArgumentParser()
+    add_cli_args(command_line)
+    sys.exit(main(command_line.parse_args(sys.argv[3:])))

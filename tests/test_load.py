@@ -19,7 +19,7 @@ from lab.measure.vllm.server import Server
 
 TESTS = Path(__file__).parent
 SERVER = (sys.executable, str(TESTS / "fake_vllm.py"))
-BENCH = (sys.executable, str(TESTS / "fake_vllm_bench.py"))
+BENCH = str(TESTS / "fake_vllm_bench.py")
 WORKLOAD = bench.Workload("random-8-4", input_len=8, output_len=4)
 
 
@@ -123,7 +123,7 @@ def model(tmp_path):
 def _run(plan, model, out, mode="ok", calls=None):
     env = {**os.environ, "FAKE_BENCH_MODE": mode, "FAKE_BENCH_CALLS": str(calls or out.parent / "calls.txt")}
     factory = functools.partial(Server, launcher=SERVER, vllm_version="0.26.0")
-    return load.run_arm(plan, model, out, server_factory=factory, bench_launcher=BENCH, bench_env=env)
+    return load.run_arm(plan, model, out, server_factory=factory, bench=BENCH, bench_env=env)
 
 
 def _plan(**kw):
@@ -149,6 +149,9 @@ def test_one_server_runs_every_point_and_a_rerun_skips_them(tmp_path, model, mon
     assert "--skip-tokenizer-init" not in prov["server"]["command"] and "--tokenizer" in prov["server"]["command"]
     assert len((out / "probe.jsonl").read_text().splitlines()) == 3   # a warm-up and two requests
     first = calls.read_text().split()
+    # two client processes: the serial and capacity points in one, the Poisson points (after the capacity) in another
+    assert len({c.split("@")[1] for c in first[:2]}) == 1 and len({c.split("@")[1] for c in first[2:]}) == 1
+    assert first[0].split("@")[1] != first[2].split("@")[1]
     assert _run(_plan(agreement_prompts=2), model, out, calls=calls) == 0   # resume: no client call at all
     assert calls.read_text().split() == first and (out / "server.1.log").exists()   # the first session's log kept
 
@@ -166,6 +169,31 @@ def test_a_failed_point_is_recorded_with_its_reason_and_measured_again(tmp_path,
     assert not (out / "rate-50.json").exists() and (out / "rate-50.log").exists()
     assert reason in json.loads((out / "provenance.json").read_text())["not_measured"][0]
     assert _run(_plan(rates=[50.0]), model, out) == 0 and (out / "rate-50.json").exists()
+
+
+def test_a_point_past_its_budget_is_stopped_and_the_points_after_it_are_not_run(tmp_path, monkeypatch):
+    from lab.measure.vllm.bench import Point, run_points
+
+    monkeypatch.setenv("FAKE_BENCH_MODE", "hang")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    points = [Point(1.0, 3), Point(2.0, 3)]
+    jobs = [(p, ["vllm", "bench", "serve", "--base-url", "http://127.0.0.1:9", "--model", "m", "--tokenizer",
+                 str(tmp_path), "--request-rate", str(p.rate)], 0.5) for p in points]
+    ended = []
+    runs = run_points(jobs, folder=tmp_path, deadline_s=600, bench=BENCH, on_end=ended.append)
+    assert [r.status for r in runs] == ["failed", "failed"]
+    assert "did not finish within" in runs[0].reason
+    assert "not run" in runs[1].reason and [r.point for r in ended] == [points[0]]
+    assert (tmp_path / "rate-1.cmd").read_text().startswith("vllm bench serve --base-url")
+    assert not (tmp_path / "batch.jobs.json").exists()
+
+
+def test_a_point_whose_time_would_pass_the_deadline_is_not_started(tmp_path):
+    from lab.measure.vllm.bench import Point, run_points
+
+    jobs = [(Point(1.0, 3), ["vllm", "bench", "serve", "--request-rate", "1"], 120.0)]
+    runs = run_points(jobs, folder=tmp_path, deadline_s=60, bench=BENCH)
+    assert runs[0].status == "failed" and "deadline" in runs[0].reason
 
 
 def test_the_deadline_skips_points_and_says_so(tmp_path, model, monkeypatch):
@@ -266,3 +294,25 @@ def test_interference_trial_with_a_long_prompt_the_server_refuses_is_an_error_wi
     with FakeVLLM(decode_s=0.001, fail_lengths=(99,)) as fake:
         record = interference.run_trial(fake, trial)
     assert record["status"] == "error" and "HTTP 400" in record["error"] and record["long_ttft_s"] is None
+
+
+def test_interference_trials_run_on_the_load_studys_server_after_its_points(tmp_path, model, monkeypatch):
+    from lab.measure.vllm import interference
+
+    monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
+    out, trials_out = tmp_path / "load" / "arm", tmp_path / "interference" / "arm" / "chunk-8192"
+    trials = [interference.Trial(2, 300, 8, 16, decoder_tokens=200, warm_steps=2, after_s=0.01, timeout_s=30)]
+    assert _run(_plan(rates=[50.0], interference=trials, interference_out=trials_out), model, out) == 0
+    records = [json.loads(line) for line in (trials_out / "trials.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in records] == ["ok"] and records[0]["run_key"]["max_num_batched_tokens"] == 8192
+    prov = json.loads((trials_out / "provenance.json").read_text())
+    load_prov = json.loads((out / "provenance.json").read_text())
+    assert prov["kind"] == "vllm-load" and prov["server"]["command"] == load_prov["server"]["command"]
+    assert "--max-model-len 512" in prov["server"]["command"]     # the longest trial (300 + 64 tokens), not 256
+
+
+def test_interference_on_the_load_server_needs_its_folder(capsys):
+    from lab.__main__ import main
+
+    assert main(["vllm-load", "--arm", "FLASH_ATTN/FA3", "--interference-decoders", "8", "--dry-run"]) == 2
+    assert "--interference-out" in capsys.readouterr().err

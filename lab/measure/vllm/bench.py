@@ -7,8 +7,9 @@ request and token throughput, and goodput (requests per second that met every st
 ``--save-detailed`` it also keeps every request's TTFT, inter-token gaps, start time and lengths,
 which is what lets goodput be recomputed later at any SLO (:mod:`lab.results.load`).
 
-:func:`command` builds the argv (a pure function: the tests pin every flag), :func:`run_point` runs it
-with its console kept in a file, and :func:`check_result` checks the JSON where it enters: a result
+:func:`command` builds the argv (a pure function: the tests pin every flag), :func:`run_points` runs
+several points in one client process (vLLM's import paid once) with each console kept in a file, and
+:func:`check_result` checks the JSON where it enters: a result
 without its keys, with a non-number where a number belongs, or for another rate than asked, is a
 failed point with its reason, never data.
 """
@@ -16,9 +17,11 @@ failed point with its reason, never data.
 from __future__ import annotations
 
 import math
+import queue
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +32,11 @@ from lab import LabError
 DEFAULT_LAUNCHER = (sys.executable, "-m", "vllm.entrypoints.cli.main")
 METRICS = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = (50, 90, 99)
+#: Several points in one process, each by the two calls ``vllm bench serve`` makes (lab.measure.vllm.bench_batch).
+BATCH_RUNNER = (sys.executable, "-m", "lab.measure.vllm.bench_batch")
+VLLM_BENCH = "vllm.benchmarks.serve"
+#: Seconds the runner may take to import the client before its first point starts.
+IMPORT_BUDGET_S = 300.0
 #: The SLOs the bench itself scores goodput against (``--goodput``); the explorer recomputes others.
 DEFAULT_SLO_MS = {"ttft": 500.0, "tpot": 50.0}
 #: Fields every saved result must hold as numbers (vllm/benchmarks/serve.py, ``benchmark()``).
@@ -148,41 +156,101 @@ class PointRun:
     elapsed_s: float
 
 
-def run_point(argv: list[str], point: Point, *, folder: Path, timeout_s: float, env: dict | None = None) -> PointRun:
-    """Run one ``vllm bench serve``; keep its command line and console; check and keep its result.
+def run_points(jobs: list[tuple[Point, list[str], float]], *, folder: Path, deadline_s: float,
+               env: dict | None = None, runner: tuple[str, ...] = BATCH_RUNNER, bench: str = VLLM_BENCH,
+               on_end=None) -> list[PointRun]:
+    """Run points one after another in one client process (:mod:`lab.measure.vllm.bench_batch`).
 
-    The client writes ``<slug>.raw.json``; a checked result is kept as ``<slug>.json`` (without the
-    generated text) and the raw file removed. A timeout, a non-zero exit or a bad result is a failed
-    point: ``<slug>.json`` is not written, so a rerun measures it again.
+    ``jobs`` are (point, argv, budget in seconds), the argv as :func:`command` builds it; each point's
+    command line is kept as ``<slug>.cmd`` and its console as ``<slug>.log``. The client writes
+    ``<slug>.raw.json``; a checked result is kept as ``<slug>.json`` (without the generated text) and the
+    raw file removed. A point past its budget (the process is stopped and the points after it are not
+    run), a non-zero exit or a bad result is a failed point with its reason: ``<slug>.json`` is not
+    written, so a rerun measures it again. No point starts whose budget would end past ``deadline_s``
+    from now. ``on_end(run)`` is called as each point ends.
     """
-    from lab.store import read_json, write_atomic, write_json_atomic
+    from lab.store import write_atomic, write_json_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
-    line = " ".join(shlex.quote(a) for a in argv)
-    write_atomic(folder / f"{point.slug}.cmd", lambda tmp: tmp.write_text(line + "\n", encoding="utf-8"))
-    console = folder / f"{point.slug}.log"
-    raw = folder / f"{point.slug}.raw.json"
-    raw.unlink(missing_ok=True)
-    started = time.monotonic()
+    lines, specs = {}, []
+    for point, argv, budget in jobs:
+        lines[point.slug] = line = " ".join(shlex.quote(a) for a in argv)
+        write_atomic(folder / f"{point.slug}.cmd", lambda tmp, line=line: tmp.write_text(line + "\n", encoding="utf-8"))
+        (folder / f"{point.slug}.log").write_text(f"# {line}\n", encoding="utf-8")
+        (folder / f"{point.slug}.raw.json").unlink(missing_ok=True)
+        specs.append({"slug": point.slug, "flags": argv[argv.index("serve") + 1:], "budget_s": budget,
+                      "console": str(folder / f"{point.slug}.log")})
+    jobs_path = write_json_atomic(folder / "batch.jobs.json", {"jobs": specs, "deadline_unix": time.time() + deadline_s})
+    points = {point.slug: point for point, _, _ in jobs}
+    runs: dict[str, PointRun] = {}
 
-    def done(status, reason=None, path=None):
-        return PointRun(point, status, reason, path, console, line, round(time.monotonic() - started, 1))
+    def finish(slug: str, status: str, seconds: float) -> None:
+        runs[slug] = _outcome(points[slug], status, folder, lines[slug], seconds)
+        if on_end:
+            on_end(runs[slug])
 
-    with open(console, "w", encoding="utf-8") as log:
-        log.write(f"# {line}\n")
-        log.flush()
+    with open(folder / "batch.log", "a", encoding="utf-8") as log:
         try:
-            proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  timeout=timeout_s, env=env)
-        except subprocess.TimeoutExpired:
-            return done("failed", f"vllm bench serve did not finish within {timeout_s:.0f} s")
+            proc = subprocess.Popen([*runner, str(jobs_path), "--bench", bench], stdout=subprocess.PIPE, stderr=log,
+                                    stdin=subprocess.DEVNULL, text=True, env=env)
         except OSError as exc:
-            return done("failed", f"could not run {argv[0]}: {exc.strerror or exc}")
-    if proc.returncode != 0:
+            for slug in points:
+                finish(slug, f"could not run {runner[0]}: {exc.strerror or exc}", 0.0)
+        else:
+            _follow(proc, {s["slug"]: s["budget_s"] for s in specs}, finish)
+    jobs_path.unlink(missing_ok=True)
+    return [runs.get(point.slug) or _outcome(point, "not run: the client process stopped before it", folder,
+                                             lines[point.slug], 0.0) for point, _, _ in jobs]
+
+
+def _follow(proc, budgets: dict[str, float], finish) -> None:
+    """Read the runner's ``start``/``end`` lines; stop it when a point runs past its budget."""
+    events: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        for text in proc.stdout:
+            events.put(text.split())
+        events.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    current, since = None, time.monotonic()
+    while True:
+        limit = IMPORT_BUDGET_S if current is None else budgets[current]
+        try:
+            event = events.get(timeout=max(0.0, limit - (time.monotonic() - since)))
+        except queue.Empty:
+            proc.kill()
+            if current is not None:
+                finish(current, f"vllm bench serve did not finish within {limit:.0f} s", time.monotonic() - since)
+            break
+        if event is None:
+            break
+        if event[0] == "start" and event[1] in budgets:
+            current, since = event[1], time.monotonic()
+        elif event[0] == "end" and event[1] in budgets:
+            finish(event[1], event[2], time.monotonic() - since if current == event[1] else 0.0)
+            current, since = None, time.monotonic()
+    proc.wait()
+
+
+def _outcome(point: Point, status: str, folder: Path, line: str, seconds: float) -> PointRun:
+    """A point's PointRun from the runner's status: an exit code, ``skipped``, or why it did not run."""
+    from lab.store import read_json, write_json_atomic
+
+    console, raw = folder / f"{point.slug}.log", folder / f"{point.slug}.raw.json"
+
+    def done(state, reason=None, path=None):
+        return PointRun(point, state, reason, path, console, line, round(seconds, 1))
+
+    if status == "skipped":
+        return done("failed", "not started: its time would have run past the deadline")
+    if not status.lstrip("-").isdigit():
+        return done("failed", status)
+    if int(status) != 0:
         from lab.measure.vllm.serverlog import error_summary, read_text
 
         why = error_summary(read_text(console)) or "see its console"
-        return done("failed", f"vllm bench serve exited with status {proc.returncode}: {why} (console: {console})")
+        return done("failed", f"vllm bench serve exited with status {status}: {why} (console: {console})")
     try:
         result = check_result(read_json(raw), point, where=str(raw))
     except LabError as exc:

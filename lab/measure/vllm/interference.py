@@ -175,18 +175,48 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", type=path_arg, help="dataset folder (default data/local/vllm-interference/<arm>)")
 
 
+def parse_trials(decoders: str, long: str, decoder_context: str = "4096:32768", *, after_s: float = 1.0,
+                 timeout_s: float = 300.0, seed: int = 0, option: str = "--") -> list[Trial]:
+    """Every (decoders, long prompt) pair of the comma-separated lists, as trials (LabError on bad input)."""
+    low, _, high = decoder_context.partition(":")
+    context = _ints(f"{low},{high or low}", f"{option}decoder-context")
+    if context[0] > context[1]:
+        raise LabError(f"{option}decoder-context {decoder_context}: expected LOW:HIGH with LOW at most HIGH")
+    return [Trial(n, length, context[0], context[1], after_s=after_s, timeout_s=timeout_s, seed=seed)
+            for n in _ints(decoders, f"{option}decoders") for length in _ints(long, f"{option}long")]
+
+
+def longest_context(trials: list[Trial]) -> int:
+    """The longest sequence a trial may send (its long prompt, or a decoder's context and tokens)."""
+    return max(max(t.long_len + 64, t.context_max + t.decoder_tokens) for t in trials)
+
+
+def chunk_run_key(arm: Arm, chunk: int | None, trials: list[Trial]) -> dict:
+    """What a resume into one chunk's folder must match."""
+    return {"arm": arm.label, "max_num_batched_tokens": chunk, "seed": trials[0].seed,
+            "decoder_context": [trials[0].context_min, trials[0].context_max]}
+
+
+def write_chunk_provenance(out: Path, arm: Arm, run_key: dict, trials: list[Trial], server) -> None:
+    from lab.store import new_provenance, write_provenance
+
+    write_provenance(out, new_provenance(
+        "vllm-load", model=f"{Path(server.spec.model).name} (random weights)", dtype="bfloat16",
+        flags={**run_key, "trials": [vars(t) for t in trials],
+               "client": "lab.measure.vllm.interference (concurrency.Stream: every chunk timed on one clock)"},
+        arm=arm.label, server=server.record(), files={
+            "trials.jsonl": "one record per trial: each decoder's token times and the long prompt's, seconds "
+                            "from its arrival", "server.log": "the vLLM server's log (when this folder's own server)"}))
+
+
 def main(args) -> int:
-    from lab.measure.vllm.load import Progress
+    from lab.measure.vllm.progress import Progress
     from lab.measure.vllm.sweep import resolve_model
     from lab.store import LOCAL_DIR
 
     arm = Arm.parse(args.arm)
-    low, _, high = args.decoder_context.partition(":")
-    context = _ints(f"{low},{high or low}", "--decoder-context")
-    trials = [Trial(n, length, context[0], context[1], after_s=args.after_s, timeout_s=args.trial_timeout,
-                    seed=args.seed) for n in _ints(args.decoders, "--decoders") for length in _ints(args.long, "--long")]
-    if context[0] > context[1]:
-        raise LabError(f"--decoder-context {args.decoder_context}: expected LOW:HIGH with LOW at most HIGH")
+    trials = parse_trials(args.decoders, args.long, args.decoder_context, after_s=args.after_s,
+                          timeout_s=args.trial_timeout, seed=args.seed)
     chunks = _ints(args.chunks, "--chunks", least=0)
     model = resolve_model(args.model)
     out = (args.out or LOCAL_DIR / "vllm-interference" / arm.slug).resolve()
@@ -211,9 +241,8 @@ def run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out:
               server_factory=None) -> int:
     """One server at one chunk size, its trials, provenance, as its folder's one writer; returns how many trials
     are missing."""
-    longest = max(max(t.long_len + 64, t.context_max + t.decoder_tokens) for t in trials)
-    run_key = {"arm": arm.label, "max_num_batched_tokens": chunk, "seed": trials[0].seed,
-               "decoder_context": [trials[0].context_min, trials[0].context_max]}
+    longest = longest_context(trials)
+    run_key = chunk_run_key(arm, chunk, trials)
     with dataset_lock(out):
         return _run_chunk(arm, chunk, trials, model, out, progress, ready_timeout, server_factory, longest, run_key)
 
@@ -221,7 +250,6 @@ def run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out:
 def _run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out: Path, progress, ready_timeout: float,
                server_factory, longest: int, run_key: dict) -> int:
     from lab.measure.vllm.server import Server
-    from lab.store import new_provenance, write_provenance
 
     server = (server_factory or Server)(model, arm,
                                         max_model_len=int((longest + 255) // 256 * 256), max_num_batched_tokens=chunk,
@@ -231,12 +259,6 @@ def _run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out
         progress.say(f"ready in {server.ready_s:.0f} s: chunk {server.facts.max_num_batched_tokens} (from the log), "
                      f"KV cache {server.facts.kv_cache_tokens} tokens")
         records = run_trials(server, trials, out / "trials.jsonl", run_key, progress)
-        write_provenance(out, new_provenance(
-            "vllm-load", model=f"{Path(model).name} (random weights)", dtype="bfloat16",
-            flags={**run_key, "trials": [vars(t) for t in trials],
-                   "client": "lab.measure.vllm.interference (concurrency.Stream: every chunk timed on one clock)"},
-            arm=arm.label, server=server.record(), files={
-                "trials.jsonl": "one record per trial: each decoder's token times and the long prompt's, seconds "
-                                "from its arrival", "server.log": "the vLLM server's log"}))
+        write_chunk_provenance(out, arm, run_key, trials, server)
     ok = {(r["decoders"], r["long_len"]) for r in records if r["status"] == "ok"}
     return sum(1 for t in trials if (t.decoders, t.long_len) not in ok)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -35,7 +34,18 @@ from lab import LabError
 from lab.cli import count_or_zero, fraction, path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.arms import ARMS, Arm
-from lab.measure.vllm.bench import DEFAULT_LAUNCHER, DEFAULT_SLO_MS, Point, Workload, command, read_point, run_point
+from lab.measure.vllm.bench import (
+    BATCH_RUNNER,
+    DEFAULT_LAUNCHER,
+    DEFAULT_SLO_MS,
+    VLLM_BENCH,
+    Point,
+    Workload,
+    command,
+    read_point,
+    run_points,
+)
+from lab.measure.vllm.progress import Progress
 
 DEFAULT_FRACTIONS = "0.25,0.5,0.75,0.9,1.0,1.2"
 DEFAULT_MODEL = "data/models/qwen2.5-7b-128k"
@@ -62,6 +72,8 @@ class LoadPlan:
     deadline_s: float | None = None           # no point starts (or runs) past this many seconds
     max_num_batched_tokens: int | None = 8192
     gpu_memory_utilization: float = 0.85
+    interference: list = field(default_factory=list)   # interference.Trial: run on the same server afterwards
+    interference_out: Path | None = None               # their folder (<study>-interference/<arm>/chunk-<n>)
 
     def num_prompts(self, rate: float) -> int:
         return int(min(self.max_prompts, max(self.min_prompts, round(rate * self.span_s))))
@@ -88,22 +100,6 @@ class LoadPlan:
                 "max_num_batched_tokens": self.max_num_batched_tokens, "slo_ms": self.slo_ms,
                 "span_s": self.span_s, "min_prompts": self.min_prompts, "max_prompts": self.max_prompts,
                 "capacity_prompts": self.capacity_prompts}
-
-
-class Progress:
-    """One line per event on stderr, with the seconds since the study started and the deadline's margin."""
-
-    def __init__(self, deadline_s: float | None, clock=time.monotonic):
-        self.clock, self.started, self.deadline_s = clock, clock(), deadline_s
-
-    def elapsed(self) -> float:
-        return self.clock() - self.started
-
-    def left(self) -> float:
-        return math.inf if self.deadline_s is None else self.deadline_s - self.elapsed()
-
-    def say(self, text: str) -> None:
-        print(f"[vllm-load +{self.elapsed():.0f}s] {text}", file=sys.stderr, flush=True)
 
 
 def _record_attempt(out: Path, run, run_key: dict) -> None:
@@ -135,61 +131,78 @@ class Study:
     """Runs one arm's points against a started server (``endpoint``: base_url, model_name, alive())."""
 
     def __init__(self, plan: LoadPlan, out: Path, endpoint, tokenizer: str, *, launcher=DEFAULT_LAUNCHER,
-                 progress: Progress | None = None, env: dict | None = None):
+                 runner=BATCH_RUNNER, bench: str = VLLM_BENCH, progress: Progress | None = None,
+                 env: dict | None = None):
         self.plan, self.out, self.endpoint, self.tokenizer = plan, Path(out), endpoint, tokenizer
-        self.launcher, self.env = tuple(launcher), env
+        # launcher: the CLI each point's .cmd line names; runner and bench: what runs it (the same two calls)
+        self.launcher, self.runner, self.bench, self.env = tuple(launcher), tuple(runner), bench, env
         self.progress = progress or Progress(plan.deadline_s)
         self.failed: list[str] = []
         self.capacity: float | None = None
 
-    def point(self, point: Point) -> dict | None:
-        """The point's result: kept from an earlier run, or measured now (None when it failed or no time is left)."""
-        kept = read_point(self.out, point)
-        if kept is not None:
-            self.progress.say(f"{point.slug}: kept from an earlier run ({kept['completed']} requests)")
-            return kept
-        budget = expected_s(point, self.capacity) + POINT_SLACK_S
+    def points(self, points: list[Point]) -> dict[str, dict]:
+        """Each point's result by slug: kept from an earlier run, or measured now in one client process
+        (missing when it failed or no time was left; ``failed`` says why)."""
+        results, todo = {}, []
+        for point in points:
+            kept = read_point(self.out, point)
+            if kept is not None:
+                self.progress.say(f"{point.slug}: kept from an earlier run ({kept['completed']} requests)")
+                results[point.slug] = kept
+            else:
+                todo.append(point)
         left = self.progress.left()
-        if left < min(budget, 60.0):
-            self.failed.append(f"{point.slug}: skipped, {left:.0f} s left before the deadline")
-            self.progress.say(self.failed[-1])
-            return None
+        if not todo:
+            return results
+        if left < 60.0:
+            for point in todo:
+                self.failed.append(f"{point.slug}: skipped, {left:.0f} s left before the deadline")
+                self.progress.say(self.failed[-1])
+            return results
         if not self.endpoint.alive():
-            raise LabError(self.endpoint.died_message(f"before {point.slug}"))
-        argv = command(point, self.plan.workload, base_url=self.endpoint.base_url, model=self.endpoint.model_name,
-                       tokenizer=self.tokenizer, result_dir=self.out, result_filename=f"{point.slug}.raw.json",
-                       slo_ms=self.plan.slo_ms, launcher=self.launcher)
-        self.progress.say(f"{point.slug}: {point.num_prompts} prompts (about {expected_s(point, self.capacity):.0f} s)")
-        run = run_point(argv, point, folder=self.out, timeout_s=min(budget, max(left, 1.0)), env=self.env)
-        _record_attempt(self.out, run, self.plan.run_key)
-        if run.status != "ok":
-            self.failed.append(f"{point.slug}: {run.reason}")
-            self.progress.say(f"{point.slug}: FAILED after {run.elapsed_s:.0f} s: {run.reason}")
-            if not self.endpoint.alive():
-                raise LabError(self.endpoint.died_message(f"during {point.slug}"))
-            return None
-        result = read_point(self.out, point)
-        self.progress.say(f"{point.slug}: ok in {run.elapsed_s:.0f} s: {_summary(result)}")
-        return result
+            raise LabError(self.endpoint.died_message(f"before {todo[0].slug}"))
+        jobs = []
+        for point in todo:
+            argv = command(point, self.plan.workload, base_url=self.endpoint.base_url, model=self.endpoint.model_name,
+                           tokenizer=self.tokenizer, result_dir=self.out, result_filename=f"{point.slug}.raw.json",
+                           slo_ms=self.plan.slo_ms, launcher=self.launcher)
+            jobs.append((point, argv, expected_s(point, self.capacity) + POINT_SLACK_S))
+            self.progress.say(f"{point.slug}: {point.num_prompts} prompts (about {expected_s(point, self.capacity):.0f} s)")
+
+        def ended(run) -> None:
+            _record_attempt(self.out, run, self.plan.run_key)
+            if run.status == "ok":
+                results[run.point.slug] = read_point(self.out, run.point)
+                self.progress.say(f"{run.point.slug}: ok in {run.elapsed_s:.0f} s: {_summary(results[run.point.slug])}")
+            else:
+                self.failed.append(f"{run.point.slug}: {run.reason}")
+                self.progress.say(f"{run.point.slug}: FAILED after {run.elapsed_s:.0f} s: {run.reason}")
+
+        run_points(jobs, folder=self.out, deadline_s=left, env=self.env, runner=self.runner, bench=self.bench,
+                   on_end=ended)
+        if len(results) < len(points) and not self.endpoint.alive():
+            raise LabError(self.endpoint.died_message("during the load points"))
+        return results
 
     def run(self) -> list[Point]:
-        """Every point of the plan, the capacity first; returns the points asked for."""
-        points = []
+        """Every point of the plan (the serial and capacity points in one client process, then the Poisson
+        points in another); returns the points asked for."""
+        first = []
         if self.plan.agreement_prompts:
-            points.append(Point(None, self.plan.agreement_prompts, max_concurrency=1, seed=self.plan.seed))
-            self.point(points[-1])
+            first.append(Point(None, self.plan.agreement_prompts, max_concurrency=1, seed=self.plan.seed))
         if not self.plan.rates:
-            points.append(self.plan.capacity_point())
-            result = self.point(points[-1])
+            first.append(self.plan.capacity_point())
+        results = self.points(first)
+        if not self.plan.rates:
+            result = results.get(self.plan.capacity_point().slug)
             self.capacity = result["request_throughput"] if result else None
             if self.capacity is None:
                 self.failed.append("no capacity point, so no rates to derive from it (give --rates instead)")
-                return points
+                return first
             self.progress.say(f"capacity: {self.capacity:.3g} requests/s")
-        for point in self.plan.rate_points(self.capacity):
-            points.append(point)
-            self.point(point)
-        return points
+        rated = self.plan.rate_points(self.capacity)
+        self.points(rated)
+        return first + rated
 
 
 def _summary(result: dict) -> str:
@@ -252,6 +265,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ready-timeout", type=positive_number, default=480.0, help="seconds to wait for the server (default 480)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts and arrivals (default 0)")
     parser.add_argument("--out", type=path_arg, help="dataset folder (default data/local/vllm-load/<workload>/<arm>)")
+    parser.add_argument("--interference-decoders", metavar="N,N",
+                        help="after the load points, interference trials on the same server (python -m lab "
+                             "vllm-interference's --decoders), e.g. 8,32; needs --interference-out")
+    parser.add_argument("--interference-long", default="32768", metavar="L,L",
+                        help="their long prompts' lengths (default 32768)")
+    parser.add_argument("--interference-out", type=path_arg,
+                        help="the trials' folder, e.g. <study>-interference/<arm slug>/chunk-8192")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the commands, start nothing")
 
 
@@ -271,13 +291,22 @@ def plan_from_args(args) -> LoadPlan:
         ratio = f"-r{args.range_ratio:g}" if args.range_ratio else ""
         workload = Workload(f"random-{args.input_len}-{args.output_len}{ratio}", args.input_len, args.output_len,
                             args.range_ratio)
+    trials = []
+    if args.interference_decoders:
+        from lab.measure.vllm.interference import parse_trials
+
+        if args.interference_out is None:
+            raise LabError("--interference-decoders needs --interference-out (the trials' folder)")
+        trials = parse_trials(args.interference_decoders, args.interference_long, seed=args.seed,
+                              option="--interference-")
     return LoadPlan(arm=arm, workload=workload, fractions=parse_floats(args.load_fractions, "--load-fractions"),
                     rates=parse_floats(args.rates, "--rates") if args.rates else None, span_s=args.span_s,
                     min_prompts=args.min_prompts, max_prompts=args.max_prompts,
                     capacity_prompts=args.capacity_prompts, agreement_prompts=args.agreement, mix_prompts=args.mix or 0,
                     slo_ms=parse_slo(args.slo), seed=args.seed, deadline_s=args.deadline_s,
                     max_num_batched_tokens=args.max_num_batched_tokens or None,
-                    gpu_memory_utilization=args.gpu_memory_utilization)
+                    gpu_memory_utilization=args.gpu_memory_utilization, interference=trials,
+                    interference_out=args.interference_out.resolve() if trials else None)
 
 
 def max_model_len(workload: Workload) -> int:
@@ -301,8 +330,11 @@ def main(args) -> int:
     model = resolve_model(args.model)
     out = (args.out or LOCAL_DIR / "vllm-load" / plan.workload.name / plan.arm.slug).resolve()
     check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
+    if plan.interference_out:
+        check_output(plan.interference_out, "--interference-out",
+                     [("--model", Path(model) if Path(model).is_dir() else None), ("--out", out)])
     if args.dry_run:
-        length = "from the mix" if plan.mix_prompts else max_model_len(plan.workload)
+        length = "from the mix" if plan.mix_prompts else server_model_len(plan)
         print(f"{plan.arm.label}, {plan.workload.name}, max_model_len {length} -> {out}")
         points = ([Point(None, plan.agreement_prompts, 1)] if plan.agreement_prompts else []) + (
             plan.rate_points(None) if plan.rates else [plan.capacity_point()])
@@ -321,16 +353,16 @@ def main(args) -> int:
 
 
 def run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float = 480.0, server_factory=None,
-            bench_launcher=DEFAULT_LAUNCHER, bench_env: dict | None = None) -> int:
+            bench: str = VLLM_BENCH, bench_env: dict | None = None) -> int:
     """Start the arm's server, run every point, write provenance; the server is stopped whatever happens.
 
     Returns 0 when every point was measured, 1 when some failed or were skipped (each said why)."""
     with dataset_lock(out):     # the one writer of this folder
         return _run_arm(plan, model, out, ready_timeout=ready_timeout, server_factory=server_factory,
-                        bench_launcher=bench_launcher, bench_env=bench_env)
+                        bench=bench, bench_env=bench_env)
 
 
-def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, server_factory, bench_launcher,
+def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, server_factory, bench: str,
              bench_env: dict | None) -> int:
     from lab.measure.vllm import tokenizer as synthetic
     from lab.measure.vllm.server import Server
@@ -349,7 +381,7 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
     log_path = out / "server.log"      # an earlier session's is kept as server.N.log (lab.folders.open_server_log)
     factory = server_factory or Server
     server = factory(model, plan.arm,
-                     max_model_len=max_model_len(plan.workload), max_num_batched_tokens=plan.max_num_batched_tokens,
+                     max_model_len=server_model_len(plan), max_num_batched_tokens=plan.max_num_batched_tokens,
                      gpu_memory_utilization=plan.gpu_memory_utilization, skip_tokenizer_init=False,
                      extra_args=("--tokenizer", str(tok_dir)), log_path=log_path, ready_timeout=ready_timeout)
     progress.say(f"starting {plan.arm.label}: {server.command_line()}")
@@ -358,17 +390,41 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
         facts = server.facts
         progress.say(f"ready in {server.ready_s:.0f} s: backend {facts.backend}, FlashAttention {facts.fa_version or '-'}, "
                      f"chunk {facts.max_num_batched_tokens}, KV cache {facts.kv_cache_tokens} tokens")
-        study = Study(plan, out, server, str(tok_dir), launcher=bench_launcher, progress=progress, env=bench_env)
+        study = Study(plan, out, server, str(tok_dir), bench=bench, progress=progress, env=bench_env)
         try:
             points = study.run()
             if plan.agreement_prompts:
                 run_agreement_probe(server, plan, out, progress)
         finally:
             write_provenance(out, plan, server, study, progress.elapsed())
+        if plan.interference:
+            study.failed += run_interference(server, plan, progress)
     for line in study.failed:
         progress.say(f"not measured: {line}")
     progress.say(f"{plan.arm.label}: {len(points) - len(study.failed)} of {len(points)} points -> {out}")
     return 0 if not study.failed else 1
+
+
+def server_model_len(plan: LoadPlan) -> int:
+    """The server's --max-model-len: the workload's longest request, or the interference trials' if longer."""
+    from lab.measure.vllm.interference import longest_context
+
+    trials = longest_context(plan.interference) if plan.interference else 0
+    return max(max_model_len(plan.workload), int(math.ceil(trials / 256) * 256))
+
+
+def run_interference(server, plan: LoadPlan, progress: Progress) -> list[str]:
+    """The interference trials on this server (its chunk size), into their own folder; what is missing."""
+    from lab.measure.vllm import interference
+
+    out = plan.interference_out
+    run_key = interference.chunk_run_key(plan.arm, plan.max_num_batched_tokens, plan.interference)
+    with dataset_lock(out):     # the one writer of the trials' folder
+        records = interference.run_trials(server, plan.interference, out / "trials.jsonl", run_key, progress)
+        interference.write_chunk_provenance(out, plan.arm, run_key, plan.interference, server)
+    ok = {(r["decoders"], r["long_len"]) for r in records if r["status"] == "ok"}
+    return [f"interference, {t.decoders} decoders + a {t.long_len}-token prompt: not measured"
+            for t in plan.interference if (t.decoders, t.long_len) not in ok]
 
 
 def run_agreement_probe(server, plan: LoadPlan, out: Path, progress: Progress) -> None:
