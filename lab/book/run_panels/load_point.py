@@ -34,7 +34,8 @@ from lab.book.run_panels.sweep import available_arms, shown_path
 from lab.folders import dataset_lock
 from lab.measure.vllm import arms, tokenizer
 from lab.measure.vllm import load as vload
-from lab.measure.vllm.bench import DEFAULT_LAUNCHER, Point
+from lab.measure.vllm.bench import VLLM_BENCH, Point
+from lab.measure.vllm.progress import Progress
 from lab.measure.vllm.replies import queue_counts
 from lab.measure.vllm.server import request
 from lab.results.load import poisson_points, read_arm
@@ -80,8 +81,9 @@ def plan_of(values: dict, out: Path | None = None, memory_share: float = MEMORY_
 
 
 def client_pids(folder: Path) -> list[int]:
-    """The ``vllm bench serve`` processes this process started for ``folder`` (their ``--result-dir``)."""
-    me, found = os.getpid(), []
+    """The ``vllm bench serve`` processes this process started for ``folder``: the runner of
+    :func:`lab.measure.vllm.bench.run_points`, known by the jobs file it was given (``<folder>/batch.jobs.json``)."""
+    me, found, jobs = os.getpid(), [], os.fsencode(Path(folder) / "batch.jobs.json")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -90,14 +92,9 @@ def client_pids(folder: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError, ValueError):
             continue  # it ended while we looked, or is not ours to read
-        if ppid == me and os.fsencode(folder) in _option(argv, b"--result-dir"):
+        if ppid == me and jobs in argv:
             found.append(int(entry.name))
     return found
-
-
-def _option(argv: list[bytes], name: bytes) -> list[bytes]:
-    """The value of option ``name`` in an argv, as a list of one (none when it is absent)."""
-    return argv[argv.index(name) + 1:argv.index(name) + 2] if name in argv else []
 
 
 def end_clients(folder: Path, grace_s: float = STOP_GRACE_S) -> list[int]:
@@ -115,7 +112,7 @@ def end_clients(folder: Path, grace_s: float = STOP_GRACE_S) -> list[int]:
     return pids
 
 
-class _Lines(vload.Progress):
+class _Lines(Progress):
     """The study's progress lines as the panel's (no deadline: the reader has Stop)."""
 
     def __init__(self, panel: RunPanel):
@@ -171,14 +168,14 @@ class LoadPanel(RunPanel):
     title = "Run a load point on your GPU"
     needs_vllm = True
 
-    def __init__(self, caps=None, pool_=None, out_root=OUT_ROOT, bench_launcher=DEFAULT_LAUNCHER,
+    def __init__(self, caps=None, pool_=None, out_root=OUT_ROOT, bench: str = VLLM_BENCH,
                  bench_env: dict | None = None, tick_s: float = TICK_S, **defaults):
         self.notes = available_arms(caps) if caps is None or caps.has_gpu else {label: "" for label in arms.ARMS}
         first = next((a for a, note in self.notes.items() if not note), arms.FA3.label)
         base = {"arm": first, "rate": 4.0, "num_prompts": 100, "input_len": 1024, "output_len": 128}
         super().__init__(caps, **{**base, **defaults})
         self.pool_, self.out_root = pool_, Path(out_root)
-        self.bench_launcher, self.bench_env, self.tick_s = tuple(bench_launcher), bench_env, tick_s
+        self.bench, self.bench_env, self.tick_s = bench, bench_env, tick_s   # bench: the client's module (or a fake's .py)
         self.current: ArmKey | None = None
         self.folders: list[Path] = []
         self.live = None   # the explorer shown after a run (lab.book.explorer_live.LiveExplorer)
@@ -268,12 +265,12 @@ class LoadPanel(RunPanel):
         with dataset_lock(out):   # the one writer of this folder, as the command is
             vload.check_same_run(out, plan.run_key)
             self.folders.append(out)
-            study = vload.Study(plan, out, server, str(self.pool().tokenizer_dir()), launcher=self.bench_launcher,
+            study = vload.Study(plan, out, server, str(self.pool().tokenizer_dir()), bench=self.bench,
                                 progress=_Lines(self), env=self.bench_env)
             started = time.monotonic()
             try:
                 with _Watch(self, server, point, out, vload.expected_s(point, None)):
-                    result = study.point(point)
+                    result = study.points([point]).get(point.slug)
                 if result is not None and point.rate is None:
                     study.capacity = result["request_throughput"]
             finally:
