@@ -14,7 +14,8 @@ from lab.book.explorer import Chart, Control, Explorer, Readout, Series, View
 
 
 def book_explorers() -> list[Explorer]:
-    """Every explorer a no-argument ``*explorer`` factory in lab.book builds (the ones the chapters call)."""
+    """Every explorer a no-argument ``*explorer`` factory in lab.book builds (the ones the chapters call); a factory
+    returns None where its study is not on file yet (lab.book.load_explorer), which shows no state at all."""
     found = {}
     for info in pkgutil.iter_modules(lab.book.__path__):
         module = importlib.import_module(f"lab.book.{info.name}")
@@ -24,7 +25,8 @@ def book_explorers() -> list[Explorer]:
             if any(p.default is p.empty for p in inspect.signature(factory).parameters.values()):
                 continue
             explorer = factory()
-            found[explorer.key] = explorer
+            if explorer is not None:
+                found[explorer.key] = explorer
     return list(found.values())
 
 

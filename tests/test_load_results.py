@@ -77,3 +77,24 @@ def test_kv_bytes_and_admitted_requests():
     # Qwen2.5-7B: 28 layers, 4 KV heads of 128: 56 KiB a token in bf16, half in FP8
     assert load.kv_bytes_per_token(28, 4, 128, 2) == 57344 and load.kv_bytes_per_token(28, 4, 128, 1) == 28672
     assert load.requests_admitted(1_931_552, 32768 + 128) == 58 and load.requests_admitted(None, 10) is None
+
+
+def test_the_highest_rate_meeting_two_targets_meets_both_at_once():
+    rows = [{"rate": r, "max_concurrency": None, "p99_ttft_ms": t, "p99_tpot_ms": p}
+            for r, t, p in ((1, 50, 20), (2, 90, 80), (4, 900, 30))]
+    # TTFT within 100 ms at 1 and 2 req/s, TPOT within 50 ms at 1 and 4: only 1 req/s meets both
+    assert load.highest_rate_meeting(rows, {"ttft": 100, "tpot": 50}) == 1
+    assert load.highest_rate_within(rows, "ttft", 100) == 2 and load.highest_rate_within(rows, "tpot", 50) == 4
+    assert load.highest_rate_meeting(rows, {"ttft": 10, "tpot": 50}) is None
+
+
+def test_arm_runs_and_the_goodput_of_a_point_at_several_slos():
+    runs = load.arm_runs(FIXTURE / "vllm0.26-qwen2.5-7b-load" / "random-8-4")
+    assert [(r.folder.name, r.label) for r in runs] == [("flash_attn-fa3", "FLASH_ATTN/FA3"),
+                                                        ("flex_attention", "FLEX_ATTENTION")]
+    assert runs[0].provenance["kind"] == "vllm-load" and runs[0].rows == _study().points["FLASH_ATTN/FA3"]
+    row = load.poisson_points(runs[0].rows)[1]
+    result = json.loads(Path(row["source"]).read_text())
+    found = load.point_goodputs(row, [(500.0, 50.0), (1.0, None)])
+    assert found == {(500.0, 50.0): load.goodput(result, 500.0, 50.0), (1.0, None): load.goodput(result, 1.0)}
+    assert load.arm_runs(FIXTURE / "nowhere") == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab import LabError
 from lab.measure.vllm.arms import Arm
 from lab.store import DATA_DIR, read_json
 
@@ -58,24 +59,57 @@ def read_arm(folder: Path) -> list[dict]:
         if path.name.endswith(".raw.json"):
             continue
         result = read_json(path)
-        rate = result.get("request_rate")
-        point = Point(None if rate == "inf" else rate, result.get("num_prompts"), result.get("max_concurrency"))
+        fields = result if isinstance(result, dict) else {}   # check_result names what a non-object is
+        rate = fields.get("request_rate")
+        point = Point(None if rate == "inf" else rate, fields.get("num_prompts"), fields.get("max_concurrency"))
         rows.append(point_row(check_result(result, point, where=str(path)), path))
     return sorted(rows, key=lambda r: (r["max_concurrency"] is None, r["rate"] is None, r["rate"] or 0))
 
 
-def load_study(workload: str = "random-1024-128", root: Path = DATA_DIR / "h200",
-               study: str = "vllm0.26-qwen2.5-7b-load") -> LoadStudy:
-    """The study's points per arm from ``root/study/workload/<arm slug>/`` (not measured when absent)."""
-    base = Path(root) / study / workload
-    found = LoadStudy(workload)
+#: The H200 study's folder under data/h200/, and where ``python -m lab vllm-load`` writes a reader's runs.
+H200_STUDY = "vllm0.26-qwen2.5-7b-load"
+LOCAL_STUDY = "vllm-load"
+
+
+@dataclass
+class ArmRun:
+    """One arm's folder: its label (from its provenance), its points (:func:`read_arm`) and its provenance."""
+
+    folder: Path
+    label: str
+    rows: list[dict]
+    provenance: dict
+
+
+def arm_runs(base: Path, broken: list | None = None) -> list[ArmRun]:
+    """Every arm folder with a provenance.json and at least one point under ``base`` (a workload's folder),
+    by folder name; none when ``base`` is not there. A folder whose files do not pass their check raises
+    its LabError, or, given a ``broken`` list, is left out and appended to it as (folder, reason)."""
+    base = Path(base)
     if not base.is_dir():
-        return found
+        return []
+    runs = []
     for folder in sorted(p for p in base.iterdir() if (p / "provenance.json").exists()):
-        label = read_json(folder / "provenance.json").get("arm") or Arm.parse(folder.name).label
-        rows = read_arm(folder)
+        try:
+            provenance = read_json(folder / "provenance.json")
+            label = provenance.get("arm") or Arm.parse(folder.name).label
+            rows = read_arm(folder)
+        except LabError as exc:
+            if broken is None:
+                raise
+            broken.append((folder, str(exc)))
+            continue
         if rows:
-            found.points[label], found.folders[label] = rows, folder
+            runs.append(ArmRun(folder, label, rows, provenance))
+    return runs
+
+
+def load_study(workload: str = "random-1024-128", root: Path = DATA_DIR / "h200",
+               study: str = H200_STUDY) -> LoadStudy:
+    """The study's points per arm from ``root/study/workload/<arm slug>/`` (not measured when absent)."""
+    found = LoadStudy(workload)
+    for run in arm_runs(Path(root) / study / workload):
+        found.points[run.label], found.folders[run.label] = run.rows, run.folder
     found.measured = bool(found.points)
     return found
 
@@ -110,10 +144,24 @@ def goodput(result: dict, ttft_ms: float | None = None, tpot_ms: float | None = 
     return good / result["duration"]
 
 
+def point_goodputs(row: dict, slos) -> dict[tuple, float]:
+    """Goodput of one point (a row of :func:`read_arm`) at each (TTFT ms, TPOT ms) pair of ``slos``, from the
+    per-request lists of its result file (read once, checked as it entered by :func:`read_arm`)."""
+    result = read_json(Path(row["source"]))
+    return {tuple(slo): goodput(result, *slo) for slo in slos}
+
+
+def highest_rate_meeting(rows: list[dict], limits_ms: dict[str, float], percentile: int = 99) -> float | None:
+    """The highest Poisson rate measured whose p<percentile> of every metric in ``limits_ms`` (``{"ttft": 500,
+    "tpot": 50}``) is within its limit (None: no measured rate is)."""
+    ok = [r["rate"] for r in poisson_points(rows)
+          if all(r[f"p{percentile}_{metric}_ms"] <= limit for metric, limit in limits_ms.items())]
+    return max(ok) if ok else None
+
+
 def highest_rate_within(rows: list[dict], metric: str, limit_ms: float, percentile: int = 99) -> float | None:
     """The highest Poisson rate measured whose p<percentile> <metric> is within ``limit_ms`` (None: none is)."""
-    ok = [r["rate"] for r in poisson_points(rows) if r[f"p{percentile}_{metric}_ms"] <= limit_ms]
-    return max(ok) if ok else None
+    return highest_rate_meeting(rows, {metric: limit_ms}, percentile)
 
 
 def agreement(folder: Path) -> dict:

@@ -36,13 +36,6 @@ def draw_view(view, ax=None):
         else:
             ax.plot(xs, ys, linestyle="--" if s.dashed else "-", marker="o" if s.kind == "line+points" else None,
                     markersize=4, linewidth=1.6, **style)
-    marker = chart.marker
-    if marker is not None and marker.visible:
-        ax.plot([marker.x], [marker.y], marker="o", markersize=11, markerfacecolor="none",
-                markeredgecolor="black", markeredgewidth=2, linestyle="none")
-        if marker.label:
-            ax.annotate(marker.label, (marker.x, marker.y), xytext=(9, -4), textcoords="offset points",
-                        fontsize=floor_pt(fig))
     if chart.log_x:
         ax.set_xscale("log")
     if chart.log_y:
@@ -51,9 +44,19 @@ def draw_view(view, ax=None):
         ax.set_xticks(list(chart.x_ticks))
     if chart.y_ticks:
         ax.set_yticks(list(chart.y_ticks))
+    marker = chart.marker
+    if marker is not None and marker.visible:
+        ax.plot([marker.x], [marker.y], marker="o", markersize=11, markerfacecolor="none",
+                markeredgecolor="black", markeredgewidth=2, linestyle="none")
+        if marker.label:
+            # right of the point, or left of it in the chart's right 40% (explorer.js's rule): never off the axes
+            right = ax.transAxes.inverted().transform(ax.transData.transform((marker.x, marker.y)))[0] < 0.6
+            ax.annotate(marker.label, (marker.x, marker.y), xytext=(9 if right else -9, -4), textcoords="offset points",
+                        ha="left" if right else "right", fontsize=floor_pt(fig))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_label(v)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: tick_label(v)))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))  # a log axis over less than a decade labels these
     ax.set_xlabel(chart.x_label)
     ax.set_ylabel(chart.y_label)
     if chart.series:

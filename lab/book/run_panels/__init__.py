@@ -5,6 +5,8 @@
 - :func:`kernel_panel` (chapters 04, 05): attention candidates x lengths (or cached contexts), timed with
   the benchmark's code; the rows join the kernel explorer.
 - :func:`capture_panel` (chapter 07): one profiler window on a vLLM server and its census.
+- :func:`load_panel` (the busy-server chapter): one load point with ``vllm bench serve`` (a backend, a request
+  rate, a number of prompts); it lands in the busy-server explorer.
 
 Each chapter calls one of them in its "run it yourself" cell. Servers are kept per arm while the kernel
 lives and stopped at its exit (:mod:`lab.book.run_panels.servers`). Where a panel cannot run (the static
@@ -13,6 +15,8 @@ site, no GPU, no vLLM) it says what it would run and why not (:mod:`lab.book.run
 
 from lab.book.run_panels.capture import CapturePanel, capture_panel
 from lab.book.run_panels.kernels import KernelPanel, kernel_panel
+from lab.book.run_panels.load_point import LoadPanel, load_panel
 from lab.book.run_panels.sweep import SweepPanel, sweep_panel
 
-__all__ = ["CapturePanel", "KernelPanel", "SweepPanel", "capture_panel", "kernel_panel", "sweep_panel"]
+__all__ = ["CapturePanel", "KernelPanel", "LoadPanel", "SweepPanel", "capture_panel", "kernel_panel", "load_panel",
+           "sweep_panel"]

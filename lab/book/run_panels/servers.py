@@ -32,11 +32,14 @@ LOG_DIR = LOCAL_DIR / "panel-servers"
 
 @dataclass(frozen=True)
 class ArmKey:
-    """What makes two servers different: the arm, chunk size, profiler on or off."""
+    """What makes two servers different: the arm, chunk size, profiler on or off, and whether it takes text
+    (``tokenizer``: the synthetic tokenizer of :mod:`lab.measure.vllm.tokenizer`, which ``vllm bench serve``
+    needs; the other panels send token ids to a server that loads no tokenizer)."""
 
     arm: Arm
     chunk: int | None = None
     profiler: bool = False
+    tokenizer: bool = False
 
     @property
     def slug(self) -> str:
@@ -44,6 +47,7 @@ class ArmKey:
         parts = [self.arm.slug]
         parts += [f"chunk{self.chunk}"] if self.chunk else []
         parts += ["profiler"] if self.profiler else []
+        parts += ["text"] if self.tokenizer else []
         return "-".join(parts)
 
 
@@ -67,17 +71,17 @@ class ServerPool:
             say(f"{key.slug}: reusing the running server ({server.base_url})")
             return server
         self.stop(key)  # a dead one: clear it away
-        from lab.measure.vllm.sweep import resolve_model
-
         kwargs = dict(max_model_len=MAX_MODEL_LEN, max_num_batched_tokens=key.chunk,
                       gpu_memory_utilization=self.memory_share, log_path=self.log_dir / f"{key.slug}.log")
+        if key.tokenizer:
+            kwargs.update(skip_tokenizer_init=False, extra_args=("--tokenizer", str(self.tokenizer_dir())))
         if profiler_dir is not None:
             from lab.measure.capture import PROFILER_OPTIONS
 
             kwargs.update(profiler_dir=profiler_dir, profiler_options=PROFILER_OPTIONS)
         if self.ready_timeout is not None:
             kwargs["ready_timeout"] = self.ready_timeout
-        server = self.make(resolve_model(self.model), key.arm, **kwargs)
+        server = self.make(self.model_dir(), key.arm, **kwargs)
         with self._lock:
             self.starting[key] = server
         watcher = _PhaseWatcher(server.log_path, key.slug, say)
@@ -102,6 +106,17 @@ class ServerPool:
             from lab.book.run_panels.base import Stopped
             raise Stopped()
         return server
+
+    def model_dir(self) -> str:
+        from lab.measure.vllm.sweep import resolve_model
+
+        return resolve_model(self.model)
+
+    def tokenizer_dir(self) -> Path:
+        """The synthetic tokenizer's folder inside the model folder (:mod:`lab.measure.vllm.tokenizer`)."""
+        from lab.measure.vllm.tokenizer import SUBFOLDER
+
+        return Path(self.model_dir()) / SUBFOLDER
 
     def stop(self, key: ArmKey) -> None:
         with self._lock:

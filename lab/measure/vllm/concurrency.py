@@ -54,7 +54,7 @@ from lab.cli import fraction, path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm import arms, sweep
 from lab.measure.vllm.probe import Endpoint, check_same_run, make_prompt, percentile, read_records, stream_completion
-from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event
+from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event, queue_counts
 from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, request
 from lab.measure.vllm.sweep import DEFAULT_MODEL, dry_run_line, parse_lengths, resolve_max_model_len, resolve_model
 
@@ -271,14 +271,10 @@ def wait_idle(base_url: str, timeout_s: float = 60.0) -> bool | None:
             status, text = request(base_url, "/metrics", timeout=10)
         except LabError:
             return None
-        if status != 200:
+        counts = queue_counts(text) if status == 200 else None  # checked where it enters (lab.measure.vllm.replies)
+        if counts is None:
             return None
-        try:  # the reply is checked where it enters: a garbled /metrics says nothing, it crashes nothing
-            busy = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                       if line.startswith(("vllm:num_requests_running", "vllm:num_requests_waiting")))
-        except (ValueError, IndexError):
-            return None
-        if busy == 0:
+        if sum(counts) == 0:
             return True
         if time.monotonic() > deadline:
             return False

@@ -104,3 +104,19 @@ def event_tokens(event: dict, chunks: list | None = None) -> tuple[int, str | No
         tokens += len(ids) if ids is not None else 1  # one token per chunk when ids are not returned
         finish = reason or finish
     return tokens, finish
+
+
+def queue_counts(metrics: str) -> tuple[int, int] | None:
+    """(running, waiting) requests from the text of a vLLM ``/metrics`` page, summed over its engines;
+    None when it has neither gauge or a value that is not a number (a garbled page says nothing)."""
+    counts = {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
+    seen = False
+    for line in metrics.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in counts:
+            try:
+                counts[name] += float(line.rsplit(" ", 1)[1])
+            except (ValueError, IndexError):
+                return None
+            seen = True
+    return (int(counts["vllm:num_requests_running"]), int(counts["vllm:num_requests_waiting"])) if seen else None
