@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_vllm import _dead
 
 from lab import REPO_ROOT, LabError
 from lab.measure.vllm import bench, load
@@ -97,21 +98,7 @@ def test_a_replica_that_cannot_start_stops_the_other(tmp_path, model):
                                        r"before it was ready: ValueError: Free memory"):
         _replicas(tmp_path, model, factory=factory).start()
     child = int((tmp_path / "child0.pid").read_text())      # the engine child of the replica that did start
-    assert _gone_pid(child)
-
-
-def _gone_pid(pid: int) -> bool:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        stat = Path(f"/proc/{pid}/stat")
-        if stat.exists() and stat.read_text().split(") ")[1][0] == "Z":
-            return True
-        time.sleep(0.05)
-    return False
+    assert _dead(child)
 
 
 @pytest.mark.parametrize("kw, message", [
