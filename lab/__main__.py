@@ -32,6 +32,7 @@ COMMANDS = {
     "vllm-tokenizer": "lab.measure.vllm.tokenizer",
     "vllm-load": "lab.measure.vllm.load",
     "vllm-interference": "lab.measure.vllm.interference",
+    "vllm-spread": "lab.measure.vllm.spreader",
     "fit": "lab.results.fit",
     "capture": "lab.measure.capture",
     "census": "lab.measure.census",

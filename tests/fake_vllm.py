@@ -55,7 +55,7 @@ class FakeVLLM:
 
     def __init__(self, *, model="fake-model", prefill_s_per_token=2e-6, decode_s=0.002, tokens_per_chunk=1,
                  die_after_tokens=None, die_from_request=1, fail_lengths=(), oom_lengths=(), never_ready=False, on_death=None,
-                 max_running=None, fault=None, fault_lengths=None, host="127.0.0.1", port=0):
+                 max_running=None, fault=None, fault_lengths=None, before_token=None, host="127.0.0.1", port=0):
         assert fault is None or fault in FAULTS, fault
         self.fault = fault                    # one of FAULTS, injected into replies...
         self.fault_lengths = None if fault_lengths is None else set(fault_lengths)  # ...at these prompt lengths (all)
@@ -64,6 +64,7 @@ class FakeVLLM:
         self.prefill_s_per_token = prefill_s_per_token
         self.decode_s = decode_s
         self.tokens_per_chunk = tokens_per_chunk
+        self.before_token = before_token      # called with the tokens sent so far before each chunk (a test's gate)
         self.die_after_tokens = die_after_tokens
         self.die_from_request = die_from_request  # the first request (1-based) that dies mid-stream
         self.fail_lengths = set(fail_lengths)
@@ -212,7 +213,18 @@ class FakeVLLM:
             def _event(self, obj):
                 self._chunk(f"data: {json.dumps(obj)}\n\n")
 
+            def _whole(self, body, prompt):
+                """A non-streamed reply ("stream": false): every token at once, as one JSON object."""
+                n = int(body.get("max_tokens", 16))
+                time.sleep(fake.prefill_s_per_token * len(prompt) + fake.decode_s * (n - 1))
+                self._json(200, {"id": "cmpl-1", "object": "text_completion", "model": fake.model,
+                                 "choices": [{"index": 0, "text": "", "token_ids": [7] * n, "finish_reason": "length"}],
+                                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": n,
+                                           "total_tokens": len(prompt) + n}})
+
             def _stream(self, body, prompt):
+                if body.get("stream") is False:
+                    return self._whole(body, prompt)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -237,6 +249,8 @@ class FakeVLLM:
                         if fake.on_death:
                             fake.on_death()
                         return
+                    if fake.before_token is not None:
+                        fake.before_token(sent)
                     if sent:
                         time.sleep(fake.decode_s * count)
                     choice = {"index": 0, "text": " 7" * count, "logprobs": None,

@@ -365,12 +365,12 @@ def test_an_fp8_kv_cache_is_confirmed_from_the_log_and_a_wrong_one_refused(tmp_p
 def test_waiting_for_gpu_memory_released_by_a_previous_server(monkeypatch):
     from lab.measure.vllm import server as server_module
     readings = iter([0.30, 0.60, 0.97])
-    monkeypatch.setattr(server_module, "gpu_memory_fraction_free", lambda: next(readings))
+    monkeypatch.setattr(server_module, "gpu_memory_fraction_free", lambda gpu: next(readings))
     monkeypatch.setattr(server_module.time, "sleep", lambda s: None)
     server_module.wait_for_gpu_memory(0.85)
     with pytest.raises(StopIteration):
         next(readings)  # it polled until the third reading
-    monkeypatch.setattr(server_module, "gpu_memory_fraction_free", lambda: None)
+    monkeypatch.setattr(server_module, "gpu_memory_fraction_free", lambda gpu: None)
     server_module.wait_for_gpu_memory(0.85)  # no nvidia-smi: no wait
 
 

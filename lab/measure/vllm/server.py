@@ -248,7 +248,7 @@ class Server:
         self._log = open_server_log(self.log_path, self.pgid_path)  # an earlier log is kept as server.N.log
         self._log.write(f"# lab.measure.vllm.server: {self.command_line()}\n")
         self._log.flush()
-        wait_for_gpu_memory(self.spec.gpu_memory_utilization)
+        wait_for_gpu_memory(self.spec.gpu_memory_utilization, self.base_env.get("CUDA_VISIBLE_DEVICES", "").split(",")[0])
         argv = self.argv
         if sys.platform.startswith("linux"):
             argv = [sys.executable, "-c", _EXEC_WITH_PARENT_DEATH_SIGNAL, *self.argv]
@@ -459,33 +459,33 @@ def group_members(pgid: int) -> list[int]:
     return [pgid]
 
 
-def gpu_memory_fraction_free() -> float | None:
-    """Free memory of GPU 0 as a fraction of its total, from nvidia-smi (None when it cannot tell)."""
+def gpu_memory_fraction_free(gpu: str = "0") -> float | None:
+    """Free memory of one GPU (nvidia-smi's ``--id``) as a fraction of its total (None when it cannot tell)."""
     import shutil
 
     if shutil.which("nvidia-smi") is None:
         return None
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits",
-                              "--id=0"], capture_output=True, text=True, timeout=20)
+                              f"--id={gpu}"], capture_output=True, text=True, timeout=20)
         free, total = (float(x) for x in out.stdout.strip().splitlines()[0].split(","))
         return free / total
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
 
 
-def wait_for_gpu_memory(fraction: float, timeout_s: float = 60.0) -> None:
-    """Wait until the GPU has ``fraction`` of its memory free (a server stopped a moment ago may still
-    be releasing its memory, and vLLM refuses to start without it). Gives up quietly after ``timeout_s``:
-    vLLM then says what is missing itself."""
+def wait_for_gpu_memory(fraction: float, gpu: str = "0", timeout_s: float = 60.0) -> None:
+    """Wait until the GPU (nvidia-smi's ``--id``, a server's first CUDA_VISIBLE_DEVICES entry; "" is 0) has ``fraction``
+    of its memory free (a server stopped a moment ago may still be releasing it, and vLLM refuses to start without
+    it). Gives up quietly after ``timeout_s``: vLLM then says what is missing itself."""
     deadline = time.monotonic() + timeout_s
     noted = False
     while True:
-        free = gpu_memory_fraction_free()
+        free = gpu_memory_fraction_free(gpu.strip() or "0")
         if free is None or free >= fraction + 0.01 or time.monotonic() > deadline:
             return
         if not noted:
-            print(f"  waiting for GPU memory: {free:.0%} free, vLLM needs {fraction:.0%}", file=sys.stderr, flush=True)
+            print(f"  waiting for GPU {gpu.strip() or 0} memory: {free:.0%} free, vLLM needs {fraction:.0%}", file=sys.stderr, flush=True)
             noted = True
         time.sleep(2)
 
