@@ -28,7 +28,7 @@ from lab.measure.vllm.server import Server, group_members
 
 TESTS = Path(__file__).parent
 SERVER = functools.partial(Server, launcher=(sys.executable, str(TESTS / "fake_vllm.py")), vllm_version="0.26.0")
-BENCH = (sys.executable, str(TESTS / "fake_vllm_bench.py"))
+BENCH = str(TESTS / "fake_vllm_bench.py")
 KV_TOKENS = 1_451_760   # what the fake's log says per server
 
 
@@ -119,7 +119,7 @@ def test_the_load_study_runs_unchanged_against_two_replicas(tmp_path, model):
     out = tmp_path / "out"
     bench_env = {**os.environ, "FAKE_BENCH_MODE": "ok"}
     with _replicas(tmp_path, model) as replicas:
-        study = load.Study(plan, out, replicas, str(Path(model) / "tokenizer"), launcher=BENCH, env=bench_env)
+        study = load.Study(plan, out, replicas, str(Path(model) / "tokenizer"), bench=BENCH, env=bench_env)
         points = study.run()
         load.write_provenance(out, plan, replicas, study, 1.0)
         counts = replicas.spread_counts()
@@ -150,3 +150,38 @@ def test_the_two_gpu_script_refuses_unless_torch_sees_exactly_two(tmp_path, part
                           text=True, timeout=60)
     assert proc.returncode == status and message in proc.stdout, proc.stdout + proc.stderr
     assert not list((tmp_path / "out").glob("*.tar.gz"))
+# --- `vllm-load --replicas N --policy P` (lab.measure.vllm.load wired to Replicas) --------------------
+
+def test_vllm_load_with_replicas_runs_its_points_through_the_spreader(tmp_path, model, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
+    plan = load.LoadPlan(arm=FA3, workload=bench.Workload("random-8-4", input_len=8, output_len=4), rates=[50.0],
+                         span_s=0.05, min_prompts=6, max_prompts=6, replicas=2, policy="round-robin")
+    out = tmp_path / "arm"
+    env = {**os.environ, "FAKE_BENCH_MODE": "ok"}
+    assert load.run_arm(plan, model, out, server_factory=SERVER, bench=BENCH, bench_env=env) == 0
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["flags"]["replicas"] == 2 and prov["flags"]["policy"] == "round-robin"
+    assert [b["requests"] for b in prov["server"]["spreader"]["backends"]] == [3, 3]
+    assert (out / "server.gpu0.log").exists() and (out / "server.gpu1.log").exists()
+    one_gpu = load.LoadPlan(arm=FA3, workload=plan.workload)
+    assert "replicas" not in one_gpu.run_key and plan.layout == "replicas2"   # old folders keep resuming
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--replicas", "2", "--tensor-parallel-size", "2"], "one or the other"),
+    (["--replicas", "2", "--policy", "random"], "invalid choice"),
+])
+def test_vllm_load_refuses_replicas_with_tensor_parallel_or_an_unknown_policy(argv, message, capsys):
+    from lab.__main__ import main
+    try:
+        status = main(["vllm-load", "--arm", "FLASH_ATTN/FA3", *argv, "--dry-run"])
+    except SystemExit as exc:
+        status = exc.code
+    assert status == 2 and message in capsys.readouterr().err
+
+
+def test_vllm_load_dry_run_names_the_layout_and_its_folder(capsys):
+    from lab.__main__ import main
+    assert main(["vllm-load", "--arm", "FLASH_ATTN/FA3", "--replicas", "2", "--dry-run"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("FLASH_ATTN/FA3 replicas2, random-1024-128") and "vllm-load/replicas2/random-1024-128/" in first

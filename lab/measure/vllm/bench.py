@@ -199,8 +199,10 @@ def run_points(jobs: list[tuple[Point, list[str], float]], *, folder: Path, dead
         else:
             _follow(proc, {s["slug"]: s["budget_s"] for s in specs}, finish)
     jobs_path.unlink(missing_ok=True)
-    return [runs.get(point.slug) or _outcome(point, "not run: the client process stopped before it", folder,
-                                             lines[point.slug], 0.0) for point, _, _ in jobs]
+    for slug in points:     # every point gets its outcome, and on_end, even when the client process died first
+        if slug not in runs:
+            finish(slug, "not run: the client process stopped before it", 0.0)
+    return [runs[point.slug] for point, _, _ in jobs]
 
 
 def _follow(proc, budgets: dict[str, float], finish) -> None:
@@ -224,6 +226,9 @@ def _follow(proc, budgets: dict[str, float], finish) -> None:
                 finish(current, f"vllm bench serve did not finish within {limit:.0f} s", time.monotonic() - since)
             break
         if event is None:
+            if current is not None:
+                finish(current, "the client process stopped during it (see batch.log and its console)",
+                       time.monotonic() - since)
             break
         if event[0] == "start" and event[1] in budgets:
             current, since = event[1], time.monotonic()

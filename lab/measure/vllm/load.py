@@ -23,7 +23,7 @@ failed with its reason), ``server.log``, ``probe.jsonl`` with ``--agreement``, a
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import shlex
 import time
@@ -45,7 +45,9 @@ from lab.measure.vllm.bench import (
     read_point,
     run_points,
 )
+from lab.measure.vllm.mix import write_mix
 from lab.measure.vllm.progress import Progress
+from lab.measure.vllm.spreader import POLICIES
 
 DEFAULT_FRACTIONS = "0.25,0.5,0.75,0.9,1.0,1.2"
 DEFAULT_MODEL = "data/models/qwen2.5-7b-128k"
@@ -74,6 +76,16 @@ class LoadPlan:
     gpu_memory_utilization: float = 0.85
     interference: list = field(default_factory=list)   # interference.Trial: run on the same server afterwards
     interference_out: Path | None = None               # their folder (<study>-interference/<arm>/chunk-<n>)
+    tensor_parallel_size: int = 1             # GPUs one server is split across
+    replicas: int = 1                         # >1: that many one-GPU servers behind lab.measure.vllm.spreader
+    policy: str = "least-loaded"              # how the spreader picks a replica
+
+    @property
+    def layout(self) -> str:
+        """How the arm uses its GPUs: "" (one server, one GPU), "tp2" or "replicas2"."""
+        if self.replicas > 1:
+            return f"replicas{self.replicas}"
+        return f"tp{self.tensor_parallel_size}" if self.tensor_parallel_size > 1 else ""
 
     def num_prompts(self, rate: float) -> int:
         return int(min(self.max_prompts, max(self.min_prompts, round(rate * self.span_s))))
@@ -96,10 +108,14 @@ class LoadPlan:
         workload = asdict(self.workload)
         if workload["dataset_path"]:  # the file's name: the folder it lives in may move
             workload["dataset_path"] = Path(workload["dataset_path"]).name
-        return {"arm": self.arm.label, "workload": workload, "seed": self.seed, "mix_prompts": self.mix_prompts,
-                "max_num_batched_tokens": self.max_num_batched_tokens, "slo_ms": self.slo_ms,
-                "span_s": self.span_s, "min_prompts": self.min_prompts, "max_prompts": self.max_prompts,
-                "capacity_prompts": self.capacity_prompts}
+        key = {"arm": self.arm.label, "workload": workload, "seed": self.seed, "mix_prompts": self.mix_prompts,
+               "max_num_batched_tokens": self.max_num_batched_tokens, "slo_ms": self.slo_ms,
+               "span_s": self.span_s, "min_prompts": self.min_prompts, "max_prompts": self.max_prompts,
+               "capacity_prompts": self.capacity_prompts}
+        if self.layout:  # only then: the folders of one-GPU runs keep the key they were written with
+            key.update(tensor_parallel_size=self.tensor_parallel_size, replicas=self.replicas,
+                       policy=self.policy if self.replicas > 1 else None)
+        return key
 
 
 def _record_attempt(out: Path, run, run_key: dict) -> None:
@@ -261,6 +277,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--slo", default="ttft:500,tpot:50", help="goodput SLOs in ms (default ttft:500,tpot:50)")
     parser.add_argument("--max-num-batched-tokens", type=count_or_zero, default=8192, help="chunk size (default 8192; 0: vLLM's)")
     parser.add_argument("--gpu-memory-utilization", type=fraction, default=0.85, help="vLLM memory fraction (default 0.85)")
+    parser.add_argument("--tensor-parallel-size", type=positive_count, default=1,
+                        help="GPUs one server is split across (default 1)")
+    parser.add_argument("--replicas", type=positive_count, default=1,
+                        help="N one-GPU servers of the arm, one per GPU, behind the spreader (default 1: one server)")
+    parser.add_argument("--policy", choices=POLICIES, default="least-loaded",
+                        help="how the spreader picks a replica: round-robin or least-loaded (default)")
     parser.add_argument("--deadline-s", type=positive_number, help="no point starts or runs past this many seconds")
     parser.add_argument("--ready-timeout", type=positive_number, default=480.0, help="seconds to wait for the server (default 480)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompts and arrivals (default 0)")
@@ -280,6 +302,8 @@ def plan_from_args(args) -> LoadPlan:
     for name in ("input_len", "output_len", "min_prompts", "max_prompts", "capacity_prompts"):
         if getattr(args, name) < 1:
             raise LabError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.replicas > 1 and args.tensor_parallel_size > 1:
+        raise LabError("--replicas and --tensor-parallel-size: one or the other (each replica is one GPU)")
     if not 0 <= args.range_ratio < 1:
         raise LabError(f"--range-ratio {args.range_ratio}: must be in [0, 1)")
     if args.mix is not None:
@@ -306,7 +330,8 @@ def plan_from_args(args) -> LoadPlan:
                     slo_ms=parse_slo(args.slo), seed=args.seed, deadline_s=args.deadline_s,
                     max_num_batched_tokens=args.max_num_batched_tokens or None,
                     gpu_memory_utilization=args.gpu_memory_utilization, interference=trials,
-                    interference_out=args.interference_out.resolve() if trials else None)
+                    interference_out=args.interference_out.resolve() if trials else None,
+                    tensor_parallel_size=args.tensor_parallel_size, replicas=args.replicas, policy=args.policy)
 
 
 def max_model_len(workload: Workload) -> int:
@@ -328,14 +353,15 @@ def main(args) -> int:
 
     plan = plan_from_args(args)
     model = resolve_model(args.model)
-    out = (args.out or LOCAL_DIR / "vllm-load" / plan.workload.name / plan.arm.slug).resolve()
+    out = (args.out or LOCAL_DIR / "vllm-load" / plan.layout / plan.workload.name / plan.arm.slug).resolve()
     check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
     if plan.interference_out:
         check_output(plan.interference_out, "--interference-out",
                      [("--model", Path(model) if Path(model).is_dir() else None), ("--out", out)])
     if args.dry_run:
         length = "from the mix" if plan.mix_prompts else server_model_len(plan)
-        print(f"{plan.arm.label}, {plan.workload.name}, max_model_len {length} -> {out}")
+        print(f"{plan.arm.label}{' ' + plan.layout if plan.layout else ''}, {plan.workload.name}, "
+              f"max_model_len {length} -> {out}")
         points = ([Point(None, plan.agreement_prompts, 1)] if plan.agreement_prompts else []) + (
             plan.rate_points(None) if plan.rates else [plan.capacity_point()])
         for point in points:
@@ -349,6 +375,11 @@ def main(args) -> int:
 
     if not env.detect().has_gpu:
         raise LabError("no CUDA GPU on this machine: the load study needs one (--dry-run prints its commands)")
+    if plan.layout:
+        from lab.measure.vllm.replicas import check_gpu_count
+
+        check_gpu_count(plan.tensor_parallel_size * plan.replicas, f"--replicas {plan.replicas}" if plan.replicas > 1
+                        else f"--tensor-parallel-size {plan.tensor_parallel_size}")
     return run_arm(plan, model, out, ready_timeout=args.ready_timeout)
 
 
@@ -380,7 +411,11 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
     progress = Progress(plan.deadline_s)
     log_path = out / "server.log"      # an earlier session's is kept as server.N.log (lab.folders.open_server_log)
     factory = server_factory or Server
-    server = factory(model, plan.arm,
+    if plan.replicas > 1:
+        from lab.measure.vllm.replicas import Replicas
+
+        factory = functools.partial(Replicas, count=plan.replicas, policy=plan.policy, server_factory=factory)
+    server = factory(model, plan.arm, tensor_parallel_size=plan.tensor_parallel_size,
                      max_model_len=server_model_len(plan), max_num_batched_tokens=plan.max_num_batched_tokens,
                      gpu_memory_utilization=plan.gpu_memory_utilization, skip_tokenizer_init=False,
                      extra_args=("--tokenizer", str(tok_dir)), log_path=log_path, ready_timeout=ready_timeout)
@@ -458,26 +493,3 @@ def write_provenance(out: Path, plan: LoadPlan, server, study, elapsed_s: float)
                "points.jsonl": "every attempt at a point, ok or failed with its reason",
                "server.log": "the vLLM server's log", "probe.jsonl": "the probe's requests (with --agreement)"})
     write(out, record)
-
-
-def write_mix(path: Path, count: int, *, median_input: int = 1024, median_output: int = 128, sigma: float = 1.0,
-              max_input: int = 16384, seed: int = 0) -> Path:
-    """A long-tailed mix of prompts as a ``vllm bench serve`` custom dataset (JSONL: prompt, output_tokens).
-
-    Input lengths are log-normal around ``median_input`` (``sigma`` in natural-log units: a few prompts
-    are ten times the median, as in chat traffic), output lengths log-normal around ``median_output``
-    with half that spread; each prompt is random token ids written as text of the synthetic tokenizer.
-    """
-    import random
-
-    from lab.measure.vllm.probe import make_prompt
-    from lab.measure.vllm.tokenizer import text_of
-    from lab.store import write_atomic
-
-    rng = random.Random(seed)
-    lines = []
-    for index in range(count):
-        n_in = int(min(max_input, max(16, round(rng.lognormvariate(math.log(median_input), sigma)))))
-        n_out = int(min(8 * median_output, max(8, round(rng.lognormvariate(math.log(median_output), sigma / 2)))))
-        lines.append(json.dumps({"prompt": text_of(make_prompt(n_in, seed * 1_000_003 + index)), "output_tokens": n_out}))
-    return write_atomic(path, lambda tmp: tmp.write_text("\n".join(lines) + "\n", encoding="utf-8"))
