@@ -98,3 +98,27 @@ def test_arm_runs_and_the_goodput_of_a_point_at_several_slos():
     found = load.point_goodputs(row, [(500.0, 50.0), (1.0, None)])
     assert found == {(500.0, 50.0): load.goodput(result, 500.0, 50.0), (1.0, None): load.goodput(result, 1.0)}
     assert load.arm_runs(FIXTURE / "nowhere") == []
+
+
+def test_agreement_compares_means_computed_from_every_request(tmp_path):
+    import shutil
+    arm = tmp_path / "arm"
+    shutil.copytree(FIXTURE / "vllm0.26-qwen2.5-7b-load" / "random-8-4" / "flash_attn-fa3", arm)
+    records = [json.loads(line) for line in (arm / "probe.jsonl").read_text().splitlines()]
+    kept = [r for r in records if r["status"] == "ok" and r.get("rep") != "warm"]
+    found = load.agreement(arm)
+    assert found["probe_ttft_ms"] == pytest.approx(1000 * sum(r["ttft_s"] for r in kept) / len(kept))
+    serial = json.loads((arm / "rate-inf-c1.json").read_text())
+    assert found["bench_ttft_ms"] == serial["mean_ttft_ms"] and found["bench_itl_ms"] == serial["mean_itl_ms"]
+
+
+H200_FA3 = Path(__file__).parents[1] / "data" / "h200" / "vllm0.26-qwen2.5-7b-load" / "random-1024-128" / "flash_attn-fa3"
+
+
+@pytest.mark.skipif(not H200_FA3.exists(), reason="the H200 load study is not in this checkout")
+def test_on_the_h200_the_probe_and_vllm_bench_serve_agree_within_five_percent():
+    """Issue 25's check on the run of record: 20 requests of 1,024 tokens, one at a time, on one FA3 server."""
+    found = load.agreement(H200_FA3)
+    assert found["measured"] and found["requests"] == 20 and found["bench_requests"] == 20
+    assert found["within"], found
+    assert abs(found["itl_ratio"] - 1) < 0.01      # the per-token gaps agree far closer than the first token
