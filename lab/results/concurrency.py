@@ -45,11 +45,18 @@ def kv_bytes_per_step(batch: int, context: int, shape=None, bytes_per_element: i
     return int(batch) * int(context) * _shape(shape).kv_bytes_per_token(bytes_per_element)
 
 
-def floor_step_s(batch: int, context: int, bandwidth: float, shape=None) -> float:
+def kv_bytes_per_element(arm_label: str) -> int:
+    """Bytes per cached key or value element of an arm: 1 for an FP8 KV cache, 2 (bf16) otherwise."""
+    from lab.measure.vllm.arms import Arm
+
+    return 1 if Arm.parse(arm_label).kv_cache_dtype.startswith("fp8") else 2
+
+
+def floor_step_s(batch: int, context: int, bandwidth: float, shape=None, kv_bytes_per_value: int = 2) -> float:
     """The least time one decode step can take: weights once plus every sequence's KV, over ``bandwidth`` (B/s)."""
     if bandwidth <= 0:
         raise LabError(f"bandwidth must be positive, got {bandwidth}")
-    return (weight_bytes_per_step(shape) + kv_bytes_per_step(batch, context, shape)) / bandwidth
+    return (weight_bytes_per_step(shape) + kv_bytes_per_step(batch, context, shape, kv_bytes_per_value)) / bandwidth
 
 
 def floor_fact(batch: int, context: int, gpu: str = "H200-SXM", root: Path | None = None) -> Fact:
@@ -119,7 +126,8 @@ def with_floor(points, bandwidth: float, shape=None):
         return table
     batch = table["admitted"].where(table["admitted"] > 0, table["concurrency"]).astype(int)
     weights = weight_bytes_per_step(shape)
-    kv = [kv_bytes_per_step(b, c, shape) for b, c in zip(batch, table["context"], strict=True)]
+    kv = [kv_bytes_per_step(b, c, shape, kv_bytes_per_element(arm))
+          for b, c, arm in zip(batch, table["context"], table["arm"], strict=True)]
     table["weight_bytes"] = weights
     table["kv_bytes"] = kv
     table["kv_share"] = table["kv_bytes"] / (table["kv_bytes"] + weights)
@@ -175,3 +183,22 @@ def summary(points, bandwidth: float | None, shape=None, source: str = H200_STUD
                                   "itl_x_floor": float(top["itl_x_floor"]) if "itl_x_floor" in top else None}
         out["contexts"][context] = entry
     return out
+
+
+def server_flag(arm_label: str, flag: str, study: str = H200_STUDY, root: Path = DATA_DIR):
+    """A flag the arm's server recorded in its dataset's provenance (``kv_cache_tokens``, ``max_model_len``);
+    None when the arm is not on file."""
+    folder = Path(root) / study
+    for ds in datasets(kind="vllm-sweep", root=folder) if folder.is_dir() else []:
+        if ds.provenance.get("arm") == arm_label:
+            return ds.provenance.get("flags", {}).get(flag)
+    return None
+
+
+def kv_cache_tokens(arm_label: str, study: str = H200_STUDY, root: Path = DATA_DIR) -> int | None:
+    """Tokens the arm's KV cache holds (the server log's "GPU KV cache size")."""
+    return server_flag(arm_label, "kv_cache_tokens", study, root)
+
+
+def max_model_len(arm_label: str, study: str = H200_STUDY, root: Path = DATA_DIR) -> int | None:
+    return server_flag(arm_label, "max_model_len", study, root)

@@ -1,0 +1,109 @@
+"""A long prompt among decoders, read back: what the decoders' inter-token gaps do while it is prefilled.
+
+Pure functions over the folders ``python -m lab vllm-interference`` and ``vllm-load --interference-*``
+write (``<study>-interference/<arm slug>/chunk-<n>/trials.jsonl``, times in seconds from the long
+prompt's arrival). A trial's gaps fall in three windows:
+
+- *steady*: each decoder's last ``STEADY_GAPS`` gaps before the arrival (every decoder has streamed its
+  warm-up tokens by then, so no other prefill is in those steps: plain decode of the N decoders);
+- *during*: gaps that end between the arrival and the long prompt's first token (every step also carries
+  a chunk of its prefill);
+- *after*: gaps after that first token (N decoders plus the long request decoding).
+
+Nothing here types a number; a folder that is not there is not measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.measure.vllm.arms import Arm
+from lab.store import DATA_DIR, read_json, read_jsonl
+
+STUDY = "vllm0.26-qwen2.5-7b-interference"
+#: Gaps per decoder, just before the arrival, that make its steady baseline.
+STEADY_GAPS = 8
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    """One trial in numbers (milliseconds unless named otherwise)."""
+
+    arm: str
+    chunk: int | None              # the server's max_num_batched_tokens (None: vLLM's default)
+    decoders: int
+    long_len: int
+    long_ttft_s: float
+    steady_ms: float               # median steady gap
+    during_median_ms: float
+    during_max_ms: float
+    after_median_ms: float
+    during_gaps: int
+    source: str
+
+    @property
+    def stall_x(self) -> float:
+        """The worst gap during the prefill over the steady gap."""
+        return self.during_max_ms / self.steady_ms
+
+
+def gaps(chunks: list) -> list[tuple[float, float]]:
+    """(end time s, gap ms) between consecutive streamed chunks of one decoder."""
+    times = [t for t, _ in chunks]
+    return [(b, 1000.0 * (b - a)) for a, b in zip(times, times[1:], strict=False)]
+
+
+def summarize(record: dict, arm: str, chunk: int | None, source: str) -> TrialSummary | None:
+    """A trial's windows (None when it did not finish or a window is empty)."""
+    if record.get("status") != "ok" or record.get("long_ttft_s") is None:
+        return None
+    ttft = record["long_ttft_s"]
+    steady, during, after = [], [], []
+    for chunks in record["decoder_chunks"]:
+        own = gaps(chunks)
+        steady += [g for t, g in own if t < 0][-STEADY_GAPS:]
+        during += [g for t, g in own if 0 <= t <= ttft]
+        after += [g for t, g in own if t > ttft]
+    if not (steady and during and after):
+        return None
+    return TrialSummary(arm, chunk, record["decoders"], record["long_len"], ttft, statistics.median(steady),
+                        statistics.median(during), max(during), statistics.median(after), len(during), source)
+
+
+def read_trials(root: Path = DATA_DIR / "h200", study: str = STUDY) -> list[TrialSummary]:
+    """Every finished trial of every arm and chunk size, arm by arm, smallest chunk first."""
+    base = Path(root) / study
+    found = []
+    for folder in sorted(base.glob("*/chunk-*")) if base.is_dir() else []:
+        if not (folder / "trials.jsonl").exists() or not (folder / "provenance.json").exists():
+            continue
+        prov = read_json(folder / "provenance.json")
+        label = prov.get("arm") or Arm.parse(folder.parent.name).label
+        chunk = prov.get("flags", {}).get("max_num_batched_tokens")
+        for record in read_jsonl(folder / "trials.jsonl", required=("decoders", "long_len", "status")):
+            summary = summarize(record, label, chunk, str(folder))
+            if summary is not None:
+                found.append(summary)
+    return sorted(found, key=lambda s: (s.arm, s.chunk or 0, s.decoders, s.long_len))
+
+
+def find(trials: list[TrialSummary], arm: str, chunk: int | None, decoders: int, long_len: int) -> TrialSummary | None:
+    """The trial of that arm, chunk, decoder count and long prompt (None: not measured)."""
+    for trial in trials:
+        if (trial.arm, trial.chunk, trial.decoders, trial.long_len) == (arm, chunk, decoders, long_len):
+            return trial
+    return None
+
+
+def gap_series(root: Path, arm_slug: str, chunk: int, decoders: int, long_len: int,
+               study: str = STUDY) -> tuple[list[tuple[float, float]], float] | None:
+    """Every decoder's (end time s, gap ms) of one trial, pooled, and the long prompt's TTFT (s); None if absent."""
+    path = Path(root) / study / arm_slug / f"chunk-{chunk}" / "trials.jsonl"
+    if not path.exists():
+        return None
+    for record in read_jsonl(path, required=("decoders", "long_len", "status")):
+        if (record["decoders"], record["long_len"], record["status"]) == (decoders, long_len, "ok"):
+            return sorted(p for chunks in record["decoder_chunks"] for p in gaps(chunks)), record["long_ttft_s"]
+    return None
