@@ -427,7 +427,7 @@ def test_a_quiz_answered_from_the_keyboard_keeps_focus_in_the_question(browser_c
 
 # --- run panels: on the static site they say what they would run and why not, with no buttons ----------
 
-PANEL_CHAPTERS = ("04-flashattention-triton", "05-decode-split-kv", "06-vllm-sweeps", "07-the-trace")
+PANEL_CHAPTERS = ("04-flashattention-triton", "05-decode-split-kv", "06-vllm-sweeps", "06b-busy-server", "07-the-trace")
 
 
 def _check_needs_gpu_panel(root, reason: str) -> str:
