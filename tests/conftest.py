@@ -97,3 +97,14 @@ def public_tmp():
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)
     shutil.rmtree(folder)
+
+
+@pytest.fixture
+def model(tmp_path):
+    """A model folder for the load study's tests: the real config.json and a tokenizer folder (the fake client
+    only checks it is there)."""
+    folder = tmp_path / "model"
+    (folder / "tokenizer").mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "data" / "models" / "qwen2.5-7b-128k" / "config.json", folder)
+    (folder / "tokenizer" / "tokenizer.json").write_text("{}")
+    return str(folder)

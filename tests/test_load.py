@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import REPO_ROOT, LabError
+from lab import LabError
 from lab.measure.vllm import bench, load
 from lab.measure.vllm.arms import FA3, FLEX
 from lab.measure.vllm.server import Server
@@ -108,16 +108,6 @@ def test_bad_slos_are_refused(text, message):
     assert load.parse_slo("ttft:500, tpot:50") == {"ttft": 500.0, "tpot": 50.0}
     with pytest.raises(LabError, match=message):
         load.parse_slo(text)
-
-
-@pytest.fixture
-def model(tmp_path):
-    """A model folder: the real config.json and a tokenizer folder (the fake client only checks it is there)."""
-    folder = tmp_path / "model"
-    (folder / "tokenizer").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "data" / "models" / "qwen2.5-7b-128k" / "config.json", folder)
-    (folder / "tokenizer" / "tokenizer.json").write_text("{}")
-    return str(folder)
 
 
 def _run(plan, model, out, mode="ok", calls=None):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -30,15 +29,6 @@ TESTS = Path(__file__).parent
 SERVER = functools.partial(Server, launcher=(sys.executable, str(TESTS / "fake_vllm.py")), vllm_version="0.26.0")
 BENCH = str(TESTS / "fake_vllm_bench.py")
 KV_TOKENS = 1_451_760   # what the fake's log says per server
-
-
-@pytest.fixture
-def model(tmp_path):
-    folder = tmp_path / "model"
-    (folder / "tokenizer").mkdir(parents=True)
-    shutil.copy(REPO_ROOT / "data" / "models" / "qwen2.5-7b-128k" / "config.json", folder)
-    (folder / "tokenizer" / "tokenizer.json").write_text("{}")
-    return str(folder)
 
 
 def _replicas(tmp_path, model, factory=SERVER, **kw):
