@@ -44,25 +44,28 @@ def point_row(result: dict, source: Path) -> dict:
            "output_throughput": result["output_throughput"], "goodput_bench": result.get("request_goodput"),
            "source": str(source)}
     for metric in METRICS:
+        row[f"mean_{metric}_ms"] = result[f"mean_{metric}_ms"]
         for p in PERCENTILES:
             row[f"p{p}_{metric}_ms"] = result[f"p{p}_{metric}_ms"]
     return row
 
 
+def read_result(path: Path) -> dict:
+    """One kept ``vllm bench serve`` result, checked again as it enters (LabError naming what is wrong)."""
+    from lab.measure.vllm.bench import Point, check_result
+
+    result = read_json(path)
+    fields = result if isinstance(result, dict) else {}   # check_result names what a non-object is
+    rate = fields.get("request_rate")
+    point = Point(None if rate == "inf" else rate, fields.get("num_prompts"), fields.get("max_concurrency"))
+    return check_result(result, point, where=str(path))
+
+
 def read_arm(folder: Path) -> list[dict]:
     """Every kept point of one arm's folder (rate-*.json, checked again as it enters): the serial point
     first, then the Poisson points, lowest rate first, then the all-at-once capacity point."""
-    from lab.measure.vllm.bench import Point, check_result
-
-    rows = []
-    for path in sorted(Path(folder).glob("rate-*.json")):
-        if path.name.endswith(".raw.json"):
-            continue
-        result = read_json(path)
-        fields = result if isinstance(result, dict) else {}   # check_result names what a non-object is
-        rate = fields.get("request_rate")
-        point = Point(None if rate == "inf" else rate, fields.get("num_prompts"), fields.get("max_concurrency"))
-        rows.append(point_row(check_result(result, point, where=str(path)), path))
+    rows = [point_row(read_result(path), path) for path in sorted(Path(folder).glob("rate-*.json"))
+            if not path.name.endswith(".raw.json")]
     return sorted(rows, key=lambda r: (r["max_concurrency"] is None, r["rate"] is None, r["rate"] or 0))
 
 
@@ -159,6 +162,12 @@ def highest_rate_meeting(rows: list[dict], limits_ms: dict[str, float], percenti
     return max(ok) if ok else None
 
 
+def in_flight(row: dict) -> float | None:
+    """Requests in flight on average at a Poisson point, by Little's law: arrival rate x mean end-to-end latency
+    (None for the serial and all-at-once points, which have no arrival rate)."""
+    return None if row["rate"] is None else row["rate"] * row["mean_e2el_ms"] / 1000
+
+
 def highest_rate_within(rows: list[dict], metric: str, limit_ms: float, percentile: int = 99) -> float | None:
     """The highest Poisson rate measured whose p<percentile> <metric> is within ``limit_ms`` (None: none is)."""
     return highest_rate_meeting(rows, {metric: limit_ms}, percentile)
@@ -173,16 +182,14 @@ def agreement(folder: Path) -> dict:
     weighs every request. Medians are returned beside them. Returns the values (ms), the ratios
     bench/probe of the means and ``within`` (both within 5 %); ``measured`` False when either side is missing.
     """
-    from lab.measure.vllm.probe import per_token_gaps, percentile, read_records
+    from lab.measure.vllm.probe import per_token_gaps, percentile
 
     folder = Path(folder)
-    serial, probe = folder / "rate-inf-c1.json", folder / "probe.jsonl"
-    if not serial.exists() or not probe.exists():
+    serial = folder / "rate-inf-c1.json"
+    records = probe_requests(folder)
+    if not serial.exists() or not records:
         return {"measured": False}
-    result = read_json(serial)
-    records = [r for r in read_records(probe) if r.get("status") == "ok" and r.get("rep") != "warm"]
-    if not records:
-        return {"measured": False}
+    result = read_result(serial)
     ttfts = [r["ttft_s"] * 1000 for r in records]
     gaps = [g * 1000 for r in records for g in per_token_gaps([tuple(c) for c in r["chunks"]])]
     out = {"measured": True, "requests": len(records), "bench_requests": result["completed"],
@@ -194,6 +201,29 @@ def agreement(folder: Path) -> dict:
     out["itl_ratio"] = out["bench_itl_ms"] / out["probe_itl_ms"]
     out["within"] = all(abs(out[k] - 1) <= AGREEMENT_TOLERANCE for k in ("ttft_ratio", "itl_ratio"))
     return out
+
+
+def probe_requests(folder: Path) -> list[dict]:
+    """The probe's measured requests in a load folder (``probe.jsonl``: finished, the warm-up left out); none
+    when the file is not there."""
+    from lab.measure.vllm.probe import read_records
+
+    probe = Path(folder) / "probe.jsonl"
+    if not probe.exists():
+        return []
+    return [r for r in read_records(probe) if r.get("status") == "ok" and r.get("rep") != "warm"]
+
+
+def serial_ttfts(folder: Path) -> dict[str, list[float]] | None:
+    """Every TTFT (ms) of the serial point (``rate-inf-c1``, one request at a time) and of the probe's requests on
+    the same server, each sorted: what the agreement's means and medians summarise. None when either is missing."""
+    folder = Path(folder)
+    serial, records = folder / "rate-inf-c1.json", probe_requests(folder)
+    if not serial.exists() or not records:
+        return None
+    result = read_result(serial)
+    bench = [1000 * t for t, error in zip(result["ttfts"], result["errors"], strict=True) if not error]
+    return {"bench": sorted(bench), "probe": sorted(1000 * r["ttft_s"] for r in records)}
 
 
 def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_value: float) -> float:

@@ -7,6 +7,7 @@
     a10g     the published A10G study: always there (data/reference/)
     h200     this project's H200 runs: sweeps, kernel benchmark, tuning, census
     studies  the studies that land later: paged decode, concurrency, Flex masks and decomposition, DRAM bytes
+    busy     the busy server (chapter 6b's facts and the answers' additions): load, a long prompt, FP8 KV cache
 
 H200 and later-study facts carry their format (:attr:`lab.book.facts.Fact.fmt`): glued as text in it, or as
 "not measured yet" until their data exists.
@@ -15,7 +16,7 @@ H200 and later-study facts carry their format (:attr:`lab.book.facts.Fact.fmt`):
 from __future__ import annotations
 
 from lab.book.facts import Fact
-from lab.book.interview import a10g, h200, studies
+from lab.book.interview import a10g, busy, h200, studies
 from lab.book.interview.common import A10G, FA2, FA3, FLASH, FLEX
 
 __all__ = ["A10G", "FA2", "FA3", "FLASH", "FLEX", "a10g_facts", "facts"]
@@ -25,5 +26,5 @@ a10g_facts = a10g.a10g_facts
 
 def facts() -> dict[str, Fact]:
     """Everything the interview and course-kit chapters glue."""
-    return {**a10g.a10g_facts(), **h200.facts(), **studies.facts()}
+    return {**a10g.a10g_facts(), **h200.facts(), **studies.facts(), **busy.facts()}
 

@@ -10,6 +10,7 @@ in more than 40% of the questions the reader sees, and the right option is the l
     foundations  chapters 01-03: the roofline, the n×n matrix, tiling and the online softmax
     kernels      chapters 04-05: the Triton kernels, decode and split-KV, batch on the decode roofline
     serving      chapters 06-07: live vLLM sweeps and the trace
+    busy         chapter 06b: the busy server (load, a long prompt among decoders, an FP8 KV cache)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from lab import LabError
 from lab.book import fact_registry
 from lab.book.quiz import Cited, Quiz
+from lab.book.quizzes.busy import busy_server
 from lab.book.quizzes.common import A10G, FLASH, FLEX
 from lab.book.quizzes.foundations import naive_attention, roofline, tiling
 from lab.book.quizzes.kernels import decode_split_kv, triton_kernels
@@ -32,6 +34,7 @@ CHAPTERS = {
     "04-flashattention-triton": triton_kernels,
     "05-decode-split-kv": decode_split_kv,
     "06-vllm-sweeps": vllm_sweeps,
+    "06b-busy-server": busy_server,
     "07-the-trace": the_trace,
 }
 
