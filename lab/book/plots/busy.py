@@ -30,7 +30,7 @@ def plot_load_curves(study: rl.LoadStudy, slo: dict):
         ax.set_xlabel("achieved requests per second")
     legend_above(top, title="Poisson arrivals, 1,024-token prompts, 128 tokens out (H200)")
     caption(bottom, "vllm bench serve (vLLM 0.26) at six rates per backend, from a quarter of its capacity to "
-                    "1.2 times it. Data: data/h200/vllm0.26-qwen2.5-7b-load/random-1024-128")
+                    "1.2 times it. Data: data/h200/vllm0.26-qwen2.5-7b-load")
     return fig
 
 
