@@ -167,7 +167,9 @@ def _shown(path: Path) -> str:
 def _source(arms: list[_Arm]) -> str:
     parts = []
     for local in (False, True):
-        folders = sorted({_shown(a.run.folder.parent) for a in arms if a.local == local})
+        # the study, then its workload and the folder above: no long unbroken path (a phone's chart is narrow)
+        folders = sorted({f"{a.run.folder.parent.parent.name}, {a.run.folder.parent.name} "
+                          f"(in {_shown(a.run.folder.parent.parent.parent)})" for a in arms if a.local == local})
         gpus = sorted({a.gpu for a in arms if a.local == local})
         if folders:
             parts.append(f"{'your runs' if local else ', '.join(gpus)}: {', '.join(folders)}")
