@@ -15,7 +15,8 @@ from lab.store import DATA_DIR
 
 #: The SLO the chapter scores goodput against (vllm bench serve's --goodput of the run).
 SLO = {"ttft": 500.0, "tpot": 50.0}
-ARMS = {"fa3": arms.FA3.label, "flex": arms.FLEX.label, "triton": arms.TRITON.label}
+#: The glue-name prefix of each backend the study ran (the arms themselves are lab.measure.vllm.arms').
+GLUE_PREFIX = {"fa3": arms.FA3, "flex": arms.FLEX, "triton": arms.TRITON}
 LOAD_SRC = "data/h200/vllm0.26-qwen2.5-7b-load/random-1024-128"
 INTER_SRC = f"data/h200/{ri.STUDY}"
 CONC_SRC = f"data/{rc.H200_STUDY}"
@@ -26,7 +27,7 @@ def load_facts(study: rl.LoadStudy) -> dict:
     """Per arm: capacity, the lightest and heaviest Poisson points, the highest rate within the SLO."""
     out = {"slo_ttft_ms": Fact(SLO["ttft"], "lab.book.busy_facts.SLO"),
            "slo_tpot_ms": Fact(SLO["tpot"], "lab.book.busy_facts.SLO")}
-    for name, label in ARMS.items():
+    for name, label in ((n, a.label) for n, a in GLUE_PREFIX.items()):
         rows = study.points.get(label, [])
         poisson = rl.poisson_points(rows)
         cap = rl.capacity(rows)
@@ -44,14 +45,14 @@ def load_facts(study: rl.LoadStudy) -> dict:
                 f"{name}_high_throughput": shown(high.get("request_throughput"), ".1f", LOAD_SRC),
                 f"{name}_high_goodput": shown(high.get("goodput_bench"), ".1f", LOAD_SRC),
                 f"{name}_slo_rate": shown(best, "g", LOAD_SRC)}
-    fa3 = study.points.get(ARMS["fa3"], [])
+    fa3 = study.points.get(arms.FA3.label, [])
     out["fa3_capacity_p50_ttft"] = shown(next((r["p50_ttft_ms"] for r in fa3 if r["rate"] is None
                                                and not r["max_concurrency"]), None), ".0f", LOAD_SRC, " ms")
     return out
 
 
 def agreement_facts(study: rl.LoadStudy) -> dict:
-    folder = study.folders.get(ARMS["fa3"])
+    folder = study.folders.get(arms.FA3.label)
     found = rl.agreement(folder) if folder else {"measured": False}
     src = f"{LOAD_SRC}/{arms.FA3.slug}/rate-inf-c1.json + probe.jsonl"
 
@@ -72,7 +73,7 @@ def agreement_facts(study: rl.LoadStudy) -> dict:
 def interference_facts(trials: list[ri.TrialSummary]) -> dict:
     """The chunk-size trade on FA3 (8 decoders, the longest prompt) and the backends at vLLM's default chunk."""
     out = {}
-    fa3 = ARMS["fa3"]
+    fa3 = arms.FA3.label
     long_lens = sorted({t.long_len for t in trials if t.arm == fa3})
     longest = long_lens[-1] if long_lens else None
     out["inter_long_len"] = shown(longest, ",d", INTER_SRC)
@@ -92,7 +93,7 @@ def interference_facts(trials: list[ri.TrialSummary]) -> dict:
                                               INTER_SRC, "×")
         out[f"inter_{tag}_ttft_cost"] = shown(100 * (small.long_ttft_s / big.long_ttft_s - 1) if both else None,
                                               ".0f", INTER_SRC, "%")
-    for name, label in ARMS.items():
+    for name, label in ((n, a.label) for n, a in GLUE_PREFIX.items()):
         trial = ri.find(trials, label, 8192, 8, 32768)
         out[f"inter_{name}_ttft"] = shown(trial.long_ttft_s if trial else None, ".1f", INTER_SRC, " s")
         out[f"inter_{name}_max"] = shown(trial.during_max_ms if trial else None, ",.0f", INTER_SRC, " ms")
