@@ -304,12 +304,17 @@ def test_standalone_explorer_page(tmp_path, browser_context, serve):
     from lab.book.sweep_explorer import a10g_prefill_explorer
 
     explorer = a10g_prefill_explorer()
-    (tmp_path / "index.html").write_text(explorer.standalone_html(), encoding="utf-8")
-    with serve(tmp_path) as base:
+    check_standalone(explorer, tmp_path, browser_context, serve, "standalone-prefill-explorer")
+
+
+def check_standalone(explorer, folder, browser_context, serve, name: str) -> None:
+    """An explorer's standalone page, served from ``folder``: ready, every setting as Python says, no problem."""
+    (folder / "index.html").write_text(explorer.standalone_html(), encoding="utf-8")
+    with serve(folder) as base:
         page = open_page(browser_context, base + "index.html")
         root = page.locator("[data-explorer]").first
         assert root.get_attribute("data-explorer-ready") == "1"
-        assert check_explorer(page, root, explorer, "standalone-prefill-explorer") == len(settings_to_check(explorer))
+        assert check_explorer(page, root, explorer, name) == len(settings_to_check(explorer))
         problems = browser_context[1].take()
         page.close()
     assert not problems, "\n".join(problems)

@@ -12,9 +12,7 @@ import pytest
 from synthetic_load import ARMS, FRACTIONS, STUDY, write_arm, write_study
 from test_browser import (
     browser_context,  # noqa: F401  (the fixture: one chromium for this module too)
-    check_explorer,
-    open_page,
-    settings_to_check,
+    check_standalone,
 )
 
 from lab.book import load_explorer as lx
@@ -214,12 +212,4 @@ def test_the_static_page_answers_like_python(tmp_path, serve, data, browser_cont
     assert explorer.resolve({**explorer.defaults, "arm": "local/flex_attention-n30"}, "arm")["load"] == 2
     site = tmp_path / "site"
     site.mkdir()
-    (site / "index.html").write_text(explorer.standalone_html(), encoding="utf-8")
-    with serve(site) as base:
-        page = open_page(browser_context, base + "index.html")
-        root = page.locator("[data-explorer]").first
-        assert root.get_attribute("data-explorer-ready") == "1"
-        assert check_explorer(page, root, explorer, "standalone-load-explorer") == len(settings_to_check(explorer))
-        problems = browser_context[1].take()
-        page.close()
-    assert not problems, "\n".join(problems)
+    check_standalone(explorer, site, browser_context, serve, "standalone-load-explorer")
