@@ -35,6 +35,12 @@ LAUNCHES = {"128x64w8s2r128": CURRENT, "128x128w8s3": WIDE, "128x128w8s2": (128,
             "128x128w4s2": (128, 128, 4, 2, 0), "128x128w4s3": (128, 128, 4, 3, 0)}
 
 
+#: the Gluon kernel (lab.measure.attention.gluon_fwd) as (BLOCK_N, STAGES, overlap, ping-pong); BLOCK_M is 128
+GLUON = {"gluon 128x128 s2": (128, 2, True, True), "gluon 128x128 s3": (128, 3, True, True),
+         "gluon 128x128 s2, no ping-pong": (128, 2, True, False), "gluon 128x128 s2, no overlap": (128, 2, False, True),
+         "gluon 128x128 s2, neither": (128, 2, False, False), "gluon 128x64 s4": (64, 4, True, True)}
+
+
 def variants() -> list[tuple[str, dict, object, str]]:
     """(name, switches, tma, launch): the current kernel, each step on its own, then combinations."""
     base = {}
@@ -62,7 +68,21 @@ def variants() -> list[tuple[str, dict, object, str]]:
                  (f"kv-major + lazy + poly, {tag}", {**kv, **lazy, "poly_exp2": True}, tma, "128x64w8s2r128"),
                  (f"kv-major + persistent + lazy + poly, {tag}", {**kv, "persistent": True, **lazy, "poly_exp2": True},
                   tma, "128x64w8s2r128")]
+    rows += [(name, {"gluon": launch}, None, "BLOCK_N {}, {} stages".format(*launch[:2]))
+             for name, launch in GLUON.items()]
     return rows
+
+
+def _gluon_entry(launch: tuple):
+    """(q, k, v) -> (timed call, identity): the Gluon kernel with one fixed launch."""
+    from lab.measure.attention import gluon_fwd
+
+    block_n, stages, overlap, pingpong = launch
+
+    def prepare(q, k, v):
+        return (lambda: gluon_fwd.hopper_forward(q, k, v, True, launch=(block_n, stages), overlap=overlap,
+                                                 pingpong=pingpong)), (lambda out: out)
+    return prepare
 
 
 def _config(launch: str) -> dict:
@@ -121,6 +141,9 @@ class Race:
         flops = attention_flops(1, 28, n, n, self.head_dim, True)
         entries = [(name, {}, None, "", _peer(name)) for name in PEERS]
         for name, switches, tma, launch in chosen:
+            if "gluon" in switches:
+                entries.append((name, {}, tma, launch, _gluon_entry(switches["gluon"])))
+                continue
             sw, config = triton_fwd.Switches(**switches), _config(launch)
             entries.append((name, switches, tma, launch,
                             lambda q, k, v, sw=sw, tma=tma, config=config:
@@ -203,7 +226,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds per length")
     parser.add_argument("--rep-ms", type=int, default=60, help="milliseconds of repeats per variant per round")
     parser.add_argument("--deadline-s", type=float, default=330, help="stop starting checks and rounds after this")
-    parser.add_argument("--only", default="", help="run only variants whose name contains this text")
+    parser.add_argument("--only", default="", help="run only variants whose name contains one of these |-separated texts")
     args = parser.parse_args()
     try:
         lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
@@ -218,7 +241,8 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("race_tuned.py needs a CUDA GPU (it times kernels); none is visible", file=sys.stderr)
         return 2
-    chosen = [v for v in variants() if args.only in v[0]]
+    wanted = args.only.split("|")
+    chosen = [v for v in variants() if any(text in v[0] for text in wanted)]
     race = Race(args)
     race.log(f"{len(chosen)} variants + FA3 + cuDNN at {lengths} on {torch.cuda.get_device_name()}")
     for n in lengths:

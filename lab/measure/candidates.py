@@ -17,10 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lab import LabError
+
 CANDIDATES = ("naive", "sdpa-flash", "sdpa-cudnn", "flex", "ours-teaching", "ours-tuned")
 OURS = ("ours-teaching", "ours-tuned")
 PEERS = ("fa2", "fa3", "fa4", "flex-flash")
 ALL_CANDIDATES = CANDIDATES + PEERS
+#: Ours on Hopper only: the Gluon kernel (lab.measure.attention.gluon_fwd), FA3's schedule written by hand
+HOPPER_ONLY = ("ours-hopper",)
 MAX_ABS_ERR = 2e-2  # bf16 outputs against the fp32 reference
 
 
@@ -170,6 +174,11 @@ def candidate_fn(name: str, phase: str) -> Callable:
         return _vllm_flash_attn(int(name[-1]))
     if name == "fa4":
         return _fa4()
+    if name == "ours-hopper" and phase == "prefill":
+        from lab.measure.attention import gluon_fwd
+        return lambda q, k, v, causal: gluon_fwd.hopper_forward(q, k, v, causal)
+    if name not in OURS:
+        raise LabError(f"no {phase} candidate {name!r}; choose from {', '.join(ALL_CANDIDATES + HOPPER_ONLY)}")
     if phase == "decode":
         fn = triton_decode.teaching_decode if name == "ours-teaching" else triton_decode.tuned_decode
         return lambda q, k, v, causal: fn(q, k, v)

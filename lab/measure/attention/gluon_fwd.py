@@ -1,0 +1,349 @@
+"""FlashAttention forward for Hopper in Gluon: the matrix products scheduled by hand.
+
+The tuned Triton kernel (:mod:`lab.measure.attention.triton_fwd`) leaves the order of the two matrix
+products and the softmax to Triton, which waits for each tile's scores ``S = Q K^T`` before it does
+anything else: the tensor cores sit idle while the softmax runs. FlashAttention 3 overlaps them
+(its "intra-warpgroup overlap", Shah et al. 2024, section 3.2). Gluon, Triton's lower-level
+language, lets a kernel issue Hopper's asynchronous ``wgmma`` itself and say how many may still be
+in flight, so this kernel does the same:
+
+    issue S_j = Q K_j^T            (tensor cores)
+    issue O  += P_{j-1} V_{j-1}    (tensor cores)
+    wait for S_j only              -> softmax of tile j runs while P_{j-1} V_{j-1} is computed
+    wait for O, rescale it by exp2(m_old - m_new)
+
+Tiles arrive by TMA into a ring of ``STAGES`` shared-memory buffers, the load of tile j+STAGES-1
+issued as soon as tile j-1's buffers are free. Work is ordered as in the tuned kernel: one KV
+head's query heads and tiles together, the heaviest causal tiles first.
+
+Scope: Hopper (compute capability 9.0), 16-bit inputs, head dim 64 or 128, sequence lengths that
+are whole tiles (:func:`supports`). There is no CPU interpreter for Gluon: the kernel is compiled
+for sm_90a on any machine (``compile_for_hopper``) and checked against a reference on the GPU.
+"""
+
+
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.language.core import _aggregate as aggregate
+
+from lab import LabError
+from lab.measure.attention.reference import softmax_scale
+
+LOG2E = 1.4426950408889634
+ROWS = 128  # query rows per program: two warpgroups of 64 rows, as in FlashAttention 3
+BLOCK_M = gl.constexpr(ROWS)
+NUM_WARPS = 4          # the default partition: consumer 0; consumer 1 and the producer warp are workers
+CONSUMER_REGS = gl.constexpr(240)
+KERNEL_REGS = 168      # 12 warps * 32 * 168 <= 65536: what setmaxnreg redistributes (producer 24, consumers 240)
+HEAD_DIMS = (64, 128)
+
+
+@aggregate
+class Schedule:
+    """The kernel's compile-time choices, as one value (warp_specialize turns loose integers into tensors)."""
+    BLOCK_N: gl.constexpr
+    STAGES: gl.constexpr
+    CAUSAL: gl.constexpr
+    OVERLAP: gl.constexpr
+    PINGPONG: gl.constexpr
+
+    @gluon.constexpr_function
+    def __init__(self, BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG):  # noqa: N803 (constexpr names)
+        self.BLOCK_N = gl.constexpr(BLOCK_N)
+        self.STAGES = gl.constexpr(STAGES)
+        self.CAUSAL = gl.constexpr(CAUSAL)
+        self.OVERLAP = gl.constexpr(OVERLAP)
+        self.PINGPONG = gl.constexpr(PINGPONG)
+
+
+@gluon.constexpr_function
+def _mma_layout(n):
+    # one warpgroup (4 warps) per consumer, 64 query rows
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, n, 16])
+
+
+@gluon.jit
+def _softmax(s, m_i, rows, cols, qk_scale, diag, MASKED: gl.constexpr):
+    """Tile scores in, (p, new row max) out; scores are scaled into log2 units on the way."""
+    if MASKED:
+        s = gl.where(cols[None, :] <= rows[:, None] + diag, s * qk_scale, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, 1))
+        s = s - m_new[:, None]
+    else:  # the scale folded into the subtraction: one fused multiply-add per score
+        m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)
+        s = s * qk_scale - m_new[:, None]
+    return gl.exp2(s), m_new
+
+
+@gluon.jit
+def _work(q_heads, group, n_q, n_k):
+    """This program's unit of work in launch order (one KV head's query heads and tiles together, the
+    heaviest causal tiles first): (its first query row, first key row, query tile)."""
+    unit = gl.program_id(0)
+    n_m = n_q // BLOCK_M
+    kv = unit // (n_m * group)
+    start_m = n_m - 1 - unit % (n_m * group) // group
+    kv_heads = q_heads // group
+    h = kv % kv_heads * group + unit % group
+    q_row = (kv // kv_heads * q_heads + h) * n_q + start_m * BLOCK_M
+    return q_row, kv * n_k, start_m
+
+
+@gluon.jit
+def _key_tiles(start_m, n_q, n_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """(key tiles this query tile reads, of which the first ones are seen whole by every row)."""
+    diag = n_k - n_q
+    if CAUSAL:
+        n_full = gl.minimum(start_m * BLOCK_M + diag + 1, n_k) // BLOCK_N
+        n_tiles = gl.cdiv(gl.minimum((start_m + 1) * BLOCK_M + diag, n_k), BLOCK_N)
+    else:
+        n_full = n_k // BLOCK_N
+        n_tiles = n_full
+    return n_tiles, n_full
+
+
+@gluon.jit
+def _producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
+    """One warp: Q once, then each key tile's K and V into the ring. K and V have barriers of their own:
+    a K slot is free once both consumers have their scores, a V slot once their P V is done."""
+    BLOCK_N: gl.constexpr = sched.BLOCK_N
+    STAGES: gl.constexpr = sched.STAGES
+    q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
+    q_row, kv_row0, start_m = _work(q_heads, group, n_q, n_k)
+    n_tiles, n_full = _key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
+    mbarrier.expect(q_ready, q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_ready, q_smem)
+    for i in range(n_tiles):
+        stage = i % STAGES
+        free = (i // STAGES & 1) ^ 1                                  # a fresh barrier passes phase 1
+        mbarrier.wait(k_empty.index(stage), free)
+        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [kv_row0 + i * BLOCK_N, 0], k_ready.index(stage), k_smem.index(stage))
+        mbarrier.wait(v_empty.index(stage), free)
+        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [kv_row0 + i * BLOCK_N, 0], v_ready.index(stage), v_smem.index(stage))
+
+
+@gluon.jit
+def _my_turn(turn, event, C: gl.constexpr, PINGPONG: gl.constexpr):
+    # ping-pong: consumer C issues its products only after the other issued its previous ones
+    if PINGPONG:
+        mbarrier.wait(turn.index(C), (event + 1 - C) & 1)
+
+
+@gluon.jit
+def _their_turn(turn, C: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.arrive(turn.index(1 - C), count=1)
+
+
+@gluon.jit
+def _consume(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched,
+             C: gl.constexpr):
+    """One warpgroup, rows C*64 .. C*64+63 of the query tile: online softmax over its key tiles.
+
+    OVERLAP: S_j = Q K_j^T and P_{j-1} V_{j-1} issued together, tile j's softmax computed while the
+    second runs (FA3's intra-warpgroup overlap); else each product waited for before the next step."""
+    BLOCK_N: gl.constexpr = sched.BLOCK_N
+    STAGES: gl.constexpr = sched.STAGES
+    OVERLAP: gl.constexpr = sched.OVERLAP
+    PINGPONG: gl.constexpr = sched.PINGPONG
+    HEAD_DIM: gl.constexpr = v_smem.type.shape[2]
+    ROWS: gl.constexpr = BLOCK_M // 2
+    s_layout: gl.constexpr = _mma_layout(BLOCK_N)
+    o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
+    q_row, kv_row0, start_m = _work(q_heads, group, n_q, n_k)
+    n_tiles, n_full = _key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
+    diag = n_k - n_q
+    rows = start_m * BLOCK_M + C * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
+    cols0 = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    zeros = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
+    q = q_smem.slice(C * ROWS, ROWS)
+
+    # key tile 0: scores and softmax, nothing to overlap with yet
+    mbarrier.wait(q_ready, 0)
+    mbarrier.wait(k_ready.index(0), 0)
+    _my_turn(turn, 0, C, PINGPONG)
+    s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zeros, use_acc=False, is_async=True)
+    _their_turn(turn, C, PINGPONG)
+    s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+    mbarrier.arrive(k_empty.index(0), count=1)
+    m_i = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
+    if n_full > 0:
+        p0, m_i = _softmax(s, m_i, rows, cols0, qk_scale, diag, False)
+    else:
+        p0, m_i = _softmax(s, m_i, rows, cols0, qk_scale, diag, sched.CAUSAL)
+    l_i = gl.sum(p0, 1)
+    p = gl.convert_layout(p0.to(q.dtype), p_layout)
+    acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
+
+    for j in range(1, n_tiles):
+        stage = j % STAGES
+        prev = (j - 1) % STAGES
+        mbarrier.wait(k_ready.index(stage), j // STAGES & 1)
+        mbarrier.wait(v_ready.index(prev), (j - 1) // STAGES & 1)
+        _my_turn(turn, j, C, PINGPONG)
+        s = warpgroup_mma(q, k_smem.index(stage).permute((1, 0)), zeros, use_acc=False, is_async=True)
+        if OVERLAP:
+            acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
+            _their_turn(turn, C, PINGPONG)
+            s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))     # the scores; P_{j-1} V_{j-1} runs on
+        else:
+            _their_turn(turn, C, PINGPONG)
+            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
+            acc = warpgroup_mma(p, v_smem.index(prev), acc)
+        mbarrier.arrive(k_empty.index(stage), count=1)
+        if j < n_full:
+            p_new, m_new = _softmax(s, m_i, rows, j * BLOCK_N + cols0, qk_scale, diag, False)
+        else:
+            p_new, m_new = _softmax(s, m_i, rows, j * BLOCK_N + cols0, qk_scale, diag, sched.CAUSAL)
+        rescale = gl.exp2(m_i - m_new)
+        l_i = l_i * rescale + gl.sum(p_new, 1)
+        if OVERLAP:
+            acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+        mbarrier.arrive(v_empty.index(prev), count=1)
+        acc = acc * gl.convert_layout(rescale, gl.SliceLayout(1, o_layout))[:, None]
+        p = gl.convert_layout(p_new.to(q.dtype), p_layout)
+        m_i = m_new
+
+    # the last key tile's P V; normalise; store this warpgroup's rows through its (no longer read) Q rows
+    last = (n_tiles - 1) % STAGES
+    mbarrier.wait(v_ready.index(last), (n_tiles - 1) // STAGES & 1)
+    _my_turn(turn, n_tiles, C, PINGPONG)
+    acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
+    _their_turn(turn, C, PINGPONG)
+    acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
+    q.store(acc.to(q.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [q_row + C * ROWS, 0], q)
+    tma.store_wait(pendings=0)
+
+
+@gluon.jit
+def _consumer0(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
+    _consume(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched, 0)
+
+
+@gluon.jit
+def _consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
+    _consume(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched, 1)
+
+
+@gluon.jit
+def _forward_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, group,
+                    BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
+                    PINGPONG: gl.constexpr):
+    # FlashAttention 3's structure: a producer warp fills rings of K and V tiles by TMA; two consumer
+    # warpgroups (64 query rows each) take turns on the tensor cores
+    dtype: gl.constexpr = q_desc.dtype
+    HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
+    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_ready, count=1)
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)     # the copy engine's bytes arrived
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)     # both consumers are done with the slot
+        mbarrier.init(v_empty.index(i), count=2)
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2):
+        mbarrier.init(turn.index(i), count=1)
+    args = (q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, (q_ready, k_ready, v_ready, k_empty, v_empty, turn), qk_scale, n_q, n_k,
+            q_heads, group, Schedule(BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG))
+    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1], [CONSUMER_REGS, 24])
+
+
+#: (BLOCK_N, STAGES) per head dim: two stages of 128-key tiles at d=128, FlashAttention 3's choice
+LAUNCH = {128: (128, 2), 64: (128, 3)}
+
+
+def supports(q, k, v, block_n: int | None = None) -> str | None:
+    """Why this kernel cannot run these tensors (None: it can)."""
+    import torch
+
+    if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
+        return "needs a Hopper GPU (compute capability 9.0)"
+    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
+        return f"needs float16 or bfloat16 q, k, v; got {q.dtype}, {k.dtype}, {v.dtype}"
+    d, n_q, n_k = q.shape[-1], q.shape[2], k.shape[2]
+    if d not in HEAD_DIMS:
+        return f"head dim must be one of {HEAD_DIMS}, got {d}"
+    block_n = block_n or LAUNCH[d][0]
+    if n_q % ROWS or n_k % block_n:
+        return f"sequence lengths must be multiples of {ROWS} (queries) and {block_n} (keys); got {n_q}, {n_k}"
+    return None
+
+
+def descriptors(q, k, v, o, block_n: int):
+    """TMA descriptors over (batch * heads * n, d) views (a tile never crosses a head: whole tiles only).
+    Q comes in 128-row tiles, K and V in block_n rows, and each consumer stores its own 64 rows of O."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    element = gl.float16 if str(q.dtype) == "torch.float16" else gl.bfloat16
+    out = []
+    for t, rows in ((q, ROWS), (k, block_n), (v, block_n), (o, ROWS // 2)):
+        flat = t.reshape(-1, t.shape[-1])
+        layout = gl.NVMMASharedLayout.get_default_for([rows, t.shape[-1]], element)
+        out.append(TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, t.shape[-1]], layout))
+    return out
+
+
+def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, launch: tuple[int, int] | None = None,
+                   overlap: bool = True, pingpong: bool = True):
+    """Attention with the Gluon kernel: q (batch, q_heads, n_q, d), k and v (batch, kv_heads, n_k, d).
+
+    ``launch`` = (BLOCK_N, STAGES) overrides :data:`LAUNCH`; ``overlap`` and ``pingpong`` switch off
+    the two schedules (what each buys). Raises LabError for what it cannot run (:func:`supports`)."""
+    from lab.measure.attention.reference import check_shapes
+
+    batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
+    block_n, stages = launch or LAUNCH.get(d, (ROWS, 2))   # (a head dim it cannot run is refused below)
+    why = supports(q, k, v, block_n)
+    if why:
+        raise LabError(f"the Hopper kernel {why}")
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    o = q.new_empty(q.shape)
+    grid = (n_q // ROWS * batch * q_heads,)
+    _forward_kernel[grid](*descriptors(q, k, v, o, block_n), softmax_scale(d, scale) * LOG2E, n_q, n_k, q_heads,
+                          q_heads // kv_heads, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=overlap,
+                          PINGPONG=pingpong, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
+    return o
+
+
+def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[int, int] | None = None,
+                       fp16: bool = False, overlap: bool = True, pingpong: bool = True):
+    """Compile the kernel for sm_90a without a GPU (Triton ships ptxas); returns Triton's compiled
+    kernel, whose ``asm`` holds the IR, PTX and cubin (what a CPU test can check)."""
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    block_n, stages = launch or LAUNCH[head_dim]
+    stand_in = torch.empty(ROWS, head_dim, dtype=torch.float16 if fp16 else torch.bfloat16)  # for the types only
+    sig = {name: mangle_type(desc) for name, desc in
+           zip(("q_desc", "k_desc", "v_desc", "o_desc"), descriptors(stand_in, stand_in, stand_in, stand_in, block_n),
+               strict=True)}
+    sig.update(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", BLOCK_N="constexpr",
+               CAUSAL="constexpr", STAGES="constexpr", OVERLAP="constexpr", PINGPONG="constexpr")
+    src = GluonASTSource(_forward_kernel, sig, constexprs={"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages,
+                                                           "OVERLAP": overlap, "PINGPONG": pingpong})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS,
+                                                                          "maxnreg": KERNEL_REGS})

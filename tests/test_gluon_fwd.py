@@ -1,0 +1,118 @@
+"""The Gluon (Hopper) forward kernel: compiled for sm_90a on any machine; exact against the reference on a Hopper GPU.
+
+Gluon has no CPU interpreter, so on the CPU the tests compile the kernel with Triton's own ptxas and read
+what came out: no spilled registers, no serialised matrix products (ptxas's C7514 advisory), and the
+schedule's instructions where the schedule says (softmax between the two product waits). The numbers are
+checked on the GPU (every switch, causal and not, grouped heads, batch > 1, more keys than queries).
+"""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+
+from lab import LabError
+from lab.measure.attention import gluon_fwd
+from lab.measure.attention.reference import attention_torch
+
+PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9 \
+    and os.environ.get("TRITON_INTERPRET") != "1"
+hopper_only = pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (Gluon has no CPU interpreter)")
+
+
+VARIANTS = {"default": {}, "no overlap": {"overlap": False}, "no ping-pong": {"pingpong": False},
+            "not causal": {"causal": False}, "d=64": {"head_dim": 64}, "fp16": {"fp16": True},
+            "128-key tiles": {"launch": [128, 3]}, "6 stages": {"launch": [64, 6]}}
+
+# Compiled in a child process: the suite runs under TRITON_INTERPRET=1, under which Triton's library
+# functions (the reductions' combine functions) are interpreter objects that the compiler refuses.
+COMPILE = """
+import json, sys
+from pathlib import Path
+from lab.measure.attention import gluon_fwd
+out = Path(sys.argv[1])
+for name, kw in json.loads(sys.argv[2]).items():
+    if "launch" in kw:
+        kw["launch"] = tuple(kw["launch"])
+    compiled = gluon_fwd.compile_for_hopper(**kw)
+    folder = out / name
+    folder.mkdir()
+    (folder / "k.ptx").write_text(compiled.asm["ptx"])
+    (folder / "k.cubin").write_bytes(compiled.asm["cubin"])
+    (folder / "shared").write_text(str(compiled.metadata.shared))
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    import json
+    import sys
+
+    out = tmp_path_factory.mktemp("gluon")
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    subprocess.run([sys.executable, "-c", COMPILE, str(out), json.dumps(VARIANTS)], env=env, check=True,
+                   cwd=Path(__file__).resolve().parent.parent, timeout=600)
+    return out
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_compiles_for_hopper_without_spills_or_serialised_products(name, compiled):
+    folder = compiled / name
+    report = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", str(folder / "k.ptx"), "-o", str(folder / "re.cubin")],
+                            capture_output=True, text=True, check=True).stderr
+    assert "0 bytes spill stores, 0 bytes spill loads" in report, report
+    assert "C7514" not in report, report          # ptxas would wait after every wgmma
+    assert int((folder / "shared").read_text()) <= 227 * 1024   # Hopper's shared memory per block
+
+
+def test_softmax_runs_between_the_two_waits_when_overlapped(compiled):
+    """The schedule itself: in the key loop, the exponentials sit after 'wait for S' (at most one product
+    in flight) and before 'wait for everything', so they overlap P V on the tensor cores."""
+    sass = subprocess.run([str(PTXAS.parent / "cuobjdump"), "-sass", str(compiled / "default" / "k.cubin")],
+                          capture_output=True, text=True, check=True).stdout
+    ops = re.findall(r"(WARPGROUP\.DEPBAR\.LE gsb0, 0x[01]|MUFU\.EX2)", sass)
+    wait_one = [i for i, op in enumerate(ops) if op.endswith("0x1")]
+    assert wait_one, "no 'at most one product in flight' wait: the products are not overlapped"
+    after = ops[wait_one[0] + 1:]
+    exps_before_full_wait = next(i for i, op in enumerate(after) if op.endswith("0x0"))
+    assert exps_before_full_wait >= 64, f"only {exps_before_full_wait} exponentials before the full wait"
+
+
+def test_without_overlap_every_product_is_waited_for(compiled):
+    sass = subprocess.run([str(PTXAS.parent / "cuobjdump"), "-sass", str(compiled / "no overlap" / "k.cubin")],
+                          capture_output=True, text=True, check=True).stdout
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in sass
+
+
+def test_refuses_what_it_cannot_run():
+    q = torch.zeros(1, 2, 128, 128, dtype=torch.bfloat16)
+    with pytest.raises(LabError, match="Hopper"):
+        gluon_fwd.hopper_forward(q, q, q, True)
+
+
+@hopper_only
+@pytest.mark.parametrize("why, shape", [("head dim", (1, 2, 256, 96)), ("multiples of 128", (1, 2, 200, 128))])
+def test_refuses_shapes_on_the_gpu(why, shape):
+    q = torch.zeros(shape, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(LabError, match=why):
+        gluon_fwd.hopper_forward(q, q, q, True)
+
+
+@hopper_only
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("shape", [(1, 28, 4, 1024, 1024, 128), (2, 8, 8, 512, 512, 64), (1, 4, 2, 256, 768, 128)])
+@pytest.mark.parametrize("switches", [{}, {"overlap": False}, {"pingpong": False}, {"launch": (128, 2)},
+                                      {"launch": (64, 6)}])
+def test_exact_against_the_reference(causal, shape, switches):
+    batch, q_heads, kv_heads, n_q, n_k, d = shape
+    gen = torch.Generator(device="cuda").manual_seed(n_q + d)
+    q = torch.randn(batch, q_heads, n_q, d, generator=gen, device="cuda").to(torch.bfloat16)
+    k, v = (torch.randn(batch, kv_heads, n_k, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2))
+    out = gluon_fwd.hopper_forward(q, k, v, causal, **switches)
+    expected = attention_torch(q, k, v, causal)
+    assert (out.float() - expected.float()).abs().max().item() <= 2e-2
