@@ -125,3 +125,23 @@ def test_race_best_is_the_fastest_variant_against_fa3_of_the_same_race():
     assert best.variants == 3 and best.failed == 1
     with pytest.raises(LabError, match="no timed variant"):
         tuning.race_best(race[race.variant != "fa3"])
+
+
+def _hopper_race():
+    """FA3, two kernels and a failed one; everything four times slower at 32k."""
+    rows = [(n, name, "ok", ms * (4 if n == 32768 else 1), 0.01) for n in (16384, 32768)
+            for name, ms in (("fa3", 3.0), ("gluon", 3.2), ("triton", 3.6))]
+    rows.append((16384, "broken", "error", float("nan"), float("nan")))
+    return pd.DataFrame(rows, columns=["n", "variant", "status", "ms", "max_abs_err"])
+
+
+def test_race_vs_is_fa3s_time_over_each_variants_in_the_order_given():
+    table = tuning.race_vs(_hopper_race(), ["triton", "gluon"])
+    assert list(table.variant[table.n == 16384]) == ["triton", "gluon"]
+    row = table[(table.n == 32768) & (table.variant == "gluon")].iloc[0]
+    assert row.vs_reference == pytest.approx(12.0 / 12.8)
+
+
+def test_race_vs_refuses_a_variant_that_was_not_timed():
+    with pytest.raises(LabError, match="no timed 'broken' at n=16384"):
+        tuning.race_vs(_hopper_race(), ["gluon", "broken"])

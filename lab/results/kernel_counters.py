@@ -86,6 +86,14 @@ def jobs(root=None) -> dict[str, JobCounters]:
     return {job: _summarise(job, rows) for job, rows in by_job.items()}
 
 
+def run_jobs(run: str, root=None) -> dict[str, JobCounters]:
+    """The profiled jobs of one run, by job name (to compare kernels profiled side by side in it)."""
+    by_job: dict[str, list[dict]] = {}
+    for row in _run_rows(run, root):
+        by_job.setdefault(row["job"], []).append(row)
+    return {job: _summarise(job, rows) for job, rows in by_job.items()}
+
+
 def _summarise(job: str, rows: list[dict]) -> JobCounters:
     kernels: dict[int, dict] = {}
     for row in rows:

@@ -173,3 +173,22 @@ def race_best(race, reference: str = "fa3"):
                      "vs_reference": float(ref.ms.iloc[0]) / float(best.ms), "variants": len(ours),
                      "failed": int((ours.status != "ok").sum())})
     return pd.DataFrame(rows)
+
+
+def race_vs(race, variants, reference: str = "fa3"):
+    """Each of ``variants`` at each length of a race (scripts/race_tuned.py, race.csv), against ``reference``
+    timed in the same race: one row per (n, variant) in the order given, with ms, vs_reference (reference ms
+    / variant ms) and the largest error against the fp32 reference. A variant missing or not timed at some
+    length is an error (a table of this race would silently lose a row)."""
+    import pandas as pd
+
+    rows = []
+    for n, group in race.groupby("n"):
+        timed = group[(group.status == "ok") & group.ms.notna()].set_index("variant")
+        for name in (reference, *variants):
+            if name not in timed.index:
+                raise LabError(f"the race has no timed {name!r} at n={n}; it has {sorted(timed.index)}")
+        ref_ms = float(timed.loc[reference].ms)
+        rows += [{"n": int(n), "variant": name, "ms": float(timed.loc[name].ms), "vs_reference": ref_ms / float(timed.loc[name].ms),
+                  "max_abs_err": float(timed.loc[name].max_abs_err)} for name in variants]
+    return pd.DataFrame(rows)

@@ -8,6 +8,7 @@
     h200     this project's H200 runs: sweeps, kernel benchmark, tuning, census
     studies  the studies that land later: paged decode, concurrency, Flex masks and decomposition, DRAM bytes
     busy     the busy server (chapter 6b's facts and the answers' additions): load, a long prompt, FP8 KV cache
+    hopper   chapter 4's hand-scheduled Hopper kernel against FA3 (lab.book.hopper_facts, the same facts)
 
 H200 and later-study facts carry their format (:attr:`lab.book.facts.Fact.fmt`): glued as text in it, or as
 "not measured yet" until their data exists.
@@ -15,6 +16,7 @@ H200 and later-study facts carry their format (:attr:`lab.book.facts.Fact.fmt`):
 
 from __future__ import annotations
 
+from lab.book import hopper_facts
 from lab.book.facts import Fact
 from lab.book.interview import a10g, busy, h200, studies
 from lab.book.interview.common import A10G, FA2, FA3, FLASH, FLEX
@@ -26,5 +28,5 @@ a10g_facts = a10g.a10g_facts
 
 def facts() -> dict[str, Fact]:
     """Everything the interview and course-kit chapters glue."""
-    return {**a10g.a10g_facts(), **h200.facts(), **studies.facts(), **busy.facts()}
+    return {**a10g.a10g_facts(), **h200.facts(), **studies.facts(), **busy.facts(), **hopper_facts.facts()}
 

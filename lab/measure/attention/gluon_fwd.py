@@ -41,7 +41,8 @@ LOG2E = 1.4426950408889634
 ROWS = 128  # query rows per program: two warpgroups of 64 rows, as in FlashAttention 3
 BLOCK_M = gl.constexpr(ROWS)
 NUM_WARPS = 4          # the default partition: consumer 0; consumer 1 and the producer warp are workers
-CONSUMER_REGS = gl.constexpr(240)
+CONSUMER_REGS = gl.constexpr(240)   # registers per thread of each consumer warpgroup (setmaxnreg)
+PRODUCER_REGS = gl.constexpr(24)    # and of the producer warp: it only issues copies
 KERNEL_REGS = 168      # 12 warps * 32 * 168 <= 65536: what setmaxnreg redistributes (producer 24, consumers 240)
 HEAD_DIMS = (64, 128)
 
@@ -223,10 +224,16 @@ def _consume(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_sc
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
     _their_turn(turn, C, PINGPONG)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
-    q.store(acc.to(q.dtype))
+    _store_rows(acc, l_i, q, o_desc, q_row + C * ROWS)
+
+
+@gluon.jit
+def _store_rows(acc, l_i, smem, o_desc, row):
+    """Normalise a warpgroup's rows and copy them out through ``smem`` (its Q rows, no longer read)."""
+    acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, acc.type.layout))[:, None]
+    smem.store(acc.to(smem.dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [q_row + C * ROWS, 0], q)
+    tma.async_copy_shared_to_global(o_desc, [row, 0], smem)
     tma.store_wait(pendings=0)
 
 
@@ -267,7 +274,8 @@ def _forward_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads,
         mbarrier.init(turn.index(i), count=1)
     args = (q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, (q_ready, k_ready, v_ready, k_empty, v_empty, turn), qk_scale, n_q, n_k,
             q_heads, group, Schedule(BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG))
-    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1], [CONSUMER_REGS, 24])
+    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
+                       [CONSUMER_REGS, PRODUCER_REGS])
 
 
 #: (BLOCK_N, STAGES) per head dim: two stages of 128-key tiles at d=128, FlashAttention 3's choice
