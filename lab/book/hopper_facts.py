@@ -67,7 +67,8 @@ def facts(root=None) -> dict:
     out["hk_met"] = Fact(all(vs[n, DEFAULT] >= TARGET for n in {n for n, _ in vs}), source)
     block_n, stages = gluon_fwd.LAUNCH[128]
     code = "lab.measure.attention.gluon_fwd"
-    out |= {"hk_block_m": Fact(gluon_fwd.ROWS, code), "hk_block_n": Fact(block_n, code), "hk_stages": Fact(stages, code),
+    out |= {"hk_block_m": Fact(gluon_fwd.ROWS, code), "hk_rows": Fact(gluon_fwd.ROWS // 2, code),
+            "hk_block_n": Fact(block_n, code), "hk_stages": Fact(stages, code),
             "hk_consumer_regs": Fact(int(gluon_fwd.CONSUMER_REGS.value), code), "hk_producer_regs": Fact(int(gluon_fwd.PRODUCER_REGS.value), code)}
     return out | counter_facts(root)
 
@@ -85,5 +86,6 @@ def counter_facts(root=None) -> dict:
                 f"hk_{key}_programs": Fact(int(job.main["programs"]), source),
                 f"hk_{key}_waves": Fact(job.main["waves"], source),
                 f"hk_{key}_busy": Fact(job.main["sm_busy_pct"], source),
+                f"hk_{key}_warps": Fact(job.main["warps_per_sm"], source),
                 f"hk_{key}_stall": Fact(job.stalls[0][0] if job.stalls else None, source)}
     return out
