@@ -52,8 +52,7 @@ def facts(root=None) -> dict:
     """The facts of the section (and of the interview answer and the quiz built on it)."""
     rows, source = race_table(root)
     vs = {(int(r.n), r.variant): float(r.vs_reference) for r in rows.itertuples()}
-    out = {"hk_target": Fact(TARGET, "the project's target (issue 24)"),
-           "hk_worst_err": Fact(float(rows.max_abs_err.max()), source)}
+    out = {"hk_worst_err": Fact(float(rows.max_abs_err.max()), source)}
     for n in sorted({n for n, _ in vs}):
         k = f"{n // 1024}k"
         out |= {f"hk_vs_{k}": Fact(vs[n, DEFAULT], source),
