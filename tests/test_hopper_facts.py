@@ -12,7 +12,7 @@ def test_the_run_of_record_meets_the_target_at_both_lengths():
     for n in (16384, 32768):
         at = race[race.n == n].set_index("variant").ms
         assert facts[f"hk_vs_{n // 1024}k"].value == pytest.approx(at["fa3"] / at[hopper_facts.DEFAULT])
-    assert facts["hk_met"].value == all(facts[f"hk_vs_{k}"].value >= hopper_facts.TARGET for k in ("16k", "32k"))
+        assert facts[f"hk_vs_{n // 1024}k"].value >= hopper_facts.TARGET   # what chapter 4 says of this run
 
 
 def test_counters_of_fa3_and_ours_come_from_one_run():

@@ -63,7 +63,6 @@ def facts(root=None) -> dict:
                 f"hk_pingpong_pct_{k}": Fact(100 * (vs[n, DEFAULT] / vs[n, "gluon 128x128 s2, no ping-pong"] - 1), source),
                 f"hk_pingpong_alone_pct_{k}": Fact(100 * (vs[n, "gluon 128x128 s2, no overlap"]
                                                           / vs[n, "gluon 128x128 s2, neither"] - 1), source)}
-    out["hk_met"] = Fact(all(vs[n, DEFAULT] >= TARGET for n in {n for n, _ in vs}), source)
     block_n, stages = gluon_fwd.LAUNCH[128]
     code = "lab.measure.attention.gluon_fwd"
     out |= {"hk_block_m": Fact(gluon_fwd.ROWS, code), "hk_rows": Fact(gluon_fwd.ROWS // 2, code),
