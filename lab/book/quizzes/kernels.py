@@ -95,8 +95,8 @@ def _h200_hand_schedule() -> list[Question]:
          "A third stage of K and V tiles in shared memory"],
         0,
         "The structure alone, with neither schedule, took the same algorithm from {triton}× to {split}× FA3's speed "
-        "({split_gain}% faster than the Triton kernel); the softmax under P·V added {overlap_gain}%, and ping-pong on top of it {pingpong_gain}%, less than "
-        "the drift between runs. Once the tensor cores are fed by a warp that does nothing else, hiding the "
+        "({split_gain}% faster than the Triton kernel); the softmax under P·V added {overlap_gain}%, and ping-pong "
+        "on top of it {pingpong_gain}%. Once the tensor cores are fed by a warp that does nothing else, hiding the "
         "exponentials is what is left.",
         cites={"triton": speed("+ kv-major order, TMA"), "hand": speed(DEFAULT), "split": speed(split),
                "split_gain": gain("+ kv-major order, TMA", split), "overlap_gain": gain(split, overlap),
