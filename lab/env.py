@@ -133,10 +133,11 @@ def use_triton_interpreter_without_gpu() -> bool:
     """Set TRITON_INTERPRET=1 when there is no GPU, so Triton kernels run on the CPU.
 
     Must be called before ``triton`` is imported: Triton reads the variable when kernels are defined.
-    Returns True when the interpreter is in use.
+    Returns True when the interpreter is in use. ``TRITON_INTERPRET=0`` set by the caller keeps it off
+    (to compile kernels for a GPU this machine does not have, e.g. ``gluon_fwd.compile_for_hopper``).
     """
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return True
+    if os.environ.get("TRITON_INTERPRET") in ("0", "1"):
+        return os.environ["TRITON_INTERPRET"] == "1"
     if detect().gpu is None:
         os.environ["TRITON_INTERPRET"] = "1"
         return True

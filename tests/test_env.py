@@ -61,3 +61,12 @@ def test_env_runs_without_the_other_commands_dependencies(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)])}
     proc = subprocess.run([sys.executable, "-m", "lab", "env"], capture_output=True, text=True, cwd=REPO_ROOT, env=env)
     assert proc.returncode == 0 and "python " in proc.stdout, proc.stderr[-2000:]
+
+
+def test_the_interpreter_follows_an_explicit_choice_and_otherwise_the_gpu(monkeypatch):
+    for choice, expected in (("0", False), ("1", True)):
+        monkeypatch.setenv("TRITON_INTERPRET", choice)
+        assert env.use_triton_interpreter_without_gpu() is expected
+        assert os.environ["TRITON_INTERPRET"] == choice      # an explicit choice is left as it is
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert env.use_triton_interpreter_without_gpu() is (env.detect().gpu is None)

@@ -29,8 +29,8 @@ VARIANTS = {"default": {}, "no overlap": {"overlap": False}, "no ping-pong": {"p
             "not causal": {"causal": False}, "d=64": {"head_dim": 64}, "fp16": {"fp16": True},
             "128-key tiles": {"launch": [128, 3]}, "6 stages": {"launch": [64, 6]}}
 
-# Compiled in a child process: the suite runs under TRITON_INTERPRET=1, under which Triton's library
-# functions (the reductions' combine functions) are interpreter objects that the compiler refuses.
+# Compiled in a child process started with TRITON_INTERPRET=0: the suite runs under TRITON_INTERPRET=1, under
+# which Triton's library functions (the reductions' combine functions) are interpreter objects the compiler refuses.
 COMPILE = """
 import json, sys
 from pathlib import Path
@@ -54,7 +54,7 @@ def compiled(tmp_path_factory):
     import sys
 
     out = tmp_path_factory.mktemp("gluon")
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
     subprocess.run([sys.executable, "-c", COMPILE, str(out), json.dumps(VARIANTS)], env=env, check=True,
                    cwd=Path(__file__).resolve().parent.parent, timeout=600)
     return out
@@ -87,6 +87,12 @@ def test_without_overlap_every_product_is_waited_for(compiled):
     sass = subprocess.run([str(PTXAS.parent / "cuobjdump"), "-sass", str(compiled / "no overlap" / "k.cubin")],
                           capture_output=True, text=True, check=True).stdout
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in sass
+
+
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="the suite runs under the interpreter")
+def test_compiling_under_the_interpreter_says_how_to_run_it():
+    with pytest.raises(LabError, match="TRITON_INTERPRET=0"):
+        gluon_fwd.compile_for_hopper()
 
 
 def test_refuses_what_it_cannot_run():

@@ -21,21 +21,24 @@ are whole tiles (:func:`supports`). There is no CPU interpreter for Gluon: the k
 for sm_90a on any machine (``compile_for_hopper``) and checked against a reference on the GPU.
 """
 
+from lab import LabError, env
+from lab.measure.attention.reference import softmax_scale
 
-import triton
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (
+# Before Triton is imported, as every kernel module of lab does: without a GPU, Triton's interpreter runs the
+# other kernels, whichever module is imported first (this one has no interpreter and refuses to run there).
+env.use_triton_interpreter_without_gpu()
+
+import triton  # noqa: E402
+from triton.experimental import gluon  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
     fence_async_shared,
     mbarrier,
     tma,
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.language.core import _aggregate as aggregate
-
-from lab import LabError
-from lab.measure.attention.reference import softmax_scale
+from triton.language.core import _aggregate as aggregate  # noqa: E402
 
 LOG2E = 1.4426950408889634
 ROWS = 128  # query rows per program: two warpgroups of 64 rows, as in FlashAttention 3
@@ -338,7 +341,13 @@ def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, la
 def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[int, int] | None = None,
                        fp16: bool = False, overlap: bool = True, pingpong: bool = True):
     """Compile the kernel for sm_90a without a GPU (Triton ships ptxas); returns Triton's compiled
-    kernel, whose ``asm`` holds the IR, PTX and cubin (what a CPU test can check)."""
+    kernel, whose ``asm`` holds the IR, PTX and cubin (what a CPU test can check). Needs Triton's compiler,
+    not its interpreter: on a machine without a GPU, in a process started with ``TRITON_INTERPRET=0``."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        raise LabError("compile_for_hopper needs Triton's compiler, but its interpreter is on (TRITON_INTERPRET=1, "
+                       "which lab sets without a GPU): run it in a process started with TRITON_INTERPRET=0")
     import torch
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
