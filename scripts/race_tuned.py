@@ -1,12 +1,14 @@
 """Race the tuned forward kernel's variants against FlashAttention 3 on one GPU, in one process.
 
 Each variant is one setting of the tuned kernel's switches (triton_fwd.Switches), tile loads (pointers,
-host-side or in-kernel TMA descriptors) and a fixed launch, so no autotuning: one compile each. Every
+host-side or in-kernel TMA descriptors) and a fixed launch, so no autotuning: one compile each; the
+Gluon kernel's variants (GLUON: lab.measure.attention.gluon_fwd, Hopper only) race beside them. Every
 variant is checked against the fp32 reference first; then FA3 (vLLM's vllm_flash_attn, fa_version=3),
 cuDNN, FA4, FlexAttention's FLASH backend and every checked variant are timed in interleaved rounds, each round starting elsewhere.
 Causal prefill, 28 query over 4 KV heads, d=128, bf16, batch 1, as chapter 4's benchmark:
 
     python scripts/race_tuned.py --out /tmp/race --deadline-s 330
+    python scripts/race_tuned.py --out /tmp/race --only 'gluon|+ kv-major order, TMA' --rounds 5 --rep-ms 100
 
 Prints one table per length (ms, TFLOP/s, ours/FA3) and writes OUT/race.csv and OUT/provenance.json
 (through lab.store; rewritten after each length, so a run cut short keeps what it measured). A variant
