@@ -26,3 +26,19 @@ def test_step_table_has_a_row_per_step_and_both_lengths():
     table = hopper_facts.step_table(rows).data
     assert list(table.kernel) == list(hopper_facts.STEPS.values())
     assert {"16k: speed vs FA3", "32k: speed vs FA3", "16k: ms", "32k: ms"} <= set(table.columns)
+
+
+def test_what_chapter_4_says_of_the_schedule_holds_on_the_run_of_record():
+    """The prose: the overlap beats the drift at 16k; every ping-pong change (with and without the overlap) is
+    inside it; the structure alone is most of the way from the Triton kernel."""
+    from lab.results import tuning
+    from lab.results.kernel_runs import RECORD
+
+    drift = tuning.drift_pct(data.load(RECORD).csv("tuning_forward.csv", ("round", "shape", "setting", "ms")))
+    facts = hopper_facts.facts()
+    assert facts["hk_overlap_pct_16k"].value > drift
+    for key in ("hk_pingpong_pct_16k", "hk_pingpong_pct_32k", "hk_pingpong_alone_pct_16k", "hk_pingpong_alone_pct_32k"):
+        assert abs(facts[key].value) < drift, key
+    for k in ("16k", "32k"):
+        triton, neither, full = (facts[key].value for key in (f"hk_triton_vs_{k}", f"hk_neither_vs_{k}", f"hk_vs_{k}"))
+        assert neither - triton > full - neither
