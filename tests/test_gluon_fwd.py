@@ -70,11 +70,15 @@ def test_compiles_for_hopper_without_spills_or_serialised_products(name, compile
     assert int((folder / "shared").read_text()) <= 227 * 1024   # Hopper's shared memory per block
 
 
+def _sass(folder) -> str:
+    return subprocess.run([str(PTXAS.parent / "cuobjdump"), "-sass", str(folder / "k.cubin")],
+                          capture_output=True, text=True, check=True).stdout
+
+
 def test_softmax_runs_between_the_two_waits_when_overlapped(compiled):
     """The schedule itself: in the key loop, the exponentials sit after 'wait for S' (at most one product
     in flight) and before 'wait for everything', so they overlap P V on the tensor cores."""
-    sass = subprocess.run([str(PTXAS.parent / "cuobjdump"), "-sass", str(compiled / "default" / "k.cubin")],
-                          capture_output=True, text=True, check=True).stdout
+    sass = _sass(compiled / "default")
     ops = re.findall(r"(WARPGROUP\.DEPBAR\.LE gsb0, 0x[01]|MUFU\.EX2)", sass)
     wait_one = [i for i, op in enumerate(ops) if op.endswith("0x1")]
     assert wait_one, "no 'at most one product in flight' wait: the products are not overlapped"
@@ -84,8 +88,7 @@ def test_softmax_runs_between_the_two_waits_when_overlapped(compiled):
 
 
 def test_without_overlap_every_product_is_waited_for(compiled):
-    sass = subprocess.run([str(PTXAS.parent / "cuobjdump"), "-sass", str(compiled / "no overlap" / "k.cubin")],
-                          capture_output=True, text=True, check=True).stdout
+    sass = _sass(compiled / "no overlap")
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in sass
 
 

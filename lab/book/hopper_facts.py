@@ -48,9 +48,10 @@ def step_table(rows):
     return table.reset_index(drop=True).style.hide(axis="index").format(precision=3)
 
 
-def facts(root=None) -> dict:
-    """The facts of the section (and of the interview answer and the quiz built on it)."""
-    rows, source = race_table(root)
+def facts(root=None, race=None) -> dict:
+    """The facts of the section (and of the interview answer built on it); ``race``: what :func:`race_table`
+    returned, when the caller has read it already."""
+    rows, source = race or race_table(root)
     vs = {(int(r.n), r.variant): float(r.vs_reference) for r in rows.itertuples()}
     out = {"hk_worst_err": Fact(float(rows.max_abs_err.max()), source)}
     for n in sorted({n for n, _ in vs}):

@@ -122,7 +122,7 @@ def _producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_s
     STAGES: gl.constexpr = sched.STAGES
     q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
     q_row, kv_row0, start_m = _work(q_heads, group, n_q, n_k)
-    n_tiles, n_full = _key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
+    n_tiles, _ = _key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
     mbarrier.expect(q_ready, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_ready, q_smem)
     for i in range(n_tiles):
@@ -325,10 +325,10 @@ def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, la
     from lab.measure.attention.reference import check_shapes
 
     batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
-    block_n, stages = launch or LAUNCH.get(d, (ROWS, 2))   # (a head dim it cannot run is refused below)
-    why = supports(q, k, v, block_n)
+    why = supports(q, k, v, launch[0] if launch else None)
     if why:
         raise LabError(f"the Hopper kernel {why}")
+    block_n, stages = launch or LAUNCH[d]
     q, k, v = (t.contiguous() for t in (q, k, v))
     o = q.new_empty(q.shape)
     grid = (n_q // ROWS * batch * q_heads,)
