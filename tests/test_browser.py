@@ -445,7 +445,10 @@ def _check_needs_gpu_panel(root, reason: str) -> str:
 
 def test_a_panel_that_cannot_run_shows_the_needs_a_gpu_state(tmp_path, browser_context, serve, monkeypatch):
     monkeypatch.setenv("LAB_STATIC", "1")
-    from lab.book.run_panels import capture_panel, kernel_panel, load_panel, sweep_panel
+    from lab.book.run_panels.capture import capture_panel
+    from lab.book.run_panels.kernels import kernel_panel
+    from lab.book.run_panels.load_point import load_panel
+    from lab.book.run_panels.sweep import sweep_panel
 
     panels = [sweep_panel(), capture_panel(), kernel_panel("prefill"), kernel_panel("decode"), load_panel()]
     body = "".join(p.static_html() for p in panels)

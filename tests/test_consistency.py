@@ -7,16 +7,18 @@ HTML); these tests read it from the site the session builds once (tests/conftest
 checks are plain functions, and the planted contradictions below show each of them failing.
 """
 
+import dataclasses
 import html
 import re
 from pathlib import Path
 
 import pytest
 
-from lab import REPO_ROOT
+from lab import REPO_ROOT, LabError
 from lab.book import fact_registry
 from lab.book.fact_registry import Entry
 from lab.results.facts import Fact
+from lab.results.quantities import Quantity, is_data_run
 
 _SCRIPT_OR_STYLE = re.compile(r"<(script|style)\b.*?</\1>", re.DOTALL | re.IGNORECASE)
 _TAG = re.compile(r"<[^>]+>")
@@ -141,12 +143,12 @@ def test_a_name_glued_with_two_values_on_two_pages_fails():
 
 def test_a_quiz_records_the_facts_its_numbers_come_from(tmp_path, monkeypatch):
     """Chapter 5's quiz computes two shares of the bandwidth ceiling: the ceiling it divides by is registered."""
-    from lab.book.quizzes import chapter_quiz
+    from lab.book.quizzes import ch05
 
     monkeypatch.setenv(fact_registry.FOLDER_ENV, str(tmp_path))
     monkeypatch.setenv(fact_registry.PAGE_ENV, "book/05-decode-split-kv")
     monkeypatch.setattr(fact_registry, "_PAGE_ENTRIES", {})
-    chapter_quiz("05-decode-split-kv")
+    ch05.quiz()
     cited = [e for e in fact_registry.read(tmp_path) if e.quantity == "h200.bandwidth_ceiling"]
     assert cited and all(e.name.startswith("quiz ") and e.unit == "GB/s" for e in cited)
 
@@ -156,27 +158,108 @@ def test_nothing_is_written_outside_a_build(tmp_path, monkeypatch):
     assert fact_registry.record({"a": 1}, {"a": 1}) is None
 
 
-def test_a_number_from_an_unnamed_run_fails():
-    earlier = Fact(1.2, "data/h200/kernels-contiguous/bench/prefill.csv")
-    record = Fact(1.1, "data/h200/kernels/prefill.csv")
-    entries = [_entry("book/a", "x", earlier), _entry("book/a", "y", record), _entry("book/b", "z", earlier)]
-    texts = {"book/a": "the block-timed runs in data/h200/kernels-contiguous are kept", "book/b": "an earlier run"}
+def test_a_number_from_another_run_must_name_it():
+    speed = Quantity("h200.test.speed", "a planted speed", run="h200/kernels-race", file="prefill.csv",
+                     others={"h200/kernels-ablation": "timed minutes later in its own process"})
+    record, other = speed.fact(0.84, "16k"), speed.fact(0.81, "16k", run="h200/kernels-ablation")
+    assert other.quantity == "h200.test.speed[16k]@h200/kernels-ablation" and other.source.startswith("data/h200/kernels-ablation")
+    entries = [_entry("book/a", "x", record), _entry("book/a", "y", other), _entry("book/b", "z", other)]
+    texts = {"book/a": "in the ablation's own run (data/h200/kernels-ablation) FA3 was timed again",
+             "book/b": "an earlier run"}
     problems = fact_registry.unnamed_runs(entries, texts)
     assert len(problems) == 1 and problems[0].startswith("book/b (z)")
+    assert fact_registry.contradictions(entries) == []  # the other run is a quantity of its own
+
+
+def test_another_run_must_be_declared_with_why_it_differs():
+    speed = Quantity("h200.test.speed", "a planted speed", run="h200/kernels-race")
+    with pytest.raises(LabError, match="not one of its declared other runs"):
+        speed.fact(0.81, run="h200/kernels-ablation")
 
 
 def test_only_what_a_page_shows_is_checked_for_its_runs():
-    entries = [_entry("book/a", name, Fact(1.0, "data/h200/kernels-contiguous/bench/prefill.csv")) for name in "xyz"]
+    speed = Quantity("h200.test.speed", "a planted speed", run="h200/kernels",
+                     others={"h200/kernels-contiguous": "block-timed, before interleaved rounds"})
+    entries = [_entry("book/a", name, speed.fact(1.0, name, run="h200/kernels-contiguous")) for name in "xyz"]
     markdown = {"book/a": "took {glue:text}`x:.1f` ms, then\n```{glue} y\n```\n"}
     assert [e.name for e in fact_registry.used_in_prose(entries, markdown)] == ["x", "y"]
     assert fact_registry.unnamed_runs(entries[:1], {"book/a": "timed one candidate in single blocks"}) == []
 
 
-def test_a_page_that_calls_another_run_the_run_of_record_fails():
-    texts = {"book/a": "The run of record, data/h200/kernels-contiguous/bench, took 12 s.",
-             "book/b": "The run of record is data/h200/kernels; its repeats ran after it."}
-    problems = fact_registry.unnamed_runs([], texts)
-    assert len(problems) == 1 and problems[0].startswith("book/a")
+def test_a_number_from_data_without_a_quantity_name_fails():
+    named = Quantity("h200.test.ms", "a planted time", run="h200/kernels-race", file="prefill.csv", unit="ms")
+    entries = [_entry("book/a", "x", Fact(3.1, "data/h200/kernels-race/prefill.csv")),
+               _entry("book/a", "y", named.fact(3.1)), _entry("book/a", "z", Fact("FA3", "data/h200/kernels-race/prefill.csv")),
+               _entry("book/a", "w", Fact(12, "lab.measure.attention: a constant of the code"))]
+    problems = fact_registry.unnamed_numbers(entries)
+    assert len(problems) == 1 and problems[0].startswith("book/a (x)")
+
+
+def test_two_values_that_round_apart_fail_and_two_that_round_together_do_not():
+    speed = Quantity("h200.test.speed", "a planted speed", run="h200/kernels-race", file="prefill.csv", unit="×")
+    fact = speed.fact(0.8118)
+    same = [_entry("book/a", "x", fact.shown_as(".2f")), _entry("book/b", "x", fact.shown_as(".1f"))]
+    same = [fact_registry.entry(e.page, e.name, fact, shown) for e, shown in zip(same, ("0.81", "0.8"), strict=True)]
+    assert fact_registry.contradictions(same) == []
+    # a page that states the quantity with a hand-typed rounding of another value
+    typed = fact_registry.entry("book/c", "x", fact, "0.84")
+    problems = fact_registry.contradictions(same + [typed])
+    assert len(problems) == 1 and "'0.84'" in problems[0]
+
+
+def test_the_glue_layer_refuses_a_quantity_stated_two_ways(tmp_path, monkeypatch):
+    """During a build the second page that states a quantity with another value fails at once, and its
+    registry file is not written."""
+    import myst_nb
+
+    from lab.book import facts as book_facts
+
+    monkeypatch.setattr(myst_nb, "glue", lambda *a, **k: None)
+    monkeypatch.setenv(fact_registry.FOLDER_ENV, str(tmp_path))
+    speed = Quantity("h200.test.speed", "a planted speed", run="h200/kernels-race", file="prefill.csv", unit="×")
+    monkeypatch.setenv(fact_registry.PAGE_ENV, "book/one")
+    monkeypatch.setattr(fact_registry, "_PAGE_ENTRIES", {})
+    book_facts.glue_all({"tuned_vs_fa3": speed.fact(0.84, "ours-tuned", "16k")})
+    monkeypatch.setenv(fact_registry.PAGE_ENV, "book/two")
+    monkeypatch.setattr(fact_registry, "_PAGE_ENTRIES", {})
+    book_facts.glue_all({"tuned_vs_fa3": speed.fact(0.84, "ours-tuned", "16k")})  # the same fact: fine
+    with pytest.raises(LabError, match=r"h200.test.speed\[ours-tuned, 16k\]"):
+        book_facts.glue_all({"tuned_vs_fa3_again": speed.fact(0.88, "ours-tuned", "16k")})
+    with pytest.raises(LabError, match="tuned_vs_fa3"):  # one glue name, another value
+        book_facts.glue_all({"tuned_vs_fa3": Fact(0.88, "data/h200/kernels-tuning-race/race.csv")})
+    assert not (tmp_path / "book" / "two.json").read_text().count("0.88")
+    # and on one page: the same quantity from two sources
+    monkeypatch.setenv(fact_registry.PAGE_ENV, "book/three")
+    monkeypatch.setattr(fact_registry, "_PAGE_ENTRIES", {})
+    clone = Fact(0.84, "data/h200/kernels-tuning-race/race.csv", quantity=speed.member("ours-tuned", "16k"))
+    with pytest.raises(LabError, match="from 'data/h200/kernels-tuning-race/race.csv'"):
+        book_facts.glue_all({"copy": clone})
+
+
+def test_a_planted_duplicate_in_the_built_registry_fails(registry):
+    """The built site's own registry, with one quantity planted again at another value on another page."""
+    named = next(e for e in registry if e.quantity and isinstance(e.value, float))
+    planted = dataclasses.replace(named, page="book/planted", name="planted", value=named.value * 1.1,
+                                  shown=f"{named.value * 1.1:.3g}")
+    assert fact_registry.contradictions(registry) == []
+    problems = fact_registry.contradictions(registry + [planted])
+    assert len(problems) == 1 and "book/planted (planted)" in problems[0]
+
+
+def test_every_number_the_book_states_from_data_has_a_name(built_site, registry):
+    markdown = {page: (REPO_ROOT / f"{page}.md").read_text(encoding="utf-8") for page in {e.page for e in registry}}
+    problems = fact_registry.unnamed_numbers(fact_registry.used_in_prose(registry, markdown))
+    assert not problems, f"{len(problems)} numbers without a quantity name:\n" + "\n".join(problems[:40])
+
+
+def test_every_quantity_is_declared_once_and_has_a_known_run():
+    from lab.book.pages import declared
+    from lab.results import records
+
+    for quantity, _module in declared().values():
+        for run in (quantity.run, *quantity.others):
+            if is_data_run(run):
+                records.run(run)  # raises for a run that is not in lab.results.records.RUNS
 
 
 def test_an_object_repr_fails():

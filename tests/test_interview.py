@@ -337,7 +337,7 @@ def test_h200_sweeps_switch_on_facts_and_questions(with_h200):
     assert (f["h200_fa3_itl_short"].value, f["h200_fa3_itl_long"].value) == (pytest.approx(5.0 + 0.05 / 4),
                                                                             pytest.approx(6.6))
     assert not any(v.measured for v in h200.decode_kernel_facts().values())  # this tree has no kernel benchmark
-    extra = [q for q in quizzes.vllm_sweeps() if any(d.startswith("h200/") for n in q.cites.values()
+    extra = [q for q in quizzes.module_of("06-vllm-sweeps").questions() if any(d.startswith("h200/") for n in q.cites.values()
                                                      for d in n.datasets())]
     assert len(extra) == 2
     for question in extra:

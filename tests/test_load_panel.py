@@ -15,8 +15,7 @@ import pytest
 from test_run_panels import LAUNCHER, NO_GPU, _alive, _caps
 
 from lab import REPO_ROOT, LabError
-from lab.book.run_panels import LoadPanel, load_panel
-from lab.book.run_panels.load_point import client_pids
+from lab.book.run_panels.load_point import LoadPanel, client_pids, load_panel
 from lab.book.run_panels.servers import ArmKey, ServerPool
 from lab.measure.vllm.arms import FA3
 from lab.measure.vllm.server import Server, group_members

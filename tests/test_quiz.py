@@ -3,6 +3,7 @@ without Sphinx; and every {glue} number of the interview and course-kit chapters
 
 import csv
 import html
+import importlib
 import re
 import shutil
 import subprocess
@@ -12,9 +13,10 @@ import pytest
 from lab import REPO_ROOT, LabError
 from lab.book import quiz, quizzes
 from lab.book.quiz import Computed, Measured, Question, Quiz, measured
+from lab.book.quizzes import common
 
-A10G = quizzes.A10G
-ALL = [(chapter, i, q) for chapter, make in quizzes.CHAPTERS.items() for i, q in enumerate(make())]
+A10G = common.A10G
+ALL = [(chapter, i, q) for chapter in quizzes.CHAPTERS for i, q in enumerate(quizzes.module_of(chapter).questions())]
 
 
 def _raw_cell(m: Measured):
@@ -59,7 +61,7 @@ def test_question_is_valid_and_its_answer_matches_the_data(chapter, index, quest
         assert numeral in cited, f"{chapter} #{index}: {numeral!r} in the answer is not a cited number"
 
 
-QUIZ_CALL = re.compile(r"chapter_quiz\(\s*[\"']([^\"']+)[\"']\s*\)")
+QUIZ_CALL = re.compile(r"from lab\.book\.quizzes import (\w+)\s+\1\.quiz\(\)")
 
 
 def _toc_chapters() -> list[str]:
@@ -75,20 +77,21 @@ def test_every_chapter_with_a_quiz_shows_its_own_and_has_a_few_questions():
     with_quiz = {}
     for stem in _toc_chapters():
         path = REPO_ROOT / "book" / f"{stem}.md"
-        keys = QUIZ_CALL.findall(path.read_text(encoding="utf-8")) if path.exists() else []
+        modules = QUIZ_CALL.findall(path.read_text(encoding="utf-8")) if path.exists() else []
+        keys = [importlib.import_module(f"lab.book.quizzes.{m}").KEY for m in modules]
         if keys:
             with_quiz[stem] = keys
     assert with_quiz, "no chapter in _toc.yml shows a quiz"
     for stem, keys in with_quiz.items():
         assert keys == [stem], f"{stem}.md shows the quiz of {keys}, not its own"
-        assert len(quizzes.chapter_quiz(stem).questions) >= 3, f"{stem}: fewer than three questions"
+        assert len(quizzes.module_of(stem).quiz().questions) >= 3, f"{stem}: fewer than three questions"
     unused = set(quizzes.CHAPTERS) - set(with_quiz)
     assert not unused, f"quizzes no chapter in _toc.yml shows: {sorted(unused)}"
 
 
 def _as_seen(chapter: str) -> list[tuple[list[str], int]]:
     """Each question of a chapter's quiz as the page shows it: its options in order, and the right one's index."""
-    page = quizzes.chapter_quiz(chapter).to_html(inline_assets=False)
+    page = quizzes.module_of(chapter).quiz().to_html(inline_assets=False)
     seen = []
     for block in page.split('class="lab-quiz-question"')[1:]:
         answer = int(re.search(r'data-answer="(\d+)"', block).group(1))
@@ -115,7 +118,7 @@ def test_quizzes_do_not_give_the_answer_away():
 
 
 def test_answer_slots_rotate_and_keep_the_answer():
-    q = quizzes.chapter_quiz("05-decode-split-kv")
+    q = quizzes.module_of("05-decode-split-kv").quiz()
     slots = [q.questions[i].render().shuffled(q.answer_slot(i)).correct for i in range(len(q.questions))]
     assert len(set(slots)) == min(len(q.questions), 4)
     for i, question in enumerate(q.questions):
@@ -168,7 +171,7 @@ def test_numerals_inside_names_are_not_typed_numbers():
 
 def test_html_has_the_hooks_and_hides_answers(monkeypatch):
     monkeypatch.setenv("LAB_STATIC", "1")
-    q = quizzes.chapter_quiz("06-vllm-sweeps")
+    q = quizzes.module_of("06-vllm-sweeps").quiz()
     page = q._repr_html_()
     assert 'data-quiz="06-vllm-sweeps"' in page
     assert "<script" not in page and "<style" not in page  # the static site loads quiz.js/quiz.css itself
@@ -185,7 +188,7 @@ def test_html_has_the_hooks_and_hides_answers(monkeypatch):
 
 def test_live_kernel_output_carries_the_script_and_style(monkeypatch):
     monkeypatch.delenv("LAB_STATIC", raising=False)
-    page = quizzes.chapter_quiz("01-roofline")._repr_html_()
+    page = quizzes.module_of("01-roofline").quiz()._repr_html_()
     assert page.count("<script>") == 1 and "labQuizInstalled" in page
     assert page.count("<style>") == 1 and ".lab-quiz-right" in page
 
@@ -202,7 +205,7 @@ def test_option_order_is_shuffled_but_stable():
 
 def test_unknown_chapter_and_bad_key():
     with pytest.raises(LabError, match="no quiz for chapter"):
-        quizzes.chapter_quiz("99-nothing")
+        quizzes.module_of("99-nothing").quiz()
     with pytest.raises(LabError, match="lowercase"):
         Quiz("Bad Key", [_q()])
 
@@ -329,7 +332,7 @@ def _click_through(page, quiz_key: str, questions) -> None:
 @pytest.mark.browser
 @pytest.mark.parametrize("face", ["live", "static"])
 def test_quiz_answers_in_a_browser(browser_page, tmp_path, monkeypatch, face):
-    q = quizzes.chapter_quiz("05-decode-split-kv")
+    q = quizzes.module_of("05-decode-split-kv").quiz()
     if face == "live":  # a Jupyter output: style and script inline
         monkeypatch.delenv("LAB_STATIC", raising=False)
         head = ""

@@ -16,8 +16,11 @@ import pandas as pd
 import pytest
 
 from lab import REPO_ROOT, LabError
-from lab.book.run_panels import CapturePanel, KernelPanel, SweepPanel, base
+from lab.book.run_panels import base
+from lab.book.run_panels.capture import CapturePanel
+from lab.book.run_panels.kernels import KernelPanel
 from lab.book.run_panels.servers import ArmKey, ServerPool
+from lab.book.run_panels.sweep import SweepPanel
 from lab.env import Capabilities
 from lab.measure.vllm.arms import FA3
 from lab.measure.vllm.server import Server, group_members

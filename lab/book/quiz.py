@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lab import REPO_ROOT, LabError, env
+from lab.book import fact_registry
 from lab.results.facts import Fact, plain
 
 QUIZ_JS = REPO_ROOT / "book" / "_static" / "quiz.js"
@@ -341,3 +342,21 @@ class Quiz:
             lines.append(f"{qi + 1}. {r.prompt}")
             lines += [f"   {LETTERS[i]}. {o}" for i, o in enumerate(r.options)]
         return "\n".join(lines)
+
+
+def chapter_quiz(key: str, questions: Callable[[], list[Question]]) -> Quiz:
+    """A chapter's self-check: its questions under its key (the chapter's file stem). The numbers its options
+    cite are recorded in the page's fact registry, so the consistency test holds the quiz to the chapter."""
+    quiz = Quiz(key=key, questions=questions())
+    cited = {f"quiz {qi + 1}: {name}": found for qi, question in enumerate(quiz.questions)
+             for name, number in question.cites.items() for found in _facts_in(number)}
+    fact_registry.record({name: number.fact for name, number in cited.items()},
+                         {name: number.text() for name, number in cited.items()})
+    return quiz
+
+
+def _facts_in(number) -> list[Cited]:
+    """The facts a cited number shows or is computed from (a share of the ceiling cites the ceiling)."""
+    if isinstance(number, Cited):
+        return [number]
+    return [found for part in getattr(number, "inputs", ()) for found in _facts_in(part)]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import shutil
 from pathlib import Path
 
 from lab.book import fact_registry
@@ -105,8 +106,13 @@ def _finish_pages(app, exception) -> None:
 
 
 def _registry_folder(app) -> None:
-    """Each page's glued facts go beside the HTML (``_build/facts``), where tests/test_consistency.py reads them."""
-    os.environ[fact_registry.FOLDER_ENV] = str(Path(app.outdir).parent / "facts")
+    """Each page's glued facts go beside the HTML (``_build/facts``), where tests/test_consistency.py reads them.
+    A build from a fresh environment executes every page, so what an earlier build recorded goes first:
+    the glue layer compares each page with the pages built before it, never with a stale one."""
+    folder = Path(app.outdir).parent / "facts"
+    if not app.env.all_docs and folder.is_dir():
+        shutil.rmtree(folder)
+    os.environ[fact_registry.FOLDER_ENV] = str(folder)
 
 
 def _registry_page(app, docname, source) -> None:

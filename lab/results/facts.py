@@ -39,7 +39,8 @@ class Fact:
     format spec, ".1f", or a template that carries the unit, "{:.1f}×"): a format spec in the markdown would
     fail on the words "not measured yet", so the format travels with the fact. ``quantity`` names what the
     number means wherever it appears, ``unit`` is the unit of ``value`` (a key of :data:`UNITS` where it has
-    one), ``method`` says how it was obtained.
+    one), ``method`` says how it was obtained, ``run`` the run it was read from (a folder under data/; set by
+    :meth:`lab.results.quantities.Quantity.fact`).
     """
 
     value: Any
@@ -48,6 +49,7 @@ class Fact:
     quantity: str | None = None
     unit: str = ""
     method: str = ""
+    run: str = ""
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source.strip():

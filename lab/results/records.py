@@ -1,47 +1,85 @@
-"""Which run of a repeated measurement the book reads (its run of record), and the other runs kept on file.
+"""The runs the book reads: every folder under data/ a quantity can have as its run of record.
 
-A measurement made more than once keeps every run (the appendix shows how much it moved), but the
-chapters quote one. A number quoted from another run must say so: the page that quotes it names that
-run's folder. The book's consistency test (tests/test_consistency.py) holds every page to this table,
-and to the folders it names wherever a page says "run of record".
+Each :class:`lab.results.quantities.Quantity` names one of these as its run of record; a number quoted
+from another run of the same measurement names that run on its page (its folder, or one of the words
+:attr:`Run.names` gives it). The appendix's table of runs is built from this list, the quantities that
+take each run as their record (:mod:`lab.book.pages`) and each run's ``provenance.json``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.results import kernel_runs
+from lab import LabError
 
 
 @dataclass(frozen=True)
-class Record:
-    """One repeated measurement: the folders under data/ the chapters read, and its other runs."""
+class Run:
+    """One run on file: its folder under data/, what it measured, and words by which prose may name it."""
 
-    measurement: str
-    record: tuple[str, ...]   # the run of record and the repeats made right after it (e.g. h200/kernels)
-    others: tuple[str, ...]   # earlier or later runs of the same measurement, kept for comparison
-    names: tuple[str, ...] = ()  # words by which the prose may name the other runs instead of their folders
+    folder: str
+    measured: str
+    names: tuple[str, ...] = ()
 
-    def run_of(self, folder: str) -> str | None:
-        """'record' or 'other' for a folder under data/ (or a file or glob inside one), None if not this measurement."""
-        folder = folder.removeprefix("data/")
-        for kind, roots in (("other", self.others), ("record", self.record)):
-            if any(folder == root or folder.startswith(f"{root}/") or folder.startswith(f"{root}*") for root in roots):
-                return kind
-        return None
+    def holds(self, path: str) -> bool:
+        """Whether a data path (``data/h200/kernels/prefill.csv``, a glob) lies inside this run's folder."""
+        path = path.removeprefix("data/")
+        return path == self.folder or path.startswith(f"{self.folder}/") or path.startswith(f"{self.folder}*")
 
 
-RECORDS = (
-    Record("H200 kernel benchmark", (kernel_runs.RECORD, kernel_runs.RECORD_REPEATS), (kernel_runs.CONTIGUOUS,),
-           names=("in single blocks", "one block per candidate", "block-timed")),
-    Record("H200 live check of the chapters", ("h200/live-check/run",), ("h200/live-check/rerun-05b",)),
+RUNS = (
+    Run("reference/a10g-vllm0.11-qwen2.5-7b", "the published A10G study: vLLM 0.11 sweeps of FLASH_ATTN and "
+        "FLEX_ATTENTION and its census, parsed from its logs", names=("A10G study", "reference study")),
+    Run("h200/hardware", "the H200's dense bf16 matrix-product rate (cuBLAS, 8192³)"),
+    Run("h200/bandwidth", "the H200's read-stream bandwidth ceiling (256 MB-4 GB) and a copy beside it"),
+    Run("h200/device-properties", "what the CUDA driver reports about the H200 (SMs, L2, shared memory)"),
+    Run("h200/kernels", "the first full kernel benchmark: every candidate at 1k-32k, prefill and decode, "
+        "3 interleaved rounds", names=("benchmark's earlier full run", "earlier full run", "first full run")),
+    Run("h200/kernels-repeats", "three repeats of the prefill bars right after data/h200/kernels"),
+    Run("h200/kernels-contiguous", "the benchmark timed one block per candidate, before interleaved rounds",
+        names=("in single blocks", "one block per candidate", "block-timed")),
+    Run("h200/kernels-race", "prefill kernels raced in one process: ours, SDPA, Flex, FA2, FA3, FA4 at 4k-128k",
+        names=("race of record", "the race")),
+    Run("h200/kernels-ablation", "the tuned kernel's ablation, each step switched on in turn, FA3 beside it",
+        names=("ablation",)),
+    Run("h200/kernels-tuning-race", "every variant of the tuned Triton kernel raced against FA3",
+        names=("tuning race",)),
+    Run("h200/kernels-hopper-race", "the hand-scheduled Gluon kernel's variants raced against FA3",
+        names=("hand-scheduled kernel's race", "Gluon race")),
+    Run("h200/kernel-counters", "Nsight Compute counters of the prefill and decode kernels"),
+    Run("h200/kernel-counters-batch16", "Nsight Compute counters of decode at batch 16"),
+    Run("h200/kernel-counters-mask", "Nsight Compute counters of FlexAttention's decode with a padded mask"),
+    Run("h200/kernel-counters-hopper", "Nsight Compute counters of FA3 and the Gluon kernel at 16k"),
+    Run("h200/dram-bytes", "DRAM bytes of one prefill call per kernel (Nsight Compute)"),
+    Run("h200/decode-rows", "decode time against query rows per KV head at a long context"),
+    Run("h200/decode-rows-extra", "more query rows for the decode-rows study"),
+    Run("h200/paged-decode", "split-KV decode through a block table, against contiguous and FA3's paged decode"),
+    Run("h200/flex-masks", "FlexAttention's masks and their build cost"),
+    Run("h200/flex-decomposition", "FlexAttention standalone, then one vLLM ingredient at a time"),
+    Run("h200/value-dependence", "whether a kernel's time depends on the values it multiplies"),
+    Run("h200/vllm0.26-qwen2.5-7b", "vLLM 0.26 sweeps of prompt length per backend, and their profiler windows"),
+    Run("h200/vllm0.26-qwen2.5-7b-chunk2048", "the FA3 sweep again with prefill chunks of 2,048 tokens",
+        names=("chunk2048",)),
+    Run("h200/vllm0.26-qwen2.5-7b-concurrency", "decode under load: ITL and tokens/s against concurrent requests"),
+    Run("h200/vllm0.26-qwen2.5-7b-load", "a busy server: Poisson arrivals at several rates with vllm bench serve"),
+    Run("h200/vllm0.26-qwen2.5-7b-interference", "a long prompt among decoders, per chunk size"),
+    Run("h200x2/vllm0.26-qwen2.5-7b-tp2", "the FA3 sweep with tensor parallelism over two H200s"),
+    Run("h200/live-check", "every chapter executed live on the H200"),
+    Run("h200/device-logs", "the consoles of the H200 calls"),
 )
 
+_BY_FOLDER = {run.folder: run for run in RUNS}
 
-def record_of(folder: str) -> tuple[Record, str] | None:
-    """The measurement a data folder (or file, or glob) belongs to and whether it is its record, or None."""
-    for record in RECORDS:
-        kind = record.run_of(folder)
-        if kind is not None:
-            return record, kind
-    return None
+
+def run(folder: str) -> Run:
+    """The run on file under data/``folder``; a LabError naming the known runs otherwise."""
+    found = _BY_FOLDER.get(folder.removeprefix("data/").rstrip("/"))
+    if found is None:
+        raise LabError(f"no run data/{folder} in lab.results.records.RUNS; add it there with what it measured")
+    return found
+
+
+def run_holding(path: str) -> Run | None:
+    """The run whose folder holds a data path, or None (the longest folder wins: a study's part)."""
+    held = [r for r in RUNS if r.holds(path)]
+    return max(held, key=lambda r: len(r.folder)) if held else None

@@ -8,15 +8,8 @@
 - :func:`load_panel` (the busy-server chapter): one load point with ``vllm bench serve`` (a backend, a request
   rate, a number of prompts); it lands in the busy-server explorer.
 
-Each chapter calls one of them in its "run it yourself" cell. Servers are kept per arm while the kernel
+Each chapter imports its own panel's module (``from lab.book.run_panels.kernels import kernel_panel``) in its
+"run it yourself" cell; this package imports none of them. Servers are kept per arm while the kernel
 lives and stopped at its exit (:mod:`lab.book.run_panels.servers`). Where a panel cannot run (the static
 site, no GPU, no vLLM) it says what it would run and why not (:mod:`lab.book.run_panels.base`).
 """
-
-from lab.book.run_panels.capture import CapturePanel, capture_panel
-from lab.book.run_panels.kernels import KernelPanel, kernel_panel
-from lab.book.run_panels.load_point import LoadPanel, load_panel
-from lab.book.run_panels.sweep import SweepPanel, sweep_panel
-
-__all__ = ["CapturePanel", "KernelPanel", "LoadPanel", "SweepPanel", "capture_panel", "kernel_panel", "load_panel",
-           "sweep_panel"]

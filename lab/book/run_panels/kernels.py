@@ -127,7 +127,7 @@ class KernelPanel(RunPanel):
                  "source": "a chapter's run panel (lab.book.run_panels.kernels)"}
         store.write_provenance(self.out, store.new_provenance("kernels", dtype="bfloat16", flags=flags,
                                                              complete=True, seconds=round(time.time() - started, 1),
-                                                             command="lab.book.run_panels.kernel_panel"))
+                                                             command="lab.book.run_panels.kernels.kernel_panel"))
 
     def show_result(self, live) -> None:
         box = getattr(self, "result_box", None)

@@ -1,16 +1,12 @@
-"""Questions of chapter 06b, the busy server: queueing near capacity, the SLO a slow decode step breaks first, the
-prefill chunk's trade, and what an FP8 KV cache run on random weights cannot tell.
-
-Every number is a :class:`lab.book.quiz.Cited` fact of :mod:`lab.book.interview.busy` (chapter 6b's facts and the
-interview's, from the same data), so the quiz, the chapter and the interview quote one value; a question whose
-facts are not on file is left out rather than asked with a guess.
-"""
+"""Chapter 6b, a busy server: its self-check questions (``questions``) and the quiz the chapter shows (``quiz``)."""
 
 from __future__ import annotations
 
 from lab.book.facts import Fact
 from lab.book.interview import busy
-from lab.book.quiz import Cited, Question
+from lab.book.quiz import Cited, Question, Quiz, chapter_quiz
+
+KEY = "06b-busy-server"
 
 
 def _cited(facts: dict[str, Fact], names: dict[str, tuple[str, str]]) -> dict[str, Cited] | None:
@@ -21,7 +17,7 @@ def _cited(facts: dict[str, Fact], names: dict[str, tuple[str, str]]) -> dict[st
     return {key: Cited(facts[name], fmt) for key, (name, fmt) in names.items()}
 
 
-def busy_server() -> list[Question]:
+def questions() -> list[Question]:
     facts = busy.facts()
     return [q for make in (_queueing, _flex_tpot, _chunk_trade, _fp8_limits) for q in make(facts)]
 
@@ -128,3 +124,9 @@ def _fp8_limits(facts: dict) -> list[Question]:
         holds=lambda v: (abs(v["fp8_tokens"] / v["bf16_tokens"] - 2) < 0.02 and v["fp8_adm"] > v["bf16_adm"]
                          and v["fp8_itl"] < v["bf16_itl"]),
     )]
+
+
+
+def quiz() -> Quiz:
+    """The chapter's self-check, as its last cell shows it."""
+    return chapter_quiz(KEY, questions)
