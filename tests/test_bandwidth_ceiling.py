@@ -32,7 +32,7 @@ def test_the_h200_ceiling_is_the_slope_of_its_read_stream_from_256_mib_up():
     assert found.spread == pytest.approx(0, abs=1e-6) and found.sizes == (256 << 20, 4 << 30)
     fact = bandwidth.bandwidth_ceiling("H200-SXM", FIXTURE)
     assert fact.value == pytest.approx(4.5e12) and fact.unit == "B/s"
-    assert fact.source == "data/h200/bandwidth/read_stream.csv" and fact.quantity == "h200.bandwidth_ceiling"
+    assert fact.source == "data/h200/bandwidth/read_stream.csv" and fact.quantity == "bandwidth_ceiling[h200]"
     assert "slope" in fact.method and "read-only" in fact.method
     # one call's bytes / time is not the ceiling: it rises with the size (the fixed cost per call)
     rates = [r["gb_per_s"] for r in bandwidth.per_call_rates("H200-SXM", FIXTURE)]
@@ -51,14 +51,14 @@ def test_a_cuda_name_and_a_table_key_are_the_same_gpu():
 
 def test_a_gpu_never_measured_uses_its_datasheet_and_says_so():
     fact = bandwidth.bandwidth_ceiling("A10G")
-    assert fact.value == DEVICES["A10G"].bandwidth and fact.quantity == "a10g.bandwidth_ceiling"
+    assert fact.value == DEVICES["A10G"].bandwidth and fact.quantity == "bandwidth_ceiling.datasheet[a10g]"
     assert "datasheet" in fact.method and "not measured" in fact.method
     assert bandwidth.spread("A10G").value is None
 
 
 def test_the_h200_datasheet_is_a_labelled_reference_not_the_ceiling():
     sheet = bandwidth.datasheet_bandwidth("H200-SXM")
-    assert sheet.value == 4.8e12 and sheet.quantity == "h200.datasheet_bandwidth"
+    assert sheet.value == 4.8e12 and sheet.quantity == "datasheet.bandwidth[h200]"
     assert sheet.quantity != bandwidth.bandwidth_ceiling("H200-SXM", FIXTURE).quantity
 
 

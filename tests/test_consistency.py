@@ -46,7 +46,7 @@ def test_every_page_that_glues_has_a_registry(built_site: Path, registry):
     pages = {e.page for e in registry}
     assert {"book/01-roofline", "book/05-decode-split-kv", "book/06-vllm-sweeps", "book/08-interview-prep"} <= pages
     quantities = {e.quantity for e in registry if e.quantity}
-    assert "h200.bandwidth_ceiling" in quantities and "a10g.bandwidth_ceiling" in quantities
+    assert "bandwidth_ceiling[h200]" in quantities and "bandwidth_ceiling.datasheet[a10g]" in quantities
 
 
 def test_no_quantity_is_glued_with_two_values_or_from_two_sources(registry):
@@ -60,7 +60,7 @@ def test_one_glue_name_means_one_thing_on_every_page(registry):
 
 
 def test_the_bandwidth_ceiling_is_glued_on_several_pages_from_one_source(registry):
-    ceiling = [e for e in registry if e.quantity == "h200.bandwidth_ceiling"]
+    ceiling = [e for e in registry if e.quantity == "bandwidth_ceiling[h200]"]
     assert len({e.page for e in ceiling}) >= 3, "the ceiling should be quoted across the book, one fact everywhere"
     assert {e.source for e in ceiling} == {"data/h200/bandwidth/read_stream.csv"}
 
@@ -86,7 +86,7 @@ def _entry(page, name, fact):
     return fact_registry.entry(page, name, fact, fact.value)
 
 
-CEILING = Fact(4.3e12, "data/h200/bandwidth/read_stream.csv", quantity="h200.bandwidth_ceiling", unit="B/s")
+CEILING = Fact(4.3e12, "data/h200/bandwidth/read_stream.csv", quantity="bandwidth_ceiling[h200]", unit="B/s")
 
 
 def test_one_quantity_in_two_units_is_one_value():
@@ -98,7 +98,7 @@ def test_one_quantity_in_two_units_is_one_value():
 def test_a_planted_second_value_fails():
     other = Fact(4.8e12, CEILING.source, quantity=CEILING.quantity, unit="B/s")
     problems = fact_registry.contradictions([_entry("book/a", "x", CEILING), _entry("book/b", "y", other.to("TB/s"))])
-    assert len(problems) == 1 and "h200.bandwidth_ceiling" in problems[0] and "book/b (y)" in problems[0]
+    assert len(problems) == 1 and "bandwidth_ceiling[h200]" in problems[0] and "book/b (y)" in problems[0]
 
 
 def test_a_planted_second_source_fails():
@@ -149,7 +149,7 @@ def test_a_quiz_records_the_facts_its_numbers_come_from(tmp_path, monkeypatch):
     monkeypatch.setenv(fact_registry.PAGE_ENV, "book/05-decode-split-kv")
     monkeypatch.setattr(fact_registry, "_PAGE_ENTRIES", {})
     ch05.quiz()
-    cited = [e for e in fact_registry.read(tmp_path) if e.quantity == "h200.bandwidth_ceiling"]
+    cited = [e for e in fact_registry.read(tmp_path) if e.quantity == "bandwidth_ceiling[h200]"]
     assert cited and all(e.name.startswith("quiz ") and e.unit == "GB/s" for e in cited)
 
 

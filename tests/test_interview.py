@@ -93,7 +93,7 @@ def test_stopwatch_facts_are_chapter_twos_check_with_its_thin_margin(tmp_path):
     # the book says the margin is thin and flips at the datasheet bandwidth: the data must keep saying so
     assert 0 < f["sw_margin_pct"].value < 20 and f["sw_reread_ds_ms"].value < f["sw_ms"].value
     assert not h200.stopwatch_facts(root=tmp_path)["sw_ms"].measured  # no data: not measured, no guess
-    assert f["sw_ceiling_tbs"].quantity == "h200.bandwidth_ceiling"  # the one ceiling, not the run's copy
+    assert f["sw_ceiling_tbs"].quantity == "bandwidth_ceiling[h200]"  # the one ceiling, not the run's copy
 
 
 def test_facts_with_a_format_format_themselves_or_say_not_measured(monkeypatch):
@@ -176,7 +176,7 @@ def test_later_studies_without_data_are_not_measured_except_the_model(tmp_path):
 def test_the_floors_divide_by_the_bandwidth_ceiling(tmp_path):
     shutil.copytree(BANDWIDTH_FIXTURE, tmp_path, dirs_exist_ok=True)
     f = studies.roofline_batch_facts(tmp_path)
-    assert f["floor_gb_s"].value == pytest.approx(4500) and f["floor_gb_s"].quantity == "h200.bandwidth_ceiling"
+    assert f["floor_gb_s"].value == pytest.approx(4500) and f["floor_gb_s"].quantity == "bandwidth_ceiling[h200]"
     from lab.results import concurrency as rc
     assert f["floor_h200_1_32k_ms"].value == pytest.approx(1e3 * rc.floor_step_s(1, 32768, 4.5e12))
 

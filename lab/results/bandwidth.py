@@ -18,6 +18,7 @@ labelled reference, never a floor. Facts carry the quantity key ``<gpu>.bandwidt
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 from lab import LabError
 from lab.results import data, hardware, units
 from lab.results.facts import Fact
+from lab.results.quantities import Quantity
 
 #: GPUs with a measured read stream: the GPU's name as CUDA reports it -> dataset folder under data/.
 RUNS = {"NVIDIA H200": "h200/bandwidth"}
@@ -35,6 +37,18 @@ MIN_BYTES = 256 << 20   # above L2 (60 MiB on the H200) by a wide margin
 TO_BYTES = 4 * 10**9
 #: (max - min) / median of the neighbouring-size slopes above which the stream is not one ceiling.
 FLAT_WITHIN = 0.05
+
+
+#: The one bandwidth ceiling of a GPU, as every page states it: measured where the book measured the GPU
+#: (the read-stream slope), the datasheet's figure for a GPU it only reads about.
+MEASURED_CEILING = Quantity("bandwidth_ceiling", "the GPU's memory-bandwidth ceiling: the slope of time against "
+                            "bytes of a read-only stream far larger than L2", run=RUNS["NVIDIA H200"], file=FILE, unit="B/s")
+CEILING_SPREAD = Quantity("bandwidth_ceiling.spread", "how far the read stream's slopes between neighbouring sizes "
+                          "spread: (max - min) / median", run=RUNS["NVIDIA H200"], file=FILE, unit="%")
+DATASHEET_BANDWIDTH = Quantity("datasheet.bandwidth", "a GPU's memory bandwidth on its datasheet: a reference, never "
+                               "a floor", run="datasheet: lab.results.hardware", unit="B/s")
+DATASHEET_CEILING = Quantity("bandwidth_ceiling.datasheet", "the memory bandwidth on the datasheet of a GPU this book "
+                             "did not measure", run="datasheet: lab.results.hardware", unit="B/s")
 
 
 @dataclass(frozen=True)
@@ -56,8 +70,9 @@ class Ceiling:
 
     def fact(self) -> Fact:
         """The ceiling as the fact every page quotes (B/s; quantity ``<gpu>.bandwidth_ceiling``)."""
-        return Fact(self.bytes_per_s if self.measured else None, self.source, quantity=f"{short_name(self.gpu)}.bandwidth_ceiling",
-                    unit="B/s", method=self._method_text())
+        quantity = MEASURED_CEILING if self.method != "datasheet" else DATASHEET_CEILING
+        fact = quantity.fact(self.bytes_per_s if self.measured else None, short_name(self.gpu))
+        return dataclasses.replace(fact, source=self.source, method=f"{quantity.means}: {self._method_text()}")
 
     def floor_s(self, nbytes: float) -> float:
         """The least time ``nbytes`` of reads can take under this ceiling."""
@@ -168,16 +183,14 @@ def ceiling(gpu="NVIDIA H200", root: Path | None = None) -> float:
 def spread(gpu, root: Path | None = None) -> Fact:
     """How far the neighbouring-size slopes of the measured stream spread, in percent (None: not measured)."""
     found = read_ceiling(gpu, root)
-    return Fact(100 * found.spread if found.spread is not None else None, found.source, unit="%",
-                quantity=f"{short_name(gpu)}.bandwidth_ceiling_spread",
-                method="(max - min) / median of the slopes between neighbouring sizes")
+    return CEILING_SPREAD.fact(100 * found.spread if found.spread is not None else None, short_name(gpu))
 
 
 def datasheet_bandwidth(gpu) -> Fact:
     """The datasheet's bandwidth (B/s): for a measured GPU a labelled reference, never a floor."""
     dev = _device(gpu)
-    return Fact(dev.bandwidth, f"lab.results.hardware: {dev.sources['bandwidth'].title}",
-                quantity=f"{short_name(dev)}.datasheet_bandwidth", unit="B/s", method="datasheet")
+    fact = DATASHEET_BANDWIDTH.fact(dev.bandwidth, short_name(dev))
+    return dataclasses.replace(fact, source=f"lab.results.hardware: {dev.sources['bandwidth'].title}")
 
 
 def percent_of_ceiling(bytes_per_s: float | None, gpu, root: Path | None = None) -> float | None:

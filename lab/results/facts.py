@@ -5,7 +5,7 @@ value is None (or NaN) is not measured: the page says so instead of printing a n
 exist.
 
 A Fact that stands for a quantity the book quotes in more than one place carries a ``quantity`` key
-("h200.bandwidth_ceiling", "h200.fa3.kv_read_rate") and its ``unit``: the book's consistency test
+("bandwidth_ceiling[h200]", "h200.fa3.kv_read_rate") and its ``unit``: the book's consistency test
 (tests/test_consistency.py) fails when one quantity is glued with two values or from two sources.
 """
 

@@ -9,11 +9,14 @@ max(F/P, B/W). The ridge point P/W is the intensity where the two roofs meet.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from lab import LabError
-from lab.results import iomodel
+from lab.results import bandwidth, data, iomodel
 from lab.results.bandwidth import ceiling
-from lab.results.hardware import DTYPE_BYTES, Ceilings, Device
+from lab.results.facts import Fact
+from lab.results.hardware import DTYPE_BYTES, Ceilings, Device, device, load_measurement
+from lab.results.quantities import Quantity
 
 #: FLOPs charged per score in softmax with a mask: running max, subtract, exp, sum, divide (exp counted as one
 #: FLOP although the special-function unit spends more). The mask's select rides along uncharged.
@@ -200,3 +203,56 @@ def model_phase(shape, phase: str, n: int, dtype: str = "bf16", fused: bool = Tr
     attention = Kernel("attention", attn_flops, float(attn_bytes))
     return {"linear": linear, "attention": attention, "total": Kernel(f"{phase} step", linear.flops + attention.flops,
                                                                       linear.bytes + attention.bytes)}
+
+
+# --- the ceilings and ridges the book states: one definition each ------------------------------------
+#
+# Two ridges, never mixed: the *datasheet* ridge (a GPU's datasheet peak over its datasheet bandwidth) compares
+# GPUs on paper; the *measured* ridge (the H200's measured matmul ceiling over its measured bandwidth ceiling) is
+# the one every H200 measurement is held against. A datasheet peak over a measured bandwidth is neither.
+
+#: Where the H200's matmul ceiling is measured (its bandwidth ceiling: lab.results.bandwidth).
+MATMUL_RUN = "h200/hardware"
+
+DATASHEET_PEAK = Quantity("datasheet.bf16_peak", "a GPU's dense bf16 tensor-core peak, from its datasheet (no 2:4 sparsity)",
+                          run="datasheet: lab.results.hardware", unit="FLOP/s")
+DATASHEET_RIDGE = Quantity("datasheet.ridge", "a GPU's dense bf16 datasheet peak over its datasheet memory bandwidth",
+                           run="datasheet: lab.results.hardware", unit="FLOP/B")
+MATMUL_CEILING = Quantity("h200.matmul_ceiling", "the fastest dense bf16 matrix product cuBLAS ran on the lent H200 "
+                          "(best size, median of CUDA-event timings on random data)",
+                          run=MATMUL_RUN, file="measurements.json", unit="FLOP/s")
+MEASURED_RIDGE = Quantity("h200.measured_ridge", "the H200's measured matmul ceiling over its measured bandwidth "
+                          "ceiling (the read-stream slope, lab.results.bandwidth)",
+                          run=MATMUL_RUN, file="measurements.json", unit="FLOP/B")
+
+
+def datasheet_peak(key: str) -> Fact:
+    """A GPU's dense bf16 datasheet peak (``key`` of lab.results.hardware.DEVICES)."""
+    return DATASHEET_PEAK.fact(device(key).bf16_flops, key)
+
+
+def datasheet_ridge(key: str) -> Fact:
+    """A GPU's datasheet ridge: datasheet peak over datasheet bandwidth (for comparing GPUs on paper)."""
+    return DATASHEET_RIDGE.fact(device(key).ridge("bf16"), key)
+
+
+def matmul_ceiling(root: Path | None = None) -> Fact:
+    """The H200's measured matmul ceiling (not measured: a Fact that says so)."""
+    found = load_measurement((root or data.DATA_DIR) / MATMUL_RUN)
+    return MATMUL_CEILING.fact(found.peak_flops if found else None)
+
+
+def measured_ridge(root: Path | None = None) -> Fact:
+    """The H200's measured ridge: its matmul ceiling over its bandwidth ceiling, both measured."""
+    found = load_measurement((root or data.DATA_DIR) / MATMUL_RUN)
+    gpu = bandwidth.read_ceiling("NVIDIA H200", root)
+    value = found.peak_flops / gpu.bytes_per_s if found and gpu.measured else None
+    return MEASURED_RIDGE.fact(value, detail=f"over the bandwidth ceiling of {gpu.source}")
+
+
+def measured_roof(root: Path | None = None) -> Roof:
+    """The H200's roof from its two measured ceilings: where H200 measurements are placed."""
+    found = load_measurement((root or data.DATA_DIR) / MATMUL_RUN)
+    if found is None:
+        raise LabError(f"data/{MATMUL_RUN}/measurements.json: the H200's matmul ceiling is not measured")
+    return Roof("H200 (measured)", found.peak_flops, bandwidth.ceiling("NVIDIA H200", root), "bf16")

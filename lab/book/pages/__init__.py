@@ -41,6 +41,17 @@ def _modules(package: str) -> Iterator[object]:
         yield importlib.import_module(info.name)
 
 
+def _quantities_in(values) -> Iterator[Quantity]:
+    """The quantities among a module's values, and inside its module-level dicts, tuples and lists."""
+    for value in values:
+        if isinstance(value, Quantity):
+            yield value
+        elif isinstance(value, dict):
+            yield from (v for v in value.values() if isinstance(v, Quantity))
+        elif isinstance(value, (tuple, list)):
+            yield from (v for v in value if isinstance(v, Quantity))
+
+
 def declared() -> dict[str, tuple[Quantity, str]]:
     """Every quantity declared at module level in :data:`DECLARING`: name -> (quantity, declaring module).
     A LabError if two modules declare one name."""
@@ -49,11 +60,9 @@ def declared() -> dict[str, tuple[Quantity, str]]:
     found: dict[str, tuple[Quantity, str]] = {}
     for package in DECLARING:
         for module in _modules(package):
-            for value in vars(module).values():
-                if isinstance(value, Quantity) and getattr(module, "__name__", "") and value.name:
-                    where = module.__name__
-                    if value.name in found and found[value.name][0] is not value:
-                        raise LabError(f"quantity {value.name} is declared twice: in {found[value.name][1]} "
-                                       f"and in {where}")
-                    found.setdefault(value.name, (value, where))
+            for value in _quantities_in(vars(module).values()):
+                where = module.__name__
+                if value.name in found and found[value.name][0] is not value:
+                    raise LabError(f"quantity {value.name} is declared twice: in {found[value.name][1]} and in {where}")
+                found.setdefault(value.name, (value, where))
     return found
