@@ -81,28 +81,22 @@ def delta_kernel(O, DO, Delta, n_q, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexp
 
 @triton.jit
 def dkdv_tiles(dk, dv, k, v, Q, DO, LSE, Delta, bh, keys, rows0, dims, lo, hi, n_q, diag, qk_scale,
-               MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr,
-               PRECISION: tl.constexpr):
-    """Add query tiles [lo, hi) of query head ``bh`` to one key tile's dK (unscaled) and dV."""
+               DIAGONAL: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, PRECISION: tl.constexpr):
+    """Add query tiles [lo, hi) of query head ``bh`` to one key tile's dK (unscaled) and dV; DIAGONAL: tiles
+    the causal diagonal crosses, masked."""
     for start_m in range(lo, hi, BLOCK_M):
         rows = start_m + rows0
         offsets = (bh * n_q + rows[:, None]) * HEAD_DIM + dims[None, :]
-        if MASKED:  # rows past the end load as zeros, and a log-sum-exp of +inf makes their P zero
-            q = tl.load(Q + offsets, mask=rows[:, None] < n_q, other=0.0)
-            do = tl.load(DO + offsets, mask=rows[:, None] < n_q, other=0.0)
-            lse = tl.load(LSE + bh * n_q + rows, mask=rows < n_q, other=float("inf"))
-            delta = tl.load(Delta + bh * n_q + rows, mask=rows < n_q, other=0.0)
-        else:
-            q = tl.load(Q + offsets)
-            do = tl.load(DO + offsets)
-            lse = tl.load(LSE + bh * n_q + rows)
-            delta = tl.load(Delta + bh * n_q + rows)
+        # rows past the end load as zeros, and a log-sum-exp of +inf makes their P zero
+        q = tl.load(Q + offsets, mask=rows[:, None] < n_q, other=0.0)
+        do = tl.load(DO + offsets, mask=rows[:, None] < n_q, other=0.0)
+        lse = tl.load(LSE + bh * n_q + rows, mask=rows < n_q, other=float("inf"))
+        delta = tl.load(Delta + bh * n_q + rows, mask=rows < n_q, other=0.0)
         # transposed (rows are keys), so that dV and dK come out of the products with no transpose
         st = tl.dot(k, tl.trans(q), input_precision=PRECISION)           # Sᵀ, BLOCK_N x BLOCK_M
         pt = tl.math.exp2(st * qk_scale - lse[None, :] * LOG2E)          # Pᵀ, rebuilt from the saved L
-        if MASKED:
-            if CAUSAL:
-                pt = tl.where(keys[:, None] <= rows[None, :] + diag, pt, 0.0)
+        if DIAGONAL:
+            pt = tl.where(keys[:, None] <= rows[None, :] + diag, pt, 0.0)
         dv = tl.dot(pt.to(do.dtype), do, dv, input_precision=PRECISION)  # dV += Pᵀ dO
         dpt = tl.dot(v, tl.trans(do), input_precision=PRECISION)         # dPᵀ = V dOᵀ
         dst = pt * (dpt - delta[None, :])                                # dSᵀ = Pᵀ ∘ (dPᵀ − D)
@@ -134,15 +128,12 @@ def dkdv_kernel(Q, K, V, DO, LSE, Delta, DK, DV, scale, qk_scale, n_q, n_k, q_he
     else:
         lo = 0
         diag_end = 0
-    full_end = tl.maximum(diag_end, n_q // BLOCK_M * BLOCK_M)      # then a ragged last query tile, masked
     for g in range(group):  # the query heads of this KV head: dK and dV are sums over them
         bh = bkv * group + g
         dk, dv = dkdv_tiles(dk, dv, k, v, Q, DO, LSE, Delta, bh, keys, rows0, dims, lo, diag_end, n_q, diag,
-                            qk_scale, True, CAUSAL, BLOCK_M, HEAD_DIM, PRECISION)
-        dk, dv = dkdv_tiles(dk, dv, k, v, Q, DO, LSE, Delta, bh, keys, rows0, dims, diag_end, full_end, n_q, diag,
-                            qk_scale, False, CAUSAL, BLOCK_M, HEAD_DIM, PRECISION)
-        dk, dv = dkdv_tiles(dk, dv, k, v, Q, DO, LSE, Delta, bh, keys, rows0, dims, full_end, m_end, n_q, diag,
-                            qk_scale, True, CAUSAL, BLOCK_M, HEAD_DIM, PRECISION)
+                            qk_scale, True, BLOCK_M, HEAD_DIM, PRECISION)
+        dk, dv = dkdv_tiles(dk, dv, k, v, Q, DO, LSE, Delta, bh, keys, rows0, dims, diag_end, m_end, n_q, diag,
+                            qk_scale, False, BLOCK_M, HEAD_DIM, PRECISION)
     tl.store(DK + kv_offsets, (dk * scale).to(DK.dtype.element_ty), mask=keys[:, None] < n_k)
     tl.store(DV + kv_offsets, dv.to(DV.dtype.element_ty), mask=keys[:, None] < n_k)
 
@@ -210,16 +201,17 @@ def dq_kernel(Q, K, V, DO, LSE, Delta, DQ, scale, qk_scale, n_q, n_k, q_heads, g
 
 # --- launches -------------------------------------------------------------------------------------
 
-#: The autotuning spaces, small on purpose (each config is compiled once and timed once per shape key):
-#: the key/value-outer kernel keeps two BLOCK_N x d fp32 accumulators (dK, dV), so it takes wide key tiles
-#: and short query tiles; the query-outer kernel keeps one (dQ), the other way round. Tiles of 64 to 128,
-#: 4 to 8 warps, 2 to 3 stages, as the Triton tutorial's backward.
+#: The autotuning spaces, small on purpose (each config is compiled once and timed once per shape key).
+#: The key/value-outer kernel keeps two BLOCK_N x d fp32 accumulators (dK, dV) in registers, so it takes
+#: wide key tiles and short query tiles; the query-outer kernel keeps one (dQ), the other way round. Every
+#: config compiles for sm_90a at d = 64 and 128 without spilling a register (ptxas, Triton 3.6;
+#: tests/test_backward.py holds them to it). FlashAttention 3's 64-query x 128-key tile for dK/dV spills
+#: 180 bytes per thread at d = 128 here and is left out (``dkdv_config=`` still runs it).
 DKDV_CONFIGS = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-                for bm, bn, w, s in [(64, 128, 8, 2), (32, 128, 4, 2), (64, 128, 8, 3), (64, 64, 4, 3),
-                                     (128, 128, 8, 2)]]
+                for bm, bn, w, s in [(32, 128, 8, 2), (16, 128, 8, 3), (32, 64, 8, 2), (16, 64, 4, 3)]]
 DQ_CONFIGS = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-              for bm, bn, w, s in [(128, 64, 8, 2), (128, 32, 4, 2), (128, 64, 8, 3), (64, 64, 4, 3),
-                                   (128, 128, 8, 2)]]
+              for bm, bn, w, s in [(128, 64, 8, 2), (128, 64, 8, 3), (128, 32, 8, 3), (64, 64, 4, 2),
+                                   (64, 128, 8, 2)]]
 _KEY = ["n_q", "n_k", "group", "HEAD_DIM", "CAUSAL", "PRECISION"]
 _dkdv_autotuned = triton.autotune(configs=DKDV_CONFIGS, key=_KEY)(dkdv_kernel)
 _dq_autotuned = triton.autotune(configs=DQ_CONFIGS, key=_KEY)(dq_kernel)
@@ -310,6 +302,48 @@ def chosen_launch(n_q: int, n_k: int, group: int, head_dim: int, causal: bool, f
         return ""
     return "; ".join(f"{name} " + " ".join(f"{key}={value}" for key, value in launch.items())
                      for name, launch in chosen.items())
+
+
+def compile_for_hopper(kernel: str, config: dict, head_dim: int = 128, causal: bool = True) -> dict:
+    """Compile ``"dkdv"`` or ``"dq"`` (bf16) with one launch for sm_90a without a GPU, and read what ptxas
+    says of it: {"registers": per thread, "spill_bytes": stored + loaded, "shared_bytes", "serialised":
+    ptxas serialised the matrix products (advisory C7510-C7515)}. Needs Triton's compiler, not its
+    interpreter: a process started with ``TRITON_INTERPRET=0``."""
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    if interpreting():
+        raise LabError("compile_for_hopper needs Triton's compiler, but its interpreter is on (TRITON_INTERPRET=1, "
+                       "which lab sets without a GPU): run it in a process started with TRITON_INTERPRET=0")
+    kernels = {"dkdv": dkdv_kernel, "dq": dq_kernel}
+    if kernel not in kernels:
+        raise LabError(f"kernel must be one of {', '.join(kernels)}; got {kernel!r}")
+    fn, launch = kernels[kernel], _launch(config)
+    constexprs = {"HEAD_DIM": head_dim, "BLOCK_M": launch["BLOCK_M"], "BLOCK_N": launch["BLOCK_N"], "CAUSAL": causal,
+                  "PRECISION": "tf32"}
+    pointers = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "DO": "*bf16", "LSE": "*fp32", "Delta": "*fp32",
+                "DK": "*bf16", "DV": "*bf16", "DQ": "*bf16"}
+    signature = {name: pointers.get(name) or ("constexpr" if name in constexprs else
+                                              "fp32" if name in ("scale", "qk_scale") else "i32")
+                 for name in fn.arg_names}
+    aligned = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names) if name in pointers}
+    compiled = triton.compile(ASTSource(fn, signature, constexprs=constexprs, attrs=aligned),
+                              target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": launch["num_warps"], "num_stages": launch["num_stages"]})
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "k.ptx").write_text(compiled.asm["ptx"])
+        report = subprocess.run([str(ptxas), "-arch=sm_90a", "-v", "k.ptx", "-o", "k.cubin"], cwd=folder,
+                                capture_output=True, text=True, check=True).stderr
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
+    return {"registers": int(re.search(r"Used (\d+) registers", report).group(1)),
+            "spill_bytes": int(spills.group(1)) + int(spills.group(2)), "shared_bytes": compiled.metadata.shared,
+            "serialised": bool(re.search(r"C751\d", report))}
 
 
 def backward_flops(batch: int, q_heads: int, n_q: int, n_k: int, head_dim: int, causal: bool) -> float:
