@@ -59,6 +59,12 @@ LOG2E = tl.constexpr(1.4426950408889634)
 #: The backward's matrix work counted as 2.5 times the forward's (five n_q x n_k x d products against two),
 #: the count FlashAttention's papers and benchmarks use. Our kernels do seven (dq_kernel recomputes S and dP).
 BACKWARD_FLOP_FACTOR = 2.5
+#: The check of a backward: each gradient's largest error against the reference (fp32 autograd; fp64 on the
+#: CPU) at most this share of the reference gradient's largest entry. bf16: rounding the outputs alone costs
+#: about 2e-3 of it, and an emulation of these kernels' roundings in torch (P and dS to bf16 before their
+#: products) gave 2.5e-3 to 5.5e-3 at 512 to 4096 tokens, d 64 and 128: 2e-2 leaves a margin of four,
+#: while a wrong mask or a missed tile is off by the size of the gradient itself.
+GRAD_TOLERANCE = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 2e-2}
 #: Rows per program of the pre-pass.
 DELTA_BLOCK = 64
 
@@ -302,6 +308,13 @@ def chosen_launch(n_q: int, n_k: int, group: int, head_dim: int, causal: bool, f
         return ""
     return "; ".join(f"{name} " + " ".join(f"{key}={value}" for key, value in launch.items())
                      for name, launch in chosen.items())
+
+
+def gradient_errors(grads, reference) -> tuple[list[float], float]:
+    """([largest absolute error of dq, dk, dv], the worst of them as a share of its reference's largest entry)."""
+    errors = [(g.double() - r.double()).abs().max().item() for g, r in zip(grads, reference, strict=True)]
+    shares = [e / max(r.abs().max().item(), 1e-30) for e, r in zip(errors, reference, strict=True)]
+    return errors, max(shares)
 
 
 def compile_for_hopper(kernel: str, config: dict, head_dim: int = 128, causal: bool = True) -> dict:
