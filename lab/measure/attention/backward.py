@@ -72,13 +72,13 @@ DELTA_BLOCK = 64
 # --- the pre-pass ---------------------------------------------------------------------------------
 
 @triton.jit
-def delta_kernel(O, DO, Delta, n_q, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
+def delta_kernel(Out, DO, Delta, n_q, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
     # D = rowsum(dO ∘ O) for one tile of query rows of one head; (batch, head) rows are contiguous
     start_m, bh = tl.program_id(0), tl.program_id(1)
     rows = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     dims = tl.arange(0, HEAD_DIM)
     offsets = (bh * n_q + rows[:, None]) * HEAD_DIM + dims[None, :]
-    o = tl.load(O + offsets, mask=rows[:, None] < n_q, other=0.0).to(tl.float32)
+    o = tl.load(Out + offsets, mask=rows[:, None] < n_q, other=0.0).to(tl.float32)
     do = tl.load(DO + offsets, mask=rows[:, None] < n_q, other=0.0).to(tl.float32)
     tl.store(Delta + bh * n_q + rows, tl.sum(o * do, 1), mask=rows < n_q)
 
