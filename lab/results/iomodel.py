@@ -326,7 +326,7 @@ def backward_hbm_bytes(n_q: int, n_k: int, q_heads: int, kv_heads: int, head_dim
     P back (one element per kept query-key pair per query head, in the inputs' dtype), which the forward
     must also have written and kept: ``p_bytes``, the memory P holds from the forward to the backward.
     Softmax's D = rowsum(dO ∘ O) is left out of both (a few bytes per row, the same either way).
-    Returns {"recompute", "stored_p", "p_bytes"} in bytes.
+    Returns {"recompute", "recompute_reads" (its reads alone), "stored_p", "p_bytes"} in bytes.
     """
     q_heads, kv_heads = positive_int("q_heads", q_heads), positive_int("kv_heads", kv_heads)
     if q_heads % kv_heads:
@@ -334,7 +334,9 @@ def backward_hbm_bytes(n_q: int, n_k: int, q_heads: int, kv_heads: int, head_dim
     d, b, batch = positive_int("head_dim", head_dim), positive_int("bytes_per_element", bytes_per_element), \
         positive_int("batch", batch)
     pairs = kept_pairs(n_q, n_k, causal)
-    # read Q, O, dO and write dQ (query heads); read K, V and write dK, dV (KV heads); the fp32 log-sum-exp
-    recompute = b * d * (4 * n_q * q_heads + 4 * n_k * kv_heads) + 4 * n_q * q_heads
+    # read Q, O, dO (query heads), K, V (KV heads) and the fp32 log-sum-exp; write dQ, dK, dV
+    reads = b * d * (3 * n_q * q_heads + 2 * n_k * kv_heads) + 4 * n_q * q_heads
+    recompute = reads + b * d * (n_q * q_heads + 2 * n_k * kv_heads)
     p_bytes = b * pairs * q_heads
-    return {"recompute": batch * recompute, "stored_p": batch * (recompute + p_bytes), "p_bytes": batch * p_bytes}
+    return {"recompute": batch * recompute, "recompute_reads": batch * reads,
+            "stored_p": batch * (recompute + p_bytes), "p_bytes": batch * p_bytes}
