@@ -16,14 +16,15 @@ S = Q Kᵀ, from Q, K and L, and with dO the gradient of the output computes
 * :func:`dq_kernel` -- one program per query tile: walks the key tiles, recomputes S, P and dP once more and
   accumulates dQ in registers. A second pass, not atomics (what FlashAttention 2 does: every key tile's
   program adds its dS K into an fp32 dQ in memory): in Triton an atomic add of a tile from the tensor-core
-  layout goes through a layout conversion that costs more than the two extra products do
-  (triton-lang/triton#4717: the tutorial's kernel at 128 TFLOP/s with atomics and 314 without, H100), and a
-  second pass is deterministic. Triton's fused-attention tutorial makes the same choice. It costs two more
-  matrix products per tile pair (S and dP again): seven where the backward needs five.
+  layout goes through a layout conversion (triton-lang/triton#4717, open: a Triton attention backward at 16k
+  tokens on an H100 ran at 128 TFLOP/s adding dQ by tl.atomic_add, 226 with the atomics in inline assembly,
+  315 with none), a slowdown larger than the 7/5 the extra products cost; and a second pass is deterministic. Triton's fused-attention tutorial does the same (its dQ loop
+  runs in the same launch, over other tiles). It costs two more matrix products per pair of tiles (S and dP
+  again): seven where the backward needs five.
 
 Causal masks align the queries to the end of the keys (query i sees keys 0 .. i + n_k − n_q), as the
-forward does; tiles that no row of the other side can see are skipped, tiles every row sees are computed
-without a mask, and only the tiles across the diagonal (and a ragged last tile) are masked. Scores are
+forward does: tiles no row can see are skipped, the causal mask is applied only on the tiles the diagonal
+crosses, and rows or keys past the end are zeros from masked loads. Scores are
 kept in log2 units (log2 e folded into the scale) so that each exponential is one ``exp2``. Head dims 16
 to 256 (powers of two), any lengths, fp16/bf16 (fp32 with exact fp32 products); without a GPU the kernels
 run in Triton's interpreter, where bf16 products are wrong and therefore refused.
