@@ -38,6 +38,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, env, store
 from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
+from lab.measure.candidates import Prepared, candidate_fn
 from lab.measure.timing import round_order, rounds_text
 
 CANDIDATES = ("ours", "sdpa-flash", "sdpa-cudnn", "fa4")
@@ -105,25 +106,6 @@ def fa4_backward() -> str:
     return ""
 
 
-def _sdpa(backend_name: str):
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    backend = getattr(SDPBackend, backend_name)
-
-    def forward(q, k, v, causal):
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-    return forward
-
-
-def _fa4_forward(q, k, v, causal):
-    from flash_attn.cute import flash_attn_func
-
-    out = flash_attn_func(q, k, v, causal=causal)
-    return out[0] if isinstance(out, tuple) else out   # (out, lse)
-
-
 def trainee(name: str, forward=None) -> Trainee:
     """The candidate ``name``; ``forward`` replaces ours's forward (the CPU test's torch forward). A candidate
     that cannot run here is a LabError saying why."""
@@ -131,16 +113,16 @@ def trainee(name: str, forward=None) -> Trainee:
         from lab.measure.attention import backward
 
         return Trainee(lambda q, k, v, causal: backward.attention(q, k, v, causal, forward=forward))
-    if name == "sdpa-flash":
-        return Trainee(_sdpa("FLASH_ATTENTION"))
-    if name == "sdpa-cudnn":
-        return Trainee(_sdpa("CUDNN_ATTENTION"))
+    if name not in CANDIDATES:
+        raise LabError(f"no backward candidate {name!r}; choose from {', '.join(CANDIDATES)}")
     if name == "fa4":
         why = fa4_backward()
         if why:
             raise LabError(f"not available: {why}")
-        return Trainee(_fa4_forward, _tokens_first, lambda t: t.transpose(1, 2))
-    raise LabError(f"no backward candidate {name!r}; choose from {', '.join(CANDIDATES)}")
+    found = candidate_fn(name, "prefill")   # the same calls the forward benchmark times (lab.measure.candidates)
+    if isinstance(found, Prepared):         # FA4: tokens before heads
+        return Trainee(found.run, _tokens_first, lambda t: t.transpose(1, 2))
+    return Trainee(found)
 
 
 def backward_only(name: str, q, k, v, do, causal: bool = True):
