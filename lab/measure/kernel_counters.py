@@ -238,7 +238,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
                         help="comma-separated PHASE:CANDIDATE:BATCH:N jobs, profiled in this order "
-                             f"(PHASE: {', '.join(PHASES)}; default: {','.join(DEFAULT_JOBS)})")
+                             f"(PHASE: {', '.join(PHASES)}; default: {','.join(DEFAULT_JOBS)}; the backward passes: "
+                             f"{','.join(BACKWARD_JOBS)})")
     parser.add_argument("--deadline-s", type=positive_number, default=480, help="stop starting jobs after this many seconds "
                         "(a job still running then is cut off; earlier jobs' rows are kept)")
     parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)
