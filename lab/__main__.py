@@ -20,6 +20,7 @@ COMMANDS = {
     "hardware": "lab.results.hardware",
     "device-properties": "lab.measure.device_properties",
     "bench": "lab.measure.bench",
+    "backward-race": "lab.measure.backward_race",
     "dram-bytes": "lab.measure.dram_bytes",
     "kernel-counters": "lab.measure.kernel_counters",
     "decode-rows": "lab.measure.decode_rows",

@@ -183,3 +183,31 @@ def test_chunking_costs_bytes_only_under_the_compulsory_count():
     # compulsory: chunk i reads the i·2048 earlier tokens' K and V once more (one layer)
     extra = counts["chunked"]["compulsory"] - counts["single"]["compulsory"]
     assert extra == iomodel.chunked_prefill_kv_reread_bytes(QWEN25_7B, 8192, 2048) // QWEN25_7B.layers
+
+
+def test_backward_bytes_hand_count_with_p_recomputed_and_stored():
+    # 4 queries and keys, causal (10 kept pairs), 2 query heads over 1 KV head, d=8, 2-byte elements
+    counts = iomodel.backward_hbm_bytes(4, 4, 2, 1, 8, causal=True, bytes_per_element=2)
+    reads = 2 * 8 * (3 * 4 * 2 + 2 * 4 * 1) + 4 * 4 * 2      # Q, O, dO; K, V; the fp32 log-sum-exp
+    writes = 2 * 8 * (4 * 2 + 2 * 4 * 1)                      # dQ; dK, dV
+    assert counts == {"recompute": reads + writes, "recompute_reads": reads, "p_bytes": 2 * 10 * 2,
+                      "stored_p": reads + writes + 2 * 10 * 2}
+    assert iomodel.backward_hbm_bytes(4, 4, 2, 1, 8, causal=True, batch=3)["p_bytes"] == 3 * 40
+
+
+def test_storing_p_moves_the_score_matrix_and_recomputation_moves_only_n_d():
+    short = iomodel.backward_hbm_bytes(1024, 1024, 28, 4, 128)
+    long = iomodel.backward_hbm_bytes(16384, 16384, 28, 4, 128)
+    assert long["recompute"] == pytest.approx(16 * short["recompute"], rel=1e-9)      # linear in n
+    assert long["p_bytes"] / short["p_bytes"] == pytest.approx(256, rel=1e-3)           # quadratic in n
+    assert long["stored_p"] > 10 * long["recompute"]
+
+
+def test_kept_pairs_and_the_flops_built_on_them():
+    assert iomodel.kept_pairs(4, 4, True) == 10 and iomodel.kept_pairs(2, 5, True) == 2 * 3 + 3
+    assert iomodel.kept_pairs(3, 5, False) == 15
+    assert iomodel.attention_flops(4, 4, 2, 8, causal=True) == 4 * 8 * 2 * 10
+    with pytest.raises(LabError):
+        iomodel.kept_pairs(5, 4, True)
+    with pytest.raises(LabError):
+        iomodel.backward_hbm_bytes(4, 4, 3, 2, 8)

@@ -90,3 +90,14 @@ def test_a_job_keeps_its_other_kernels_beside_the_main_one():
     assert len(fa3.others) == fa3.kernels - 1 == 2 and len(ours.others) == 1
     assert fa3.others_ms == pytest.approx(fa3.totals["job_ms"] - fa3.main["ms"])
     assert any("prepare" in name for name, _ in fa3.others)
+
+
+def test_backward_jobs_parse_and_their_compulsory_bytes_are_the_backward_count():
+    from lab.results import iomodel
+
+    assert kc.parse_job("backward:ours:1:16384") == ("backward", "ours", 1, 16384)
+    assert all(kc.parse_job(job)[0] == "backward" for job in kc.BACKWARD_JOBS)
+    job = kc_results.JobCounters("backward:ours:1:16384", "backward", "ours", 1, 16384, "dkdv_kernel", 3)
+    counts = iomodel.backward_hbm_bytes(16384, 16384, 28, 4, 128)
+    assert kc_results.compulsory_bytes(job) == counts["recompute"]
+    assert kc_results.compulsory_read_bytes(job) == counts["recompute_reads"]

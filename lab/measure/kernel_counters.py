@@ -9,7 +9,10 @@ how many warps each multiprocessor kept resident (achieved occupancy), what the 
   (``sdpa-cudnn``, ``fa3``, ``ours-tuned``, ``flex``, ...);
 * ``decode:<candidate>:<batch>:<n>`` -- one query token per sequence over an n-token cache, same candidates;
 * ``flexdecode:<variant>:<batch>:<n>`` -- a FlexAttention decode variant of
-  :mod:`lab.measure.flex_decomposition` (``flex-default``, ``flex-pad8``, ``flex-paged``: vLLM's recipe, ...).
+  :mod:`lab.measure.flex_decomposition` (``flex-default``, ``flex-pad8``, ``flex-paged``: vLLM's recipe, ...);
+* ``backward:<candidate>:<batch>:<n>`` -- the backward alone of a causal training step of
+  :mod:`lab.measure.backward_race` (``ours``, ``sdpa-flash``, ``sdpa-cudnn``, ``fa4``): the forward runs
+  before, outside the profiled range (:data:`BACKWARD_JOBS`; not among the default jobs).
 
 How: the jobs run one after another in one child Python process under ``ncu --nvtx --nvtx-include
 counters/``: the child warms each job up (compile, autotune) outside any range, then launches a marker
@@ -49,12 +52,15 @@ SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis",
 EXTRA_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum", "gpu__time_duration.sum")
 MARKER = "counters_marker"
 RANGE = "counters"
-PHASES = ("prefill", "decode", "flexdecode")
+PHASES = ("prefill", "decode", "flexdecode", "backward")
 DEFAULT_JOBS = ("prefill:sdpa-cudnn:1:16384", "prefill:fa3:1:16384", "prefill:ours-tuned:1:16384",
                 "prefill:flex:1:16384", "prefill:fa4:1:16384", "prefill:flex-flash:1:16384",
                 "flexdecode:flex-default:1:32768", "flexdecode:flex-default:16:32768",
                 "flexdecode:flex-pad8:1:32768", "flexdecode:flex-paged:1:32768",
                 "decode:fa3:1:32768", "decode:ours-tuned:1:32768")
+#: The backward passes side by side at 16k: `python -m lab kernel-counters --jobs` with these.
+BACKWARD_JOBS = ("backward:ours:1:16384", "backward:sdpa-flash:1:16384", "backward:sdpa-cudnn:1:16384",
+                 "backward:fa4:1:16384")
 COLUMNS = ("job", "phase", "candidate", "batch", "n", "kernel_index", "kernel", "metric", "unit", "value")
 
 
@@ -156,8 +162,13 @@ def job_call(job: str):
     from lab.measure import candidates, flex_decomposition
 
     phase, name, batch, n = parse_job(job)
-    n_q = n if phase == "prefill" else 1
+    n_q = n if phase in ("prefill", "backward") else 1
     q, k, v = flex_decomposition.random_inputs(batch, 28, 4, n_q, n, 128, seed=n + batch)
+    if phase == "backward":
+        from lab.measure import backward_race
+
+        do = flex_decomposition.random_inputs(batch, 28, 4, n_q, n, 128, seed=n + batch + 1)[0]
+        return backward_race.backward_only(name, q, k, v, do)
     if phase == "flexdecode":
         run, _ = flex_decomposition.variant_fn(name, q, k, v, causal=False)
         return run
@@ -227,7 +238,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
                         help="comma-separated PHASE:CANDIDATE:BATCH:N jobs, profiled in this order "
-                             f"(PHASE: {', '.join(PHASES)}; default: {','.join(DEFAULT_JOBS)})")
+                             f"(PHASE: {', '.join(PHASES)}; default: {','.join(DEFAULT_JOBS)}; the backward passes: "
+                             f"{','.join(BACKWARD_JOBS)})")
     parser.add_argument("--deadline-s", type=positive_number, default=480, help="stop starting jobs after this many seconds "
                         "(a job still running then is cut off; earlier jobs' rows are kept)")
     parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)

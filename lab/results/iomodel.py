@@ -1,7 +1,8 @@
 """Bytes moved through HBM by attention: standard (the n×n matrix goes to memory) vs tiled (FlashAttention).
 
-Counts are for the forward pass and count only traffic to and from device memory (HBM); what the
-kernel keeps in registers or shared memory is free here. A fused (tiled) kernel gets two counts,
+Counts are for the forward pass (the backward's, with P recomputed or stored: :func:`backward_hbm_bytes`)
+and count only traffic to and from device memory (HBM); what the kernel keeps in registers or shared
+memory is free here. A fused (tiled) kernel gets two counts,
 and the truth lies between them:
 
 - **compulsory bytes** (:func:`attention_compulsory_bytes`): Q, K, V read once, O written once. No
@@ -261,13 +262,17 @@ def attention_flops(n_q: int, n_k: int, q_heads: int, head_dim: int, causal: boo
     Causal with n_q == n_k keeps n(n+1)/2 pairs; with n_q < n_k the queries are the last n_q positions.
     The softmax's few FLOPs per score are left out, as benchmarks' TFLOP/s figures leave them out.
     """
-    n_q, n_k = positive_int("n_q", n_q), positive_int("n_k", n_k)
-    if causal:
-        offset = n_k - n_q
-        pairs = n_q * offset + n_q * (n_q + 1) // 2
-    else:
-        pairs = n_q * n_k
+    pairs = kept_pairs(n_q, n_k, causal)
     return 4 * positive_int("head_dim", head_dim) * positive_int("q_heads", q_heads) * pairs * positive_int("batch", batch)
+
+
+def kept_pairs(n_q: int, n_k: int, causal: bool) -> int:
+    """Query-key pairs one head scores: n_q·n_k, or under a causal mask (queries the last n_q positions)
+    n_q·(n_k − n_q) + n_q(n_q + 1)/2."""
+    n_q, n_k = positive_int("n_q", n_q), positive_int("n_k", n_k)
+    if causal and n_q > n_k:
+        raise LabError(f"causal attention with more queries ({n_q}) than keys ({n_k}) leaves rows with no key to see")
+    return n_q * (n_k - n_q) + n_q * (n_q + 1) // 2 if causal else n_q * n_k
 
 
 def prefill_byte_counts(n: int, q_heads: int, kv_heads: int, head_dim: int, block: int, bytes_per_element: int = 2,
@@ -307,3 +312,31 @@ def chunked_prefill_bytes(shape, n: int, chunk: int, block: int, bytes_per_eleme
         chunked["reread"] += counts["reread"]
     single = prefill_byte_counts(n, *heads)
     return {"chunked": chunked, "single": {"compulsory": single["compulsory"], "reread": single["reread"]}}
+
+
+# --- the backward pass: recompute P, or store it ---------------------------------------------------
+
+def backward_hbm_bytes(n_q: int, n_k: int, q_heads: int, kv_heads: int, head_dim: int, causal: bool = True,
+                       batch: int = 1, bytes_per_element: int = 2) -> dict:
+    """One layer's attention backward, the least bytes through HBM two ways (the IO argument for recomputation).
+
+    ``recompute`` (what FlashAttention does): read Q, O, dO once per query head and K, V once per KV head,
+    read each query row's log-sum-exp (fp32), write dQ, dK, dV once. P is rebuilt from Q, K and the
+    log-sum-exp in the kernel, at the price of one more Q·Kᵀ product. ``stored_p``: the same plus reading
+    P back (one element per kept query-key pair per query head, in the inputs' dtype), which the forward
+    must also have written and kept: ``p_bytes``, the memory P holds from the forward to the backward.
+    Softmax's D = rowsum(dO ∘ O) is left out of both (a few bytes per row, the same either way).
+    Returns {"recompute", "recompute_reads" (its reads alone), "stored_p", "p_bytes"} in bytes.
+    """
+    q_heads, kv_heads = positive_int("q_heads", q_heads), positive_int("kv_heads", kv_heads)
+    if q_heads % kv_heads:
+        raise LabError(f"{q_heads} query heads cannot share {kv_heads} KV heads evenly")
+    d, b, batch = positive_int("head_dim", head_dim), positive_int("bytes_per_element", bytes_per_element), \
+        positive_int("batch", batch)
+    pairs = kept_pairs(n_q, n_k, causal)
+    # read Q, O, dO (query heads), K, V (KV heads) and the fp32 log-sum-exp; write dQ, dK, dV
+    reads = b * d * (3 * n_q * q_heads + 2 * n_k * kv_heads) + 4 * n_q * q_heads
+    recompute = reads + b * d * (n_q * q_heads + 2 * n_k * kv_heads)
+    p_bytes = b * pairs * q_heads
+    return {"recompute": batch * recompute, "recompute_reads": batch * reads,
+            "stored_p": batch * (recompute + p_bytes), "p_bytes": batch * p_bytes}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lab.measure import kernel_counters
-from lab.results import data
+from lab.results import data, iomodel
 
 RUNS = ("h200/kernel-counters", "h200/kernel-counters-batch16", "h200/kernel-counters-mask")
 METRICS = {
@@ -114,7 +114,10 @@ def _summarise(job: str, rows: list[dict]) -> JobCounters:
 
 
 def compulsory_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, head_dim: int = 128) -> int:
-    """Q, K, V read once and O written once, bf16: the least DRAM traffic the job could have."""
+    """Q, K, V read once and O written once, bf16: the least DRAM traffic the job could have (a backward
+    job: :func:`lab.results.iomodel.backward_hbm_bytes`, P recomputed)."""
+    if job.phase == "backward":
+        return iomodel.backward_hbm_bytes(job.n, job.n, q_heads, kv_heads, head_dim, True, job.batch)["recompute"]
     n_q = job.n if job.phase == "prefill" else 1
     return 2 * head_dim * job.batch * (2 * q_heads * n_q + 2 * kv_heads * job.n)
 
@@ -132,6 +135,9 @@ def table(root=None) -> list[dict]:
 
 
 def compulsory_read_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, head_dim: int = 128) -> int:
-    """Q, K and V read once, bf16: the least a job must read from DRAM (what its DRAM-read counter is held to)."""
+    """Q, K and V read once, bf16: the least a job must read from DRAM (what its DRAM-read counter is held to;
+    a backward job: Q, K, V, O, dO and the log-sum-exp)."""
+    if job.phase == "backward":   # Q, K, V, O, dO and the log-sum-exp
+        return iomodel.backward_hbm_bytes(job.n, job.n, q_heads, kv_heads, head_dim, True, job.batch)["recompute_reads"]
     n_q = job.n if job.phase == "prefill" else 1
     return 2 * head_dim * job.batch * (q_heads * n_q + 2 * kv_heads * job.n)

@@ -1,5 +1,5 @@
 """Attention, built up step by step: the naive reference, NumPy tiles with an online softmax,
-FlashAttention forward in Triton, and split-KV decode in Triton.
+FlashAttention forward in Triton, its backward (P recomputed), and split-KV decode in Triton.
 
 Shapes follow torch's SDPA: ``q`` is (batch, q_heads, n_q, d); ``k`` and ``v`` are
 (batch, kv_heads, n_k, d), with ``q_heads`` a multiple of ``kv_heads`` (grouped-query attention:

@@ -60,11 +60,13 @@ def attention_numpy(q, k, v, causal: bool = False, scale: float | None = None) -
 
 
 def attention_torch(q, k, v, causal: bool = False, scale: float | None = None, *,
-                    compute_dtype=None, chunk_bytes: int = 2 << 30):
+                    compute_dtype=None, chunk_bytes: int = 2 << 30, return_lse: bool = False):
     """The same on torch tensors: upcast (float32 by default), chunk the queries, return q's dtype.
 
     Each chunk still materialises its rows of the score matrix (chunk x n_k per head); chunking only
-    bounds the memory, so a 32k-token reference fits on one GPU.
+    bounds the memory, so a 32k-token reference fits on one GPU. ``return_lse=True`` returns
+    ``(out, lse)`` with ``lse`` each row's log-sum-exp of its scaled scores (natural log, in the compute
+    dtype, shape [batch, q_heads, n_q]): what a FlashAttention forward saves for its backward.
     """
     import torch
 
@@ -81,6 +83,7 @@ def attention_torch(q, k, v, causal: bool = False, scale: float | None = None, *
     og = out.view(batch, kv_heads, group, n_q, d)
     bytes_per_row = batch * q_heads * n_k * torch.finfo(compute_dtype).bits // 8 * 2  # scores + probabilities
     chunk = max(1, min(n_q, chunk_bytes // max(1, bytes_per_row)))
+    lse = torch.empty(batch, kv_heads, group, n_q, dtype=compute_dtype, device=q.device) if return_lse else None
     key_pos = torch.arange(n_k, device=q.device)
     for start in range(0, n_q, chunk):
         stop = min(n_q, start + chunk)
@@ -89,8 +92,43 @@ def attention_torch(q, k, v, causal: bool = False, scale: float | None = None, *
             visible = key_pos[None, :] <= torch.arange(start, stop, device=q.device)[:, None] + (n_k - n_q)
             scores.masked_fill_(~visible, float("-inf"))
         og[:, :, :, start:stop] = torch.matmul(torch.softmax(scores, dim=-1), vc).to(q.dtype)
+        if return_lse:
+            lse[:, :, :, start:stop] = torch.logsumexp(scores, dim=-1)
         del scores
-    return out
+    return (out, lse.view(batch, q_heads, n_q)) if return_lse else out
+
+
+def attention_gradients_torch(q, k, v, d_out, causal: bool = False, scale: float | None = None, *,
+                              compute_dtype=None, chunk_bytes: int = 2 << 30):
+    """(dq, dk, dv): torch's autograd through :func:`attention_torch`, upcast (float32 by default), for the
+    upstream gradient ``d_out`` (q's shape). The ground truth every backward kernel is checked against.
+
+    One query chunk at a time, so that a 32k-token reference fits on one GPU: a chunk's output depends on
+    its own queries and on the keys they may see, so each chunk's backward gives its rows of dq and adds
+    its share to dk and dv (with a causal mask its keys are cut where its last query stops seeing).
+    """
+    import torch
+
+    batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
+    if tuple(d_out.shape) != tuple(q.shape):
+        raise LabError(f"d_out must have q's shape {tuple(q.shape)}; got {tuple(d_out.shape)}")
+    compute_dtype = compute_dtype or torch.float32
+    kc = k.detach().to(compute_dtype).requires_grad_()
+    vc = v.detach().to(compute_dtype).requires_grad_()
+    dq = torch.empty(q.shape, dtype=compute_dtype, device=q.device)
+    # the autograd graph of a chunk holds ~4 chunk x n_k matrices per head (scores, probabilities, their grads)
+    bytes_per_row = 4 * batch * q_heads * n_k * torch.finfo(compute_dtype).bits // 8
+    chunk = max(1, min(n_q, chunk_bytes // max(1, bytes_per_row)))
+    for start in range(0, n_q, chunk):
+        stop = min(n_q, start + chunk)
+        keys = stop + (n_k - n_q) if causal else n_k
+        qc = q[:, :, start:stop].detach().to(compute_dtype).requires_grad_()
+        out = attention_torch(qc, kc[:, :, :keys], vc[:, :, :keys], causal, scale, compute_dtype=compute_dtype,
+                              chunk_bytes=chunk_bytes)
+        out.backward(d_out[:, :, start:stop].to(compute_dtype))
+        dq[:, :, start:stop] = qc.grad
+        del out, qc
+    return dq, kc.grad, vc.grad
 
 
 def attention(q, k, v, causal: bool = False, scale: float | None = None):
