@@ -19,11 +19,6 @@ head's query heads and tiles together, the heaviest causal tiles first.
 Scope: Hopper (compute capability 9.0), 16-bit inputs, head dim 64 or 128, sequence lengths that
 are whole tiles (:func:`supports`). There is no CPU interpreter for Gluon: the kernel is compiled
 for sm_90a on any machine (``compile_for_hopper``) and checked against a reference on the GPU.
-
-* :func:`producer` -- the warp that fills the K/V rings by TMA; :func:`consumer` -- one of the two
-  warpgroups that do the products and the softmax; :func:`hopper_kernel` -- the kernel that sets up shared
-  memory and barriers and splits the warps between them;
-* :func:`hopper_forward` -- the launcher; :func:`check` -- the kernel against the float64 reference (GPU only).
 """
 
 import os
@@ -367,9 +362,8 @@ def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[i
 
 
 def check(n: int = 256, q_heads: int = 4, kv_heads: int = 2, head_dim: int = 128, seed: int = 0) -> dict[str, float]:
-    """The Gluon kernel against the float64 reference on random bf16 inputs, on a Hopper GPU: the largest
-    absolute error of its output, ``{"no mask": ..., "causal": ...}``. ``n`` must be a multiple of 128.
-    Gluon has no CPU interpreter, so without a Hopper GPU this raises LabError (:func:`compile_for_hopper`
-    compiles the kernel for sm_90a on any machine)."""
+    """The Gluon kernel against the float64 reference on random bf16 inputs (``n`` a multiple of 128): the largest
+    absolute error of its output, ``{"no mask": ..., "causal": ...}``. Gluon has no CPU interpreter: without a
+    Hopper GPU this raises LabError (:func:`compile_for_hopper` compiles the kernel for sm_90a anywhere)."""
     device = "cuda" if torch.cuda.is_available() else "cpu"
     return max_errors(hopper_forward, n, q_heads, kv_heads, head_dim, torch.bfloat16, device, seed)

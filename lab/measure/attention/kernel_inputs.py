@@ -1,9 +1,6 @@
-"""What lab's Triton attention kernels take, and where they run.
-
-Shared by the forward kernels (:mod:`teaching`, :mod:`tuned`) and the decode kernels: the input check
-(shapes, one dtype, a head dim the tiles can hold, tensors on the GPU), the strides a kernel is given, the
-GPU's name (launches are remembered per GPU model) and whether Triton's CPU interpreter runs them.
-Importing this module before Triton sets the interpreter up where there is no GPU.
+"""What lab's Triton attention kernels (forward and decode) take, and where they run: the input check, the
+strides a kernel is given, the GPU's name (launches are remembered per GPU model) and whether Triton's CPU
+interpreter runs them (importing this module before Triton sets the interpreter up where there is no GPU).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Which launch the tuned forward kernel takes for a shape, and what the last one asked of the GPU.
 
-A default call of :func:`lab.measure.attention.tuned.tuned_forward` on a GPU does not autotune when the launch
-is already known: a shape of at most :data:`SMALL_SHAPE` tokens takes :data:`SMALL_LAUNCH`, and a shape this GPU
-model tuned before takes the pick remembered in :mod:`lab.measure.attention.launch_cache`. Otherwise Triton's
-autotuner picks among the tuned kernel's configs, and on Hopper the pointer and the TMA versions are timed once
-per shape and the faster kept. Every pick is recorded here, so :func:`best_config` can say what a shape ran
-with; :func:`launch_resources` reads the registers, shared memory and occupancy of the last fixed launch.
+A default call of :func:`lab.measure.attention.tuned.tuned_forward` on a GPU takes a known launch if there is
+one (:data:`SMALL_LAUNCH` for a small shape, or the pick this GPU model made before, kept in
+:mod:`lab.measure.attention.launch_cache`); otherwise Triton's autotuner picks, and on Hopper the pointer and
+TMA versions are timed once per shape and the faster kept. Every pick is recorded for :func:`best_config`.
 """
 
 from __future__ import annotations

@@ -120,9 +120,6 @@ def max_errors(forward, n: int = 50, q_heads: int = 4, kv_heads: int = 2, head_d
     gen = torch.Generator(device=device).manual_seed(seed)
     q, k, v = (torch.randn(1, heads, n, head_dim, generator=gen, device=device).to(dtype or torch.float32)
                for heads in (q_heads, kv_heads, kv_heads))
-    errors = {}
-    for mask, causal in (("no mask", False), ("causal", True)):
-        out = forward(q, k, v, causal)
-        expected = attention_torch(q.double(), k.double(), v.double(), causal, compute_dtype=torch.float64)
-        errors[mask] = (out.double() - expected).abs().max().item()
-    return errors
+    exact = lambda causal: attention_torch(q.double(), k.double(), v.double(), causal, compute_dtype=torch.float64)
+    return {mask: (forward(q, k, v, causal).double() - exact(causal)).abs().max().item()
+            for mask, causal in (("no mask", False), ("causal", True))}

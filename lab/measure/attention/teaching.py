@@ -5,9 +5,6 @@ online softmax (the NumPy loop of :mod:`lab.measure.attention.tiled`, moved onto
 grouped-query heads, head dims 16..256 (powers of two), any sequence lengths, fp16/bf16 (fp32 too, with
 exact fp32 products). Without a GPU it runs in Triton's interpreter on the CPU. What it takes to be fast
 is :mod:`lab.measure.attention.tuned`.
-
-* :func:`teaching_kernel` -- the kernel; :func:`teaching_forward` -- its launcher;
-* :func:`check` -- the kernel against the float64 reference on small random inputs.
 """
 
 from __future__ import annotations

@@ -9,11 +9,6 @@ a register cap (two programs per multiprocessor) picked by ``triton.autotune`` f
 (:data:`TUNED_CONFIGS`; which launch a shape takes is :mod:`lab.measure.attention.launch_policy`). Further
 steps towards FlashAttention 3 (a persistent launch, warp specialisation, FA4's exponent tricks) are
 switches (:class:`~lab.measure.attention.switches.Switches`), kept off where they did not pay on the H200.
-
-* :func:`tuned_tiles` -- the online softmax over a range of key tiles, masked or not;
-* :func:`tile_coords` -- which query tile of which head a unit of work is, in launch order;
-* :func:`tuned_tile` -- one unit of work; :func:`tuned_kernel` -- the kernel (a flat or persistent grid);
-* :func:`tuned_forward` -- the launcher; :func:`check` -- the kernel against the float64 reference.
 """
 
 from __future__ import annotations
