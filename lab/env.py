@@ -134,7 +134,7 @@ def use_triton_interpreter_without_gpu() -> bool:
 
     Must be called before ``triton`` is imported: Triton reads the variable when kernels are defined.
     Returns True when the interpreter is in use. ``TRITON_INTERPRET=0`` set by the caller keeps it off
-    (to compile kernels for a GPU this machine does not have, e.g. ``gluon_fwd.compile_for_hopper``).
+    (to compile kernels for a GPU this machine does not have, e.g. ``hopper.compile_for_hopper``).
     """
     if os.environ.get("TRITON_INTERPRET") in ("0", "1"):
         return os.environ["TRITON_INTERPRET"] == "1"

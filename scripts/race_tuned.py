@@ -1,8 +1,8 @@
 """Race the tuned forward kernel's variants against FlashAttention 3 on one GPU, in one process.
 
-Each variant is one setting of the tuned kernel's switches (triton_fwd.Switches), tile loads (pointers,
+Each variant is one setting of the tuned kernel's switches (lab.measure.attention.switches.Switches), tile loads (pointers,
 host-side or in-kernel TMA descriptors) and a fixed launch, so no autotuning: one compile each; the
-Gluon kernel's variants (GLUON: lab.measure.attention.gluon_fwd, Hopper only) race beside them. Every
+Gluon kernel's variants (GLUON: lab.measure.attention.hopper, Hopper only) race beside them. Every
 variant is checked against the fp32 reference first; then FA3 (vLLM's vllm_flash_attn, fa_version=3),
 cuDNN, FA4, FlexAttention's FLASH backend and every checked variant are timed in interleaved rounds, each round starting elsewhere.
 Causal prefill, 28 query over 4 KV heads, d=128, bf16, batch 1, as chapter 4's benchmark:
@@ -37,7 +37,7 @@ LAUNCHES = {"128x64w8s2r128": CURRENT, "128x128w8s3": WIDE, "128x128w8s2": (128,
             "128x128w4s2": (128, 128, 4, 2, 0), "128x128w4s3": (128, 128, 4, 3, 0)}
 
 
-#: the Gluon kernel (lab.measure.attention.gluon_fwd) as (BLOCK_N, STAGES, overlap, ping-pong); BLOCK_M is 128
+#: the Gluon kernel (lab.measure.attention.hopper) as (BLOCK_N, STAGES, overlap, ping-pong); BLOCK_M is 128
 GLUON = {"gluon 128x128 s2": (128, 2, True, True), "gluon 128x128 s3": (128, 3, True, True),
          "gluon 128x128 s2, no ping-pong": (128, 2, True, False), "gluon 128x128 s2, no overlap": (128, 2, False, True),
          "gluon 128x128 s2, neither": (128, 2, False, False), "gluon 128x64 s4": (64, 4, True, True)}
@@ -77,13 +77,13 @@ def variants() -> list[tuple[str, dict, object, str]]:
 
 def _gluon_entry(launch: tuple):
     """(q, k, v) -> (timed call, identity): the Gluon kernel with one fixed launch."""
-    from lab.measure.attention import gluon_fwd
+    from lab.measure.attention.hopper import hopper_forward
 
     block_n, stages, overlap, pingpong = launch
 
     def prepare(q, k, v):
-        return (lambda: gluon_fwd.hopper_forward(q, k, v, True, launch=(block_n, stages), overlap=overlap,
-                                                 pingpong=pingpong)), (lambda out: out)
+        return (lambda: hopper_forward(q, k, v, True, launch=(block_n, stages), overlap=overlap,
+                                       pingpong=pingpong)), (lambda out: out)
     return prepare
 
 
@@ -133,8 +133,9 @@ class Race:
     def length(self, n: int, chosen) -> None:
         import torch
 
-        from lab.measure.attention import triton_fwd
         from lab.measure.attention.reference import attention_flops, attention_torch
+        from lab.measure.attention.switches import Switches
+        from lab.measure.attention.tuned import tuned_forward
 
         gen = torch.Generator(device=self.device).manual_seed(n)
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float16  # the interpreter's bf16 dot is wrong
@@ -146,10 +147,10 @@ class Race:
             if "gluon" in switches:
                 entries.append((name, {}, tma, launch, _gluon_entry(switches["gluon"])))
                 continue
-            sw, config = triton_fwd.Switches(**switches), _config(launch)
+            sw, config = Switches(**switches), _config(launch)
             entries.append((name, switches, tma, launch,
                             lambda q, k, v, sw=sw, tma=tma, config=config:
-                            (lambda: triton_fwd.tuned_forward(q, k, v, True, config=config, tma=tma, switches=sw),
+                            (lambda: tuned_forward(q, k, v, True, config=config, tma=tma, switches=sw),
                              lambda out: out)))
         ready = []
         for name, switches, tma, launch, prepare in entries:

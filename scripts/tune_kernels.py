@@ -1,7 +1,7 @@
 """Sweep launch settings of the tuned forward kernel on a GPU and print the best per shape.
 
 Used on the H200 to choose the forward kernel's autotuning space (TUNED_CONFIGS in
-lab/attention/triton_fwd.py), with pointer and TMA loads; kept so the choice can be repeated on
+lab/measure/attention/tuned.py), with pointer and TMA loads; kept so the choice can be repeated on
 another GPU (the decode kernel times its own small space on first use):
 
     python scripts/tune_kernels.py --out /tmp/tune --budget-s 300
@@ -12,7 +12,7 @@ are in data/h200/kernels/tuning_forward.csv, with the commit of the code each on
 Each setting is checked against SDPA's output before it is timed. cuDNN and SDPA flash are timed at
 the start and at the end of each shape, so drift (clocks, heat) shows. Each launch's row also records
 its registers, spills, shared memory and resident programs per multiprocessor
-(triton_fwd.launch_resources) and the GPU's clocks while it was timed. Every timing is appended to
+(lab.measure.attention.launch_policy.launch_resources) and the GPU's clocks while it was timed. Every timing is appended to
 OUT/tune.jsonl as it is made; the best settings per shape are printed at the end.
 lab.results.tuning.log_rows turns a tune.jsonl into rows of tuning_forward.csv.
 """
@@ -68,7 +68,8 @@ def main() -> int:
     from triton.testing import do_bench
 
     from lab.measure import gpuclocks
-    from lab.measure.attention import triton_fwd
+    from lab.measure.attention.launch_policy import launch_resources
+    from lab.measure.attention.tuned import tuned_forward
 
     clocks = gpuclocks.ClockSampler(interval_ms=20) if gpuclocks.available() else None
     args.out.mkdir(parents=True, exist_ok=True)
@@ -129,8 +130,8 @@ def main() -> int:
                 break
             config = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": s, "maxnreg": regs or None}
             timed(f"{bm}x{bn} w{w} s{s}{f' r{regs}' if regs else ''} tma={int(tma)}", shape,
-                  lambda config=config, tma=tma, qkv=(q, k, v): triton_fwd.tuned_forward(*qkv, True, config=config, tma=tma),
-                  expected, resources=triton_fwd.launch_resources, launch=[bm, bn, w, s, regs], tma=tma)
+                  lambda config=config, tma=tma, qkv=(q, k, v): tuned_forward(*qkv, True, config=config, tma=tma),
+                  expected, resources=launch_resources, launch=[bm, bn, w, s, regs], tma=tma)
         for backend in ("CUDNN_ATTENTION", "FLASH_ATTENTION"):
             timed(f"sdpa {backend} (end)", shape, lambda backend=backend, qkv=(q, k, v): sdpa(*qkv, backend), expected)
 

@@ -149,9 +149,10 @@ import os  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from lab.measure.attention import triton_decode, triton_fwd  # noqa: E402
+from lab.measure.attention import launch_policy, teaching, triton_decode, tuned  # noqa: E402
 from lab.measure.attention.exp_tricks import exp2_fma  # noqa: E402
-from lab.measure.attention.reference import attention_torch  # noqa: E402
+from lab.measure.attention.reference import attention_torch, max_errors  # noqa: E402
+from lab.measure.attention.switches import Switches  # noqa: E402
 
 ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
 DEVICE = "cuda" if ON_GPU else "cpu"
@@ -186,12 +187,12 @@ if ON_GPU:
 def test_triton_forward_matches_reference(kernel, causal, dtype, shape):
     q, k, v = _torch_qkv(*shape, dtype, seed=sum(shape))
     if kernel == "teaching":
-        out = triton_fwd.teaching_forward(q, k, v, causal)
+        out = teaching.teaching_forward(q, k, v, causal)
     elif ON_GPU and dtype != torch.bfloat16:  # autotuning is exercised in bf16; fixed tiles keep the GPU run short
-        out = triton_fwd.tuned_forward(q, k, v, causal, config={"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
-                                       tma=False)  # the pointer path (bf16 on Hopper takes the TMA path)
+        out = tuned.tuned_forward(q, k, v, causal, config={"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
+                                  tma=False)  # the pointer path (bf16 on Hopper takes the TMA path)
     else:
-        out = triton_fwd.tuned_forward(q, k, v, causal)
+        out = tuned.tuned_forward(q, k, v, causal)
     assert _max_error(out, q, k, v, causal) <= TOLERANCE[dtype]
 
 
@@ -203,30 +204,30 @@ def test_triton_tuned_forward_tile_sizes(config, tma):
     # with tensor descriptors (TMA), rows past the end must come back as zeros and never be stored
     q, k, v = _torch_qkv(2, 4, 2, 50, 50, 64, torch.float16, seed=11)
     for causal in (False, True):
-        out = triton_fwd.tuned_forward(q, k, v, causal, config=config, tma=tma)
+        out = tuned.tuned_forward(q, k, v, causal, config=config, tma=tma)
         assert _max_error(out, q, k, v, causal) <= 4e-3
 
 
 @gpu_only
-@pytest.mark.parametrize("index", range(len(triton_fwd.TUNED_CONFIGS)))
+@pytest.mark.parametrize("index", range(len(tuned.TUNED_CONFIGS)))
 def test_triton_tuned_forward_every_autotune_config(index):
-    config = triton_fwd.TUNED_CONFIGS[index]
+    config = tuned.TUNED_CONFIGS[index]
     as_dict = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages, "maxnreg": config.maxnreg}
     q, k, v = _torch_qkv(1, 28, 4, 333, 333, 128, torch.bfloat16, seed=index)
     for causal in (False, True):
-        assert _max_error(triton_fwd.tuned_forward(q, k, v, causal, config=as_dict), q, k, v, causal) <= 2e-2
+        assert _max_error(tuned.tuned_forward(q, k, v, causal, config=as_dict), q, k, v, causal) <= 2e-2
 
 
 def test_triton_forward_rejects_bad_input():
     q, k, v = _torch_qkv(1, 2, 1, 8, 8, 16, torch.float32, seed=0)
     with pytest.raises(LabError):
-        triton_fwd.tuned_forward(q[..., :12], k[..., :12], v[..., :12])     # head dim 12: not a power of two
+        tuned.tuned_forward(q[..., :12], k[..., :12], v[..., :12])     # head dim 12: not a power of two
     with pytest.raises(LabError):
-        triton_fwd.teaching_forward(q, k.half(), v)                        # mixed dtypes
+        teaching.teaching_forward(q, k.half(), v)                        # mixed dtypes
     with pytest.raises(LabError):
-        triton_fwd.tuned_forward(q, k, v, config={"BLOCK_M": 16, "BLOCK_N": 8})          # tiles under 16
+        tuned.tuned_forward(q, k, v, config={"BLOCK_M": 16, "BLOCK_N": 8})          # tiles under 16
     with pytest.raises(LabError):
-        triton_fwd.tuned_forward(q, k, v, config={"BLOCK_M": 48, "BLOCK_N": 16})         # not a power of two
+        tuned.tuned_forward(q, k, v, config={"BLOCK_M": 48, "BLOCK_N": 16})         # not a power of two
 
 
 
@@ -234,16 +235,16 @@ def test_launch_resources_before_any_gpu_launch_says_what_to_do():
     if ON_GPU:
         pytest.skip("on a GPU earlier tests have launched the kernel")
     with pytest.raises(LabError, match="call tuned_forward"):
-        triton_fwd.launch_resources()
+        launch_policy.launch_resources()
 
 
 @gpu_only
 def test_launch_resources_describe_the_last_launch():
     q, k, v = _torch_qkv(1, 4, 2, 256, 256, 128, torch.bfloat16, seed=5)
-    triton_fwd.tuned_forward(q, k, v, True, config={"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}, tma=False)
-    small = triton_fwd.launch_resources()
-    triton_fwd.tuned_forward(q, k, v, True, config={"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, tma=False)
-    large = triton_fwd.launch_resources()
+    tuned.tuned_forward(q, k, v, True, config={"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}, tma=False)
+    small = launch_policy.launch_resources()
+    tuned.tuned_forward(q, k, v, True, config={"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, tma=False)
+    large = launch_policy.launch_resources()
     assert small["registers"] > 0 and large["registers"] > 0
     assert 1 <= large["programs_per_sm"] <= small["programs_per_sm"]   # bigger tiles, fewer resident programs
     assert large["shared_kib"] > small["shared_kib"]
@@ -303,8 +304,8 @@ def test_triton_tuned_forward_ablations_are_exact(split_diagonal, heavy_first):
     # the switches used to measure each optimisation must not change the answer
     q, k, v = _torch_qkv(1, 4, 2, 40, 40, 64, torch.float16, seed=3)
     config = {"BLOCK_M": 32, "BLOCK_N": 16}
-    switches = triton_fwd.Switches(split_diagonal=split_diagonal, heavy_first=heavy_first)
-    out = triton_fwd.tuned_forward(q, k, v, True, config=config, switches=switches)
+    switches = Switches(split_diagonal=split_diagonal, heavy_first=heavy_first)
+    out = tuned.tuned_forward(q, k, v, True, config=config, switches=switches)
     assert _max_error(out, q, k, v, True) <= 4e-3
 
 
@@ -321,9 +322,9 @@ def test_triton_tuned_forward_fa3_steps_are_exact(switch, tma):
     # every step towards FA3, alone and combined, with each kind of tile load: causal and not, 7 query
     # heads per KV head (as Qwen2.5-7B), lengths that are no multiple of a tile, batch 2
     q, k, v = _torch_qkv(2, 7, 1, 50, 50, 32, torch.float16, seed=13)
-    switches = triton_fwd.Switches(**FA3_SWITCHES[switch])
+    switches = Switches(**FA3_SWITCHES[switch])
     for causal in (False, True):
-        out = triton_fwd.tuned_forward(q, k, v, causal, config={"BLOCK_M": 32, "BLOCK_N": 16}, tma=tma, switches=switches)
+        out = tuned.tuned_forward(q, k, v, causal, config={"BLOCK_M": 32, "BLOCK_N": 16}, tma=tma, switches=switches)
         assert _max_error(out, q, k, v, causal) <= 4e-3
 
 
@@ -332,17 +333,73 @@ def test_triton_tuned_forward_fa3_steps_fp32_and_more_keys_than_queries(switch):
     # fp32 stays exact (the polynomial exp2 is for 16-bit inputs only); queries aligned to the end of the keys
     q, k, v = _torch_qkv(1, 4, 2, 20, 45, 16, torch.float32, seed=17)
     for causal in (False, True):
-        out = triton_fwd.tuned_forward(q, k, v, causal, config={"BLOCK_M": 16, "BLOCK_N": 16},
-                                       switches=triton_fwd.Switches(**FA3_SWITCHES[switch]))
+        out = tuned.tuned_forward(q, k, v, causal, config={"BLOCK_M": 16, "BLOCK_N": 16},
+                                  switches=Switches(**FA3_SWITCHES[switch]))
         assert _max_error(out, q, k, v, causal) <= 1e-5
 
 
 def test_persistent_launch_is_exact_with_fewer_programs_than_units():
     # 2 programs for 2 x 4 heads x 4 query tiles: each program loops over many units of work
     q, k, v = _torch_qkv(2, 4, 2, 64, 64, 16, torch.float16, seed=19)
-    out = triton_fwd.tuned_forward(q, k, v, True, config={"BLOCK_M": 16, "BLOCK_N": 16, "programs_per_sm": 1},
-                                   switches=triton_fwd.Switches(persistent=True))  # 4 "SMs" in the interpreter
+    out = tuned.tuned_forward(q, k, v, True, config={"BLOCK_M": 16, "BLOCK_N": 16, "programs_per_sm": 1},
+                              switches=Switches(persistent=True))  # 4 "SMs" in the interpreter
     assert _max_error(out, q, k, v, True) <= 4e-3
+
+
+@pytest.mark.parametrize("module", [teaching, tuned], ids=["teaching", "tuned"])
+def test_check_runs_the_kernel_against_the_float64_reference(module):
+    # what chapter 4 shows: 50 tokens, 4 query heads over 2 KV heads, fp32, without a mask and causal
+    errors = module.check()
+    assert set(errors) == {"no mask", "causal"}
+    assert all(0 < error <= 1e-5 for error in errors.values()), errors   # (0: the kernel's own rounding)
+
+
+def test_the_check_fails_a_wrong_kernel():
+    wrong_mask = lambda q, k, v, causal: attention_torch(q, k, v, not causal)  # noqa: E731
+    assert min(max_errors(wrong_mask).values()) > 0.1
+
+
+def _lse_reference(q, k, causal):
+    """Each row's log-sum-exp of its scaled scores, in float64 (queries aligned to the end of the keys)."""
+    n_q, n_k, d = q.shape[2], k.shape[2], q.shape[-1]
+    keys = k.double().repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    scores = q.double() @ keys.transpose(-1, -2) / d ** 0.5
+    if causal:
+        visible = torch.arange(n_k)[None, :] <= torch.arange(n_q)[:, None] + (n_k - n_q)
+        scores = scores.masked_fill(~visible.to(scores.device), float("-inf"))
+    return torch.logsumexp(scores, dim=-1)
+
+
+LSE_CASES = {"teaching": (teaching.teaching_forward, torch.float32, {}),
+             "tuned": (tuned.tuned_forward, torch.float32, {}),
+             "tuned, TMA": (tuned.tuned_forward, torch.float32, {"config": {"BLOCK_M": 32, "BLOCK_N": 16}, "tma": True}),
+             "tuned, persistent, lazy rescale": (tuned.tuned_forward, torch.float32,
+                                                 {"config": {"BLOCK_M": 16, "BLOCK_N": 16, "programs_per_sm": 1},
+                                                  "switches": Switches(persistent=True, rescale_threshold=8.0)}),
+             "tuned, fp16, every switch": (tuned.tuned_forward, torch.float16,
+                                           {"config": {"BLOCK_M": 32, "BLOCK_N": 16}, "tma": "device",
+                                            "switches": Switches(**FA3_SWITCHES["all"])})}
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 2, 50, 50, 64), (1, 4, 2, 20, 45, 32)], ids=["50x50", "20x45"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("case", LSE_CASES)
+def test_forward_returns_each_rows_log_sum_exp(case, causal, shape):
+    forward, dtype, options = LSE_CASES[case]
+    q, k, v = _torch_qkv(*shape, dtype, seed=29)
+    out, lse = forward(q, k, v, causal, return_lse=True, **options)
+    assert lse.shape == (shape[0], shape[1], shape[3]) and lse.dtype == torch.float32
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-3   # fp16: the polynomial exp2's 1e-4 relative error
+    assert (lse.double() - _lse_reference(q, k, causal)).abs().max().item() <= tolerance
+    assert torch.equal(out, forward(q, k, v, causal, **options))   # the output does not change with it
+
+
+@pytest.mark.parametrize("forward", [teaching.teaching_forward, tuned.tuned_forward], ids=["teaching", "tuned"])
+def test_a_row_that_sees_no_key_has_log_sum_exp_minus_infinity(forward):
+    q, k, v = _torch_qkv(1, 2, 1, 5, 0, 16, torch.float32, seed=0)     # no keys at all: the only such rows
+    with np.errstate(divide="ignore", invalid="ignore"):               # (the interpreter computes 0/0 and log 0)
+        _, lse = forward(q, k, v, False, return_lse=True)
+    assert torch.isneginf(lse).all()
 
 
 @triton.jit
@@ -362,7 +419,7 @@ def test_polynomial_exp2_within_bf16_rounding():
 def test_tuned_forward_rejects_an_unknown_tile_load():
     q, k, v = _torch_qkv(1, 2, 1, 8, 8, 16, torch.float32, seed=0)
     with pytest.raises(LabError, match="tma must be"):
-        triton_fwd.tuned_forward(q, k, v, config={"BLOCK_M": 16, "BLOCK_N": 16}, tma="sometimes")
+        tuned.tuned_forward(q, k, v, config={"BLOCK_M": 16, "BLOCK_N": 16}, tma="sometimes")
 
 
 # --- the benchmark's bookkeeping (the timing itself needs a GPU) ----------------------------------------

@@ -1,5 +1,5 @@
 """The code a chapter teaches is on its page: every identifier of lab's code that a chapter's prose names in
-code font (``_tuned_tiles``, ``MASKED``, ``acc / l_i``, ``warpgroup_mma_wait``) is shown on that page in a
+code font (``tuned_tiles``, ``MASKED``, ``acc / l_i``, ``warpgroup_mma_wait``) is shown on that page in a
 visible code block, or defined in the glossary.
 
 "Lab's code" is what a reader could look for in ``lab/``: the functions, classes and module constants it
@@ -120,10 +120,10 @@ def test_every_identifier_the_prose_names_is_shown_on_its_page(built_site: Path,
 
 
 def test_a_name_the_prose_uses_but_the_page_hides_is_found():
-    page = ('<p>The split calls <code class="docutils literal notranslate"><span class="pre">_tuned_tiles</span></code> '
+    page = ('<p>The split calls <code class="docutils literal notranslate"><span class="pre">tuned_tiles</span></code> '
             'twice, then divides <code class="docutils literal notranslate">acc / l_i</code>; see '
             '<code class="docutils literal notranslate">torch.compile</code> and '
             '<code class="docutils literal notranslate">python -m lab bench</code>.</p>'
-            '<details class="admonition hide above-input"><pre>def _tuned_tiles(acc, l_i): ...</pre></details>'
+            '<details class="admonition hide above-input"><pre>def tuned_tiles(acc, l_i): ...</pre></details>'
             '<pre>acc = acc / l_i</pre>')
-    assert missing_on(page) == ["_tuned_tiles"]
+    assert missing_on(page) == ["tuned_tiles"]

@@ -1,4 +1,4 @@
-"""Chapter 4's section on FA3's schedule written by hand (the Gluon kernel, lab.measure.attention.gluon_fwd):
+"""Chapter 4's section on FA3's schedule written by hand (the Gluon kernel, lab.measure.attention.hopper):
 its race against FA3, step by step, and its hardware counters beside FA3's.
 
 One run of record each: the race (data/h200/kernels-hopper-race, scripts/race_tuned.py: FA3, cuDNN, our Triton
@@ -10,7 +10,7 @@ these same facts.
 from __future__ import annotations
 
 from lab.book.facts import Fact
-from lab.measure.attention import gluon_fwd
+from lab.measure.attention import hopper
 from lab.results import data, kernel_counters
 from lab.results import tuning as tuning_runs
 
@@ -64,11 +64,11 @@ def facts(root=None, race=None) -> dict:
                 f"hk_pingpong_pct_{k}": Fact(100 * (vs[n, DEFAULT] / vs[n, "gluon 128x128 s2, no ping-pong"] - 1), source),
                 f"hk_pingpong_alone_pct_{k}": Fact(100 * (vs[n, "gluon 128x128 s2, no overlap"]
                                                           / vs[n, "gluon 128x128 s2, neither"] - 1), source)}
-    block_n, stages = gluon_fwd.LAUNCH[128]
-    code = "lab.measure.attention.gluon_fwd"
-    out |= {"hk_block_m": Fact(gluon_fwd.ROWS, code), "hk_rows": Fact(gluon_fwd.ROWS // 2, code),
+    block_n, stages = hopper.LAUNCH[128]
+    code = "lab.measure.attention.hopper"
+    out |= {"hk_block_m": Fact(hopper.ROWS, code), "hk_rows": Fact(hopper.ROWS // 2, code),
             "hk_block_n": Fact(block_n, code), "hk_stages": Fact(stages, code),
-            "hk_consumer_regs": Fact(int(gluon_fwd.CONSUMER_REGS.value), code), "hk_producer_regs": Fact(int(gluon_fwd.PRODUCER_REGS.value), code)}
+            "hk_consumer_regs": Fact(int(hopper.CONSUMER_REGS.value), code), "hk_producer_regs": Fact(int(hopper.PRODUCER_REGS.value), code)}
     return out | counter_facts(root)
 
 

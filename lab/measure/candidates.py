@@ -23,7 +23,7 @@ CANDIDATES = ("naive", "sdpa-flash", "sdpa-cudnn", "flex", "ours-teaching", "our
 OURS = ("ours-teaching", "ours-tuned")
 PEERS = ("fa2", "fa3", "fa4", "flex-flash")
 ALL_CANDIDATES = CANDIDATES + PEERS
-#: Ours on Hopper only: the Gluon kernel (lab.measure.attention.gluon_fwd), FA3's schedule written by hand
+#: Ours on Hopper only: the Gluon kernel (lab.measure.attention.hopper), FA3's schedule written by hand
 HOPPER_ONLY = ("ours-hopper",)
 MAX_ABS_ERR = 2e-2  # bf16 outputs against the fp32 reference
 
@@ -158,7 +158,7 @@ def _flex(q, k, v, causal, kernel_options=None):
 
 
 def candidate_fn(name: str, phase: str) -> Callable:
-    from lab.measure.attention import triton_decode, triton_fwd
+    from lab.measure.attention import teaching, triton_decode, tuned
 
     if name == "naive":
         return _sdpa("MATH")
@@ -175,14 +175,14 @@ def candidate_fn(name: str, phase: str) -> Callable:
     if name == "fa4":
         return _fa4()
     if name == "ours-hopper" and phase == "prefill":
-        from lab.measure.attention import gluon_fwd
-        return lambda q, k, v, causal: gluon_fwd.hopper_forward(q, k, v, causal)
+        from lab.measure.attention import hopper
+        return lambda q, k, v, causal: hopper.hopper_forward(q, k, v, causal)
     if name not in OURS:
         raise LabError(f"no {phase} candidate {name!r}; choose from {', '.join(ALL_CANDIDATES + HOPPER_ONLY)}")
     if phase == "decode":
         fn = triton_decode.teaching_decode if name == "ours-teaching" else triton_decode.tuned_decode
         return lambda q, k, v, causal: fn(q, k, v)
-    fn = triton_fwd.teaching_forward if name == "ours-teaching" else triton_fwd.tuned_forward
+    fn = teaching.teaching_forward if name == "ours-teaching" else tuned.tuned_forward
     return lambda q, k, v, causal: fn(q, k, v, causal)
 
 
@@ -209,10 +209,10 @@ _inputs = inputs
 
 def tuned_config(shape: Shape, dtype) -> str:
     """The launch the tuned kernel chose for this shape, as 'KEY=value ...'."""
-    from lab.measure.attention import triton_decode, triton_fwd
+    from lab.measure.attention import launch_policy, triton_decode
 
     if shape.phase == "prefill":
-        config = triton_fwd.best_config(shape.n, shape.n, shape.head_dim, True)
+        config = launch_policy.best_config(shape.n, shape.n, shape.head_dim, True)
     else:
         config = triton_decode.best_decode_config(shape.batch, shape.q_heads, shape.kv_heads, shape.n, shape.head_dim, dtype)
     return " ".join(f"{key}={val}" for key, val in (config or {}).items())

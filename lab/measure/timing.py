@@ -282,7 +282,7 @@ _BASE_STEPS = (
      {"config": None, "switches": {**_PLAIN, "split_diagonal": True, "heavy_first": True}, "tma": None}),
 )
 #: Steps towards FlashAttention 3, each timed at the launch the autotuned step chose, in this order. A
-#: step tuned_forward keeps by default (triton_fwd.DEFAULT_SWITCHES) stays on for the rows after it;
+#: step tuned_forward keeps by default (switches.DEFAULT_SWITCHES) stays on for the rows after it;
 #: one it does not keep is measured on its own, on top of the kept ones, and says so.
 FA3_STEPS = (
     ("one KV head's query heads and tiles launched together (L2 reuse)", {"kv_major": True}),
@@ -294,7 +294,7 @@ FA3_STEPS = (
 
 
 def _with_fa3_steps(steps: tuple) -> tuple:
-    from lab.measure.attention.triton_fwd import DEFAULT_SWITCHES
+    from lab.measure.attention.switches import DEFAULT_SWITCHES
 
     kept = dict(steps[-1][1]["switches"])
     for label, change in FA3_STEPS:
@@ -310,20 +310,23 @@ ABLATION_STEPS = _with_fa3_steps(_BASE_STEPS)
 
 
 def _ablation_fn(options: dict, q, k, v):
-    from lab.measure.attention import triton_fwd
+    from lab.measure.attention import launch_policy
+    from lab.measure.attention.switches import Switches
+    from lab.measure.attention.teaching import teaching_forward
+    from lab.measure.attention.tuned import tuned_forward
 
     if options.get("kernel") == "teaching":
-        return lambda: triton_fwd.teaching_forward(q, k, v, True)
-    switches = triton_fwd.Switches(**options["switches"])
+        return lambda: teaching_forward(q, k, v, True)
+    switches = Switches(**options["switches"])
     launch = {}
 
     def run():
         if not launch:  # "chosen": the launch the autotuned step picked (it runs first)
-            chosen = triton_fwd.best_config(q.shape[2], k.shape[2], q.shape[-1], True) or {}
+            chosen = launch_policy.best_config(q.shape[2], k.shape[2], q.shape[-1], True) or {}
             launch["config"] = options["config"] if options["config"] != "chosen" else \
                 {key: val for key, val in chosen.items() if key != "tma"}
             launch["tma"] = options["tma"] if options["tma"] != "chosen" else chosen.get("tma", False)
-        return triton_fwd.tuned_forward(q, k, v, True, config=launch["config"], tma=launch["tma"], switches=switches)
+        return tuned_forward(q, k, v, True, config=launch["config"], tma=launch["tma"], switches=switches)
     return run
 
 

@@ -54,12 +54,12 @@ def op_call(op: str, scale: float, seed: int, device: str = "cuda", size: int = 
         c = torch.empty(size, size, dtype=torch.bfloat16, device=device)
         return (lambda: torch.mm(a, b, out=c)), (lambda: a.float() @ b.float())
     if op == "ours-tuned-16k":
-        from lab.measure.attention import triton_fwd
         from lab.measure.attention.reference import attention_torch
+        from lab.measure.attention.tuned import tuned_forward
 
         q = scaled_normal((1, 28, n, 128), scale, seed, device)
         k, v = (scaled_normal((1, 4, n, 128), scale, seed + i, device) for i in (1, 2))
-        return (lambda: triton_fwd.tuned_forward(q, k, v, True)), (lambda: attention_torch(q, k, v, True).float())
+        return (lambda: tuned_forward(q, k, v, True)), (lambda: attention_torch(q, k, v, True).float())
     raise LabError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
 
 

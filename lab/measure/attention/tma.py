@@ -8,22 +8,21 @@ scratch allocator for the descriptors).
 
 from __future__ import annotations
 
-import triton
+import torch
 
-from lab import LabError
+from lab import LabError, env
 
+env.use_triton_interpreter_without_gpu()
 
-def interpreting() -> bool:
-    """Triton's CPU interpreter runs the kernels (no GPU, or TRITON_INTERPRET=1)."""
-    import os
-    return os.environ.get("TRITON_INTERPRET") == "1"
+import triton  # noqa: E402
+
+from lab.measure.attention.kernel_inputs import interpreting  # noqa: E402
 
 
 def tma_available() -> bool:
     """Hopper (compute capability 9) or newer: tiles can be fetched by the tensor memory accelerator."""
     if interpreting():
         return False
-    import torch
     try:
         from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: F401
     except ImportError:
@@ -39,8 +38,6 @@ def tma_mode(tma) -> int:
 
 
 def _allocate(size: int, alignment: int, stream):
-    import torch
-
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 

@@ -30,7 +30,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from lab.measure.attention import launch_cache  # noqa: E402
-from lab.measure.attention.triton_fwd import check_inputs, gpu_name, interpreting  # noqa: E402 (also applies the interpreter fix)
+from lab.measure.attention.kernel_inputs import check_inputs, gpu_name, interpreting  # noqa: E402 (also applies the interpreter fix)
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453

@@ -30,8 +30,8 @@ env.use_triton_interpreter_without_gpu()
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from lab.measure.attention.kernel_inputs import interpreting  # noqa: E402 (also applies the interpreter fix)
 from lab.measure.attention.triton_decode import DECODE_SPACE, LOG2E, combine, split_buffers  # noqa: E402
-from lab.measure.attention.triton_fwd import interpreting  # noqa: E402 (also applies the interpreter fix)
 
 
 @triton.jit

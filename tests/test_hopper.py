@@ -16,7 +16,7 @@ import torch
 import triton
 
 from lab import LabError
-from lab.measure.attention import gluon_fwd
+from lab.measure.attention import hopper
 from lab.measure.attention.reference import attention_torch
 
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
@@ -34,12 +34,12 @@ VARIANTS = {"default": {}, "no overlap": {"overlap": False}, "no ping-pong": {"p
 COMPILE = """
 import json, sys
 from pathlib import Path
-from lab.measure.attention import gluon_fwd
+from lab.measure.attention import hopper
 out = Path(sys.argv[1])
 for name, kw in json.loads(sys.argv[2]).items():
     if "launch" in kw:
         kw["launch"] = tuple(kw["launch"])
-    compiled = gluon_fwd.compile_for_hopper(**kw)
+    compiled = hopper.compile_for_hopper(**kw)
     folder = out / name
     folder.mkdir()
     (folder / "k.ptx").write_text(compiled.asm["ptx"])
@@ -95,13 +95,27 @@ def test_without_overlap_every_product_is_waited_for(compiled):
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="the suite runs under the interpreter")
 def test_compiling_under_the_interpreter_says_how_to_run_it():
     with pytest.raises(LabError, match="TRITON_INTERPRET=0"):
-        gluon_fwd.compile_for_hopper()
+        hopper.compile_for_hopper()
+
+
+def test_check_without_a_hopper_gpu_says_what_it_needs():
+    if HOPPER:
+        pytest.skip("on a Hopper GPU the check runs (below)")
+    with pytest.raises(LabError, match="needs a Hopper GPU"):
+        hopper.check()
+
+
+@hopper_only
+def test_check_runs_the_kernel_against_the_float64_reference():
+    errors = hopper.check()
+    assert set(errors) == {"no mask", "causal"}
+    assert all(0 < error <= 2e-2 for error in errors.values()), errors   # bf16 output
 
 
 def test_refuses_what_it_cannot_run():
     q = torch.zeros(1, 2, 128, 128, dtype=torch.bfloat16)
     with pytest.raises(LabError, match="Hopper"):
-        gluon_fwd.hopper_forward(q, q, q, True)
+        hopper.hopper_forward(q, q, q, True)
 
 
 @hopper_only
@@ -109,7 +123,7 @@ def test_refuses_what_it_cannot_run():
 def test_refuses_shapes_on_the_gpu(why, shape):
     q = torch.zeros(shape, dtype=torch.bfloat16, device="cuda")
     with pytest.raises(LabError, match=why):
-        gluon_fwd.hopper_forward(q, q, q, True)
+        hopper.hopper_forward(q, q, q, True)
 
 
 @hopper_only
@@ -122,6 +136,6 @@ def test_exact_against_the_reference(causal, shape, switches):
     gen = torch.Generator(device="cuda").manual_seed(n_q + d)
     q = torch.randn(batch, q_heads, n_q, d, generator=gen, device="cuda").to(torch.bfloat16)
     k, v = (torch.randn(batch, kv_heads, n_k, d, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(2))
-    out = gluon_fwd.hopper_forward(q, k, v, causal, **switches)
+    out = hopper.hopper_forward(q, k, v, causal, **switches)
     expected = attention_torch(q, k, v, causal)
     assert (out.float() - expected.float()).abs().max().item() <= 2e-2

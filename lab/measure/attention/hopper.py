@@ -1,6 +1,6 @@
 """FlashAttention forward for Hopper in Gluon: the matrix products scheduled by hand.
 
-The tuned Triton kernel (:mod:`lab.measure.attention.triton_fwd`) leaves the order of the two matrix
+The tuned Triton kernel (:mod:`lab.measure.attention.tuned`) leaves the order of the two matrix
 products and the softmax to Triton, which waits for each tile's scores ``S = Q K^T`` before it does
 anything else: the tensor cores sit idle while the softmax runs. FlashAttention 3 overlaps them
 (its "intra-warpgroup overlap", Shah et al. 2024, section 3.2). Gluon, Triton's lower-level
@@ -21,16 +21,22 @@ are whole tiles (:func:`supports`). There is no CPU interpreter for Gluon: the k
 for sm_90a on any machine (``compile_for_hopper``) and checked against a reference on the GPU.
 """
 
+import os
+
+import torch
+
 from lab import LabError, env
-from lab.measure.attention.reference import softmax_scale
+from lab.measure.attention.reference import check_shapes, max_errors, softmax_scale
 
 # Before Triton is imported, as every kernel module of lab does: without a GPU, Triton's interpreter runs the
 # other kernels, whichever module is imported first (this one has no interpreter and refuses to run there).
 env.use_triton_interpreter_without_gpu()
 
 import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.experimental import gluon  # noqa: E402
 from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
     fence_async_shared,
     mbarrier,
@@ -38,7 +44,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (  # noqa: E402
     warpgroup_mma,
     warpgroup_mma_wait,
 )
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from triton.language.core import _aggregate as aggregate  # noqa: E402
+from triton.runtime.jit import mangle_type  # noqa: E402
 
 LOG2E = 1.4426950408889634
 ROWS = 128  # query rows per program: two warpgroups of 64 rows, as in FlashAttention 3
@@ -115,7 +123,7 @@ def _key_tiles(start_m, n_q, n_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
-def _producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
+def producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
     """One warp: Q once, then each key tile's K and V into the ring. K and V have barriers of their own:
     a K slot is free once both consumers have their scores, a V slot once their P V is done."""
     BLOCK_N: gl.constexpr = sched.BLOCK_N
@@ -150,7 +158,7 @@ def _their_turn(turn, C: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _consume(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched,
+def consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched,
              C: gl.constexpr):
     """One warpgroup, rows C*64 .. C*64+63 of the query tile: online softmax over its key tiles.
 
@@ -242,18 +250,18 @@ def _store_rows(acc, l_i, smem, o_desc, row):
 
 @gluon.jit
 def _consumer0(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
-    _consume(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched, 0)
+    consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched, 0)
 
 
 @gluon.jit
 def _consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
-    _consume(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched, 1)
+    consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched, 1)
 
 
 @gluon.jit
-def _forward_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, group,
-                    BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
-                    PINGPONG: gl.constexpr):
+def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, group,
+                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
+                  PINGPONG: gl.constexpr):
     # FlashAttention 3's structure: a producer warp fills rings of K and V tiles by TMA; two consumer
     # warpgroups (64 query rows each) take turns on the tensor cores
     dtype: gl.constexpr = q_desc.dtype
@@ -277,7 +285,7 @@ def _forward_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads,
         mbarrier.init(turn.index(i), count=1)
     args = (q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, (q_ready, k_ready, v_ready, k_empty, v_empty, turn), qk_scale, n_q, n_k,
             q_heads, group, Schedule(BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG))
-    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (_producer, args)], [4, 1],
+    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (producer, args)], [4, 1],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
 
@@ -287,8 +295,6 @@ LAUNCH = {128: (128, 2), 64: (128, 3)}
 
 def supports(q, k, v, block_n: int | None = None) -> str | None:
     """Why this kernel cannot run these tensors (None: it can)."""
-    import torch
-
     if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
         return "needs a Hopper GPU (compute capability 9.0)"
     if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -305,8 +311,6 @@ def supports(q, k, v, block_n: int | None = None) -> str | None:
 def descriptors(q, k, v, o, block_n: int):
     """TMA descriptors over (batch * heads * n, d) views (a tile never crosses a head: whole tiles only).
     Q comes in 128-row tiles, K and V in block_n rows, and each consumer stores its own 64 rows of O."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     element = gl.float16 if str(q.dtype) == "torch.float16" else gl.bfloat16
     out = []
     for t, rows in ((q, ROWS), (k, block_n), (v, block_n), (o, ROWS // 2)):
@@ -322,8 +326,6 @@ def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, la
 
     ``launch`` = (BLOCK_N, STAGES) overrides :data:`LAUNCH`; ``overlap`` and ``pingpong`` switch off
     the two schedules (what each buys). Raises LabError for what it cannot run (:func:`supports`)."""
-    from lab.measure.attention.reference import check_shapes
-
     batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
     why = supports(q, k, v, launch[0] if launch else None)
     if why:
@@ -332,9 +334,9 @@ def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, la
     q, k, v = (t.contiguous() for t in (q, k, v))
     o = q.new_empty(q.shape)
     grid = (n_q // ROWS * batch * q_heads,)
-    _forward_kernel[grid](*descriptors(q, k, v, o, block_n), softmax_scale(d, scale) * LOG2E, n_q, n_k, q_heads,
-                          q_heads // kv_heads, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=overlap,
-                          PINGPONG=pingpong, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
+    hopper_kernel[grid](*descriptors(q, k, v, o, block_n), softmax_scale(d, scale) * LOG2E, n_q, n_k, q_heads,
+                        q_heads // kv_heads, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=overlap,
+                        PINGPONG=pingpong, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
     return o
 
 
@@ -343,16 +345,9 @@ def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[i
     """Compile the kernel for sm_90a without a GPU (Triton ships ptxas); returns Triton's compiled
     kernel, whose ``asm`` holds the IR, PTX and cubin (what a CPU test can check). Needs Triton's compiler,
     not its interpreter: on a machine without a GPU, in a process started with ``TRITON_INTERPRET=0``."""
-    import os
-
     if os.environ.get("TRITON_INTERPRET") == "1":
         raise LabError("compile_for_hopper needs Triton's compiler, but its interpreter is on (TRITON_INTERPRET=1, "
                        "which lab sets without a GPU): run it in a process started with TRITON_INTERPRET=0")
-    import torch
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
-
     block_n, stages = launch or LAUNCH[head_dim]
     stand_in = torch.empty(ROWS, head_dim, dtype=torch.float16 if fp16 else torch.bfloat16)  # for the types only
     sig = {name: mangle_type(desc) for name, desc in
@@ -360,7 +355,15 @@ def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[i
                strict=True)}
     sig.update(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", BLOCK_N="constexpr",
                CAUSAL="constexpr", STAGES="constexpr", OVERLAP="constexpr", PINGPONG="constexpr")
-    src = GluonASTSource(_forward_kernel, sig, constexprs={"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages,
-                                                           "OVERLAP": overlap, "PINGPONG": pingpong})
+    src = GluonASTSource(hopper_kernel, sig, constexprs={"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages,
+                                                         "OVERLAP": overlap, "PINGPONG": pingpong})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS,
                                                                           "maxnreg": KERNEL_REGS})
+
+
+def check(n: int = 256, q_heads: int = 4, kv_heads: int = 2, head_dim: int = 128, seed: int = 0) -> dict[str, float]:
+    """The Gluon kernel against the float64 reference on random bf16 inputs (``n`` a multiple of 128): the largest
+    absolute error of its output, ``{"no mask": ..., "causal": ...}``. Gluon has no CPU interpreter: without a
+    Hopper GPU this raises LabError (:func:`compile_for_hopper` compiles the kernel for sm_90a anywhere)."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return max_errors(hopper_forward, n, q_heads, kv_heads, head_dim, torch.bfloat16, device, seed)
