@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -94,30 +93,16 @@ def test_an_expanded_upstream_gradient_is_made_contiguous():
     assert _worst_share([leaf.grad for leaf in leaves], q, k, v, ones, False, torch.float64) <= 1e-5
 
 
-def test_the_default_forward_says_when_the_tuned_forward_is_not_there(monkeypatch):
-    monkeypatch.setitem(sys.modules, "lab.measure.attention.tuned", None)   # an import of it fails
-    q, k, v, _ = _inputs(1, 2, 1, 16, 16, 16, torch.float32, seed=1)
-    with pytest.raises(LabError, match="does not import"):
-        backward.attention(q, k, v, True)
-    without = types.ModuleType("lab.measure.attention.tuned")
-    without.tuned_forward = lambda q, k, v, causal=False: q
-    monkeypatch.setitem(sys.modules, "lab.measure.attention.tuned", without)
-    with pytest.raises(LabError, match="return_lse"):
-        backward.forward_with_lse(q, k, v, True)
-
-
-def test_the_default_forward_passes_return_lse(monkeypatch):
-    calls = []
-    tuned = types.ModuleType("lab.measure.attention.tuned")
-
-    def tuned_forward(q, k, v, causal=False, return_lse=False):
-        calls.append((causal, return_lse))
-        return backward.reference_forward_with_lse(q, k, v, causal)
-    tuned.tuned_forward = tuned_forward
-    monkeypatch.setitem(sys.modules, "lab.measure.attention.tuned", tuned)
-    q, k, v, _ = _inputs(1, 2, 1, 16, 16, 16, torch.float32, seed=2)
-    backward.attention(*(t.requires_grad_() for t in (q, k, v)), True).sum().backward()
-    assert calls == [(True, True)] and q.grad is not None
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_default_forward_is_the_tuned_kernel_and_the_step_is_exact(causal):
+    """loss.backward() through the book's own forward (tuned_forward with return_lse) and backward kernels."""
+    q, k, v, do = _inputs(1, 4, 2, 50, 50, 16, torch.float32, seed=3)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = backward.attention(*leaves, causal)
+    out.backward(do)
+    reference = attention_torch(q.double(), k.double(), v.double(), causal, compute_dtype=torch.float64)
+    assert (out.double() - reference).abs().max().item() < 1e-5
+    assert _worst_share([leaf.grad for leaf in leaves], q, k, v, do, causal, torch.float64) <= backward.GRAD_TOLERANCE[torch.float32]
 
 
 @pytest.mark.parametrize("change, message", [

@@ -36,8 +36,6 @@ where that forward is not available. It saves Q, K, V, O and L, nothing of size 
 
 from __future__ import annotations
 
-import inspect
-
 import torch
 
 from lab import LabError, env
@@ -48,7 +46,8 @@ env.use_triton_interpreter_without_gpu()
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from lab.measure.attention.tma import interpreting  # noqa: E402
+from lab.measure.attention.kernel_inputs import interpreting  # noqa: E402
+from lab.measure.attention.tuned import tuned_forward  # noqa: E402
 
 if env.use_triton_interpreter_without_gpu():
     from lab.measure import triton_interpreter
@@ -370,15 +369,6 @@ def backward_flops(batch: int, q_heads: int, n_q: int, n_k: int, head_dim: int, 
 
 def forward_with_lse(q, k, v, causal: bool):
     """The book's tuned Triton forward, returning (o, lse): the forward :class:`FlashAttention` takes by default."""
-    try:  # (imported here: lab.measure.attention.tuned is the tuned half of the forward's module, split off from
-        # triton_fwd; until that split lands this module must still import)
-        from lab.measure.attention.tuned import tuned_forward
-    except ImportError as exc:
-        raise LabError(f"the tuned forward (lab.measure.attention.tuned.tuned_forward) does not import here ({exc}); "
-                       "pass another forward, e.g. reference_forward_with_lse") from None
-    if "return_lse" not in inspect.signature(tuned_forward).parameters:
-        raise LabError("lab.measure.attention.tuned.tuned_forward takes no return_lse: it cannot give the backward "
-                       "its log-sum-exp; pass another forward, e.g. reference_forward_with_lse")
     return tuned_forward(q, k, v, causal, return_lse=True)
 
 
