@@ -11,8 +11,8 @@ from lab import LabError
 from lab.results import data
 from lab.results.bandwidth import bandwidth_ceiling, ceiling
 from lab.results.facts import Fact
-from lab.results.quantities import Quantity
 from lab.results.hardware import match_device
+from lab.results.quantities import Quantity
 
 
 def bars_over_runs(runs: dict):

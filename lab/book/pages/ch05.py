@@ -141,7 +141,7 @@ def _rows_facts() -> dict:
     facts = {"rows_flat_pct": Fact(100 * decode_rows.FLAT, "lab.results.decode_rows.FLAT")}
     for candidate, key in ROWS_KEYS.items():
         c = cross.loc[candidate]
-        at = lambda quantity, value: quantity.fact(value, candidate, detail=ROWS_DETAIL)  # noqa: E731
+        at = lambda quantity, value, who=candidate: quantity.fact(value, who, detail=ROWS_DETAIL)  # noqa: E731
         facts |= {f"rows_{key}_flat": at(ROWS_LAST_FLAT, int(c.last_flat)),
                   f"rows_{key}_off": at(ROWS_FIRST_OFF, int(c.first_off)),
                   f"rows_{key}_most": at(ROWS_MOST, int(c.most_rows)),
@@ -178,7 +178,7 @@ def _split_facts() -> dict:
     errors = _split_errors()
     where = "on this machine's GPU" if _device() == "cuda" else "in Triton's interpreter on this machine's CPU"
     return {"split_worst": Fact(max(errors.values()), "computed on this machine when the page was built"),
-            "split_where": where}
+            "split_where": Fact(where, "the machine that built the page")}
 
 
 @functools.cache
