@@ -128,7 +128,7 @@ def _shape_facts() -> dict:
         "h200_ridge_measured": ridge,
         "rows_matmul_tf": roofline.matmul_ceiling().to("TFLOP/s"),
         "dec_tokens_at_ridge": TOKENS_AT_RIDGE.fact(ridge.value / intensity if ridge.measured else None, MODEL.name),
-        "h100_ridge": roofline.datasheet_ridge("H100-SXM"),
+        "h100_ridge_datasheet": roofline.datasheet_ridge("H100-SXM"),
         "h200_sms": Fact(H200.sm_count, SPECS), "idle_sms": Fact(H200.sm_count - MODEL.q_heads, SPECS),
         "mla_name": Fact(mla.name, MLA_SRC), "mla_heads": Fact(mla.heads, MLA_SRC),
         "mla_ai": MLA_INTENSITY.fact(mla_ai[0], mla.name, 1), "mla_ai_2": MLA_INTENSITY.fact(mla_ai[1], mla.name, 2),

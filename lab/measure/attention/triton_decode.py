@@ -4,12 +4,12 @@ In decode there is one query row per head, so the forward kernel's parallelism (
 tile of queries) collapses to batch x heads programs: 28 for one sequence of a 28-head model, on a
 GPU with 132 multiprocessors. Split-KV (FlashDecoding) cuts the cache into ``num_splits`` pieces,
 gives each piece its own program, and writes per split a partial output normalised by its own sum
-plus that split's log-sum-exp ``lse_s``. A second small kernel combines them exactly:
+plus that split's log-sum-exp ``lse_s``. A second small kernel (:func:`combine_kernel`) combines them exactly:
 ``o = sum_s exp(lse_s - lse) * o_s`` with ``lse = log(sum_s exp(lse_s))``.
 
-* :func:`teaching_decode` -- one program per (sequence, query head, split); the dot products are
-  elementwise multiplies and sums, because one query row is too thin for a matrix instruction.
-* :func:`tuned_decode` -- one program per (sequence, KV head, split) serving all the query heads
+* :func:`teaching_decode` -- :func:`teaching_split_kernel`, one program per (sequence, query head, split); the
+  dot products are elementwise multiplies and sums, because one query row is too thin for a matrix instruction.
+* :func:`tuned_decode` -- :func:`tuned_split_kernel`, one program per (sequence, KV head, split) serving all the query heads
   that share that KV head: each K/V tile is read from memory once for the whole group (7 query
   heads for 28 over 4), and the group's rows, padded to 16, make a small matrix for ``tl.dot``;
   the split count gives every multiprocessor several programs; tile size, warps, pipeline depth

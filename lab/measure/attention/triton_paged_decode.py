@@ -7,7 +7,8 @@ table*: entry ``j`` is the page that holds tokens ``j * page_size .. (j + 1) * p
 SOSP 2023). The kernel changes in one place only, the address of a key: token ``t`` of sequence
 ``b`` lives at row ``t % page_size`` of page ``block_table[b, t // page_size]``.
 
-The algorithm is otherwise the GQA-packed split-KV decode of :func:`triton_decode.tuned_decode`:
+The algorithm (:func:`paged_split_kernel`) is otherwise the GQA-packed split-KV decode of
+:func:`triton_decode.tuned_decode`:
 one program per (split, sequence, KV head) serves the query heads of that KV head, every split
 writes a partial output and its log-sum-exp, and a combine kernel merges the splits exactly.
 A tile of ``BLOCK_N`` keys gathers one page id per key, so a tile may span several small pages
