@@ -3,8 +3,7 @@
 Every cached K/V byte serves each query row that reads it: the query heads of its group times the query
 tokens of the step. The sweep holds the cache fixed (batch 8, 32k tokens, 4 KV heads) and raises the rows,
 so its arithmetic intensity is about ``rows`` FLOP per byte; the points sit on the H200's roofline between
-its two measured ceilings, the read stream (:func:`lab.results.bandwidth.read_ceiling`) and the matmul
-(data/h200/hardware). Three candidates: our split-KV kernel and FA3 (vLLM's ``vllm_flash_attn``) with one
+its two measured ceilings, the read stream and the matmul (:func:`lab.results.roofline.measured_roof`). Three candidates: our split-KV kernel and FA3 (vLLM's ``vllm_flash_attn``) with one
 query token and ``rows`` query heads per KV head, and FA3 with a group of 7 and ``query_tokens`` tokens per
 sequence (``fa3-tokens``: a speculative step's verification).
 
@@ -16,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab import LabError
-from lab.results import bandwidth, data, fused_bound, hardware, roofline
+from lab.results import data, roofline
 
 RUNS = ("h200/decode-rows", "h200/decode-rows-extra")
 COLUMNS = ("candidate", "rows", "batch", "context", "q_heads", "query_tokens", "ms", "flops", "bytes",
@@ -49,17 +48,10 @@ def sweep(root: Path | None = None):
     return both.sort_values(["candidate", "rows"]).reset_index(drop=True)
 
 
-def roof(gpu: str = "NVIDIA H200", root: Path | None = None) -> roofline.Roof:
-    """The measured roofline: the matmul ceiling of data/h200/hardware over the GPU's read ceiling."""
-    root = root or data.DATA_DIR
-    ceilings = hardware.load_measurement(root / fused_bound.H200_CEILINGS)
-    if ceilings is None:
-        raise LabError(f"data/{fused_bound.H200_CEILINGS}: the H200's matmul ceiling is not on file")
-    return roofline.Roof(f"{gpu} (measured)", float(ceilings.peak_flops), float(bandwidth.ceiling(gpu, root)))
-
-
-def roof_sources() -> str:
-    return f"data/{fused_bound.H200_CEILINGS}/measurements.json (matmul), {bandwidth.RUNS['NVIDIA H200']} (read ceiling)"
+def roof(root: Path | None = None) -> roofline.Roof:
+    """The measured roofline the sweep is placed under: :func:`lab.results.roofline.measured_roof` (the H200's
+    matmul ceiling over its read ceiling; their ratio is the measured ridge)."""
+    return roofline.measured_roof(root)
 
 
 def crossings(points, roof_: roofline.Roof, flat: float = FLAT):

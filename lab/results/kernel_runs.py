@@ -9,9 +9,10 @@ from pathlib import Path
 
 from lab import LabError
 from lab.results import data
-from lab.results.bandwidth import bandwidth_ceiling, ceiling, short_name
+from lab.results.bandwidth import bandwidth_ceiling, ceiling
 from lab.results.facts import Fact
 from lab.results.hardware import match_device
+from lab.results.quantities import Quantity
 
 
 def bars_over_runs(runs: dict):
@@ -101,17 +102,24 @@ def with_ceiling_share(decode, gpu: str, root: Path | None = None):
     return table
 
 
+#: One decode step's K/V read rate over the GPU's bandwidth ceiling: every "% of the ceiling" a decode page states.
+DECODE_SHARE = Quantity("h200.decode.pct_of_ceiling", "one layer's decode attention (one new token per sequence, "
+                        "28 query heads over 4 KV heads, d=128, bf16, graph replay, K/V from HBM): the K/V bytes it reads "
+                        "per second over the H200's bandwidth ceiling", run=RECORD, unit="%",
+                        others={"h200/paged-decode": "the contiguous kernel timed again in the paged-decode run, in turns "
+                                "with the paged kernels on the same K/V (another lease and process; the autotuner picks its "
+                                "launch again), so that paging is measured against a contiguous kernel of the same run"})
+
+
 def decode_share(candidate: str, batch: int, n: int, root: Path | None = None) -> Fact:
     """The share of the bandwidth ceiling one candidate's decode reached in the benchmark of record (None: not
-    timed there), as the fact every page quotes."""
+    timed there), as the fact every page quotes (:data:`DECODE_SHARE`)."""
     root = root or data.DATA_DIR
     ds = data.load(root / RECORD)
     table, ceiling = ds.csv("decode.csv", ("candidate", "batch", "n", "status", "gbps")), bandwidth_ceiling(ds.gpu, root)
     rows = table[(table.candidate == candidate) & (table.batch == batch) & (table.n == n) & (table.status == "ok")]
-    return Fact(100 * float(rows.gbps.iloc[0]) * 1e9 / ceiling.value if len(rows) == 1 and ceiling.measured else None,
-                f"data/{RECORD}/decode.csv over {ceiling.source}",
-                quantity=f"{short_name(ds.gpu)}.decode_bench.{candidate}.b{batch}.n{n}.pct_of_ceiling", unit="%",
-                method="K/V bytes read per second (gbps) / the GPU's bandwidth ceiling")
+    value = 100 * float(rows.gbps.iloc[0]) * 1e9 / ceiling.value if len(rows) == 1 and ceiling.measured else None
+    return DECODE_SHARE.fact(value, candidate, batch, n, detail=f"decode.csv: gbps over {ceiling.source}")
 
 
 def prefill_rows(runs: dict, n: int, columns=("candidate", "n", "ms")):

@@ -13,11 +13,13 @@ import math
 from dataclasses import dataclass
 
 from lab import LabError
-from lab.results.bandwidth import bandwidth_ceiling, percent_of_ceiling, short_name
+from lab.results.bandwidth import bandwidth_ceiling, percent_of_ceiling
 from lab.results.data import DATA_DIR, load
 from lab.results.facts import Fact
 from lab.results.hardware import match_device
+from lab.results.kernel_runs import DECODE_SHARE
 from lab.results.modelshape import qwen25_7b
+from lab.results.quantities import Quantity
 
 PAGED_RUN = "h200/paged-decode"
 MASKS_RUN = "h200/flex-masks"
@@ -144,18 +146,26 @@ def pct_of_ceiling(kernel: str, batch: int, n: int, page_size: int | None = None
     return None if rate is None else percent_of_ceiling(rate * 1e9, _gpu(root), root)
 
 
+#: A kernel's read rate through a block table in the paged-decode run, over the GPU's bandwidth ceiling.
+PAGED_SHARE = Quantity("h200.paged_decode.pct_of_ceiling", "one layer's decode attention read through a block table "
+                       "of shuffled pages (28 query heads over 4 KV heads, d=128, bf16, graph replay): the K/V bytes it "
+                       "reads per second over the H200's bandwidth ceiling", run=PAGED_RUN, file="paged.csv", unit="%")
+
+
 def ceiling_share(kernel: str, batch: int, n: int, page_size: int | None = None, root=None) -> Fact:
-    """:func:`pct_of_ceiling` as the fact every page quotes (percent; None: the run or the ceiling not measured)."""
+    """:func:`pct_of_ceiling` as the fact every page quotes (percent; None: the run or the ceiling not measured).
+
+    The paged kernels ('paged', 'fa3-paged') are :data:`PAGED_SHARE`; the contiguous kernel timed beside them is
+    the decode benchmark's quantity (:data:`lab.results.kernel_runs.DECODE_SHARE`) quoted from this run, which a
+    page that states it must name."""
     rate = paged_value("gb_per_s", kernel, batch, n, page_size, root)
-    if rate is None:
-        return Fact(None, source(PAGED_RUN))
-    gpu, pages = _gpu(root), f".p{page_size}" if page_size else ""
-    if match_device(gpu) is None:  # a run on a GPU outside lab.results.hardware's table: no ceiling to divide by
-        return Fact(None, source(PAGED_RUN))
-    ceiling = bandwidth_ceiling(gpu, root)
-    return Fact(100 * rate * 1e9 / ceiling.value if ceiling.measured else None, f"{source(PAGED_RUN)} over {ceiling.source}",
-                quantity=f"{short_name(gpu)}.paged_decode.{kernel}{pages}.b{batch}.n{n}.pct_of_ceiling", unit="%",
-                method="K/V bytes read per second / the GPU's bandwidth ceiling")
+    gpu = _gpu(root) if rate is not None else None
+    ceiling = bandwidth_ceiling(gpu, root) if gpu and match_device(gpu) else None  # a GPU outside the table: none
+    value = 100 * rate * 1e9 / ceiling.value if ceiling is not None and ceiling.measured else None
+    over = f"gb_per_s over {ceiling.source if ceiling else 'the bandwidth ceiling'}"
+    if kernel == "contiguous":  # DECODE_SHARE names no file: its run of record keeps it in decode.csv, this run in paged.csv
+        return DECODE_SHARE.fact(value, "ours-tuned", batch, n, run=PAGED_RUN, detail=f"paged.csv: {over}")
+    return PAGED_SHARE.fact(value, kernel, page_size, batch, n, detail=over)
 
 
 def nearest_measured(page_size: int, batch: int, n: int, root=None) -> tuple[int, int, int] | None:

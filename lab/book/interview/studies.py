@@ -263,7 +263,7 @@ def decode_rows_facts(root=None) -> dict:
     from lab import LabError
     from lab.results import decode_rows
 
-    source = f"data/{decode_rows.RUNS[0]} (+ {decode_rows.RUNS[1]}) via lab.results.decode_rows; {decode_rows.roof_sources()}"
+    source = f"data/{decode_rows.RUNS[0]} (+ {decode_rows.RUNS[1]}) via lab.results.decode_rows; measured roof: data/h200/hardware, data/h200/bandwidth"
     try:
         points, roof = decode_rows.sweep(root), decode_rows.roof(root=root)
     except LabError:

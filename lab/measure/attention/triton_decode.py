@@ -4,12 +4,12 @@ In decode there is one query row per head, so the forward kernel's parallelism (
 tile of queries) collapses to batch x heads programs: 28 for one sequence of a 28-head model, on a
 GPU with 132 multiprocessors. Split-KV (FlashDecoding) cuts the cache into ``num_splits`` pieces,
 gives each piece its own program, and writes per split a partial output normalised by its own sum
-plus that split's log-sum-exp ``lse_s``. A second small kernel combines them exactly:
+plus that split's log-sum-exp ``lse_s``. A second small kernel (:func:`combine_kernel`) combines them exactly:
 ``o = sum_s exp(lse_s - lse) * o_s`` with ``lse = log(sum_s exp(lse_s))``.
 
-* :func:`teaching_decode` -- one program per (sequence, query head, split); the dot products are
-  elementwise multiplies and sums, because one query row is too thin for a matrix instruction.
-* :func:`tuned_decode` -- one program per (sequence, KV head, split) serving all the query heads
+* :func:`teaching_decode` -- :func:`teaching_split_kernel`, one program per (sequence, query head, split); the
+  dot products are elementwise multiplies and sums, because one query row is too thin for a matrix instruction.
+* :func:`tuned_decode` -- :func:`tuned_split_kernel`, one program per (sequence, KV head, split) serving all the query heads
   that share that KV head: each K/V tile is read from memory once for the whole group (7 query
   heads for 28 over 4), and the group's rows, padded to 16, make a small matrix for ``tl.dot``;
   the split count gives every multiprocessor several programs; tile size, warps, pipeline depth
@@ -37,9 +37,9 @@ LN2 = 0.6931471805599453
 
 
 @triton.jit
-def _teaching_split_kernel(Q, K, V, O_part, LSE_part, scale, n_k, keys_per_split, num_splits, q_heads, group,
-                           sqb, sqh, skb, skh, skn, svb, svh, svn,
-                           HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
+def teaching_split_kernel(Q, K, V, O_part, LSE_part, scale, n_k, keys_per_split, num_splits, q_heads, group,
+                          sqb, sqh, skb, skh, skn, svb, svh, svn,
+                          HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr):
     bh, split = tl.program_id(0), tl.program_id(1)
     b, h = bh // q_heads, bh % q_heads
     kv_h = h // group
@@ -72,7 +72,7 @@ def _teaching_split_kernel(Q, K, V, O_part, LSE_part, scale, n_k, keys_per_split
 
 @triton.jit
 def combine_kernel(O_part, LSE_part, Out, num_splits, q_heads, sob, soh,
-                    HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr):
+                   HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr):
     # exact merge: weight each split's output by exp(lse_s - max) / sum of those weights (a split with
     # lse = -inf, one that saw no keys, gets weight 0); the paged kernel reuses it
     bh = tl.program_id(0)
@@ -88,10 +88,10 @@ def combine_kernel(O_part, LSE_part, Out, num_splits, q_heads, sob, soh,
 
 
 @triton.jit
-def _tuned_split_kernel(Q, K, V, O_part, LSE_part, qk_scale, n_k, keys_per_split, num_splits, kv_heads, group,
-                        sqb, sqh, skb, skh, skn, svb, svh, svn,
-                        HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_PAD: tl.constexpr,
-                        PRECISION: tl.constexpr):
+def tuned_split_kernel(Q, K, V, O_part, LSE_part, qk_scale, n_k, keys_per_split, num_splits, kv_heads, group,
+                       sqb, sqh, skb, skh, skn, svb, svh, svn,
+                       HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_PAD: tl.constexpr,
+                       PRECISION: tl.constexpr):
     # GROUP_PAD rows of the group per program: a group larger than that (many query heads, or several
     # query tokens per sequence folded into rows) is spread over row blocks, program_id(2)
     split, bkv, row_block = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -189,7 +189,7 @@ def teaching_decode(q, k, v, scale: float | None = None, num_splits: int | None 
         num_splits, keys_per_split = split_plan(n_k, 1, block_n, num_splits)
     o_part = torch.empty((batch * q_heads, num_splits, d), dtype=torch.float32, device=q.device)
     lse_part = torch.empty((batch * q_heads, num_splits), dtype=torch.float32, device=q.device)
-    _teaching_split_kernel[(batch * q_heads, num_splits)](
+    teaching_split_kernel[(batch * q_heads, num_splits)](
         q, k, v, o_part, lse_part, scale, n_k, keys_per_split, num_splits, q_heads, q_heads // kv_heads,
         q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3], HEAD_DIM=d, BLOCK_N=block_n,
         num_warps=4)
@@ -218,7 +218,7 @@ def _launch_tuned(q, k, v, scale, cfg):
     rows = min(max(16, triton.next_power_of_2(group)), MAX_ROWS)
     row_blocks = triton.cdiv(group, rows)
     num_splits, keys_per_split, o_part, lse_part = split_buffers(q, n_k, batch * kv_heads * row_blocks, cfg)
-    _tuned_split_kernel[(num_splits, batch * kv_heads, row_blocks)](
+    tuned_split_kernel[(num_splits, batch * kv_heads, row_blocks)](
         q, k, v, o_part, lse_part, scale * LOG2E, n_k, keys_per_split,
         num_splits, kv_heads, group, q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3],
         HEAD_DIM=d, BLOCK_N=cfg["BLOCK_N"], GROUP_PAD=rows,

@@ -7,7 +7,8 @@ table*: entry ``j`` is the page that holds tokens ``j * page_size .. (j + 1) * p
 SOSP 2023). The kernel changes in one place only, the address of a key: token ``t`` of sequence
 ``b`` lives at row ``t % page_size`` of page ``block_table[b, t // page_size]``.
 
-The algorithm is otherwise the GQA-packed split-KV decode of :func:`triton_decode.tuned_decode`:
+The algorithm (:func:`paged_split_kernel`) is otherwise the GQA-packed split-KV decode of
+:func:`triton_decode.tuned_decode`:
 one program per (split, sequence, KV head) serves the query heads of that KV head, every split
 writes a partial output and its log-sum-exp, and a combine kernel merges the splits exactly.
 A tile of ``BLOCK_N`` keys gathers one page id per key, so a tile may span several small pages
@@ -35,10 +36,10 @@ from lab.measure.attention.triton_decode import DECODE_SPACE, LOG2E, combine, sp
 
 
 @triton.jit
-def _paged_split_kernel(Q, K, V, BlockTable, SeqLens, O_part, LSE_part, qk_scale, keys_per_split, num_splits,
-                        kv_heads, group, sqb, sqh, s_bt, skp, skt, skh, svp, svt, svh,
-                        HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_PAD: tl.constexpr,
-                        PAGE_SIZE: tl.constexpr, PRECISION: tl.constexpr):
+def paged_split_kernel(Q, K, V, BlockTable, SeqLens, O_part, LSE_part, qk_scale, keys_per_split, num_splits,
+                       kv_heads, group, sqb, sqh, s_bt, skp, skt, skh, svp, svt, svh,
+                       HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_PAD: tl.constexpr,
+                       PAGE_SIZE: tl.constexpr, PRECISION: tl.constexpr):
     split, bkv = tl.program_id(0), tl.program_id(1)
     b, kv_h = bkv // kv_heads, bkv % kv_heads
     heads = tl.arange(0, GROUP_PAD)                                    # the query heads of this KV head
@@ -124,7 +125,7 @@ def _launch(q, k_cache, v_cache, block_table, seq_lens, scale, cfg, longest: int
     batch, q_heads, kv_heads, page_size, d = q.shape[0], q.shape[1], k_cache.shape[2], k_cache.shape[1], q.shape[3]
     group = q_heads // kv_heads
     num_splits, keys_per_split, o_part, lse_part = split_buffers(q, longest, batch * kv_heads, cfg)
-    _paged_split_kernel[(num_splits, batch * kv_heads)](
+    paged_split_kernel[(num_splits, batch * kv_heads)](
         q, k_cache, v_cache, block_table, seq_lens, o_part, lse_part, scale * LOG2E, keys_per_split, num_splits,
         kv_heads, group, q.stride(0), q.stride(1), block_table.stride(0), *k_cache.stride()[:3],
         *v_cache.stride()[:3], HEAD_DIM=d, BLOCK_N=cfg["BLOCK_N"], GROUP_PAD=max(16, triton.next_power_of_2(group)),
