@@ -15,7 +15,7 @@ how many warps each multiprocessor kept resident (achieved occupancy), what the 
   before, outside the profiled range (:data:`BACKWARD_JOBS`; not among the default jobs).
 
 How: the jobs run one after another in one child Python process under ``ncu --nvtx --nvtx-include
-counters/``: the child warms each job up (compile, autotune) outside any range, then launches a marker
+counters`` (a start/end NVTX range, which spans threads): the child warms each job up (compile, autotune) outside any range, then launches a marker
 kernel and the call once inside an NVTX range, so ncu profiles only those kernels (as
 :mod:`lab.measure.dram_bytes` does), and the markers split them into calls. ncu
 collects whole sections (SpeedOfLight, ComputeWorkloadAnalysis, MemoryWorkloadAnalysis, Occupancy,
@@ -192,11 +192,13 @@ def child(jobs: list[str]) -> int:
                   file=sys.stderr, flush=True)
             torch.cuda.synchronize()
             continue
-        torch.cuda.nvtx.range_push(RANGE)
+        # a start/end range, not push/pop: it spans every thread, and autograd launches a backward's kernels
+        # from its own device thread (a push/pop range on this thread profiled none of them)
+        profiled = torch.cuda.nvtx.range_start(RANGE)
         marker[(1,)](flag)
         call()
         torch.cuda.synchronize()
-        torch.cuda.nvtx.range_pop()
+        torch.cuda.nvtx.range_end(profiled)
         print(f"MEASURED {job}", file=sys.stderr, flush=True)
         del call
         torch.cuda.empty_cache()
@@ -208,7 +210,7 @@ def child(jobs: list[str]) -> int:
 def ncu_command(ncu: str, jobs: list[str], extra_metrics: bool = True) -> list[str]:
     sections = [arg for name in SECTIONS for arg in ("--section", name)]
     metrics = ["--metrics", ",".join(EXTRA_METRICS)] if extra_metrics else []
-    return [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", f"{RANGE}/", *sections, *metrics,
+    return [ncu, "--clock-control", "none", "--nvtx", "--nvtx-include", RANGE, *sections, *metrics,
             "--page", "raw", "--csv", "--print-units", "base", "--target-processes", "application-only",
             sys.executable, "-m", "lab.measure.kernel_counters", "--child", ",".join(jobs)]
 
@@ -265,7 +267,7 @@ def _profile(args, jobs: list[str], ncu: str, version: list[str], out_dir: Path)
 
     flags = {"experiment": "kernel-counters", "jobs": jobs, "q_heads": 28, "kv_heads": 4, "head_dim": 128,
              "ncu": ncu, "ncu_version": version[-1] if version else None, "sections": list(SECTIONS),
-             "method": "ncu --clock-control none --nvtx --nvtx-include counters/ --section ... --page raw "
+             "method": "ncu --clock-control none --nvtx --nvtx-include counters (a start/end range) --section ... --page raw "
                        "(default cache control: caches flushed before each profiled kernel); one call per job "
                        "after three warm-up calls"}
     started, rows, failures = time.time(), [], {}
