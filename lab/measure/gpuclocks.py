@@ -99,6 +99,35 @@ def dominant_limit(summary: dict) -> tuple[str, float]:
     return name, limits[name] / samples
 
 
+def samples_with(record: dict, reason: str) -> int | None:
+    """How many samples of a record (:meth:`ClockSampler.record`) had ``reason`` (a :data:`REASONS` name) active;
+    None for a record without the reasons column (an older driver, or a summary without its series)."""
+    masks = (record.get("series") or {}).get("reasons")
+    if masks is None:
+        return None
+    return sum(reason in reason_names(mask) for mask in masks)
+
+
+def readings_held(record: dict) -> float | None:
+    """How many consecutive samples, at the median, show one reading of clock and power: nvidia-smi prints a
+    line every interval, but the driver refreshes its readings less often, so a reading repeats. Times the
+    interval, it is how often the readings change. None without a series."""
+    series = record.get("series") or {}
+    pairs = list(zip(series.get("sm_mhz") or [], series.get("power_w") or [], strict=False))
+    if not pairs:
+        return None
+    runs, length = [], 1
+    for before, after in zip(pairs, pairs[1:], strict=False):
+        if after == before:
+            length += 1
+        else:
+            runs.append(length)
+            length = 1
+    runs.append(length)
+    inside = runs[1:-1]  # the first and last run are cut off by the window's start and end
+    return float(statistics.median(inside or runs))
+
+
 def row_fields(summary: dict) -> dict:
     """A summary as the four columns a timing row carries: median SM clock and power, the clock limit
     active in most samples and its share of them."""
