@@ -22,6 +22,14 @@ from lab import LabError
 from lab.measure.census import FAMILIES
 from lab.measure.gpuclocks import dominant_limit, readings_held, samples_with
 from lab.results.data import DATA_DIR, datasets
+from lab.results.facts import Fact
+from lab.results.quantities import Quantity
+
+#: The run that holds our H200 profiler windows (``traces/<arm>/``) beside its latency sweeps.
+H200_TRACES = "h200/vllm0.26-qwen2.5-7b"
+#: How often the H200 captures sampled the clocks: stated by chapter 7 and by the method appendix.
+SAMPLE_INTERVAL = Quantity("h200.capture.sample_interval_ms", "how often the capture asked nvidia-smi for the clocks, "
+                           "power and clock limits", run=H200_TRACES, file="traces", unit="ms")
 
 PHASES = ("prefill", "decode", "decode-naive")
 PHASE_LABELS = {"prefill": "prefill window", "decode": "decode steps only",
@@ -282,3 +290,12 @@ def nearest_window(table, gpu: str, phase: str, tokens: int, backend: str) -> tu
             if found.known:
                 return found, True
     return asked, False
+
+
+def sample_interval(root: Path = DATA_DIR) -> Fact:
+    """The sampling interval of the H200 captures' clock samples (one interval for all of them, or a LabError)."""
+    clocks = window_clocks(root)
+    intervals = set(clocks[clocks.gpu == "H200"].interval_ms.dropna())
+    if len(intervals) != 1:
+        raise LabError(f"the H200 captures sampled their clocks at {sorted(intervals) or 'no'} intervals; expected one")
+    return SAMPLE_INTERVAL.fact(float(intervals.pop()), detail="*/<window>.clocks.json")

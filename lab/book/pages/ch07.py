@@ -27,8 +27,7 @@ from lab.results.quantities import Quantity
 from lab.results.reference import DATASET as A10G_RUN
 from lab.results.reference import SOURCE_TITLE
 
-#: The run that holds our H200 profiler windows (``traces/<arm>/``) beside its latency sweeps.
-TRACES_RUN = "h200/vllm0.26-qwen2.5-7b"
+TRACES_RUN = cd.H200_TRACES
 FLASH, FLEX = cd.BACKENDS
 LONG, SHORT = ta.LONG, ta.SHORT
 PREFILL_LONG = f"prefill-{LONG}"
@@ -91,8 +90,6 @@ H200 = _census("h200", TRACES_RUN, "traces", "in our H200 traces (python -m lab 
 }
 #: What nvidia-smi sampled during each H200 capture window (``<window>.clocks.json``, lab.measure.gpuclocks).
 CLOCKS = {
-    "interval_ms": Quantity("h200.capture.sample_interval_ms", "how often the capture asked nvidia-smi for the "
-                            "clocks, power and clock limits", run=TRACES_RUN, file="traces", unit="ms"),
     "readings_held": Quantity("h200.capture.readings_held", "how many consecutive samples showed one reading of "
                               "clock and power (median over the samples of a window)", run=TRACES_RUN,
                               file="traces", unit="samples"),
@@ -194,14 +191,13 @@ def clock_facts() -> dict[str, Fact]:
     clocks = _clocks()
     fa, fx = clocks.loc[FLASH], clocks.loc[FLEX]
     per_backend = {"fa": fa, "fx": fx}
-    facts = {"clock_interval_ms": CLOCKS["interval_ms"].fact(float(clocks.interval_ms.iloc[0]),
-                                                             detail="*/<window>.clocks.json"),
+    facts = {"clock_interval_ms": cd.sample_interval(),
              "clock_readings_held": CLOCKS["readings_held"].fact(float(clocks.readings_held.median()),
                                                                  detail="*/<window>.clocks.json, median of the windows")}
     for tag, rows in per_backend.items():
         backend = FLASH if tag == "fa" else FLEX
-        every = lambda key, value, stat: CLOCKS[key].fact(value, backend, "every window", *stat,  # noqa: E731
-                                                          detail=_h200_detail(backend, "*.clocks.json"))
+        every = lambda key, value, stat, backend=backend: CLOCKS[key].fact(  # noqa: E731
+            value, backend, "every window", *stat, detail=_h200_detail(backend, "*.clocks.json"))
         facts |= {f"clock_{tag}_lo": every("sm_mhz", float(rows.sm_mhz_min.min()), ("lowest",)),
                   f"clock_{tag}_hi": every("sm_mhz", float(rows.sm_mhz_max.max()), ("highest",))}
         facts |= {f"clock_{tag}_samples": CLOCKS["samples"].fact(int(rows.samples.sum()), backend, "every window",
