@@ -29,7 +29,7 @@ from lab.measure import gpuclocks
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "clock-probe"
 INTERVAL_MS = 20
-EXTRA = ("power.draw.instant", "enforced.power.limit")
+EXTRA = (*gpuclocks.INSTANT_POWER, "enforced.power.limit")
 #: (kind, seconds): idle, a burst the length of a short prefill, a longer one, a long prefill's worth, idle.
 PHASES = (("idle", 3.0), ("burst", 0.05), ("idle", 3.0), ("burst", 0.25), ("idle", 3.0), ("sustained", 5.0),
           ("idle", 5.0))

@@ -26,6 +26,10 @@ from lab import LabError
 FIELDS = ("timestamp", "clocks.sm", "clocks.mem", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
 COLUMNS = ("timestamp", "sm_mhz", "mem_mhz", "power_w", "temp_c", "reasons")
 
+#: The instantaneous board power beside power.draw (NVML's one-second average on Ampere and newer): what a burst
+#: shorter than a second draws. Asked for as an extra field; a driver that lacks it is sampled without.
+INSTANT_POWER = ("power.draw.instant",)
+
 #: How often a timing run (the kernel benchmark, the value-dependence study) samples: a candidate timed for a few
 #: hundred milliseconds still gets a dozen samples. A profiler capture keeps the sampler's default (50 ms).
 TIMING_INTERVAL_MS = 20
