@@ -66,12 +66,6 @@ def facts():
     return appendix.facts()
 
 
-def test_every_glue_name_of_the_appendix_is_a_measured_fact(facts):
-    used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", APPENDIX.read_text(encoding="utf-8")))
-    assert used <= set(facts), sorted(used - set(facts))
-    assert all(facts[name].measured for name in used)
-
-
 def test_every_number_of_the_method_sections_from_data_has_a_quantity_name(facts):
     """The appendix's own sections name every number they read from data/; the busy-server section states chapter
     6b's facts as chapter 6b's modules give them (they are named where chapter 6b declares them)."""

@@ -13,19 +13,12 @@ from lab.book.pages import ch07, declared
 from lab.measure.gpuclocks import readings_held, samples_with
 from lab.results import census_windows as cd
 
-CHAPTER = REPO_ROOT / "book" / "07-the-trace.md"
 TRACES = REPO_ROOT / "data" / ch07.TRACES_RUN / "traces"
 
 
 @pytest.fixture(scope="module")
 def facts():
     return ch07.facts()
-
-
-def test_every_glue_name_of_the_chapter_is_a_measured_fact(facts):
-    used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", CHAPTER.read_text(encoding="utf-8")))
-    assert used <= set(facts), sorted(used - set(facts))
-    assert all(facts[name].measured for name in used), [n for n in used if not facts[n].measured]
 
 
 def test_every_number_from_data_is_a_declared_quantity_of_its_run(facts):
@@ -35,10 +28,6 @@ def test_every_number_from_data_is_a_declared_quantity_of_its_run(facts):
             assert fact.quantity, f"{name}: a number from {fact.source} without a quantity"
             assert fact.quantity.split("[")[0] in names, f"{name}: {fact.quantity} is not declared"
             assert fact.run in (ch07.TRACES_RUN, ch07.A10G_RUN), (name, fact.run)
-
-
-def test_facts_are_read_once(facts):
-    assert ch07.facts() is facts
 
 
 def test_the_controls_hold_on_the_a10g_and_fail_on_the_h200(facts):
