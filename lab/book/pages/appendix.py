@@ -53,14 +53,12 @@ METHOD = {
     "round_spread": Quantity("h200.kernels.round_spread_pct", "the widest spread of one candidate's rounds within "
                              "one run (slowest over fastest, minus one)", run=KERNELS, file="prefill.csv", unit="%"),
     "prefill_ms": Quantity("h200.kernels.prefill_ms", "a candidate's prefill time at one length in the benchmark's "
-                           "first full run (its median round)", run=KERNELS, file="prefill.csv", unit="ms",
-                           others={f"{CONTIGUOUS}/bench": "the same benchmark on an earlier machine start, each "
-                                                          "candidate timed in one block"}),
+                           "first full run (its median round)", run=KERNELS, unit="ms",
+                           others={CONTIGUOUS: "the same benchmark on an earlier machine start, each candidate timed "
+                                               "in one block (its bench part)"}),
     "ablation_ms": Quantity("h200.kernels.ablation_last_ms", "the last step of the tuned kernel's ablation in the "
                             "benchmark's first full run (the tuned kernel and launch, timed minutes after the table)",
                             run=KERNELS, file="ablation.csv", unit="ms"),
-    "drift": Quantity("h200.kernels.tuning_drift_pct", "the largest change of cuDNN's time between the start and the "
-                      "end of one shape of a tuning run", run=KERNELS, file="tuning_forward.csv", unit="%"),
     "fa3_across": Quantity("h200.fa3_16k_across_leases_ms", "FA3's prefill time at 16k tokens in each run of one day "
                            "that timed it, each on its own machine lease: the race, the ablation and the tuning race "
                            "(lowest, highest, how many runs)", run=RACE, file="prefill.csv", unit="ms"),
@@ -165,12 +163,13 @@ def drift_facts() -> dict[str, Fact]:
     eager = points[(points.candidate == "fa3-tokens") & (points.timer == "eager")]
     prefill_ms = METHOD["prefill_ms"].fact
     return {
-        "drift_pct": METHOD["drift"].fact(tuning_runs.drift_pct(tuning)),
+        "drift_pct": tuning_runs.drift(tuning),
         "abl_last_16k": METHOD["ablation_ms"].fact(float(ablation[ablation.n == N16K].sort_values("step").ms.iloc[-1]),
                                                    N16K),
-        "bench_tuned_16k": prefill_ms(_ms(prefill, "ours-tuned", N16K), "ours-tuned", N16K),
-        "host_1k_here": prefill_ms(_ms(prefill, "sdpa-cudnn", N1K), "sdpa-cudnn", N1K).to("us"),
-        "host_1k_there": prefill_ms(_ms(earlier, "sdpa-cudnn", N1K), "sdpa-cudnn", N1K, run=f"{CONTIGUOUS}/bench").to("us"),
+        "bench_tuned_16k": prefill_ms(_ms(prefill, "ours-tuned", N16K), "ours-tuned", N16K, detail="prefill.csv"),
+        "host_1k_here": prefill_ms(_ms(prefill, "sdpa-cudnn", N1K), "sdpa-cudnn", N1K, detail="prefill.csv").to("us"),
+        "host_1k_there": prefill_ms(_ms(earlier, "sdpa-cudnn", N1K), "sdpa-cudnn", N1K, run=CONTIGUOUS,
+                                    detail="bench/prefill.csv").to("us"),
         "fa3_16k_lo": across(min(fa3.values()), "lowest", detail=others),
         "fa3_16k_hi": across(max(fa3.values()), "highest", detail=others),
         "fa3_16k_runs": across(len(fa3), "runs", detail=others),
