@@ -10,6 +10,7 @@ own page module) and one line to ``facts()``.
 from __future__ import annotations
 
 import functools
+import html
 
 from lab.book.busy_facts import chapter06b
 from lab.book.busy_method_facts import method_facts, serial_ttft_table
@@ -325,8 +326,7 @@ def capture_facts() -> dict[str, Fact]:
     probe = "lab.measure.clock_probe.PHASES"
     burst = [seconds for kind, seconds in clock_probe.PHASES if kind == "burst"]
     sustained = [seconds for kind, seconds in clock_probe.PHASES if kind == "sustained"]
-    return {"cap_command": Fact(prov["command"], source),
-            "cap_windows": Fact(", ".join(prov["flags"]["windows"]), source),
+    return {"cap_windows": Fact(", ".join(prov["flags"]["windows"]), source),
             "cap_fields": Fact(", ".join(gpuclocks.FIELDS), "lab.measure.gpuclocks.FIELDS"),
             "clock_interval_ms": cd.sample_interval(),
             "probe_interval_ms": Fact(clock_probe.INTERVAL_MS, "lab.measure.clock_probe.INTERVAL_MS"),
@@ -404,11 +404,21 @@ def run_rows() -> list[dict]:
     return rows
 
 
+def _as_code(text: str) -> str:
+    """A command or name in a table cell as code, which the site lets break anywhere (a long path would widen the
+    column past a laptop's page)."""
+    return f"<code>{html.escape(text)}</code>" if text else ""
+
+
 def runs_table():
     """The runs of record, generated: see :func:`run_rows`."""
     import pandas as pd
 
-    return pd.DataFrame(run_rows()).style.format(escape="html").hide(axis="index")
+    rows = [{**{k: v for k, v in row.items() if k != "for example"},
+             "quantities of record": f"{row['quantities of record']}: {row['for example']}" if row["for example"]
+             else str(row["quantities of record"])} for row in run_rows()]
+    return (pd.DataFrame(rows).style.format(escape="html")
+            .format({"run": _as_code, "command": _as_code}, escape=None).hide(axis="index"))
 
 
 def quantity_rows() -> list[dict]:
@@ -423,7 +433,8 @@ def quantities_table():
     """Every declared quantity: see :func:`quantity_rows`."""
     import pandas as pd
 
-    return pd.DataFrame(quantity_rows()).style.format(escape="html").hide(axis="index")
+    return (pd.DataFrame(quantity_rows()).style.format(escape="html")
+            .format({"quantity": _as_code}, escape=None).hide(axis="index"))
 
 
 def folders_table():
@@ -432,4 +443,5 @@ def folders_table():
 
     rows = [{"data folder": f"data/{row['folder']}", "kind": row["kind"], "date (UTC)": row["date"],
              "command": row["command"], "code": row["code"] or "not recorded"} for row in data.made_by()]
-    return pd.DataFrame(rows).style.format(escape="html").hide(axis="index")
+    return (pd.DataFrame(rows).style.format(escape="html")
+            .format({"data folder": _as_code, "command": _as_code}, escape=None).hide(axis="index"))
