@@ -36,6 +36,7 @@ COMMANDS = {
     "vllm-spread": "lab.measure.vllm.spreader",
     "fit": "lab.results.fit",
     "capture": "lab.measure.capture",
+    "clock-probe": "lab.measure.clock_probe",
     "census": "lab.measure.census",
     "slides": "lab.book.slides",
     "live-check": "lab.book.live_check",

@@ -103,8 +103,11 @@ def test_window_clocks_reads_the_samples_beside_each_trace():
     h200 = clocks[(clocks.gpu == "H200") & (clocks.window == "prefill-28672")].set_index("backend")
     assert set(h200.index) == set(cd.BACKENDS)
     assert (h200.samples > 0).all() and (h200.sm_mhz_median > 0).all()
-    assert (h200.matmul_ms > 0).all()
+    assert (h200.matmul_ms > 0).all() and (h200.window_ms > h200.matmul_ms).all()
     assert h200.limit_share.between(0, 1).all()
+    assert (h200.power_capped <= h200.samples).all() and (h200.readings_held >= 1).all()
+    assert (h200.sm_mhz_min <= h200.sm_mhz_first).all() and (h200.sm_mhz_first <= h200.sm_mhz_max).all()
+    assert (h200.interval_ms == 50).all()
 
 
 def test_window_clocks_summarises_limits_and_tolerates_no_census(tmp_path):
@@ -119,6 +122,7 @@ def test_window_clocks_summarises_limits_and_tolerates_no_census(tmp_path):
     assert (row.backend, row.window, row.limit, row.limit_share) == ("FlexAttention", "decode-2048",
                                                                        "software power cap", 0.75)
     assert row.matmul_ms != row.matmul_ms        # no census beside it: NaN, not an error
+    assert row.power_capped != row.power_capped  # a summary without its series: no count, not zero
     assert cd.window_clocks(root=tmp_path / "empty").empty
 
 

@@ -117,3 +117,15 @@ def test_row_fields_give_a_timing_row_its_clock_columns():
                       "clock_limit_share": 2 / 3}
     empty = gpuclocks.row_fields(gpuclocks.summarise([]))
     assert math.isnan(empty["sm_mhz"]) and empty["clock_limit"] == "none"
+
+
+def test_a_record_says_how_many_samples_had_a_limit_and_how_long_a_reading_lasts():
+    record = {"series": {"sm_mhz": [1980, 1980, 1755, 1755, 1800, 1800, 1800], "power_w": [400, 400, 690, 690, 650, 650, 650],
+                         "reasons": [0x0, 0x0, 0x4, 0x4, 0x4 | 0x8, 0x4, 0x1]}}
+    assert gpuclocks.samples_with(record, "software power cap") == 4
+    assert gpuclocks.samples_with(record, "idle") == 1
+    # runs of one reading: 2, 2, 3; the first and last are cut off by the window, so the middle one counts
+    assert gpuclocks.readings_held(record) == 2
+    assert gpuclocks.readings_held({"series": {"sm_mhz": [1980], "power_w": [400]}}) == 1
+    assert gpuclocks.samples_with({"samples": 3}, "software power cap") is None  # a summary without its series
+    assert gpuclocks.readings_held({}) is None

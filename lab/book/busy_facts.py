@@ -4,8 +4,7 @@ that is not on file gives "not measured yet", never a typed number."""
 
 from __future__ import annotations
 
-from lab.book.facts import Fact
-from lab.book.serving_facts import shown
+from lab.book.facts import Fact, shown
 from lab.measure.vllm import arms
 from lab.results import concurrency as rc
 from lab.results import interference as ri

@@ -10,8 +10,7 @@ import shlex
 from pathlib import Path
 
 from lab import REPO_ROOT
-from lab.book.facts import Fact
-from lab.book.serving_facts import shown
+from lab.book.facts import Fact, shown
 from lab.measure.vllm import arms
 from lab.measure.vllm.tokenizer import model_vocab_size
 from lab.results import interference as ri

@@ -13,11 +13,19 @@ consistency test reads.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from lab.book import fact_registry
 from lab.results.facts import NOT_MEASURED, Fact, plain  # noqa: F401  (Fact and NOT_MEASURED: part of this module's face)
+
+
+def shown(value: Any, fmt: str, source: str, suffix: str = "") -> Fact:
+    """A fact that may be missing (None or NaN), glued as ``value`` formatted by ``fmt`` with ``suffix`` after it
+    when measured, as "not measured yet" when not."""
+    missing = value is None or (isinstance(value, float) and math.isnan(value))
+    return Fact(None if missing else value, source, "{:" + fmt + "}" + suffix.replace("{", "{{").replace("}", "}}"))
 
 
 class Glued(dict):

@@ -158,10 +158,12 @@ class Cited(Number):
     fact: Fact
     fmt: str = ".1f"
 
-    def value(self) -> float:
+    def value(self) -> float | str:
+        """The fact's number, or its text where it is one (a kernel's name)."""
         if not self.fact.measured:
             raise LabError(f"{self.fact.source}: not measured; a quiz question cannot cite it")
-        return float(plain(self.fact.value))
+        value = plain(self.fact.value)
+        return value if isinstance(value, str) else float(value)
 
     def source(self) -> str:
         return self.fact.source

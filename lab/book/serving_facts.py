@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from lab.book.facts import Fact
+from lab.book.facts import Fact, shown  # noqa: F401  (shown: what this chapter's facts are glued by)
 from lab.book.flex_counter_facts import flex_counters
 from lab.measure.vllm import arms
 from lab.results import concurrency as rc
@@ -27,14 +27,6 @@ H200_CEILINGS = "data/h200/hardware"  # the H200's matmul ceiling (its bandwidth
 FA3, FLEX, FA2 = arms.FA3.label, arms.FLEX.label, arms.FA2.label
 FLASH = arms.FLASH.label  # the A10G study's FLASH_ATTN, version left to vLLM
 
-
-def _measured(value) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
-def shown(value, fmt: str, source: str, suffix: str = "") -> Fact:
-    """A fact that may be missing, glued as formatted text when measured, "not measured yet" when not."""
-    return Fact(value if _measured(value) else None, source, "{:" + fmt + "}" + suffix.replace("{", "{{").replace("}", "}}"))
 
 
 def rig(table, study: str) -> dict:

@@ -225,7 +225,7 @@ def _measure(args, caps, candidates: list[str], shapes: list, out_dir: Path) -> 
     started = time.time()
     copy_gbps = copy_bandwidth_gbps()
     print(f"{caps.gpu}: device-to-device copy {units.byte_rate(copy_gbps * 1e9)} (read + write)", file=sys.stderr)
-    clocks = gpuclocks.ClockSampler(interval_ms=20) if gpuclocks.available() else None
+    clocks = gpuclocks.ClockSampler(interval_ms=gpuclocks.TIMING_INTERVAL_MS) if gpuclocks.available() else None
     flags = {
         "q_heads": args.q_heads, "kv_heads": args.kv_heads, "head_dim": 128, "candidates": candidates,
         "timer": ("prefill and decode ms_eager: triton.testing.do_bench median, L2 flushed before each call; "

@@ -43,6 +43,7 @@ from pathlib import Path
 from lab import LabError
 from lab.cli import count_or_zero, path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
+from lab.measure import gpuclocks
 from lab.measure.trace_store import MAX_TRACE_MB, census_rows, keep_trace, trim_trace, write_rows
 from lab.measure.vllm import arms
 from lab.measure.vllm.replies import StreamError, check_usage, event_tokens, parse_event
@@ -258,7 +259,6 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
     With ``tensor_parallel_size`` > 1 each GPU's worker writes its own trace; the first one written
     (one rank's kernels, its all-reduces in the ``communication`` family) is kept.
     """
-    from lab.measure import gpuclocks
     from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
     from lab.store import new_provenance, write_json_atomic, write_provenance
 
@@ -279,7 +279,7 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
                         tensor_parallel_size=tensor_parallel_size, profiler_dir=raw_dir, profiler_options=options,
                         ready_timeout=ready_timeout or DEFAULT_READY_TIMEOUT_S) as server:
                 traces = _TraceFolder(raw_dir)
-                clocks = gpuclocks.ClockSampler() if gpuclocks.available() else None
+                clocks = gpuclocks.ClockSampler(extra=gpuclocks.INSTANT_POWER) if gpuclocks.available() else None
                 for window in windows:
                     t0 = time.monotonic()
                     raw = capture_window(server, traces, window, decode_tokens=decode_tokens, clocks=clocks)

@@ -26,6 +26,14 @@ from lab import LabError
 FIELDS = ("timestamp", "clocks.sm", "clocks.mem", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
 COLUMNS = ("timestamp", "sm_mhz", "mem_mhz", "power_w", "temp_c", "reasons")
 
+#: The instantaneous board power beside power.draw (NVML's one-second average on Ampere and newer): what a burst
+#: shorter than a second draws. Asked for as an extra field; a driver that lacks it is sampled without.
+INSTANT_POWER = ("power.draw.instant",)
+
+#: How often a timing run (the kernel benchmark, the value-dependence study) samples: a candidate timed for a few
+#: hundred milliseconds still gets a dozen samples. A profiler capture keeps the sampler's default (50 ms).
+TIMING_INTERVAL_MS = 20
+
 #: Bits of clocks_event_reasons.active (nvidia-smi --help-query-gpu): why the clock is below its maximum.
 REASONS = {0x1: "idle", 0x2: "application clocks setting", 0x4: "software power cap", 0x8: "hardware slowdown",
            0x10: "sync boost", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
@@ -49,10 +57,11 @@ def _number(text: str) -> float:
         return math.nan
 
 
-def parse_line(line: str) -> dict | None:
-    """One CSV line of nvidia-smi (noheader, nounits) as a sample; None for a line it cut off."""
+def parse_line(line: str, extra: tuple[str, ...] = ()) -> dict | None:
+    """One CSV line of nvidia-smi (noheader, nounits) as a sample; None for a line it cut off. ``extra``: query
+    fields asked for after :data:`FIELDS` (numbers, kept under their field names)."""
     parts = [p.strip() for p in line.split(",")]
-    if len(parts) < len(COLUMNS) - 1:
+    if len(parts) < len(COLUMNS) - 1 or (extra and len(parts) < len(COLUMNS) + len(extra)):
         return None
     sample = {"timestamp": parts[0]}
     for name, text in zip(COLUMNS[1:5], parts[1:5], strict=True):
@@ -62,6 +71,8 @@ def parse_line(line: str) -> dict | None:
             sample["reasons"] = int(parts[5], 16)
         except ValueError:
             sample["reasons"] = None
+    for name, text in zip(extra, parts[len(COLUMNS):], strict=False):
+        sample[name] = _number(text)
     return sample
 
 
@@ -99,6 +110,35 @@ def dominant_limit(summary: dict) -> tuple[str, float]:
     return name, limits[name] / samples
 
 
+def samples_with(record: dict, reason: str) -> int | None:
+    """How many samples of a record (:meth:`ClockSampler.record`) had ``reason`` (a :data:`REASONS` name) active;
+    None for a record without the reasons column (an older driver, or a summary without its series)."""
+    masks = (record.get("series") or {}).get("reasons")
+    if masks is None:
+        return None
+    return sum(reason in reason_names(mask) for mask in masks)
+
+
+def readings_held(record: dict) -> float | None:
+    """How many consecutive samples, at the median, show one reading of clock and power: nvidia-smi prints a
+    line every interval, but the driver refreshes its readings less often, so a reading repeats. Times the
+    interval, it is how often the readings change. None without a series."""
+    series = record.get("series") or {}
+    pairs = list(zip(series.get("sm_mhz") or [], series.get("power_w") or [], strict=False))
+    if not pairs:
+        return None
+    runs, length = [], 1
+    for before, after in zip(pairs, pairs[1:], strict=False):
+        if after == before:
+            length += 1
+        else:
+            runs.append(length)
+            length = 1
+    runs.append(length)
+    inside = runs[1:-1]  # the first and last run are cut off by the window's start and end
+    return float(statistics.median(inside or runs))
+
+
 def row_fields(summary: dict) -> dict:
     """A summary as the four columns a timing row carries: median SM clock and power, the clock limit
     active in most samples and its share of them."""
@@ -109,14 +149,16 @@ def row_fields(summary: dict) -> dict:
 
 
 class ClockSampler:
-    """Samples the GPU every ``interval_ms`` between :meth:`start` and :meth:`stop`."""
+    """Samples the GPU every ``interval_ms`` between :meth:`start` and :meth:`stop`; ``extra`` query fields
+    (``power.draw.instant``) are asked for after :data:`FIELDS` and dropped on a driver that lacks one."""
 
-    def __init__(self, interval_ms: int = 50, gpu: str | None = None):
+    def __init__(self, interval_ms: int = 50, gpu: str | None = None, extra: tuple[str, ...] = ()):
         if not available():
             raise LabError("nvidia-smi is not on PATH: GPU clocks cannot be sampled on this machine")
         self.interval_ms = interval_ms
         self.gpu = gpu or _gpu_index()
-        self.fields = FIELDS if self._accepts(FIELDS) else FIELDS[:-1]
+        self.extra = tuple(extra) if extra and self._accepts(FIELDS + tuple(extra)) else ()
+        self.fields = FIELDS + self.extra if self.extra or self._accepts(FIELDS) else FIELDS[:-1]
         self._proc: subprocess.Popen | None = None
         self._file = None
         self.samples: list[dict] = []
@@ -149,7 +191,8 @@ class ClockSampler:
             self._proc.kill()
         self._file.close()
         path = Path(self._file.name)
-        self.samples = [s for s in map(parse_line, path.read_text(errors="replace").splitlines()) if s]
+        lines = path.read_text(errors="replace").splitlines()
+        self.samples = [s for s in (parse_line(line, self.extra) for line in lines) if s]
         path.unlink(missing_ok=True)
         self._proc = None
         return self.summary()
@@ -160,4 +203,4 @@ class ClockSampler:
 
     def record(self) -> dict:
         """Summary plus every sample, column-wise (small: a few hundred numbers per window)."""
-        return {**self.summary(), "series": {c: [s.get(c) for s in self.samples] for c in COLUMNS}}
+        return {**self.summary(), "series": {c: [s.get(c) for s in self.samples] for c in COLUMNS + self.extra}}

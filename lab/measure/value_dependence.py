@@ -133,7 +133,7 @@ def main(args) -> int:
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    clocks = gpuclocks.ClockSampler(interval_ms=20) if gpuclocks.available() else None
+    clocks = gpuclocks.ClockSampler(interval_ms=gpuclocks.TIMING_INTERVAL_MS) if gpuclocks.available() else None
     flags = {"experiment": "value-dependence", "ops": ops, "inputs": INPUTS, "rep_ms": args.rep_ms, "rounds": args.rounds,
              "timer": "triton.testing.do_bench median per round (L2 flushed between calls), median round",
              "clocks": "nvidia-smi every 20 ms while each input set was timed: medians of SM clock and power, the "

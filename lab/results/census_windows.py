@@ -20,8 +20,16 @@ from pathlib import Path
 
 from lab import LabError
 from lab.measure.census import FAMILIES
-from lab.measure.gpuclocks import dominant_limit
+from lab.measure.gpuclocks import dominant_limit, readings_held, samples_with
 from lab.results.data import DATA_DIR, datasets
+from lab.results.facts import Fact
+from lab.results.quantities import Quantity
+
+#: The run that holds our H200 profiler windows (``traces/<arm>/``) beside its latency sweeps.
+H200_TRACES = "h200/vllm0.26-qwen2.5-7b"
+#: How often the H200 captures sampled the clocks: stated by chapter 7 and by the method appendix.
+SAMPLE_INTERVAL = Quantity("h200.capture.sample_interval_ms", "how often the capture asked nvidia-smi for the clocks, "
+                           "power and clock limits", run=H200_TRACES, file="traces", unit="ms")
 
 PHASES = ("prefill", "decode", "decode-naive")
 PHASE_LABELS = {"prefill": "prefill window", "decode": "decode steps only",
@@ -175,7 +183,8 @@ def gpus(table) -> list[str]:
 
 def measured_windows(root: Path = DATA_DIR) -> list[dict]:
     """Every stored census JSON of our captures: GPU, arm, window name, signature, top attention kernels,
-    and the kernel launches per family."""
+    the engine steps, the reader's counts (``stats``: kernels, how many were replayed from CUDA graphs) and
+    the kernel launches per family."""
 
     found = []
     for ds in datasets(kind="census", root=root):
@@ -185,7 +194,8 @@ def measured_windows(root: Path = DATA_DIR) -> list[dict]:
                           "window": path.name.replace(".census.json", ""), "dataset": ds.name,
                           "signature": result["attention_signature"]["label"],
                           "attention_kernels": [k["name"] for k in result.get("attention_kernels", [])][:3],
-                          "steps": result.get("steps", {}), "unconfident": len(result.get("unconfident", [])),
+                          "steps": result.get("steps", {}), "stats": result.get("stats", {}),
+                          "unconfident": len(result.get("unconfident", [])),
                           "launches": {f: v.get("count") for f, v in result.get("families", {}).items()}})
     return found
 
@@ -220,9 +230,11 @@ def matmul_launches(root: Path = DATA_DIR, window: str = "prefill-28672"):
 
 def window_clocks(root: Path = DATA_DIR):
     """What the GPU's clocks did in each captured window (the ``<window>.clocks.json`` beside a trace):
-    one row per (gpu, backend, window) with median/min SM clock, median power, the limit that was
-    active most often and in what share of the samples, and the window's matmul ms. Empty when no
-    capture recorded clocks."""
+    one row per (gpu, backend, window) with the sampling interval and the samples taken, the SM clock
+    (first sample, median, lowest, highest), the power (median, highest), how many samples had the software
+    power cap active (``power_capped``; NaN where the driver gave no reasons), how many samples one reading
+    lasts (``readings_held``), the limit that was active most often and in what share of the samples, and the
+    window's GPU time and matmul ms. Empty when no capture recorded clocks."""
 
     import pandas as pd
 
@@ -233,16 +245,27 @@ def window_clocks(root: Path = DATA_DIR):
             name = path.name.replace(".clocks.json", "")
             clocks = ds.json(path.name)
             census_path = ds.path / f"{name}.census.json"
-            matmul = ds.json(census_path.name)["families"]["matmul"]["ms"] if census_path.exists() else math.nan
+            census = ds.json(census_path.name) if census_path.exists() else None
             limit, share = dominant_limit(clocks)
             sm, power = clocks.get("sm_mhz") or {}, clocks.get("power_w") or {}
-            rows.append({"gpu": gpu_label(ds), "backend": backend, "window": name,
-                         "samples": clocks.get("samples", 0),
-                         "sm_mhz_median": sm.get("median", math.nan), "sm_mhz_min": sm.get("min", math.nan),
-                         "power_w_median": power.get("median", math.nan),
-                         "limit": limit, "limit_share": share, "matmul_ms": matmul})
-    return pd.DataFrame(rows, columns=["gpu", "backend", "window", "samples", "sm_mhz_median", "sm_mhz_min",
-                                       "power_w_median", "limit", "limit_share", "matmul_ms"])
+            capped, held = samples_with(clocks, "software power cap"), readings_held(clocks)
+            first = ((clocks.get("series") or {}).get("sm_mhz") or [math.nan])[0]
+            rows.append({"gpu": gpu_label(ds), "backend": backend, "window": name, "dataset": ds.name,
+                         "interval_ms": clocks.get("interval_ms", math.nan), "samples": clocks.get("samples", 0),
+                         "sm_mhz_first": first, "sm_mhz_median": sm.get("median", math.nan),
+                         "sm_mhz_min": sm.get("min", math.nan), "sm_mhz_max": sm.get("max", math.nan),
+                         "power_w_median": power.get("median", math.nan), "power_w_max": power.get("max", math.nan),
+                         "power_capped": math.nan if capped is None else capped,
+                         "readings_held": math.nan if held is None else held,
+                         "limit": limit, "limit_share": share,
+                         "window_ms": census["kernel_ms"] if census else math.nan,
+                         "matmul_ms": census["families"]["matmul"]["ms"] if census else math.nan})
+    return pd.DataFrame(rows, columns=CLOCK_COLUMNS)
+
+
+CLOCK_COLUMNS = ("gpu", "backend", "window", "dataset", "interval_ms", "samples", "sm_mhz_first", "sm_mhz_median",
+                 "sm_mhz_min", "sm_mhz_max", "power_w_median", "power_w_max", "power_capped", "readings_held",
+                 "limit", "limit_share", "window_ms", "matmul_ms")
 
 
 #: Where to look when a window was not captured: the same phase at another length first, then the
@@ -267,3 +290,12 @@ def nearest_window(table, gpu: str, phase: str, tokens: int, backend: str) -> tu
             if found.known:
                 return found, True
     return asked, False
+
+
+def sample_interval(root: Path = DATA_DIR) -> Fact:
+    """The sampling interval of the H200 captures' clock samples (one interval for all of them, or a LabError)."""
+    clocks = window_clocks(root)
+    intervals = set(clocks[clocks.gpu == "H200"].interval_ms.dropna())
+    if len(intervals) != 1:
+        raise LabError(f"the H200 captures sampled their clocks at {sorted(intervals) or 'no'} intervals; expected one")
+    return SAMPLE_INTERVAL.fact(float(intervals.pop()), detail="*/<window>.clocks.json")

@@ -221,15 +221,39 @@ def load_sweeps(root: Path = DATA_DIR):
 
 # --- CLI -----------------------------------------------------------------------------------------
 
+def made_by(root: Path = DATA_DIR) -> list[dict]:
+    """Every committed data folder under ``root`` (a reader's own runs under data/local/ left out) with the command
+    that made it, from its provenance.json: folder (relative to ``root``), kind, date (UTC, to the minute),
+    command, and the code's commit where the run recorded one ("" otherwise)."""
+    rows = []
+    for ds in datasets(root=root):
+        folder = ds.path.relative_to(root).as_posix()
+        if folder == "local" or folder.startswith("local/"):
+            continue
+        p = ds.provenance
+        rows.append({"folder": folder, "kind": p["kind"], "date": str(p.get("date", ""))[:16].replace("T", " "),
+                     "command": str(p.get("command", "")), "code": str(p.get("code", "")).removeprefix("commit ")})
+    return rows
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--kind", choices=KINDS, help="only datasets of this kind")
     parser.add_argument("--root", type=path_arg, default=DATA_DIR, help="folder to search (default: %(default)s)")
+    parser.add_argument("--commands", action="store_true",
+                        help="print a Markdown table of every committed data folder and the command that made it")
 
 
 def main(args) -> int:
     if not args.root.is_dir():
         raise LabError(f"--root {args.root}: {'is a file' if args.root.exists() else 'no such folder'}; "
                        "expected the data folder (default data/)")
+    if args.commands:
+        print("| data folder | kind | date (UTC) | command |\n| --- | --- | --- | --- |")
+        for row in made_by(args.root):
+            if args.kind in (None, row["kind"]):
+                command = row["command"].replace("|", "\\|")  # a pipe inside a command would end the cell
+                print(f"| `data/{row['folder']}` | {row['kind']} | {row['date']} | `{command}` |")
+        return 0
     found, broken = scan(kind=args.kind, root=args.root)
     for ds in found:
         p = ds.provenance

@@ -93,21 +93,6 @@ def matmul_launch_comparison(root: Path = DATA_DIR, gpu: str = "H200", window: s
     return LaunchComparison(same, float(slower.max()), float(slower.min()), launches)
 
 
-def window_clock(root: Path = DATA_DIR, gpu: str = "H200", backend: str = FLASH, window: str = f"prefill-{LONG}"):
-    """One window's clock row (sm_mhz_median, power_w_median, limit, limit_share) or None."""
-    clocks = cd.window_clocks(root)
-    rows = clocks[(clocks.gpu == gpu) & (clocks.backend == backend) & (clocks.window == window)]
-    return None if rows.empty else rows.iloc[0]
-
-
-def low_power_limited(root: Path = DATA_DIR, gpu: str = "H200"):
-    """Windows whose clock limit was active at under half the highest median power (short windows:
-    NVML's power reading averages over about a second)."""
-    clocks = cd.window_clocks(root)
-    clocks = clocks[clocks.gpu == gpu]
-    return clocks[(clocks.limit != "none") & (clocks.power_w_median < 0.5 * clocks.power_w_median.max())]
-
-
 def decode_per_step(table, root: Path = DATA_DIR, gpu: str = "H200") -> dict | None:
     """(backend, context) -> attention and matmul ms per decode step, for both backends at 2k and 28k."""
     labels = {FLASH: arms.FA3.label, FLEX: arms.FLEX.label}

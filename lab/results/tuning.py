@@ -13,9 +13,23 @@ from __future__ import annotations
 import math
 
 from lab import LabError
+from lab.results.facts import Fact
+from lab.results.quantities import Quantity
 
 #: The reference timed at the start and end of every shape in a round.
 REFERENCE = "sdpa CUDNN_ATTENTION"
+
+
+#: How far an unchanged kernel's time moves within a run: chapter 4's criterion for a change, the method appendix's
+#: first measure of drift.
+DRIFT = Quantity("h200.tuning.drift_pct", "the largest change of cuDNN's time between the start and the end of one "
+                 "shape of a tuning run: how far an unchanged kernel's time moves within a run", run="h200/kernels",
+                 file="tuning_forward.csv", unit="%")
+
+
+def drift(tuning) -> Fact:
+    """:func:`drift_pct` of the tuning table of the benchmark's first full run, as the fact every page glues."""
+    return DRIFT.fact(drift_pct(tuning))
 
 
 def drift_pct(tuning) -> float:

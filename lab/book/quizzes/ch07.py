@@ -1,34 +1,26 @@
-"""Chapter 7, the trace: its self-check questions (``questions``) and the quiz the chapter shows (``quiz``)."""
+"""Chapter 7, the trace: its self-check questions (``questions``) and the quiz the chapter shows (``quiz``).
+
+Every number and kernel name an option or explanation states is a fact of the chapter's page module
+(:mod:`lab.book.pages.ch07`), cited under the glue name the chapter shows it by.
+"""
 
 from __future__ import annotations
 
-from lab.book.quiz import Computed, Question, Quiz, chapter_quiz, measured
-from lab.book.quizzes.common import (
-    A10G,
-    FLASH,
-    FLEX,
-    census_long_window,
-    length,
-    sweep_cell,
-    sweep_lengths,
-)
+from lab.book.pages import ch07 as page
+from lab.book.quiz import Cited, Computed, Question, Quiz, chapter_quiz
 
 KEY = "07-the-trace"
 
 
 def questions() -> list[Question]:
-    census = lambda phase, tokens, arm, metric, fmt=",.0f": measured(A10G, "census.csv", "value", fmt, phase=phase,
-                                                                     tokens=tokens, arm=arm, metric=metric)
-    long = census_long_window()
-    kernel = lambda arm: measured(A10G, "decode_kernels.csv", "kernel", "s", arm=arm, phase="decode")
-    matmul = lambda arm: census("prefill", long, arm, "matmul_ms")
-    attention = lambda arm: census("prefill", long, arm, "attention_ms")
-    prefill_flash = Computed("matmul + attention ms of the FLASH_ATTN 28k prefill window, in s",
-                             lambda m, a: (m + a) / 1000, (matmul(FLASH), attention(FLASH)))
+    facts = page.facts()
+    cite = lambda name, fmt: Cited(facts[name], fmt)  # noqa: E731
+    mm_fa, mm_fx = cite("a10g_mm28_fa", ",.0f"), cite("a10g_mm28_fx", ",.0f")
+    at_fa, at_fx = cite("a10g_at28_fa", ",.0f"), cite("a10g_at28_fx", ",.0f")
     return [
         Question(
-            "In the A10G prefill window at {tokens} tokens, matmul kernels took {mm_flash} ms (FLASH) and {mm_flex} ms "
-            "(FLEX); attention took {at_flash} vs {at_flex} ms. What do the matmul figures prove?",
+            "In the A10G study's 28k prefill window, matmul kernels took {mm_flash} ms (FLASH_ATTN) and {mm_flex} ms "
+            "(FLEX_ATTENTION); attention took {at_flash} against {at_flex} ms. What do the matmul figures prove?",
             ["They are the control: with matmul time equal, the whole TTFT gap sits in attention's kernels",
              "FLEX's matmuls are slower, so part of the TTFT gap comes from outside attention",
              "The profiler slowed both runs by the same amount, so nothing can be concluded from either",
@@ -36,13 +28,9 @@ def questions() -> list[Question]:
             0,
             "Only the attention backend changed between the runs; the matmul family differs by {mm_diff} ms out of "
             "{mm_flash}, so the {at_diff} ms gap is attention's.",
-            cites={"tokens": length("census prefill window", long),
-                   "mm_flash": matmul(FLASH), "mm_flex": matmul(FLEX),
-                   "at_flash": attention(FLASH), "at_flex": attention(FLEX),
-                   "mm_diff": Computed("|FLEX − FLASH| matmul ms", lambda a, b: abs(b - a),
-                                       (matmul(FLASH), matmul(FLEX)), ",.0f"),
-                   "at_diff": Computed("FLEX − FLASH attention ms", lambda a, b: b - a,
-                                       (attention(FLASH), attention(FLEX)), ",.0f")},
+            cites={"mm_flash": mm_fa, "mm_flex": mm_fx, "at_flash": at_fa, "at_flex": at_fx,
+                   "mm_diff": Computed("|FLEX - FLASH| matmul ms", lambda a, b: abs(b - a), (mm_fa, mm_fx), ",.0f"),
+                   "at_diff": Computed("FLEX - FLASH attention ms", lambda a, b: b - a, (at_fa, at_fx), ",.0f")},
             holds=lambda v: abs(v["mm_flex"] / v["mm_flash"] - 1) < 0.01,
         ),
         Question(
@@ -57,26 +45,40 @@ def questions() -> list[Question]:
             "name appears with one split too. A split shows as a second launch beside it, the combine kernel "
             "(flash_fwd_splitkv_combine_kernel). FA3 picks the splits at launch and also launches a separate combine "
             "kernel when it splits. `{flex_kernel}` is one Inductor-compiled Triton kernel.",
-            cites={"flash_kernel": kernel(FLASH), "flex_kernel": kernel(FLEX)},
+            cites={"flash_kernel": cite("a10g_decode_fa", "s"), "flex_kernel": cite("a10g_decode_fx", "s")},
         ),
         Question(
-            "The published 'decode at {tokens}' window lasted {win} s for FLASH_ATTN; in the prefill window at the same "
-            "length, matmul and attention kernels alone took {prefill} s. Why are the two so close?",
+            "The study's 'decode' window at 28k tokens of context lasted {win} s for FLASH_ATTN; in the prefill window "
+            "of the same prompt, matmul and attention kernels alone took {prefill} s. Why are the two so close?",
             ["With prefix caching off, the 'decode' window prefilled the prompt again",
              "Decode at long context costs as much as prefill, because every step reads the whole cache",
              "The profiler's own overhead dominates both windows, hiding the kernels' real times",
              "The decode window ran at a larger batch, which multiplied its work"],
             0,
-            "A decode step at this context costs about {itl} ms, so a generation of a few dozen tokens adds little to the "
-            "{prefill} s prefill. To census decode, keep only single-token engine steps or delay the profiler past "
-            "the prefill iteration.",
-            cites={"tokens": length("census prefill window", long),
-                   "win": census("decode", long, FLASH, "window_s", ".1f"), "prefill": prefill_flash,
-                   "itl": sweep_cell(FLASH, sweep_lengths()[2], "itl_ms")},
-            holds=lambda v: v["prefill"] / v["win"] > 0.8,
+            "Its {gen} generated tokens at the sweep's inter-token latency take about {decode} s, little next to the "
+            "{prefill} s prefill. To census decode, keep only single-token engine steps or open the window after "
+            "the first token.",
+            cites={"win": cite("naive_fa_s", ".1f"), "prefill": cite("naive_fa_prefill_s", ".1f"),
+                   "gen": cite("naive_gen", "d"), "decode": cite("naive_fa_decode_s", ".1f")},
+            holds=lambda v: v["prefill"] / v["win"] > 0.8 and v["decode"] / v["win"] < 0.2,
+        ),
+        Question(
+            "FlashAttention 3's 2k prefill window on the H200 ran {window} ms of kernels; its one nvidia-smi sample read "
+            "{watts} W of board power, with the software power cap among the active clock limits and the SM clock at "
+            "{mhz} MHz. How do the power and the flag fit together?",
+            ["The power is NVML's one-second average, mostly the idle time before; the flag is read at the moment",
+             "The flag is set whenever the GPU idles, so it says nothing about the power limit being reached",
+             "The board's power limit had been lowered to about that figure, so the cap was reached at low power",
+             "The flag concerns the memory clock, which the power limiter lowers first when a window starts"],
+            0,
+            "power.draw is nvmlDeviceGetPowerUsage, averaged over the last second on Ampere and newer GPUs; a window "
+            "of {window} ms cannot move that average much. The flag says the driver has lowered the clocks to stay "
+            "within the power limit, at the instant of the reading, together with the {mhz} MHz clock.",
+            cites={"window": cite("clock_fa_2k_window_ms", ".0f"), "watts": cite("clock_fa_2k_w", ".0f"),
+                   "mhz": cite("clock_fa_2k_mhz", ",.0f")},
+            holds=lambda v: v["window"] < 1000,  # shorter than the second the power is averaged over
         ),
     ]
-
 
 
 def quiz() -> Quiz:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from lab import LabError
 from lab.book.run_panels.base import Plan, RunPanel
-from lab.book.run_panels.servers import LOG_DIR, MAX_MODEL_LEN, ArmKey, pool
-from lab.book.run_panels.sweep import available_arms
+from lab.book.run_panels.servers import LOG_DIR, MAX_MODEL_LEN, ArmKey, available_arms, pool
 from lab.measure.vllm import arms
 from lab.store import LOCAL_DIR
 

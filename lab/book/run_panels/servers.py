@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.measure.vllm.arms import Arm
+from lab import env
+from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.server import Server
 from lab.measure.vllm.serverlog import read_text, start_phases_seen
 from lab.store import LOCAL_DIR
@@ -28,6 +29,26 @@ MEMORY_SHARE = 0.28
 MAX_MODEL_LEN = 32768 + 256
 PANEL_MODEL = "data/models/qwen2.5-7b-128k"
 LOG_DIR = LOCAL_DIR / "panel-servers"
+
+
+def available_arms(caps=None) -> dict[str, str]:
+    """label -> why it is not offered ("" when it is), for every arm of :data:`lab.measure.vllm.arms.ARMS`:
+    FlashAttention 3 needs Hopper (compute capability 9), FlashAttention 2 Ampere or newer."""
+    caps = caps or env.detect()
+    major = None
+    if caps.has_gpu:
+        import torch
+        if torch.cuda.is_available():
+            major = torch.cuda.get_device_capability(0)[0]
+    notes = {}
+    for label, arm in ARMS.items():
+        if arm.fa_version == 3 and major is not None and major != 9:
+            notes[label] = "FlashAttention 3 runs on Hopper GPUs only"
+        elif arm.fa_version == 2 and major is not None and major < 8:
+            notes[label] = "FlashAttention 2 needs an Ampere or newer GPU"
+        else:
+            notes[label] = ""
+    return notes
 
 
 @dataclass(frozen=True)

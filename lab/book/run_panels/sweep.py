@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lab import LabError
 from lab.book.run_panels.base import Plan, RunPanel
-from lab.book.run_panels.servers import MAX_MODEL_LEN, ArmKey, pool
+from lab.book.run_panels.servers import MAX_MODEL_LEN, ArmKey, available_arms, pool
 from lab.measure.vllm import arms
 from lab.measure.vllm.probe import ProbeEvents, ProbePlan, read_records, run_probe
 from lab.measure.vllm.sweep import write_dataset
@@ -32,28 +32,6 @@ def shown_path(path) -> str:
     from lab import REPO_ROOT
 
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
-
-
-def available_arms(caps=None) -> dict[str, str]:
-    """label -> why it is not offered ("" when it is), for every arm of :data:`lab.measure.vllm.arms.ARMS`:
-    FlashAttention 3 needs Hopper (compute capability 9), FlashAttention 2 Ampere or newer."""
-    from lab import env
-
-    caps = caps or env.detect()
-    major = None
-    if caps.has_gpu:
-        import torch
-        if torch.cuda.is_available():
-            major = torch.cuda.get_device_capability(0)[0]
-    notes = {}
-    for label, arm in arms.ARMS.items():
-        if arm.fa_version == 3 and major is not None and major != 9:
-            notes[label] = "FlashAttention 3 runs on Hopper GPUs only"
-        elif arm.fa_version == 2 and major is not None and major < 8:
-            notes[label] = "FlashAttention 2 needs an Ampere or newer GPU"
-        else:
-            notes[label] = ""
-    return notes
 
 
 def sweep_command(arm: str, values: dict) -> str:

@@ -10,7 +10,7 @@ import re
 import time
 from pathlib import Path
 
-from lab import LabError
+from lab import REPO_ROOT, LabError
 from lab.measure.census.reader import Step, Trace
 from lab.measure.census.rules import FAMILIES, GRAPH_LAUNCH, classify_launcher, classify_name, decide
 
@@ -192,8 +192,14 @@ def _size(stats: dict) -> str:
     return f"{json_mb:.1f} MB of JSON" + (f", {disk_mb:.1f} MB gzipped" if disk_mb < json_mb else "")
 
 
+def _shown(trace: str) -> str:
+    """A trace's path as a reader of this repository types it: relative to the repository when inside it."""
+    path = Path(trace)
+    return path.relative_to(REPO_ROOT).as_posix() if path.is_absolute() and path.is_relative_to(REPO_ROOT) else trace
+
+
 def format_census(c: dict) -> str:
-    lines = [f"== {c['trace']}  (phase: {c['phase']})"]
+    lines = [f"== {_shown(c['trace'])}  (phase: {c['phase']})"]
     st = c["steps"]
     if st["source"] == "none":
         lines.append("steps: no vLLM step annotations in this trace; prefill and decode cannot be told apart")

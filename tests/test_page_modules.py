@@ -1,0 +1,29 @@
+"""Every page that reads through a page module (lab.book.pages) glues every name its markdown uses from that
+module's ``facts()``, each one measured, in one hidden cell; add a page here when it moves to its module."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+
+from lab import REPO_ROOT
+
+#: chapter file stem -> its page module
+PAGES = {"07-the-trace": "ch07", "appendix-method": "appendix"}
+GLUED = re.compile(r"\{glue:text\}`([a-z0-9_]+)")
+CELL = re.compile(r"```\{code-cell\}[^\n]*\n(.*?)\n```", re.S)
+
+
+@pytest.mark.parametrize("chapter", PAGES)
+def test_the_page_glues_every_name_it_uses_from_its_module_in_one_cell(chapter):
+    text = (REPO_ROOT / "book" / f"{chapter}.md").read_text(encoding="utf-8")
+    module = importlib.import_module(f"lab.book.pages.{PAGES[chapter]}")
+    facts = module.facts()
+    used = set(GLUED.findall(text))
+    assert used <= set(facts), sorted(used - set(facts))
+    assert all(facts[name].measured for name in used), sorted(n for n in used if not facts[n].measured)
+    glue_cells = [cell for cell in CELL.findall(text) if "glue_all(" in cell]
+    assert len(glue_cells) == 1 and f"glue_all({PAGES[chapter]}.facts())" in glue_cells[0]
+    assert module.facts() is facts, "facts() is cached: a second call reads nothing"
