@@ -64,6 +64,11 @@ RUNS = (
     Run("h200/vllm0.26-qwen2.5-7b-load", "a busy server: Poisson arrivals at several rates with vllm bench serve"),
     Run("h200/vllm0.26-qwen2.5-7b-interference", "a long prompt among decoders, per chunk size"),
     Run("h200x2/vllm0.26-qwen2.5-7b-tp2", "the FA3 sweep with tensor parallelism over two H200s"),
+    Run("h200/backward-race", "attention backward passes raced in one process: ours, SDPA's flash and cuDNN "
+        "backends at 4k-32k", names=("backward race",)),
+    Run("h200/backward-counters", "Nsight Compute counters of one backward pass per kernel at 16k"),
+    Run("h200/clock-probe", "the H200's clock, power and limit flags sampled through idle time and matrix-product "
+        "bursts"),
     Run("h200/live-check", "every chapter executed live on the H200"),
     Run("h200/device-logs", "the consoles of the H200 calls"),
 )
