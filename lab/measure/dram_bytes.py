@@ -37,6 +37,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, store
 from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
+from lab.measure.ncu_output import metric_value
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "dram-bytes"
 CANDIDATES = ("ours-tuned", "sdpa-flash", "sdpa-cudnn", "flex")
@@ -47,30 +48,9 @@ COLUMNS = ("candidate", "n", "batch", "q_heads", "kv_heads", "head_dim", "causal
            "dram_write_bytes", "l2_hit_pct", "kernel_ms", "kernels")
 MARKER = "dram_bytes_marker"   # the marker kernel's name: each one starts a new call's kernels
 RANGE = "dram"
-#: ncu prints SI prefixes (Kbyte = 1000 bytes) unless told otherwise; binary ones are accepted too.
-UNIT_SCALE = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-              "kibyte": 2**10, "mibyte": 2**20, "gibyte": 2**30, "kib": 2**10, "mib": 2**20, "gib": 2**30,
-              "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-              "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "%": 1, "sector": 1, "": 1}
-_THOUSANDS = re.compile(r"^-?\d{1,3}(,\d{3})+(\.\d+)?$")
 
 
 # --- ncu's output (pure; CPU-tested) -----------------------------------------------------------------
-
-def metric_value(text: str, unit: str) -> float:
-    """One ncu metric in base units (bytes, seconds, percent); NaN for 'n/a'."""
-    text = text.strip()
-    if _THOUSANDS.match(text):
-        text = text.replace(",", "")
-    try:
-        value = float(text)
-    except ValueError:
-        return math.nan
-    scale = UNIT_SCALE.get(unit.strip().lower())
-    if scale is None:
-        raise LabError(f"ncu metric unit {unit!r} is not one this parser knows ({', '.join(k for k in UNIT_SCALE if k)})")
-    return value * scale
-
 
 def parse_ncu_csv(text: str) -> list[dict]:
     """Kernels of ``ncu --csv`` output (details page, one row per metric) in launch order:
