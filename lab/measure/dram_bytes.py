@@ -37,7 +37,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, store
 from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
-from lab.measure.ncu_output import metric_value
+from lab.measure.ncu_output import after_markers, metric_value
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "dram-bytes"
 CANDIDATES = ("ours-tuned", "sdpa-flash", "sdpa-cudnn", "flex")
@@ -68,17 +68,6 @@ def parse_ncu_csv(text: str) -> list[dict]:
                                                  "grid": row.get("Grid Size", "")})
         kernel[row["Metric Name"]] = metric_value(row.get("Metric Value", ""), row.get("Metric Unit", ""))
     return sorted(kernels.values(), key=lambda k: k["id"])
-
-
-def split_calls(kernels: list[dict], marker: str = MARKER) -> list[list[dict]]:
-    """The kernels after each marker kernel, one list per call (the markers themselves dropped)."""
-    calls: list[list[dict]] = []
-    for kernel in kernels:
-        if marker in kernel["name"]:
-            calls.append([])
-        elif calls:
-            calls[-1].append(kernel)
-    return calls
 
 
 def summarise_call(kernels: list[dict]) -> dict:
@@ -198,7 +187,7 @@ def profile_candidate(ncu: str, candidate: str, lengths, args, timeout_s: float)
         if not (done.returncode and base_units and "print-units" in done.stdout + done.stderr):
             break  # an ncu without --print-units gets a second try with its scaled units
     measured = [int(m) for m in re.findall(r"^MEASURED n=(\d+)", done.stderr, flags=re.M)]
-    calls = split_calls(parse_ncu_csv(done.stdout))
+    calls = after_markers(parse_ncu_csv(done.stdout), MARKER)
     if not calls or len(calls) != len(measured):
         tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-6:])
         raise LabError(f"{candidate}: ncu gave {len(calls)} profiled calls for {len(measured)} measured lengths "
