@@ -99,8 +99,11 @@ def shown_on(page_html: str) -> str:
 
 @functools.cache
 def glossary_terms() -> frozenset[str]:
+    """The terms of the glossary directive: its unindented lines (a definition is indented under its terms)."""
     text = (REPO_ROOT / "book" / "glossary.md").read_text(encoding="utf-8")
-    return frozenset(IDENT.findall(" ".join(re.findall(r"^(\S[^\n]*)\n:\s", text, re.M))))
+    block = re.search(r"^```\{glossary\}\n(.*?)^```", text, re.M | re.S)
+    terms = [line for line in (block.group(1) if block else "").splitlines() if line and not line[0].isspace()]
+    return frozenset(IDENT.findall(" ".join(terms)))
 
 
 def missing_on(page_html: str) -> list[str]:
@@ -117,6 +120,10 @@ def test_every_identifier_the_prose_names_is_shown_on_its_page(built_site: Path,
     missing = missing_on(page)
     assert not missing, (f"{chapter}: the prose names {', '.join(missing)} in code font, but no visible code block on "
                          "the page shows it (show the function with lab.book.show.show, or define it in the glossary)")
+
+
+def test_the_glossary_terms_are_read():
+    assert {"mask_mod", "score_mod", "warpgroup"} <= glossary_terms()
 
 
 def test_a_name_the_prose_uses_but_the_page_hides_is_found():

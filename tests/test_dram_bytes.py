@@ -65,7 +65,7 @@ def test_kernels_are_parsed_in_launch_order_with_every_metric():
 
 
 def test_each_marker_starts_a_call_and_a_call_sums_its_kernels():
-    calls = db.split_calls(db.parse_ncu_csv(SAMPLE))
+    calls = db.after_markers(db.parse_ncu_csv(SAMPLE), db.MARKER)
     assert [[k["name"] for k in c] for c in calls] == [["_tuned_kernel"], ["flash_fwd_kernel", "combine_kernel"]]
     first, second = (db.summarise_call(c) for c in calls)
     assert first == pytest.approx({"dram_read_bytes": 150.99e6, "dram_write_bytes": 29.36e6, "l2_hit_pct": 80.0,

@@ -45,6 +45,7 @@ for name, kw in json.loads(sys.argv[2]).items():
     (folder / "k.ptx").write_text(compiled.asm["ptx"])
     (folder / "k.cubin").write_bytes(compiled.asm["cubin"])
     (folder / "shared").write_text(str(compiled.metadata.shared))
+    (folder / "warps").write_text(str(compiled.metadata.num_warps))
 """
 
 
@@ -68,6 +69,17 @@ def test_compiles_for_hopper_without_spills_or_serialised_products(name, compile
     assert "0 bytes spill stores, 0 bytes spill loads" in report, report
     assert "C7514" not in report, report          # ptxas would wait after every wgmma
     assert int((folder / "shared").read_text()) <= 227 * 1024   # Hopper's shared memory per block
+
+
+def test_the_workers_are_padded_to_whole_warpgroups(compiled):
+    """Consumer 0 runs in the launch's 4 warps, consumer 1 (4 warps) and the producer (1 warp) are workers: Triton
+    pads the workers to whole warpgroups (setmaxnreg sets a warpgroup's registers at once), so a program has 12 warps,
+    the producer's warpgroup three idle warps besides it, all at the producer's register budget."""
+    workers = hopper.CONSUMER_WARPS.value + hopper.PRODUCER_WARPS.value
+    assert int((compiled / "default" / "warps").read_text()) == hopper.NUM_WARPS + 4 * -(-workers // 4) == 12
+    ptx = (compiled / "default" / "k.ptx").read_text()
+    for regs in (hopper.PRODUCER_REGS.value, hopper.CONSUMER_REGS.value):
+        assert re.search(rf"setmaxnreg\.\w+\.sync\.aligned\.u32\s+{regs}\b", ptx), regs
 
 
 def _sass(folder) -> str:

@@ -37,6 +37,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, store
 from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
+from lab.measure.ncu_output import after_markers, metric_value
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "dram-bytes"
 CANDIDATES = ("ours-tuned", "sdpa-flash", "sdpa-cudnn", "flex")
@@ -47,30 +48,9 @@ COLUMNS = ("candidate", "n", "batch", "q_heads", "kv_heads", "head_dim", "causal
            "dram_write_bytes", "l2_hit_pct", "kernel_ms", "kernels")
 MARKER = "dram_bytes_marker"   # the marker kernel's name: each one starts a new call's kernels
 RANGE = "dram"
-#: ncu prints SI prefixes (Kbyte = 1000 bytes) unless told otherwise; binary ones are accepted too.
-UNIT_SCALE = {"byte": 1, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-              "kibyte": 2**10, "mibyte": 2**20, "gibyte": 2**30, "kib": 2**10, "mib": 2**20, "gib": 2**30,
-              "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-              "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "%": 1, "sector": 1, "": 1}
-_THOUSANDS = re.compile(r"^-?\d{1,3}(,\d{3})+(\.\d+)?$")
 
 
 # --- ncu's output (pure; CPU-tested) -----------------------------------------------------------------
-
-def metric_value(text: str, unit: str) -> float:
-    """One ncu metric in base units (bytes, seconds, percent); NaN for 'n/a'."""
-    text = text.strip()
-    if _THOUSANDS.match(text):
-        text = text.replace(",", "")
-    try:
-        value = float(text)
-    except ValueError:
-        return math.nan
-    scale = UNIT_SCALE.get(unit.strip().lower())
-    if scale is None:
-        raise LabError(f"ncu metric unit {unit!r} is not one this parser knows ({', '.join(k for k in UNIT_SCALE if k)})")
-    return value * scale
-
 
 def parse_ncu_csv(text: str) -> list[dict]:
     """Kernels of ``ncu --csv`` output (details page, one row per metric) in launch order:
@@ -88,17 +68,6 @@ def parse_ncu_csv(text: str) -> list[dict]:
                                                  "grid": row.get("Grid Size", "")})
         kernel[row["Metric Name"]] = metric_value(row.get("Metric Value", ""), row.get("Metric Unit", ""))
     return sorted(kernels.values(), key=lambda k: k["id"])
-
-
-def split_calls(kernels: list[dict], marker: str = MARKER) -> list[list[dict]]:
-    """The kernels after each marker kernel, one list per call (the markers themselves dropped)."""
-    calls: list[list[dict]] = []
-    for kernel in kernels:
-        if marker in kernel["name"]:
-            calls.append([])
-        elif calls:
-            calls[-1].append(kernel)
-    return calls
 
 
 def summarise_call(kernels: list[dict]) -> dict:
@@ -218,7 +187,7 @@ def profile_candidate(ncu: str, candidate: str, lengths, args, timeout_s: float)
         if not (done.returncode and base_units and "print-units" in done.stdout + done.stderr):
             break  # an ncu without --print-units gets a second try with its scaled units
     measured = [int(m) for m in re.findall(r"^MEASURED n=(\d+)", done.stderr, flags=re.M)]
-    calls = split_calls(parse_ncu_csv(done.stdout))
+    calls = after_markers(parse_ncu_csv(done.stdout), MARKER)
     if not calls or len(calls) != len(measured):
         tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-6:])
         raise LabError(f"{candidate}: ncu gave {len(calls)} profiled calls for {len(measured)} measured lengths "

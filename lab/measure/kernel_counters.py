@@ -32,8 +32,6 @@ kernel_index, kernel, metric, unit, value); :mod:`lab.results.kernel_counters` r
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import os
 import re
 import subprocess
@@ -44,15 +42,23 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, store
 from lab.cli import path_arg, positive_number
 from lab.folders import dataset_lock
-from lab.measure.dram_bytes import find_ncu, metric_value, run_group
+from lab.measure.dram_bytes import find_ncu, run_group
+from lab.measure.ncu_output import (  # noqa: F401  (read_dataset, long_rows: where the tests and readers look)
+    MARKER,
+    PHASES,
+    after_markers,
+    long_rows,
+    measured_jobs,
+    parse_job,
+    parse_raw_csv,
+    read_dataset,
+)
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "kernel-counters"
 SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis", "Occupancy", "WarpStateStats",
             "LaunchStats", "InstructionStats", "SchedulerStats")
 EXTRA_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum", "gpu__time_duration.sum")
-MARKER = "counters_marker"
 RANGE = "counters"
-PHASES = ("prefill", "decode", "flexdecode", "backward")
 DEFAULT_JOBS = ("prefill:sdpa-cudnn:1:16384", "prefill:fa3:1:16384", "prefill:ours-tuned:1:16384",
                 "prefill:flex:1:16384", "prefill:fa4:1:16384", "prefill:flex-flash:1:16384",
                 "flexdecode:flex-default:1:32768", "flexdecode:flex-default:16:32768",
@@ -62,87 +68,6 @@ DEFAULT_JOBS = ("prefill:sdpa-cudnn:1:16384", "prefill:fa3:1:16384", "prefill:ou
 BACKWARD_JOBS = ("backward:ours:1:16384", "backward:sdpa-flash:1:16384", "backward:sdpa-cudnn:1:16384",
                  "backward:fa4:1:16384")
 COLUMNS = ("job", "phase", "candidate", "batch", "n", "kernel_index", "kernel", "metric", "unit", "value")
-
-
-def parse_job(text: str) -> tuple[str, str, int, int]:
-    """'phase:candidate:batch:n' -> (phase, candidate, batch, n); a malformed job is one clear line."""
-    parts = text.split(":")
-    if len(parts) != 4 or parts[0] not in PHASES or not parts[1]:
-        raise LabError(f"job {text!r} is not PHASE:CANDIDATE:BATCH:N with PHASE one of {', '.join(PHASES)} "
-                       "(e.g. prefill:fa3:1:16384)")
-    try:
-        batch, n = int(parts[2]), int(parts[3])
-    except ValueError:
-        raise LabError(f"job {text!r}: BATCH and N must be whole numbers") from None
-    if batch < 1 or n < 1:
-        raise LabError(f"job {text!r}: BATCH and N must be at least 1")
-    return parts[0], parts[1], batch, n
-
-
-# --- ncu's raw page (pure; CPU-tested) ----------------------------------------------------------------
-
-def parse_raw_csv(text: str) -> list[dict]:
-    """Kernels of ``ncu --page raw --csv`` in launch order: [{"id", "name", "metrics": {name: (unit, value)}}].
-
-    The raw page is one header row (ID, Kernel Name, ..., then one column per metric), one row of units,
-    then a row per kernel. Lines that are not CSV records (``==PROF==`` messages, the program's output)
-    are skipped; values that are not numbers (names, 'n/a') are kept only for the identity columns."""
-    lines = [line for line in text.splitlines() if line.startswith('"')]
-    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
-    if start is None:
-        return []
-    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
-    header, units, body = rows[0], rows[1] if len(rows) > 1 else [], rows[2:]
-    if units and units[0].strip():       # no units row: every row after the header is a kernel
-        body, units = rows[1:], [""] * len(header)
-    name_col = header.index("Kernel Name") if "Kernel Name" in header else None
-    identity = {"ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Device",
-                "CC", "Block Size", "Grid Size", "Function Name", "Demangled Name"}
-    kernels = []
-    for row in body:
-        if not row or row[0] == "ID":
-            continue
-        metrics = {}
-        for col, name in enumerate(header):
-            if name in identity or col >= len(row):
-                continue
-            unit = units[col] if col < len(units) else ""
-            try:
-                value = metric_value(row[col], unit)
-            except LabError:
-                value = metric_value(row[col], "")
-            if value == value:       # not NaN
-                metrics[name] = (unit, value)
-        kernels.append({"id": int(row[0]), "name": row[name_col] if name_col is not None else "", "metrics": metrics})
-    return sorted(kernels, key=lambda k: k["id"])
-
-
-def after_markers(kernels: list[dict]) -> list[list[dict]]:
-    """The kernels after each marker kernel, one list per profiled call (markers dropped)."""
-    calls: list[list[dict]] = []
-    for kernel in kernels:
-        if MARKER in kernel["name"]:
-            calls.append([])
-        elif calls:
-            calls[-1].append(kernel)
-    return calls
-
-
-def read_dataset(raw_text: str, child_log: str) -> list[dict]:
-    """Long rows of a stored run: the profiled calls of ``raw.csv`` matched in order to the jobs that
-    ``child.log`` says were measured. A count that does not match is a clear error, not a guess."""
-    jobs, calls = measured_jobs(child_log), after_markers(parse_raw_csv(raw_text))
-    if len(jobs) != len(calls):
-        raise LabError(f"the counters' raw.csv holds {len(calls)} profiled calls but child.log names {len(jobs)} "
-                       "measured jobs: the two files are not from one run")
-    return [row for job, kernels in zip(jobs, calls, strict=True) for row in long_rows(job, kernels)]
-
-
-def long_rows(job: str, kernels: list[dict]) -> list[dict]:
-    phase, candidate, batch, n = parse_job(job)
-    return [{"job": job, "phase": phase, "candidate": candidate, "batch": batch, "n": n, "kernel_index": i,
-             "kernel": kernel["name"][:200], "metric": metric, "unit": unit, "value": value}
-            for i, kernel in enumerate(kernels) for metric, (unit, value) in sorted(kernel["metrics"].items())]
 
 
 # --- the child: runs under ncu -----------------------------------------------------------------------
@@ -214,9 +139,6 @@ def ncu_command(ncu: str, jobs: list[str], extra_metrics: bool = True) -> list[s
             "--page", "raw", "--csv", "--print-units", "base", "--target-processes", "application-only",
             sys.executable, "-m", "lab.measure.kernel_counters", "--child", ",".join(jobs)]
 
-
-def measured_jobs(stderr: str) -> list[str]:
-    return re.findall(r"^MEASURED (\S+)$", stderr, flags=re.M)
 
 
 def profile_jobs(ncu: str, jobs: list[str], timeout_s: float) -> tuple[dict[str, list[dict]], str, str]:

@@ -3,7 +3,9 @@
 Two questions a reader of a benchmark should ask, answered from the same files:
 
 * How much do timings move on their own? Each tuning round times cuDNN at the start and at the
-  end of every shape; the change between the two is the drift of an unchanged kernel.
+  end of every shape; the change between the two is the drift of an unchanged kernel. One criterion
+  then holds for every comparison the book makes (a step, a variant, a target): two timings differ
+  only when their ratio, either way up, is further from 1 than that drift (:func:`beyond_drift`).
 * Which kernel variants were tried and lost, and by how much, against the plain kernel of the
   same round (ratios are only taken within a round: rounds ran on different machine starts).
 """
@@ -32,14 +34,29 @@ def drift(tuning) -> Fact:
     return DRIFT.fact(drift_pct(tuning))
 
 
+def apart_pct(ratio: float) -> float:
+    """How far apart two timings are, in percent, whichever is larger: ``ratio`` of the two either way up
+    (1.05 and 1/1.05 are both 5% apart); NaN if the ratio is not a positive number."""
+    if not ratio > 0:
+        return math.nan
+    return 100 * (max(ratio, 1 / ratio) - 1)
+
+
+def beyond_drift(ratio: float, drift: float) -> bool:
+    """Whether two timings (or speeds) whose ratio is ``ratio`` differ by more than ``drift`` percent: the one
+    criterion for a step, a variant or a target."""
+    return bool(apart_pct(ratio) > drift)
+
+
 def drift_pct(tuning) -> float:
-    """Largest change, in percent, of the reference's time between the start and end of a shape."""
+    """Largest change, in percent, of the reference's time between the start and end of a shape
+    (:func:`apart_pct` of the two)."""
     worst = None
     for (_, _), group in tuning.groupby(["round", "shape"]):
         start = group[group.setting == f"{REFERENCE} (start)"].ms
         end = group[group.setting == f"{REFERENCE} (end)"].ms
         if len(start) and len(end):
-            change = 100 * abs(float(end.iloc[0]) / float(start.iloc[0]) - 1)
+            change = apart_pct(float(end.iloc[0]) / float(start.iloc[0]))
             worst = change if worst is None else max(worst, change)
     if worst is None:
         raise LabError(f"no '{REFERENCE} (start)' and '(end)' pair in the tuning table")
@@ -91,7 +108,8 @@ NOT_KEPT = "(tried, not kept)"
 def step_changes(ablation, noise_pct: float):
     """Each ablation step against the step it was built on, at every length: the step before it, or for a
     step tried and not kept (:data:`NOT_KEPT`) the last kept step. One row per (n, step) with ``after_step``
-    (the step compared with), ``change_pct`` (positive: faster) and ``beyond_drift`` (larger than ``noise_pct``)."""
+    (the step compared with), ``change_pct`` (how much faster, in percent; negative: slower) and ``beyond_drift``
+    (:func:`beyond_drift` of the two times against ``noise_pct``)."""
     import pandas as pd
 
     if ablation.empty:
@@ -103,7 +121,7 @@ def step_changes(ablation, noise_pct: float):
         for after in steps.iloc[1:].itertuples():
             change = change_pct(base.ms, after.ms)
             rows.append({"n": int(n), "step": int(after.step), "change": after.change, "after_step": int(base.step),
-                         "change_pct": change, "beyond_drift": bool(abs(change) > noise_pct)})
+                         "change_pct": change, "beyond_drift": beyond_drift(base.ms / after.ms, noise_pct)})
             if NOT_KEPT not in str(after.change):
                 base = after
     return pd.DataFrame(rows)

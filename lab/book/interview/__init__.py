@@ -8,7 +8,7 @@
     h200     this project's H200 runs: sweeps, kernel benchmark, tuning, census
     studies  the studies that land later: paged decode, concurrency, Flex masks and decomposition, DRAM bytes
     busy     the busy server (chapter 6b's facts and the answers' additions): load, a long prompt, FP8 KV cache
-    hopper   chapter 4's hand-scheduled Hopper kernel against FA3 (lab.book.hopper_facts, the same facts)
+    hopper   chapter 4's hand-scheduled Hopper kernel against FA3 (the hk_* facts of lab.book.pages.ch04)
 
 H200 and later-study facts carry their format (:attr:`lab.book.facts.Fact.fmt`): glued as text in it, or as
 "not measured yet" until their data exists.
@@ -16,10 +16,10 @@ H200 and later-study facts carry their format (:attr:`lab.book.facts.Fact.fmt`):
 
 from __future__ import annotations
 
-from lab.book import hopper_facts
 from lab.book.facts import Fact
 from lab.book.interview import a10g, busy, h200, studies
 from lab.book.interview.common import A10G, FA2, FA3, FLASH, FLEX
+from lab.book.pages import ch04
 
 __all__ = ["A10G", "FA2", "FA3", "FLASH", "FLEX", "a10g_facts", "facts"]
 
@@ -28,5 +28,6 @@ a10g_facts = a10g.a10g_facts
 
 def facts() -> dict[str, Fact]:
     """Everything the interview and course-kit chapters glue."""
-    return {**a10g.a10g_facts(), **h200.facts(), **studies.facts(), **busy.facts(), **hopper_facts.facts()}
+    return {**a10g.a10g_facts(), **h200.facts(), **studies.facts(), **busy.facts(),
+            **{name: fact for name, fact in ch04.facts().items() if name.startswith("hk_")}}
 

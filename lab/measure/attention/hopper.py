@@ -52,9 +52,12 @@ LOG2E = 1.4426950408889634
 ROWS = 128  # query rows per program: two warpgroups of 64 rows, as in FlashAttention 3
 BLOCK_M = gl.constexpr(ROWS)
 NUM_WARPS = 4          # the default partition: consumer 0; consumer 1 and the producer warp are workers
+CONSUMER_WARPS = gl.constexpr(4)    # consumer 1: one warpgroup
+PRODUCER_WARPS = gl.constexpr(1)    # the producer: one warp (Triton pads the workers to whole warpgroups)
 CONSUMER_REGS = gl.constexpr(240)   # registers per thread of each consumer warpgroup (setmaxnreg)
 PRODUCER_REGS = gl.constexpr(24)    # and of the producer warp: it only issues copies
-KERNEL_REGS = 168      # 12 warps * 32 * 168 <= 65536: what setmaxnreg redistributes (producer 24, consumers 240)
+KERNEL_REGS = 168      # 12 warps * 32 * 168 <= 65536: what setmaxnreg redistributes (producer 24, consumers 240);
+                       # 12: the default 4 warps and the workers' 4 + 1, padded by Triton to two warpgroups
 HEAD_DIMS = (64, 128)
 
 
@@ -77,13 +80,13 @@ class Schedule:
 
 
 @gluon.constexpr_function
-def _mma_layout(n):
+def mma_layout(n):
     # one warpgroup (4 warps) per consumer, 64 query rows
     return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, n, 16])
 
 
 @gluon.jit
-def _softmax(s, m_i, rows, cols, qk_scale, diag, MASKED: gl.constexpr):
+def tile_softmax(s, m_i, rows, cols, qk_scale, diag, MASKED: gl.constexpr):
     """Tile scores in, (p, new row max) out; scores are scaled into log2 units on the way."""
     if MASKED:
         s = gl.where(cols[None, :] <= rows[:, None] + diag, s * qk_scale, float("-inf"))
@@ -96,7 +99,7 @@ def _softmax(s, m_i, rows, cols, qk_scale, diag, MASKED: gl.constexpr):
 
 
 @gluon.jit
-def _work(q_heads, group, n_q, n_k):
+def work_unit(q_heads, group, n_q, n_k):
     """This program's unit of work in launch order (one KV head's query heads and tiles together, the
     heaviest causal tiles first): (its first query row, first key row, query tile)."""
     unit = gl.program_id(0)
@@ -110,7 +113,7 @@ def _work(q_heads, group, n_q, n_k):
 
 
 @gluon.jit
-def _key_tiles(start_m, n_q, n_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+def key_tiles(start_m, n_q, n_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
     """(key tiles this query tile reads, of which the first ones are seen whole by every row)."""
     diag = n_k - n_q
     if CAUSAL:
@@ -129,8 +132,8 @@ def producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_sc
     BLOCK_N: gl.constexpr = sched.BLOCK_N
     STAGES: gl.constexpr = sched.STAGES
     q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
-    q_row, kv_row0, start_m = _work(q_heads, group, n_q, n_k)
-    n_tiles, _ = _key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
+    q_row, kv_row0, start_m = work_unit(q_heads, group, n_q, n_k)
+    n_tiles, _ = key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
     mbarrier.expect(q_ready, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_ready, q_smem)
     for i in range(n_tiles):
@@ -145,14 +148,16 @@ def producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_sc
 
 
 @gluon.jit
-def _my_turn(turn, event, C: gl.constexpr, PINGPONG: gl.constexpr):
-    # ping-pong: consumer C issues its products only after the other issued its previous ones
+def wait_turn(turn, event, C: gl.constexpr, PINGPONG: gl.constexpr):
+    """Ping-pong: consumer C issues its products for step ``event`` only once the other consumer has issued
+    its own for the step before (consumer 0 goes first)."""
     if PINGPONG:
         mbarrier.wait(turn.index(C), (event + 1 - C) & 1)
 
 
 @gluon.jit
-def _their_turn(turn, C: gl.constexpr, PINGPONG: gl.constexpr):
+def pass_turn(turn, C: gl.constexpr, PINGPONG: gl.constexpr):
+    """Ping-pong: consumer C has issued this step's products; the other consumer may issue its own."""
     if PINGPONG:
         mbarrier.arrive(turn.index(1 - C), count=1)
 
@@ -170,12 +175,12 @@ def consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_sc
     PINGPONG: gl.constexpr = sched.PINGPONG
     HEAD_DIM: gl.constexpr = v_smem.type.shape[2]
     ROWS: gl.constexpr = BLOCK_M // 2
-    s_layout: gl.constexpr = _mma_layout(BLOCK_N)
-    o_layout: gl.constexpr = _mma_layout(HEAD_DIM)
+    s_layout: gl.constexpr = mma_layout(BLOCK_N)
+    o_layout: gl.constexpr = mma_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
-    q_row, kv_row0, start_m = _work(q_heads, group, n_q, n_k)
-    n_tiles, n_full = _key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
+    q_row, kv_row0, start_m = work_unit(q_heads, group, n_q, n_k)
+    n_tiles, n_full = key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
     diag = n_k - n_q
     rows = start_m * BLOCK_M + C * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
     cols0 = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
@@ -185,16 +190,16 @@ def consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_sc
     # key tile 0: scores and softmax, nothing to overlap with yet
     mbarrier.wait(q_ready, 0)
     mbarrier.wait(k_ready.index(0), 0)
-    _my_turn(turn, 0, C, PINGPONG)
+    wait_turn(turn, 0, C, PINGPONG)
     s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zeros, use_acc=False, is_async=True)
-    _their_turn(turn, C, PINGPONG)
+    pass_turn(turn, C, PINGPONG)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
     mbarrier.arrive(k_empty.index(0), count=1)
     m_i = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     if n_full > 0:
-        p0, m_i = _softmax(s, m_i, rows, cols0, qk_scale, diag, False)
+        p0, m_i = tile_softmax(s, m_i, rows, cols0, qk_scale, diag, False)
     else:
-        p0, m_i = _softmax(s, m_i, rows, cols0, qk_scale, diag, sched.CAUSAL)
+        p0, m_i = tile_softmax(s, m_i, rows, cols0, qk_scale, diag, sched.CAUSAL)
     l_i = gl.sum(p0, 1)
     p = gl.convert_layout(p0.to(q.dtype), p_layout)
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
@@ -204,21 +209,21 @@ def consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_sc
         prev = (j - 1) % STAGES
         mbarrier.wait(k_ready.index(stage), j // STAGES & 1)
         mbarrier.wait(v_ready.index(prev), (j - 1) // STAGES & 1)
-        _my_turn(turn, j, C, PINGPONG)
+        wait_turn(turn, j, C, PINGPONG)
         s = warpgroup_mma(q, k_smem.index(stage).permute((1, 0)), zeros, use_acc=False, is_async=True)
         if OVERLAP:
             acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
-            _their_turn(turn, C, PINGPONG)
+            pass_turn(turn, C, PINGPONG)
             s = warpgroup_mma_wait(num_outstanding=1, deps=(s,))     # the scores; P_{j-1} V_{j-1} runs on
         else:
-            _their_turn(turn, C, PINGPONG)
+            pass_turn(turn, C, PINGPONG)
             s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
             acc = warpgroup_mma(p, v_smem.index(prev), acc)
         mbarrier.arrive(k_empty.index(stage), count=1)
         if j < n_full:
-            p_new, m_new = _softmax(s, m_i, rows, j * BLOCK_N + cols0, qk_scale, diag, False)
+            p_new, m_new = tile_softmax(s, m_i, rows, j * BLOCK_N + cols0, qk_scale, diag, False)
         else:
-            p_new, m_new = _softmax(s, m_i, rows, j * BLOCK_N + cols0, qk_scale, diag, sched.CAUSAL)
+            p_new, m_new = tile_softmax(s, m_i, rows, j * BLOCK_N + cols0, qk_scale, diag, sched.CAUSAL)
         rescale = gl.exp2(m_i - m_new)
         l_i = l_i * rescale + gl.sum(p_new, 1)
         if OVERLAP:
@@ -231,15 +236,15 @@ def consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_sc
     # the last key tile's P V; normalise; store this warpgroup's rows through its (no longer read) Q rows
     last = (n_tiles - 1) % STAGES
     mbarrier.wait(v_ready.index(last), (n_tiles - 1) // STAGES & 1)
-    _my_turn(turn, n_tiles, C, PINGPONG)
+    wait_turn(turn, n_tiles, C, PINGPONG)
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
-    _their_turn(turn, C, PINGPONG)
+    pass_turn(turn, C, PINGPONG)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    _store_rows(acc, l_i, q, o_desc, q_row + C * ROWS)
+    store_rows(acc, l_i, q, o_desc, q_row + C * ROWS)
 
 
 @gluon.jit
-def _store_rows(acc, l_i, smem, o_desc, row):
+def store_rows(acc, l_i, smem, o_desc, row):
     """Normalise a warpgroup's rows and copy them out through ``smem`` (its Q rows, no longer read)."""
     acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, acc.type.layout))[:, None]
     smem.store(acc.to(smem.dtype))
@@ -249,12 +254,12 @@ def _store_rows(acc, l_i, smem, o_desc, row):
 
 
 @gluon.jit
-def _consumer0(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
+def consumer0(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
     consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched, 0)
 
 
 @gluon.jit
-def _consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
+def consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
     consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched, 1)
 
 
@@ -285,7 +290,7 @@ def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, g
         mbarrier.init(turn.index(i), count=1)
     args = (q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, (q_ready, k_ready, v_ready, k_empty, v_empty, turn), qk_scale, n_q, n_k,
             q_heads, group, Schedule(BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG))
-    gl.warp_specialize([(_consumer0, args), (_consumer1, args), (producer, args)], [4, 1],
+    gl.warp_specialize([(consumer0, args), (consumer1, args), (producer, args)], [CONSUMER_WARPS, PRODUCER_WARPS],
                        [CONSUMER_REGS, PRODUCER_REGS])
 
 
