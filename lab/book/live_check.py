@@ -289,7 +289,7 @@ def main(args) -> int:
     chapters = _select(args.chapters)
     out = args.out.resolve()
     check_output(out, "--out", [("the chapters folder", BOOK)])
-    with dataset_lock(out):
+    with dataset_lock(out, kinds=("live-check",)):
         return _check(args, chapters, out)
 
 

@@ -269,7 +269,7 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
                        f"--max-model-len >= {longest} (have {max_model_len})")
     folder = Path(out) / chosen.slug
     check_output(folder, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
-    with dataset_lock(folder):
+    with dataset_lock(folder, kinds=("census",)):
         raw_dir = Path(tempfile.mkdtemp(prefix="vllm-traces-"))
         rows, summary = [], []
         options = {**PROFILER_OPTIONS, **(profiler_options or {})}

@@ -53,7 +53,7 @@ from lab import LabError
 from lab.cli import fraction, path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm import arms, sweep
-from lab.measure.vllm.probe import Endpoint, check_same_run, make_prompt, percentile, read_records, stream_completion
+from lab.measure.vllm.probe import Endpoint, check_resume, make_prompt, percentile, read_records, stream_completion
 from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event, queue_counts
 from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, request
 from lab.measure.vllm.sweep import DEFAULT_MODEL, dry_run_line, parse_lengths, resolve_max_model_len, resolve_model
@@ -317,8 +317,7 @@ def run_points(endpoint: Endpoint, points: list[tuple[int, int]], template: Poin
 
     from lab.store import append_jsonl
 
-    records = read_records(jsonl, required=RECORD_FIELDS)
-    check_same_run(records, template.run_key, jsonl, "points")
+    records = check_resume(jsonl, template.run_key, RECORD_FIELDS, "points")
     done = {(r["context"], r["concurrency"]) for r in records if r.get("status") in ("ok", "no_window")}
     for context, n in points:
         if (context, n) in done:
@@ -408,7 +407,7 @@ def main(args) -> int:
 
 def run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int, out: Path, vllm_version: str) -> int:
     """Serve, measure every point, write the dataset as its one writer; the server is stopped whatever happens."""
-    with dataset_lock(out):
+    with dataset_lock(out, kinds=("vllm-sweep",)):
         return _run_arm(args, model, points, max_model_len, out, vllm_version)
 
 
@@ -421,6 +420,8 @@ def _run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int
                "load_format": args.load_format, "seed": args.seed}
     template = PointPlan(context=0, concurrency=0, max_tokens=args.max_tokens, steps=args.steps, stall_s=args.stall,
                          timeout_s=args.point_timeout, seed=args.seed, run_key=run_key)
+    jsonl = out / "measurements.jsonl"
+    check_resume(jsonl, run_key, RECORD_FIELDS, "points")   # another run's folder: refused before anything is written
     server = Server(model, arm, max_model_len=max_model_len,
                     max_num_batched_tokens=args.max_num_batched_tokens,
                     gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
@@ -440,7 +441,6 @@ def _run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int
                               16, timeout=args.point_timeout)
         except StreamError as exc:
             raise LabError(f"the warm-up request failed ({exc.kind}: {exc}); log: {log_path}") from None
-        jsonl = out / "measurements.jsonl"
         try:
             run_points(server, points, template, jsonl, say=say)
         finally:

@@ -192,14 +192,15 @@ def check_gpu_count(tensor_parallel_size: int) -> None:
 def run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path, vllm_version: str) -> int:
     """Serve, probe, write the dataset folder as its one writer; the server is stopped whatever happens."""
     check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
-    with dataset_lock(out):
+    with dataset_lock(out, kinds=("vllm-sweep",)):
         return _run_arm(args, model, lengths, max_model_len, out, vllm_version)
 
 
 def _run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path, vllm_version: str) -> int:
-    from lab.measure.vllm.probe import read_records, run_probe
+    from lab.measure.vllm.probe import check_resume, read_records, run_probe
 
     log_path = out / "server.log"
+    jsonl = out / "measurements.jsonl"
     started = time.time()
     arm = arms.from_args(args)
     run_key = {**arm.run_key(), "model": Path(model).name,
@@ -209,6 +210,7 @@ def _run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path
     if args.tensor_parallel_size != 1:  # only then: runs from before the option keep resuming
         run_key["tensor_parallel_size"] = args.tensor_parallel_size
     plan = _plan(args, lengths, max_model_len, run_key)
+    check_resume(jsonl, run_key)   # a folder of another run is refused before its log or provenance is touched
     server = Server(model, arm, max_model_len=max_model_len,
                     max_num_batched_tokens=args.max_num_batched_tokens,
                     gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
@@ -223,7 +225,6 @@ def _run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path
               f"KV cache {facts.kv_cache_tokens} tokens", file=sys.stderr, flush=True)
         for warning in server.warnings:
             print(f"[vllm-sweep] warning: {warning}", file=sys.stderr, flush=True)
-        jsonl = out / "measurements.jsonl"
         try:
             run_probe(server, plan, jsonl, progress=not args.quiet)
         finally:
