@@ -82,10 +82,13 @@ def test_a_server_left_behind_by_a_chapter_is_killed(tmp_path):
 
 
 def test_bad_input_is_one_line():
-    with pytest.raises(LabError, match="no chapter 'nine'"):
-        live_check._select("nine")
-    with pytest.raises(LabError, match="CHAPTER=SECONDS"):
-        live_check._parse_limits(["06-vllm-sweeps"])
+    import argparse
+    with pytest.raises(argparse.ArgumentTypeError, match="no chapter 'nine'"):
+        live_check.chapter_list("nine")
+    with pytest.raises(argparse.ArgumentTypeError, match="CHAPTER=SECONDS"):
+        live_check.chapter_limit("06-vllm-sweeps")
+    assert live_check.chapter_limit("06b-busy-server.md=300") == ("06b-busy-server", 300.0)
     done = subprocess.run([str(REPO_ROOT / "scripts" / "check_live.sh"), "--chapters", "nine"], capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin", "PYTHON": str(Path(__import__("sys").executable))})
-    assert done.returncode == 2 and done.stderr.strip().startswith("error: --chapters: no chapter 'nine'")
+    assert done.returncode == 2 and done.stderr.strip().startswith(
+        "error: python -m lab.book.live_check: argument --chapters: no chapter 'nine'")

@@ -32,6 +32,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError
 from lab.cli import path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
+from lab.store import write_atomic
 
 BOOK = REPO_ROOT / "book"
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "live-check"
@@ -91,8 +92,7 @@ def execute_notebook(md: Path, notebook_out: Path, cell_timeout: float) -> None:
     try:
         client.execute()
     finally:
-        notebook_out.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, str(notebook_out))
+        write_atomic(notebook_out, lambda tmp: nbformat.write(nb, str(tmp)))
 
 
 def _say(line: str) -> None:
@@ -237,22 +237,39 @@ def write_summary(out: Path, results: list[ChapterResult], args, total_s: float)
         elapsed_s=round(total_s, 1)))
 
 
-def _parse_limits(items: list[str]) -> dict[str, float]:
-    limits = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        try:
-            limits[name] = positive_number(value)
-        except argparse.ArgumentTypeError:
-            raise LabError(f"--limit {item!r}: expected CHAPTER=SECONDS (a positive number), e.g. 06-vllm-sweeps=240") from None
-    return limits
+def _known(name: str) -> str:
+    names = [p.stem for p in toc_chapters()]
+    if name not in names:
+        raise argparse.ArgumentTypeError(f"no chapter {name!r}; choose from {', '.join(names)}")
+    return name
+
+
+def chapter_list(text: str) -> list[str]:
+    """``--chapters``: comma-separated names of chapters in _toc.yml (``.md`` optional); none is refused."""
+    wanted = [name.strip().removesuffix(".md") for name in text.split(",") if name.strip()]
+    if not wanted:
+        raise argparse.ArgumentTypeError(f"expected comma-separated chapter names, got {text!r}")
+    return [_known(name) for name in wanted]
+
+
+def chapter_limit(text: str) -> tuple[str, float]:
+    """``--limit CHAPTER=SECONDS``: a chapter of _toc.yml and a positive number of seconds."""
+    name, _, value = text.partition("=")
+    try:
+        seconds = positive_number(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected CHAPTER=SECONDS (a positive number), "
+                                         "e.g. 06-vllm-sweeps=240") from None
+    return _known(name.strip().removesuffix(".md")), seconds
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--chapters", help="comma-separated chapter names (default: every chapter in _toc.yml)")
+    parser.add_argument("--chapters", type=chapter_list,
+                        help="comma-separated chapter names (default: every chapter in _toc.yml)")
     parser.add_argument("--limit-s", type=positive_number, default=DEFAULT_LIMIT_S,
                         help=f"seconds per chapter (default {DEFAULT_LIMIT_S}; vLLM chapters {CHAPTER_LIMITS_S})")
-    parser.add_argument("--limit", action="append", default=[], metavar="CHAPTER=S", help="one chapter's limit")
+    parser.add_argument("--limit", type=chapter_limit, action="append", default=[], metavar="CHAPTER=S",
+                        help="one chapter's limit")
     parser.add_argument("--budget-s", type=positive_number, default=540, help="total seconds; later chapters are skipped (default 540)")
     parser.add_argument("--jobs", type=positive_count, default=4, help="chapters without GPU work run this many at a time (default 4)")
     parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"summary folder (default {DEFAULT_OUT})")
@@ -260,16 +277,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--notebook", type=path_arg, help=argparse.SUPPRESS)  # internal: where --one saves it
 
 
-def _select(text: str | None) -> list[Path]:
+def _select(names: list[str] | None) -> list[Path]:
     chapters = toc_chapters()
-    if not text:
-        return chapters
-    wanted = [name.strip().removesuffix(".md") for name in text.split(",") if name.strip()]
     by_name = {p.stem: p for p in chapters}
-    unknown = [w for w in wanted if w not in by_name]
-    if unknown:
-        raise LabError(f"--chapters: no chapter {unknown[0]!r}; choose from {', '.join(by_name)}")
-    return [by_name[w] for w in wanted]
+    return chapters if names is None else [by_name[name] for name in names]
 
 
 def main(args) -> int:
@@ -295,7 +306,7 @@ def main(args) -> int:
 
 def _check(args, chapters: list[Path], out: Path) -> int:
     started = time.monotonic()
-    results = check_all(chapters, out, default_limit=args.limit_s, overrides=_parse_limits(args.limit),
+    results = check_all(chapters, out, default_limit=args.limit_s, overrides=dict(args.limit),
                         budget_s=args.budget_s, jobs=args.jobs)
     total = time.monotonic() - started
     write_summary(out, results, args, total)

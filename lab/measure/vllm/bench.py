@@ -176,7 +176,7 @@ def run_points(jobs: list[tuple[Point, list[str], float]], *, folder: Path, dead
     for point, argv, budget in jobs:
         lines[point.slug] = line = " ".join(shlex.quote(a) for a in argv)
         write_atomic(folder / f"{point.slug}.cmd", lambda tmp, line=line: tmp.write_text(line + "\n", encoding="utf-8"))
-        (folder / f"{point.slug}.log").write_text(f"# {line}\n", encoding="utf-8")
+        write_atomic(folder / f"{point.slug}.log", lambda tmp, line=line: tmp.write_text(f"# {line}\n", encoding="utf-8"))
         (folder / f"{point.slug}.raw.json").unlink(missing_ok=True)
         specs.append({"slug": point.slug, "flags": argv[argv.index("serve") + 1:], "budget_s": budget,
                       "console": str(folder / f"{point.slug}.log")})

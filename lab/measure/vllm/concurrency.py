@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import fraction, path_arg, positive_count, positive_number
+from lab.cli import fraction, path_arg, positive_count, positive_number, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm import arms, sweep
 from lab.measure.vllm.probe import Endpoint, check_resume, make_prompt, percentile, read_records, stream_completion
@@ -357,7 +357,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--stall", type=positive_number, default=10.0,
                         help="seconds without a new first token after which waiting requests count as not admitted (default 10)")
     parser.add_argument("--point-timeout", type=positive_number, default=180.0, help="wall-clock cap of one point in seconds (default 180)")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
+    parser.add_argument("--model", type=text_arg, default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
     parser.add_argument("--load-format", default="dummy", help="'dummy' (random weights; default) or 'auto'")
     parser.add_argument("--out", type=path_arg, help="dataset folder (default data/local/vllm-concurrency/<arm>)")
     parser.add_argument("--max-model-len", type=positive_count, help="vLLM --max-model-len (default: longest context + max tokens)")

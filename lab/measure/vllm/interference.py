@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import path_arg, positive_number
+from lab.cli import path_arg, positive_number, text_arg
 from lab.folders import check_kind, check_output, dataset_lock
 from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.concurrency import Stream
@@ -159,7 +159,7 @@ def _ints(text: str, option: str, least: int = 1) -> list[int]:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--arm", required=True, help=f"the arm, by label or slug ({', '.join(ARMS)})")
-    parser.add_argument("--model", default="data/models/qwen2.5-7b-128k", help="model folder (default qwen2.5-7b-128k)")
+    parser.add_argument("--model", type=text_arg, default="data/models/qwen2.5-7b-128k", help="model folder (default qwen2.5-7b-128k)")
     parser.add_argument("--chunks", default="2048,0,32768",
                         help="prefill chunk sizes, one server each (0: vLLM's default; default 2048,0,32768)")
     parser.add_argument("--decoders", default="8,32", help="decoding requests per trial (default 8,32)")

@@ -23,6 +23,7 @@ failed with its reason), ``server.log``, ``probe.jsonl`` with ``--agreement``, a
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import math
@@ -32,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import count_or_zero, fraction, path_arg, positive_count, positive_number
+from lab.cli import count_or_zero, fraction, path_arg, positive_count, positive_number, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.bench import (
@@ -263,14 +264,22 @@ def parse_slo(text: str) -> dict:
             slo[name] = float(value)
         except ValueError:
             raise LabError(f"--slo {text!r}: {value!r} is not a number of milliseconds") from None
-        if slo[name] <= 0:
-            raise LabError(f"--slo {text!r}: {name} must be positive")
+        if not math.isfinite(slo[name]) or slo[name] <= 0:
+            raise LabError(f"--slo {text!r}: {name} must be a positive number of milliseconds")
     return slo
+
+
+def slo_arg(text: str) -> dict:
+    """``--slo`` read while the command line is parsed: a bad one is refused by the option's name."""
+    try:
+        return parse_slo(text)
+    except LabError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--slo ")) from None
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--arm", required=True, help=f"the arm, by label or slug ({', '.join(ARMS)})")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
+    parser.add_argument("--model", type=text_arg, default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
     parser.add_argument("--input-len", type=positive_count, default=1024, help="prompt tokens (default 1024)")
     parser.add_argument("--output-len", type=positive_count, default=128, help="generated tokens per request (default 128)")
     parser.add_argument("--range-ratio", type=float, default=0.0,
@@ -287,7 +296,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--capacity-prompts", type=positive_count, default=200, help="prompts of the all-at-once point (default 200)")
     parser.add_argument("--agreement", type=count_or_zero, nargs="?", const=20, default=0, metavar="N",
                         help="also N requests one at a time with the bench and with the probe (default N 20)")
-    parser.add_argument("--slo", default="ttft:500,tpot:50", help="goodput SLOs in ms (default ttft:500,tpot:50)")
+    parser.add_argument("--slo", type=slo_arg, default="ttft:500,tpot:50", help="goodput SLOs in ms (default ttft:500,tpot:50)")
     parser.add_argument("--max-num-batched-tokens", type=count_or_zero, default=8192, help="chunk size (default 8192; 0: vLLM's)")
     parser.add_argument("--gpu-memory-utilization", type=fraction, default=0.85, help="vLLM memory fraction (default 0.85)")
     parser.add_argument("--tensor-parallel-size", type=positive_count, default=1,
@@ -340,7 +349,7 @@ def plan_from_args(args) -> LoadPlan:
                     rates=parse_floats(args.rates, "--rates") if args.rates else None, span_s=args.span_s,
                     min_prompts=args.min_prompts, max_prompts=args.max_prompts,
                     capacity_prompts=args.capacity_prompts, agreement_prompts=args.agreement, mix_prompts=args.mix or 0,
-                    slo_ms=parse_slo(args.slo), seed=args.seed, deadline_s=args.deadline_s,
+                    slo_ms=args.slo, seed=args.seed, deadline_s=args.deadline_s,
                     max_num_batched_tokens=args.max_num_batched_tokens or None,
                     gpu_memory_utilization=args.gpu_memory_utilization, interference=trials,
                     interference_out=args.interference_out.resolve() if trials else None,
