@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lab import REPO_ROOT, LabError
+from lab import REPO_ROOT
 from lab.book import live_check
 
 
