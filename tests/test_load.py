@@ -106,9 +106,9 @@ def test_rates_follow_the_measured_capacity_and_prompts_the_span():
                                            ("ttft:-1", "must be a positive number"), ("ttft:nan", "must be a positive number"),
                                            ("tpot:inf", "must be a positive number")])
 def test_bad_slos_are_refused(text, message):
-    assert load.parse_slo("ttft:500, tpot:50") == {"ttft": 500.0, "tpot": 50.0}
+    assert bench.parse_slo("ttft:500, tpot:50") == {"ttft": 500.0, "tpot": 50.0}
     with pytest.raises(LabError, match=message):
-        load.parse_slo(text)
+        bench.parse_slo(text)
 
 
 def _run(plan, model, out, mode="ok", calls=None):

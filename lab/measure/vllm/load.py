@@ -23,7 +23,6 @@ failed with its reason), ``server.log``, ``probe.jsonl`` with ``--agreement``, a
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import math
@@ -46,6 +45,7 @@ from lab.measure.vllm.bench import (
     command,
     read_point,
     run_points,
+    slo_arg,
 )
 from lab.measure.vllm.mix import write_mix
 from lab.measure.vllm.progress import Progress
@@ -251,30 +251,6 @@ def parse_floats(text: str, option: str) -> list[float]:
     if not values or min(values) <= 0 or not all(math.isfinite(v) for v in values):
         raise LabError(f"{option} {text!r}: expected positive numbers")
     return values
-
-
-def parse_slo(text: str) -> dict:
-    """``ttft:500,tpot:50`` -> {"ttft": 500.0, "tpot": 50.0} (milliseconds; the metrics vllm bench scores)."""
-    slo = {}
-    for pair in (p for p in text.replace(" ", "").split(",") if p):
-        name, _, value = pair.partition(":")
-        if name not in ("ttft", "tpot", "e2el"):
-            raise LabError(f"--slo {text!r}: {name!r} is not ttft, tpot or e2el")
-        try:
-            slo[name] = float(value)
-        except ValueError:
-            raise LabError(f"--slo {text!r}: {value!r} is not a number of milliseconds") from None
-        if not math.isfinite(slo[name]) or slo[name] <= 0:
-            raise LabError(f"--slo {text!r}: {name} must be a positive number of milliseconds")
-    return slo
-
-
-def slo_arg(text: str) -> dict:
-    """``--slo`` read while the command line is parsed: a bad one is refused by the option's name."""
-    try:
-        return parse_slo(text)
-    except LabError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--slo ")) from None
 
 
 def add_arguments(parser) -> None:
