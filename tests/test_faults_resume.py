@@ -180,6 +180,7 @@ def test_a_sweep_into_a_folder_of_another_kind_of_dataset_is_refused(tmp_path, m
     ["hardware", "--measure", "--quick", "--out", "{out}"],
     ["reference", "--out", "{out}"],
     ["live-check", "--chapters", "glossary", "--out", "{out}"],
+    ["vllm-tokenizer", "--out", "{out}"],
 ])
 def test_a_tool_refuses_a_folder_holding_another_kind_of_dataset(tmp_path, argv):
     planted = Untouched(SWEEP, tmp_path / "sweep")

@@ -124,7 +124,8 @@ def main(args) -> int:
     model = Path(resolve_model(args.model))
     if not model.is_dir():
         raise LabError(f"--model {args.model}: a local model folder is needed, not a hub id")
-    with dataset_lock(args.out or model / SUBFOLDER):
+    # no dataset's folder is a tokenizer's: one holding a provenance.json is refused before anything is written
+    with dataset_lock(args.out or model / SUBFOLDER, kinds=("synthetic-tokenizer",)):
         paths = write(model, args.out)
     print(f"synthetic tokenizer of {model_vocab_size(model):,} words -> {', '.join(str(p) for p in paths)}")
     return 0
