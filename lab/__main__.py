@@ -40,6 +40,7 @@ COMMANDS = {
     "census": "lab.measure.census",
     "slides": "lab.book.slides",
     "live-check": "lab.book.live_check",
+    "jupyter-check": "lab.book.jupyter_check",
 }
 
 

@@ -57,6 +57,11 @@ def os_error_reason(exc: OSError) -> str:
     return f"{exc.strerror or type(exc).__name__}{f' ({advice})' if advice else ''}"
 
 
+def one_line(text: str) -> str:
+    """A message as one line: text it quotes (a server's reply, a file's line) never breaks it in two."""
+    return " / ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def describe_os_error(exc: OSError) -> str:
     """One line for a file-system fault: the path(s), what the system said and what to do."""
     paths = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
@@ -92,7 +97,7 @@ def run_command(command_main, args) -> int:
         code = int(command_main(args) or 0)
         return code if flush_stdout() else 141
     except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except Terminated:
         print("terminated (SIGTERM): results already written are kept", file=sys.stderr)
@@ -184,6 +189,14 @@ def path_arg(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a path, got an empty string")
     return Path(text)
+
+
+def text_arg(text: str) -> str:
+    """A name that may be a path (a model folder or a Hugging Face id, a dataset name or folder); an empty one is
+    refused, not read as the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a name or a path, got an empty string")
+    return text
 
 
 def sizes(text: str, example: str = "1k,2k,4096", option: str | None = None) -> tuple[int, ...]:

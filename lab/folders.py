@@ -3,6 +3,8 @@
 * :func:`dataset_lock`: every tool that writes a folder holds its lock while it writes; a second
   writer is refused with one line naming the first (two sweeps into one folder would store every
   record twice and rename each other's server log);
+* :func:`check_kind` (through ``dataset_lock(..., kinds=...)``): a folder holding another kind of dataset
+  (a bandwidth run's, for a sweep) is refused before anything is written into it;
 * :func:`check_output`: an output path that is one of the command's inputs (or inside an input folder)
   is refused before anything is read or written;
 * :func:`set_aside`: a file a new run would replace (a resumed sweep's ``server.log``) is moved to the
@@ -115,14 +117,33 @@ def _acquire(folder: Path, option: str) -> int:
     return fd
 
 
+def check_kind(folder: Path, kinds: tuple[str, ...], option: str = "--out") -> None:
+    """Refuse a folder whose ``provenance.json`` records a kind of dataset other than ``kinds`` (the kinds the
+    writing tool writes): its files would be mixed with another study's. A folder without one is anyone's."""
+    from lab.store import read_json
+
+    path = Path(folder) / "provenance.json"
+    if not kinds or not (path.exists() or path.is_symlink()):
+        return
+    record = read_json(path)
+    kind = record.get("kind") if isinstance(record, dict) else None
+    if kind not in kinds:
+        command = record.get("command") if isinstance(record, dict) else None
+        raise LabError(f"{_named(option, folder)}: holds a {kind or 'unknown'} dataset"
+                       f"{f' ({str(command)[:60]})' if command else ''}, not a {' or '.join(kinds)} one; "
+                       f"choose another {option or 'folder'}")
+
+
 @contextlib.contextmanager
-def dataset_lock(folder: Path, option: str = "--out"):
+def dataset_lock(folder: Path, option: str = "--out", kinds: tuple[str, ...] = ()):
     """Be the one writer of ``folder`` while the block runs; a second writer is refused with one line.
 
     ``option`` names the folder in a refusal (``--out``; "" where no option chose it). The lock is an
     exclusive ``flock`` on ``folder/.writer.lock``, which records the owner's pid and command. The kernel drops the lock of a writer that was killed, so its file is taken over; a lock
     file naming a process that still runs is respected. A folder this call created is removed again if
     the block leaves it empty (a refused run leaves no empty folder behind). Re-entrant in one process.
+    ``kinds``: the provenance kinds the tool writes; a folder holding another kind is refused (:func:`check_kind`)
+    before the block runs.
     """
     folder = Path(folder)
     key = Path(os.path.abspath(folder))
@@ -141,6 +162,7 @@ def dataset_lock(folder: Path, option: str = "--out"):
         raise
     _HELD[key] = [fd, 1]
     try:
+        check_kind(folder, kinds, option)
         yield folder
     finally:
         del _HELD[key]
@@ -149,15 +171,16 @@ def dataset_lock(folder: Path, option: str = "--out"):
         _remove_empty(created)
 
 
-def writes_folder(option: str = "--out"):
+def writes_folder(option: str = "--out", kinds: tuple[str, ...] = ("kernels",)):
     """Decorate a command's ``main(args)`` that writes the folder its ``option`` names: the command runs as
-    that folder's one writer (:func:`dataset_lock`), from its first check to its last file."""
+    that folder's one writer (:func:`dataset_lock`), from its first check to its last file; a folder holding
+    a dataset of another kind than ``kinds`` is refused first."""
     attribute = option.lstrip("-").replace("-", "_")
 
     def decorate(main):
         @functools.wraps(main)
         def locked(args):
-            with dataset_lock(Path(getattr(args, attribute)), option):
+            with dataset_lock(Path(getattr(args, attribute)), option, kinds):
                 return main(args)
         return locked
     return decorate

@@ -92,11 +92,20 @@ def _read_text(path: Path) -> str:
         raise LabError(f"{path}: cannot read: {os_error_reason(exc)}") from None
 
 
-def read_json(path: Path) -> Any:
+def parse_json(text: str | bytes, where: Path | str) -> Any:
+    """JSON text as Python objects; malformed or too deeply nested JSON is a LabError naming ``where``
+    (the decoder recurses once per level: ten thousand ``[`` exhaust Python's stack)."""
     try:
-        return json.loads(_read_text(path))
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise LabError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise LabError(f"{where}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise LabError(f"{where}: JSON nested too deeply to read; expected a flat record") from None
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file (every JSON file the lab reads comes through here): one line naming it when it cannot be read."""
+    return parse_json(_read_text(path), path)
 
 
 def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> list[dict]:
@@ -111,10 +120,11 @@ def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> list[dict]:
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             if number == len(lines):
                 continue
-            raise LabError(f"{path}: line {number} is not valid JSON; expected one JSON object per line") from None
+            raise LabError(f"{path}: line {number} is not valid JSON (or nested too deeply); "
+                           "expected one JSON object per line") from None
         if not isinstance(row, dict):
             raise LabError(f"{path}: line {number} is {line.strip()[:40]}, not a JSON object; "
                            "expected one JSON object per line")
@@ -257,13 +267,16 @@ def append_jsonl(path: Path, record: dict) -> None:
     to ``<file>.torn`` (every complete record stays), so the file never gets a corrupt line inside.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     line = (json.dumps(record) + "\n").encode("utf-8")
-    with open(path, "a+b") as fh:
-        _end_with_a_whole_line(path, fh)
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as fh:
+            _end_with_a_whole_line(path, fh)
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:   # a full disk says no path of its own: name the file
+        raise LabError(f"{path}: cannot append: {os_error_reason(exc)}") from None
 
 
 def _end_with_a_whole_line(path: Path, fh) -> None:

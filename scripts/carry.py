@@ -15,6 +15,7 @@ DEST/fa4/ and DEST/wheels/. A file already there and intact is kept, so a second
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import math
 import os
@@ -60,8 +61,12 @@ def bundle_files(folder: Path) -> list[Path]:
     sums = folder / "SHA256SUMS"
     if not sums.is_file():
         raise CarryError(f"{folder}: no SHA256SUMS (a vLLM bundle folder from shared/offline-vllm/build.sh?)")
+    try:
+        text = sums.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CarryError(f"{sums}: not a checksum list (binary at byte {exc.start}); copy the bundle again") from None
     parts = []
-    for line in sums.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         digest, _, name = line.partition("  ")
         if name == "bundle.tar.xz" or not name:
             continue
@@ -115,7 +120,8 @@ def manifest_text(pieces: list[Piece], wholes: list[Whole], trip_mb: float) -> s
 
 
 def write_pieces(files: dict[str, Path], pieces: list[Piece], out: Path) -> tuple[list[Piece], list[Whole]]:
-    """Copy each piece into its trip folder under ``out``, hashing pieces and whole files in one read."""
+    """Copy each piece into its trip folder under ``out``, hashing pieces and whole files in one read; a write
+    that fails (a full disk) is one line naming the piece."""
     done, wholes = [], []
     by_dest: dict[str, list[Piece]] = {}
     for piece in pieces:
@@ -125,9 +131,8 @@ def write_pieces(files: dict[str, Path], pieces: list[Piece], out: Path) -> tupl
         with open(files[dest], "rb") as src:
             for piece in own:
                 target = out / f"t{piece.trip}" / piece.path
-                target.parent.mkdir(parents=True, exist_ok=True)
                 digest = hashlib.sha256()
-                with open(target, "wb") as dst:
+                with writing(target) as dst:
                     left = piece.size
                     while left:
                         block = src.read(min(BLOCK, left))
@@ -142,11 +147,43 @@ def write_pieces(files: dict[str, Path], pieces: list[Piece], out: Path) -> tupl
     return done, wholes
 
 
+@contextlib.contextmanager
+def writing(path: Path):
+    """``path`` open for writing (its folder made); an OSError, which for a full disk names no file, names it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as fh:
+            yield fh
+    except OSError as exc:
+        raise CarryError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def resolved(path: Path, name: str) -> Path:
+    """``path`` made absolute with its links followed; a link loop is one line naming it."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):      # RuntimeError: pathlib's loop before Python 3.13
+        raise CarryError(f"{name} {path}: a symbolic link that leads back to itself; fix or remove the link") from None
+
+
+def is_trips(folder: Path) -> bool:
+    """Whether ``folder`` holds trip folders of an earlier pack and nothing else (then it may be replaced)."""
+    return all(p.is_dir() and p.name[:1] == "t" and p.name[1:].isdigit()
+               for p in folder.iterdir())
+
+
 def check_out(out: Path, inputs: list[Path]) -> None:
-    """The trips folder is replaced as a whole: it may not be, or hold, an input folder."""
+    """The trips folder is replaced as a whole: it may not be, hold or lie inside an input folder, and an existing
+    one must be an earlier pack's (a file, or a folder of other files, is never replaced)."""
     for folder in inputs:
         if out == folder or out in folder.parents:
             raise CarryError(f"--out {out}: would replace the input folder {folder}; choose another")
+        if folder in out.parents:
+            raise CarryError(f"--out {out}: lies inside the input folder {folder}; choose another")
+    if out.is_file() or out.is_symlink() and not out.exists():
+        raise CarryError(f"--out {out}: is a file; the trips go into a folder of their own: choose another")
+    if out.is_dir() and not is_trips(out):
+        raise CarryError(f"--out {out}: holds files that are not an earlier pack's trips; choose an empty or new folder")
 
 
 def pack(args: argparse.Namespace) -> int:
@@ -154,19 +191,16 @@ def pack(args: argparse.Namespace) -> int:
         raise CarryError(f"--trip-mb {args.trip_mb:g}: a trip needs more than 0.5 MiB (room for its manifest)")
     sources = [("vllm-bundle", args.vllm, None), ("fa4", args.fa4, "FlashAttention 4 wheels"),
                ("wheels", args.wheels, "notebook wheels from scripts/live_wheels.sh")]
+    sources = [(kind, resolved(folder, f"--{kind.split('-')[0]}"), what) for kind, folder, what in sources
+               if str(folder) != "none"]
+    if not sources:
+        raise CarryError("nothing to pack: every folder was left out")
+    out = resolved(args.out, "--out")
+    check_out(out, [folder for _, folder, _ in sources])    # before any input is read
     files: dict[str, Path] = {}
-    inputs = []
     for kind, folder, what in sources:
-        if str(folder) == "none":
-            continue
-        folder = folder.resolve()
-        inputs.append(folder)
         for path in bundle_files(folder) if what is None else wheel_files(folder, what):
             files[f"{kind}/{path.name}"] = path
-    if not files:
-        raise CarryError("nothing to pack: every folder was left out")
-    out = args.out.resolve()
-    check_out(out, inputs)
     print(f"packing {len(files)} files ({sum(p.stat().st_size for p in files.values()) / MIB:.1f} MiB) "
           f"into trips of at most {args.trip_mb:g} MiB in {out} ...", flush=True)
     capacity = int(args.trip_mb * MIB) - MANIFEST_ROOM
@@ -177,7 +211,8 @@ def pack(args: argparse.Namespace) -> int:
         text = manifest_text(pieces, wholes, args.trip_mb)
         trips = pieces[-1].trip + 1
         for trip in range(trips):
-            (partial / f"t{trip}" / MANIFEST).write_text(text, encoding="utf-8")
+            with writing(partial / f"t{trip}" / MANIFEST) as fh:
+                fh.write(text.encode("utf-8"))
             size = sum(p.stat().st_size for p in (partial / f"t{trip}").rglob("*") if p.is_file())
             if size > args.trip_mb * MIB:
                 raise CarryError(f"t{trip} came to {size / MIB:.2f} MiB, over --trip-mb {args.trip_mb:g}")
@@ -282,7 +317,7 @@ def join(trips_dir: Path, whole: Whole, pieces: list[Piece], target: Path) -> No
     temp = target.with_name(f".{target.name}.{os.getpid()}.partial")
     digest = hashlib.sha256()
     try:
-        with open(temp, "wb") as dst:
+        with writing(temp) as dst:
             for piece in sorted(pieces, key=lambda p: p.offset):
                 with open(trips_dir / f"t{piece.trip}" / piece.path, "rb") as src:
                     while block := src.read(BLOCK):
@@ -296,7 +331,7 @@ def join(trips_dir: Path, whole: Whole, pieces: list[Piece], target: Path) -> No
 
 
 def unpack(args: argparse.Namespace) -> int:
-    trips_dir, dest = args.trips_dir.resolve(), args.dest.resolve()
+    trips_dir, dest = resolved(args.trips_dir, "TRIPS_DIR"), resolved(args.dest, "DEST")
     if not trips_dir.is_dir():
         raise CarryError(f"TRIPS_DIR {trips_dir}: no such folder")
     trips, wholes, pieces = read_trips(trips_dir)
@@ -310,7 +345,6 @@ def unpack(args: argparse.Namespace) -> int:
     kept = joined = 0
     for whole in wholes:
         target = dest / whole.dest
-        target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_file() and target.stat().st_size == whole.size and sha256_of(target) == whole.sha256:
             kept += 1
             continue
@@ -326,26 +360,40 @@ def unpack(args: argparse.Namespace) -> int:
     return 0
 
 
+def path_arg(text: str) -> Path:
+    """A path typed on the command line; an empty one (an unset variable) is refused, not read as '.'."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return Path(text)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Refusals in one line (the usage is one --help away), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="carry.py", description=__doc__.splitlines()[0])
+    top = OneLineParser(prog="carry.py", description=__doc__.splitlines()[0])
     sub = top.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", prog="scripts/carry_pack.sh", description=__doc__.split("\n\n")[1],
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="Then copy each trip folder to the GPU box (one device call each, e.g. to /tmp/carry/tN)\n"
                               "and run there: scripts/carry_unpack.sh /tmp/carry /tmp/offline")
-    p.add_argument("--vllm", type=Path, default=REPO / ".carry", help="the vLLM bundle folder (default .carry)")
-    p.add_argument("--fa4", type=Path, default=REPO / ".fa4", help="FlashAttention 4 wheels (default .fa4; none: leave out)")
-    p.add_argument("--wheels", type=Path, default=REPO / ".wheels",
+    p.add_argument("--vllm", type=path_arg, default=REPO / ".carry", help="the vLLM bundle folder (default .carry)")
+    p.add_argument("--fa4", type=path_arg, default=REPO / ".fa4", help="FlashAttention 4 wheels (default .fa4; none: leave out)")
+    p.add_argument("--wheels", type=path_arg, default=REPO / ".wheels",
                    help="notebook wheels (default .wheels; none: leave out)")
-    p.add_argument("--out", type=Path, default=REPO / ".carry" / "trips",
-                   help="the trips folder, replaced as a whole (default .carry/trips)")
+    p.add_argument("--out", type=path_arg, default=REPO / ".trips",
+                   help="the trips folder, new or an earlier pack's (replaced as a whole; default .trips)")
     p.add_argument("--trip-mb", type=float, default=os.environ.get("TRIP_MB", "46"),
                    help="MiB per trip at most (default $TRIP_MB, else 46)")
     u = sub.add_parser("unpack", prog="scripts/carry_unpack.sh", description=__doc__.split("\n\n")[2],
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="Then: scripts/gpu_setup.sh --offline DEST/vllm-bundle DEST/wheels --fa4-wheels DEST/fa4")
-    u.add_argument("trips_dir", type=Path, metavar="TRIPS_DIR", help="the folder holding t0, t1, ...")
-    u.add_argument("dest", type=Path, metavar="DEST", help="where vllm-bundle/, fa4/ and wheels/ go")
+    u.add_argument("trips_dir", type=path_arg, metavar="TRIPS_DIR", help="the folder holding t0, t1, ...")
+    u.add_argument("dest", type=path_arg, metavar="DEST", help="where vllm-bundle/, fa4/ and wheels/ go")
     return top
 
 
@@ -357,7 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        where = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+        print(f"error: {where + ': ' if where else ''}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

@@ -2,6 +2,9 @@
 # Execute every chapter live on this machine (no LAB_STATIC) and write a summary under data/local/live-check/.
 #
 #   scripts/check_live.sh [--budget-s 540] [--limit 06-vllm-sweeps=240] [--chapters 04-flashattention-triton,...]
+#   scripts/check_live.sh --jupyter [--chapter 04-flashattention-triton]   # JupyterLab on 127.0.0.1 with a token:
+#                                          # open the chapter through its server, run its cells up to its run
+#                                          # panel in a kernel, report what the panel measured (lab.book.jupyter_check)
 #   WHEELS=DIR scripts/check_live.sh ...   # a box without network: first install DIR/*.whl (from
 #                                          # scripts/live_wheels.sh) offline into WHEELS_TARGET (default
 #                                          # /tmp/live-site) and put it on PYTHONPATH
@@ -12,7 +15,7 @@
 # 0 when every chapter passed, 1 otherwise, 2 on bad input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 py=${PYTHON:-}
 if [ -z "$py" ]; then if [ -x .venv/bin/python ]; then py=.venv/bin/python; else py=python3; fi; fi
 if [ -n "${WHEELS:-}" ]; then
@@ -29,4 +32,5 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset LAB_STATIC
 # NVLink multicast stays off for anything the chapters start (vLLM sets it too; this covers the rest)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ "${1:-}" = "--jupyter" ]; then shift; exec "$py" -m lab.book.jupyter_check "$@"; fi
 exec "$py" -m lab.book.live_check "$@"

@@ -183,10 +183,16 @@ Done. Open the book live (chapters are MyST notebooks; JupyterLab opens them thr
 
     .venv/bin/jupyter lab book/
 
-Check every chapter live on this machine (about 5 minutes on an H200; summary in data/local/live-check/):
+Check every chapter live on this machine (about 5 minutes on an H200; summary in data/local/live-check/),
+and that JupyterLab opens a chapter and runs its panel (about a minute; data/local/jupyter-check/):
 
     scripts/check_live.sh
+    scripts/check_live.sh --jupyter
 MSG
-if [ -n "$offline" ]; then
-    .venv/bin/python -c 'import jupyterlab' 2>/dev/null || echo "(jupyter lab needs jupyterlab, which the offline wheels do not carry; check_live.sh runs without it)"
+if ! .venv/bin/python -c 'import jupyterlab, jupytext' 2>/dev/null; then
+    if [ -n "$wheels" ]; then   # offline, the notebook wheels carry JupyterLab since scripts/live_wheels.sh lists it
+        echo "error: JupyterLab does not import in .venv after installing $wheels: make that folder again with scripts/live_wheels.sh" >&2
+        exit 1
+    fi
+    echo "(JupyterLab is not installed: pass WHEELS_DIR, the notebook wheels of scripts/live_wheels.sh, which carry it)"
 fi

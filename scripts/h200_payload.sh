@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU box: put the carried payload in place for the measurement scripts (vLLM's offline bundle,
 # FlashAttention 4's wheels), once. The payload travels as trip folders made here by
-# scripts/carry_pack.sh (.carry/trips/t0, t1, ..., one per device call, each copied to /tmp/carry/).
+# scripts/carry_pack.sh (.trips/t0, t1, ..., one per device call, each copied to /tmp/carry/).
 #
 #   bash scripts/h200_payload.sh [TRIPS_DIR=/tmp/carry]
 #

@@ -100,6 +100,19 @@ def public_tmp():
 
 
 @pytest.fixture
+def full_disk(tmp_path):
+    """A folder on a file system of 256 KiB (a tmpfs mounted for the test; skipped where mounting is not
+    allowed): writing a few hundred KiB there fails with ENOSPC, as on a full disk."""
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root): no full disk to write to")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+@pytest.fixture
 def model(tmp_path):
     """A model folder for the load study's tests: the real config.json and a tokenizer folder (the fake client
     only checks it is there)."""

@@ -148,3 +148,49 @@ def test_dest_inside_a_trip_is_refused(inputs):
 def test_both_have_help():
     assert "--trip-mb" in _run("carry_pack.sh", "--help").stdout
     assert "TRIPS_DIR" in _run("carry_unpack.sh", "--help").stdout
+
+
+# --- faults (issue 36): nothing replaced, nothing inside an input, one line for every fault ----------------
+
+def _one_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+def test_pack_never_replaces_a_file_or_a_folder_of_other_files_nor_writes_inside_an_input(inputs):
+    root = inputs["root"]
+    (root / "notes.txt").write_text("mine")
+    (root / "docs").mkdir()
+    (root / "docs" / "a.txt").write_text("mine too")
+    before = _files(root)
+    assert "--out " + str(root / "notes.txt") + ": is a file" in _one_line(_pack(inputs, root / "notes.txt", check=False))
+    assert "holds files that are not an earlier pack's trips" in _one_line(_pack(inputs, root / "docs", check=False))
+    line = _one_line(_pack(inputs, inputs["wheels"] / "trips", check=False))
+    assert f"--out {inputs['wheels'] / 'trips'}: lies inside the input folder {inputs['wheels']}" in line
+    assert _files(root) == before and sorted(p.name for p in root.iterdir()) == \
+        ["carry", "docs", "fa4", "notes.txt", "wheels"]
+
+
+def test_a_binary_checksum_list_link_loops_and_empty_paths_are_one_line(inputs):
+    root = inputs["root"]
+    (inputs["vllm"] / "SHA256SUMS").write_bytes(b"\x89PNG\r\n\x1a\n\xc7\xff")
+    assert "SHA256SUMS: not a checksum list (binary at byte 0)" in _one_line(_pack(inputs, root / "trips", check=False))
+    (root / "loop").symlink_to(root / "loop")
+    assert "TRIPS_DIR " + str(root / "loop") + ": a symbolic link that leads back to itself" in \
+        _one_line(_run("carry_unpack.sh", root / "loop", root / "dest", check=False))
+    assert "--out " + str(root / "loop") + ": a symbolic link" in _one_line(_pack(inputs, root / "loop", check=False))
+    assert "argument DEST: expected a path, got an empty string" in \
+        _one_line(_run("carry_unpack.sh", root, "", check=False))
+    assert "argument --out: expected a path" in _one_line(_pack(inputs, "", check=False))
+    assert sorted(p.name for p in root.iterdir()) == ["carry", "fa4", "loop", "wheels"]
+
+
+def test_a_full_disk_is_one_line_naming_the_file(inputs, full_disk):
+    assert f"{full_disk}/trips.partial/t0/" in _one_line(_pack(inputs, full_disk / "trips", check=False))
+    assert "No space left on device" in _pack(inputs, full_disk / "trips", check=False).stderr
+    assert list(full_disk.iterdir()) == []                   # the partial trips are gone
+    trips = inputs["root"] / "trips"
+    _pack(inputs, trips)
+    line = _one_line(_run("carry_unpack.sh", trips, full_disk / "dest", check=False))
+    assert line.startswith(f"error: {full_disk}/dest/") and line.endswith("cannot write: No space left on device")

@@ -169,7 +169,9 @@ NONSENSE = [(["vllm-sweep", "--backend", "FLASH_ATTN", option, value], f"argumen
     (["bandwidth", "--sizes", "0"], "--sizes '0': expected positive sizes"),
     (["live-check", "--jobs", "0"], "argument --jobs: expected a positive integer"),
     (["live-check", "--budget-s", "-1"], "argument --budget-s: expected a positive number"),
-    (["live-check", "--limit", "x=nan"], "--limit 'x=nan': expected CHAPTER=SECONDS"),
+    (["live-check", "--limit", "x=nan"], "argument --limit: 'x=nan': expected CHAPTER=SECONDS"),
+    (["vllm-load", "--arm", "FLASH_ATTN/FA3", "--slo", "ttft:nan"], "argument --slo: 'ttft:nan': ttft must be a positive"),
+    (["vllm-load", "--arm", "FLASH_ATTN/FA3", "--slo", "tpot:inf"], "argument --slo: 'tpot:inf': tpot must be a positive"),
 ]
 
 
@@ -210,3 +212,58 @@ def test_an_unreadable_file_is_one_line_naming_it(public_tmp, argv, expected):
     line = one_line_refusal(lab_process([a.replace("$T", str(public_tmp)) for a in argv], reader=True))
     assert expected.replace("$T", str(public_tmp)) in line, line
     assert snapshot(public_tmp) == before and list((public_tmp / "out").iterdir()) == []
+
+
+# --- refuse, don't run (issue 36): what a long run would misread is refused while the command line is read ---
+
+#: Options that name a file, a folder, a model or a dataset (by their dest); each must refuse an empty value.
+PATH_DESTS = {"out", "model", "root", "json", "verify", "trace", "traces", "dataset", "compare", "site", "source",
+              "rebuild", "interference_out", "one", "notebook", "tokenizer"}
+#: What each command needs besides the option under test.
+REQUIRED = {"vllm-sweep": ["--backend", "FLASH_ATTN"], "vllm-concurrency": ["--backend", "FLASH_ATTN"],
+            "vllm-load": ["--arm", "FLASH_ATTN/FA3"], "vllm-interference": ["--arm", "FLASH_ATTN/FA3"],
+            "capture vllm": ["--arm", "FLASH_ATTN/FA3"], "capture call": ["lab.cli:positive_count"],
+            "capture trim": ["$T/t.json.gz"], "fit": ["$T/ds"]}
+
+
+def _path_options() -> list[tuple[list[str], str]]:
+    """(argv, expected) for every option of every command whose dest is in PATH_DESTS, given an empty value."""
+    import argparse
+
+    from lab.__main__ import build_parser
+    cases = []
+
+    def walk(name: str, parser) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, child in action.choices.items():
+                    walk(f"{name} {sub}".strip(), child)
+            elif action.dest in PATH_DESTS and action.nargs != 0:
+                values = [""] * (action.nargs if isinstance(action.nargs, int) else 1)
+                if action.option_strings:     # the command's own positional arguments stay as they are
+                    argv = [*name.split(), *REQUIRED.get(name, []), action.option_strings[0], *values]
+                else:                         # the empty value is the positional argument itself
+                    argv = [*name.split(), *[a for a in REQUIRED.get(name, []) if a.startswith("-")], *values]
+                shown = action.option_strings[0] if action.option_strings else action.metavar or action.dest
+                cases.append((argv, f"argument {shown}: expected a "))
+    walk("", build_parser())
+    return cases
+
+
+@pytest.mark.parametrize("argv, expected", _path_options(), ids=lambda v: " ".join(map(repr, v)) if isinstance(v, list) else "")
+def test_an_empty_path_is_refused_by_its_option_never_read_as_the_current_folder(tree, argv, expected):
+    line = _refused(argv, tree)
+    assert expected in line, line
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["live-check", "--limit", "nope=600"], "argument --limit: no chapter 'nope'; choose from intro, "),
+    (["live-check", "--limit", "06b-busy-server=0"], "argument --limit: '06b-busy-server=0': expected CHAPTER=SECONDS"),
+    (["live-check", "--chapters", ""], "argument --chapters: expected comma-separated chapter names, got ''"),
+    (["live-check", "--chapters", " , "], "argument --chapters: expected comma-separated chapter names"),
+    (["live-check", "--chapters", "06b"], "argument --chapters: no chapter '06b'"),
+    (["vllm-load", "--arm", "FLASH_ATTN/FA3", "--slo", "ttft:nan", "--dry-run"], "argument --slo: 'ttft:nan'"),
+], ids=lambda v: " ".join(map(repr, v)) if isinstance(v, list) else "")
+def test_what_would_start_a_long_run_anyway_is_refused_while_the_command_line_is_read(tree, argv, expected):
+    line = _refused(argv, tree)
+    assert line.startswith("error: python -m lab ") and expected in line, line

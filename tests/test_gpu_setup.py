@@ -135,6 +135,8 @@ def stand_ins(tmp_path_factory) -> dict:
     _bundle(root / "bundle")
     (root / "wheels").mkdir()
     _wheel(root / "wheels", "tinynb", "1.0", {"tinynb/__init__.py": "OK = True\n"})
+    for dist in ("jupyterlab", "jupytext"):    # stand-ins: the notebook wheels carry JupyterLab (live_wheels.sh)
+        _wheel(root / "wheels", dist, "1.0", {f"{dist}/__init__.py": "STAND_IN = True\n"})
     _fa4_wheels(root / "fa4")
     fa4_before = sorted((p.name, p.stat().st_size) for p in (root / "fa4").iterdir())
     project = _project(root / "project")
@@ -267,3 +269,16 @@ def test_fa4_without_cutlass_dsls_path_file_fails_the_setup_and_says_why(stand_i
                   check=False)
     assert proc.returncode == 1 and "does not import" in proc.stderr
     assert "fa4          - (flash_attn.cute does not import: ModuleNotFoundError: No module named 'cutlass')" in proc.stdout
+
+
+def test_notebook_wheels_without_jupyterlab_fail_the_setup_and_say_so(stand_ins, tmp_path):
+    """Offline, the box must be able to open a chapter (issue 36): a wheels folder that cannot give it JupyterLab
+    is an error, not a note at the end."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "tinynb", "1.0", {"tinynb/__init__.py": "OK = True\n"})
+    project = _project(tmp_path / "project")
+    proc = _setup(project, stand_ins["torch_python"], "--offline", stand_ins["root"] / "bundle", wheels, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (f"error: JupyterLab does not import in .venv after installing {wheels}: "
+                                                    "make that folder again with scripts/live_wheels.sh")

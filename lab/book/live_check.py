@@ -32,12 +32,23 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError
 from lab.cli import path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
+from lab.store import write_atomic
 
 BOOK = REPO_ROOT / "book"
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "live-check"
-#: Seconds a chapter may take unless --limit says otherwise: the vLLM chapters start a server (~80-150 s).
+#: Seconds a chapter may take unless --limit or --limit-s says otherwise.
 DEFAULT_LIMIT_S = 150
-CHAPTER_LIMITS_S = {"06-vllm-sweeps": 240, "07-the-trace": 240}
+#: A chapter that calls one of these starts a vLLM server of its own (its kernel's pool: none is shared).
+VLLM_MARKERS = ("sweep_panel(", "load_panel(", "capture_panel(")
+#: A cold vLLM start on the H200, to ready: 72-154 s for the FA3, FlexAttention and Triton servers of data/h200/
+#: (``server.ready_s`` in their provenance; FA2 on Hopper, which no panel starts by default, took 264 s).
+VLLM_COLD_START_S = 160
+#: What such a chapter does once its server is ready (a sweep, a load point, a capture: 30-70 s on the H200),
+#: its kernel's start and its other cells, with room.
+VLLM_CHAPTER_WORK_S = 110
+#: Seconds for the whole check: the H200's GPU lane took 425 s (warm starts); this leaves a minute inside one
+#: ten-minute device call.
+DEFAULT_BUDGET_S = 540
 #: A chapter that calls one of these measures on the GPU: such chapters never run two at a time.
 GPU_MARKERS = ("env.detect(", "run_live(", "_panel(")
 #: A GPU chapter is not started with less than this left of the budget (it would only time out).
@@ -66,6 +77,17 @@ def toc_chapters(toc: Path = REPO_ROOT / "_toc.yml") -> list[Path]:
     return paths
 
 
+def starts_vllm(path: Path) -> bool:
+    """Whether a chapter's cells start a vLLM server (then its limit covers a cold start)."""
+    return any(marker in path.read_text(encoding="utf-8") for marker in VLLM_MARKERS)
+
+
+def default_limit(path: Path, default: float = DEFAULT_LIMIT_S) -> float:
+    """A chapter's time limit: a cold vLLM start and the chapter's work where it starts a server, else ``default``
+    (``--limit-s``; a chapter that starts a server never gets less than it needs for one)."""
+    return max(default, VLLM_COLD_START_S + VLLM_CHAPTER_WORK_S) if starts_vllm(path) else default
+
+
 def lane_of(path: Path) -> str:
     """'gpu' (measures on the GPU: one at a time), 'cpu', or 'text' (a page with no code cell: nothing to run)."""
     text = path.read_text(encoding="utf-8")
@@ -91,8 +113,7 @@ def execute_notebook(md: Path, notebook_out: Path, cell_timeout: float) -> None:
     try:
         client.execute()
     finally:
-        notebook_out.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, str(notebook_out))
+        write_atomic(notebook_out, lambda tmp: nbformat.write(nb, str(tmp)))
 
 
 def _say(line: str) -> None:
@@ -182,11 +203,9 @@ def run_chapter(md: Path, lane: str, limit_s: float, out: Path, say=None) -> Cha
     return result
 
 
-def limit_for(name: str, overrides: dict[str, float], default: float) -> float:
-    return overrides.get(name, CHAPTER_LIMITS_S.get(name, default) if default == DEFAULT_LIMIT_S else default)
 
 
-def check_all(chapters: list[Path], out: Path, *, default_limit: float, overrides: dict[str, float],
+def check_all(chapters: list[Path], out: Path, *, default: float, overrides: dict[str, float],
               budget_s: float, jobs: int, say=None) -> list[ChapterResult]:
     """Run the GPU lane in order in this thread and the CPU lane in a pool beside it."""
     say = say or _say
@@ -197,7 +216,7 @@ def check_all(chapters: list[Path], out: Path, *, default_limit: float, override
 
     def one(md: Path) -> None:
         left = deadline - time.monotonic()
-        limit = min(limit_for(md.stem, overrides, default_limit), left)
+        limit = min(overrides.get(md.stem, default_limit(md, default)), left)
         if lanes[md] == "text":
             result = ChapterResult(md.stem, "text", "ok", 0.0, 0.0, measured="", error="")
         elif limit < MIN_START_S:
@@ -237,39 +256,52 @@ def write_summary(out: Path, results: list[ChapterResult], args, total_s: float)
         elapsed_s=round(total_s, 1)))
 
 
-def _parse_limits(items: list[str]) -> dict[str, float]:
-    limits = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        try:
-            limits[name] = positive_number(value)
-        except argparse.ArgumentTypeError:
-            raise LabError(f"--limit {item!r}: expected CHAPTER=SECONDS (a positive number), e.g. 06-vllm-sweeps=240") from None
-    return limits
+def _known(name: str) -> str:
+    names = [p.stem for p in toc_chapters()]
+    if name not in names:
+        raise argparse.ArgumentTypeError(f"no chapter {name!r}; choose from {', '.join(names)}")
+    return name
+
+
+def chapter_list(text: str) -> list[str]:
+    """``--chapters``: comma-separated names of chapters in _toc.yml (``.md`` optional); none is refused."""
+    wanted = [name.strip().removesuffix(".md") for name in text.split(",") if name.strip()]
+    if not wanted:
+        raise argparse.ArgumentTypeError(f"expected comma-separated chapter names, got {text!r}")
+    return [_known(name) for name in wanted]
+
+
+def chapter_limit(text: str) -> tuple[str, float]:
+    """``--limit CHAPTER=SECONDS``: a chapter of _toc.yml and a positive number of seconds."""
+    name, _, value = text.partition("=")
+    try:
+        seconds = positive_number(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected CHAPTER=SECONDS (a positive number), "
+                                         "e.g. 06-vllm-sweeps=240") from None
+    return _known(name.strip().removesuffix(".md")), seconds
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--chapters", help="comma-separated chapter names (default: every chapter in _toc.yml)")
+    parser.add_argument("--chapters", type=chapter_list,
+                        help="comma-separated chapter names (default: every chapter in _toc.yml)")
     parser.add_argument("--limit-s", type=positive_number, default=DEFAULT_LIMIT_S,
-                        help=f"seconds per chapter (default {DEFAULT_LIMIT_S}; vLLM chapters {CHAPTER_LIMITS_S})")
-    parser.add_argument("--limit", action="append", default=[], metavar="CHAPTER=S", help="one chapter's limit")
-    parser.add_argument("--budget-s", type=positive_number, default=540, help="total seconds; later chapters are skipped (default 540)")
+                        help=f"seconds per chapter (default {DEFAULT_LIMIT_S}; a chapter that starts a vLLM server: "
+                             f"{VLLM_COLD_START_S + VLLM_CHAPTER_WORK_S}, a cold start and its work)")
+    parser.add_argument("--limit", type=chapter_limit, action="append", default=[], metavar="CHAPTER=S",
+                        help="one chapter's limit")
+    parser.add_argument("--budget-s", type=positive_number, default=DEFAULT_BUDGET_S,
+                        help=f"total seconds; later chapters are skipped (default {DEFAULT_BUDGET_S})")
     parser.add_argument("--jobs", type=positive_count, default=4, help="chapters without GPU work run this many at a time (default 4)")
     parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"summary folder (default {DEFAULT_OUT})")
     parser.add_argument("--one", type=path_arg, help=argparse.SUPPRESS)       # internal: execute one chapter
     parser.add_argument("--notebook", type=path_arg, help=argparse.SUPPRESS)  # internal: where --one saves it
 
 
-def _select(text: str | None) -> list[Path]:
+def _select(names: list[str] | None) -> list[Path]:
     chapters = toc_chapters()
-    if not text:
-        return chapters
-    wanted = [name.strip().removesuffix(".md") for name in text.split(",") if name.strip()]
     by_name = {p.stem: p for p in chapters}
-    unknown = [w for w in wanted if w not in by_name]
-    if unknown:
-        raise LabError(f"--chapters: no chapter {unknown[0]!r}; choose from {', '.join(by_name)}")
-    return [by_name[w] for w in wanted]
+    return chapters if names is None else [by_name[name] for name in names]
 
 
 def main(args) -> int:
@@ -289,13 +321,13 @@ def main(args) -> int:
     chapters = _select(args.chapters)
     out = args.out.resolve()
     check_output(out, "--out", [("the chapters folder", BOOK)])
-    with dataset_lock(out):
+    with dataset_lock(out, kinds=("live-check",)):
         return _check(args, chapters, out)
 
 
 def _check(args, chapters: list[Path], out: Path) -> int:
     started = time.monotonic()
-    results = check_all(chapters, out, default_limit=args.limit_s, overrides=_parse_limits(args.limit),
+    results = check_all(chapters, out, default=args.limit_s, overrides=dict(args.limit),
                         budget_s=args.budget_s, jobs=args.jobs)
     total = time.monotonic() - started
     write_summary(out, results, args, total)

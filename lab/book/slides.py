@@ -22,13 +22,13 @@ every local one exists; otherwise it fails.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
+from lab.store import read_json
 from lab.cli import path_arg
 from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks
 
@@ -268,7 +268,7 @@ def load_chapter(stem: str, execute: bool = False, book_dir: Path = BOOK_DIR, ex
                            "or pass --execute to run the chapter now)")
         nb = nbformat.read(executed, as_version=4)
         glue_file = executed.with_name(f"{stem}.glue.json")
-        glue = json.loads(glue_file.read_text(encoding="utf-8")) if glue_file.exists() else {}
+        glue = read_json(glue_file) if glue_file.exists() else {}
         return nb, glue
     from nbclient import NotebookClient
 

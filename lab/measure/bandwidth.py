@@ -69,7 +69,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rep-ms", type=positive_count, default=100, help="milliseconds of timed calls per size per round")
 
 
-@writes_folder("--out")
+@writes_folder("--out", kinds=("hardware",))
 def main(args) -> int:
     import pandas as pd
     import torch

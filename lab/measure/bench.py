@@ -180,7 +180,7 @@ def read_measurements(folder: Path) -> list[dict]:
 def rebuild(folder: Path) -> int:
     """Re-derive the tables of a run (one cut off by a time limit, say) from its measurements.jsonl."""
     rows = read_measurements(folder)
-    with dataset_lock(folder, option="--rebuild"):
+    with dataset_lock(folder, option="--rebuild", kinds=("kernels",)):
         prefill, decode, bar_table = write_tables(folder, rows)
     _print_summary(prefill, decode, bar_table, [])
     return 0
@@ -211,7 +211,7 @@ def main(args) -> int:
         raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): `python -m lab bench` times kernels on a GPU; "
                        "run it on a GPU machine, or read the cached H200 results in data/h200/kernels/")
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
-    with dataset_lock(out_dir):
+    with dataset_lock(out_dir, kinds=("kernels",)):
         return _measure(args, caps, candidates, shapes, out_dir)
 
 

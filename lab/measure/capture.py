@@ -41,12 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import count_or_zero, path_arg, positive_count, positive_number
+from lab.cli import count_or_zero, path_arg, positive_count, positive_number, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure import gpuclocks
 from lab.measure.trace_store import MAX_TRACE_MB, census_rows, keep_trace, trim_trace, write_rows
 from lab.measure.vllm import arms
-from lab.measure.vllm.replies import StreamError, check_usage, event_tokens, parse_event
+from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event
 
 #: The windows of the reference study, re-measured: prefill at 2k/8k/28k, decode at 2k/28k.
 DEFAULT_WINDOWS = "prefill:2048,prefill:8192,prefill:28672,decode:2048,decode:28672,decode-naive:28672"
@@ -127,8 +127,7 @@ def stream_chunks(base_url: str, model: str, ids: list[int], max_tokens: int, ti
     except StreamError as exc:
         raise LabError(f"{base_url}/v1/completions: {exc}") from None
     except urllib.error.HTTPError as exc:
-        raise LabError(f"{base_url}/v1/completions answered {exc.code}: "
-                       f"{exc.read().decode('utf-8', 'replace')[:200]}") from None
+        raise LabError(f"{base_url}/v1/completions answered {exc.code}: {error_message(exc.read())}") from None
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, http.client.HTTPException) as exc:
         raise LabError(f"{base_url}/v1/completions: no answer ({getattr(exc, 'reason', exc)})") from None
 
@@ -172,7 +171,7 @@ _FRONTEND_NAMES = ("async_llm", "api_server", "frontend")
 def _profile_call(server, path: str) -> None:
     status, body = server.post(path)
     if status != 200:
-        raise LabError(f"{server.base_url}{path} answered {status}: {body[:200]} "
+        raise LabError(f"{server.base_url}{path} answered {status}: {error_message(body)} "
                        "(was the server started with a profiler folder?)")
 
 
@@ -269,7 +268,7 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
                        f"--max-model-len >= {longest} (have {max_model_len})")
     folder = Path(out) / chosen.slug
     check_output(folder, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
-    with dataset_lock(folder):
+    with dataset_lock(folder, kinds=("census",)):
         raw_dir = Path(tempfile.mkdtemp(prefix="vllm-traces-"))
         rows, summary = [], []
         options = {**PROFILER_OPTIONS, **(profiler_options or {})}
@@ -371,7 +370,7 @@ def add_arguments(parser) -> None:
     v.add_argument("--arm", required=True, choices=list(arms.ARMS), help="attention backend arm")
     v.add_argument("--out", required=True, type=path_arg, help="output folder; traces land in OUT/<arm>/")
     v.add_argument("--windows", default=DEFAULT_WINDOWS, help=f"PHASE:TOKENS list (default {DEFAULT_WINDOWS})")
-    v.add_argument("--model", default="data/models/qwen2.5-7b", help="model folder or name (dummy weights)")
+    v.add_argument("--model", type=text_arg, default="data/models/qwen2.5-7b", help="model folder or name (dummy weights)")
     v.add_argument("--max-model-len", type=positive_count, default=33024)
     v.add_argument("--max-num-batched-tokens", type=positive_count, default=None,
                    help="chunked-prefill chunk size (default: vLLM's; the log records it)")

@@ -46,7 +46,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help="output folder (default data/local/device-properties)")
 
 
-@writes_folder("--out")
+@writes_folder("--out", kinds=("hardware",))
 def main(args) -> int:
     import torch
 

@@ -226,7 +226,7 @@ def main(args) -> int:
     ncu = find_ncu()
     version = subprocess.run([ncu, "--version"], capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
     out_dir = args.out if args.out.is_absolute() else Path.cwd() / args.out
-    with dataset_lock(out_dir):
+    with dataset_lock(out_dir, kinds=("kernels",)):
         return _profile_all(args, ncu, version, candidates, lengths, out_dir)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lab import LabError
+from lab.cli import text_arg
 
 # Fitting in thousands of tokens keeps the normal equations well conditioned (n² reaches 1e10).
 _SCALE = 1000.0
@@ -152,7 +153,7 @@ def fit_arms(table, confidence: float = 0.95) -> dict[str, tuple[QuadraticFit, D
 # --- CLI -----------------------------------------------------------------------------------------
 
 def add_arguments(parser) -> None:
-    parser.add_argument("dataset", help="dataset name under data/ or a folder with sweep.csv "
+    parser.add_argument("dataset", type=text_arg, help="dataset name under data/ or a folder with sweep.csv "
                                         "(e.g. reference/a10g-vllm0.11-qwen2.5-7b)")
     parser.add_argument("--arm", help="only this arm (e.g. FLASH_ATTN/FA3)")
     parser.add_argument("--at", default="2048,8192,32768", help="lengths for the quadratic share (default 2048,8192,32768)")

@@ -313,7 +313,7 @@ def main(args) -> int:
     from lab.results import data
 
     out = Path(args.out) if args.out else data.LOCAL_DIR / "hardware"
-    with dataset_lock(out):        # taken first: a folder that cannot be written is refused before minutes of timing
+    with dataset_lock(out, kinds=("hardware",)):        # taken first: a folder that cannot be written is refused before minutes of timing
         if args.quick:
             ceilings = measure(use_gpu=False, matmul_sizes=QUICK_CPU_SIZES[0], copy_sizes=QUICK_CPU_SIZES[1],
                                progress=True) \

@@ -7,12 +7,12 @@ otherwise from the published Qwen2.5-7B figures below. Only the shape matters he
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
 from lab.results.facts import Fact
+from lab.store import read_json
 
 MODELS_DIR = REPO_ROOT / "data" / "models"
 
@@ -72,12 +72,7 @@ QWEN25_7B = ModelShape(name="Qwen2.5-7B", hidden=3584, layers=28, q_heads=28, kv
 def from_hf_config(path: str | Path, name: str | None = None) -> ModelShape:
     """A ModelShape from a Hugging Face config.json (the fields every Llama/Qwen-style config has)."""
     path = Path(path)
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise LabError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise LabError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    config = read_json(path)
     try:
         heads = int(config["num_attention_heads"])
         return ModelShape(

@@ -370,7 +370,7 @@ def main(args) -> int:
     resolved = Path(args.out).resolve()
     shown = resolved.relative_to(REPO_ROOT) if resolved.is_relative_to(REPO_ROOT) else args.out
     check_output(Path(args.out), "--out", [("--source", Path(args.source))])
-    with dataset_lock(Path(args.out)):
+    with dataset_lock(Path(args.out), kinds=("reference",)):
         out = build_reference_dataset(args.source, args.out, command=f"python -m lab reference --out {shown}")
     print(f"wrote {out}")
     return 0

@@ -143,8 +143,8 @@ def log_rows(lines, round_no: int, code: str, variant: str = "plain") -> list[di
             continue
         try:
             entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LabError(f"tune.jsonl line {number} is not JSON ({exc.msg}); was the run cut off? "
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise LabError(f"tune.jsonl line {number} is not JSON ({exc}); was the run cut off? "
                            "drop the broken line and convert again") from None
         launch = "launch" in entry
         rows.append({

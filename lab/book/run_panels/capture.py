@@ -86,7 +86,7 @@ class CapturePanel(RunPanel):
         raw = capture_window(server, TraceFolder(trace_dir), window, decode_tokens=DECODE_TOKENS)
         self.check_cancel()
         folder = self.out_root / self.current.arm.slug
-        with dataset_lock(folder, option=""):     # a capture into the same folder is refused
+        with dataset_lock(folder, option="", kinds=("census",)):     # a capture into the same folder is refused
             return self._store(server, raw, window, folder, values)
 
     def _store(self, server, raw, window, folder, values) -> dict:

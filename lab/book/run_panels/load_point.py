@@ -257,13 +257,13 @@ class LoadPanel(RunPanel):
 
     def run(self, values: dict) -> Path:
         plan, point, out = self._checked(values)
-        self._ensure_tokenizer()
-        self.check_cancel()
-        self.current = ArmKey(plan.arm, CHUNK, tokenizer=True)
-        server = self.pool().get(self.current, say=self.progress.line, cancelled=self.cancel.is_set)
-        self.check_cancel()
-        with dataset_lock(out):   # the one writer of this folder, as the command is
-            vload.check_same_run(out, plan.run_key)
+        with dataset_lock(out, kinds=("vllm-load",)):   # the one writer of this folder, as the command is
+            vload.check_resume(plan, out)   # another study's folder: refused before a server starts
+            self._ensure_tokenizer()
+            self.check_cancel()
+            self.current = ArmKey(plan.arm, CHUNK, tokenizer=True)
+            server = self.pool().get(self.current, say=self.progress.line, cancelled=self.cancel.is_set)
+            self.check_cancel()
             self.folders.append(out)
             study = vload.Study(plan, out, server, str(self.pool().tokenizer_dir()), bench=self.bench,
                                 progress=_Lines(self), env=self.bench_env)

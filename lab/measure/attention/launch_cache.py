@@ -65,7 +65,7 @@ def seeds(gpu: str, run: Path = SEED_RUN) -> dict[str, dict]:
     try:
         if json.loads((run / "provenance.json").read_text())["gpu"] != gpu:
             return {}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
         return {}
     picks: dict[str, dict] = {}
     for name, phase in (("prefill.csv", "fwd"), ("decode.csv", "dec")):
@@ -97,7 +97,7 @@ def _table(gpu: str) -> dict:
         table = dict(seeds(gpu))
         try:
             table.update(json.loads(_path(gpu).read_text()).get("launches", {}))
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, RecursionError, AttributeError):
             pass  # no cache yet, or an unreadable one: it is rewritten on the next pick
         _loaded[gpu] = table
     return _loaded[gpu]

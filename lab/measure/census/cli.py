@@ -13,12 +13,12 @@ from lab.measure.census.summary import census, format_census, format_compare, ve
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("traces", nargs="*", metavar="TRACE", help="Chrome trace files (.json or .json.gz)")
+    parser.add_argument("traces", nargs="*", metavar="TRACE", type=path_arg, help="Chrome trace files (.json or .json.gz)")
     parser.add_argument("--json", metavar="OUT", type=path_arg, help="write the census as JSON (one trace: an object; "
                         "several: a list)")
     parser.add_argument("--phase", choices=("all", "prefill", "decode", "mixed"), default="all",
                         help="keep only kernels of engine steps of this phase (needs vLLM step annotations)")
-    parser.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two windows side by side, B minus A per family")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"), type=path_arg, help="two windows side by side, B minus A per family")
     parser.add_argument("--top", type=positive_count, default=10, help="how many kernels to list (default 10)")
     parser.add_argument("--rules", action="store_true", help="print the name and launcher rules and exit")
     parser.add_argument("--verify", metavar="FOLDER", type=path_arg, help="recompute every stored trace's census in FOLDER and "

@@ -16,6 +16,7 @@ failed point with its reason, never data.
 
 from __future__ import annotations
 
+import argparse
 import math
 import queue
 import shlex
@@ -176,7 +177,7 @@ def run_points(jobs: list[tuple[Point, list[str], float]], *, folder: Path, dead
     for point, argv, budget in jobs:
         lines[point.slug] = line = " ".join(shlex.quote(a) for a in argv)
         write_atomic(folder / f"{point.slug}.cmd", lambda tmp, line=line: tmp.write_text(line + "\n", encoding="utf-8"))
-        (folder / f"{point.slug}.log").write_text(f"# {line}\n", encoding="utf-8")
+        write_atomic(folder / f"{point.slug}.log", lambda tmp, line=line: tmp.write_text(f"# {line}\n", encoding="utf-8"))
         (folder / f"{point.slug}.raw.json").unlink(missing_ok=True)
         specs.append({"slug": point.slug, "flags": argv[argv.index("serve") + 1:], "budget_s": budget,
                       "console": str(folder / f"{point.slug}.log")})
@@ -277,3 +278,27 @@ def read_point(folder: Path, point: Point) -> dict | None:
         return check_result(read_json(path), point, where=str(path))
     except LabError:
         return None
+
+
+def parse_slo(text: str) -> dict:
+    """``ttft:500,tpot:50`` -> {"ttft": 500.0, "tpot": 50.0} (milliseconds; the metrics vllm bench scores)."""
+    slo = {}
+    for pair in (p for p in text.replace(" ", "").split(",") if p):
+        name, _, value = pair.partition(":")
+        if name not in ("ttft", "tpot", "e2el"):
+            raise LabError(f"--slo {text!r}: {name!r} is not ttft, tpot or e2el")
+        try:
+            slo[name] = float(value)
+        except ValueError:
+            raise LabError(f"--slo {text!r}: {value!r} is not a number of milliseconds") from None
+        if not math.isfinite(slo[name]) or slo[name] <= 0:
+            raise LabError(f"--slo {text!r}: {name} must be a positive number of milliseconds")
+    return slo
+
+
+def slo_arg(text: str) -> dict:
+    """``--slo`` read while the command line is parsed: a bad one is refused by the option's name."""
+    try:
+        return parse_slo(text)
+    except LabError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--slo ")) from None

@@ -50,10 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import fraction, path_arg, positive_count, positive_number
+from lab.cli import fraction, path_arg, positive_count, positive_number, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm import arms, sweep
-from lab.measure.vllm.probe import Endpoint, check_same_run, make_prompt, percentile, read_records, stream_completion
+from lab.measure.vllm.probe import Endpoint, check_resume, make_prompt, percentile, read_records, stream_completion
 from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event, queue_counts
 from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, request
 from lab.measure.vllm.sweep import DEFAULT_MODEL, dry_run_line, parse_lengths, resolve_max_model_len, resolve_model
@@ -317,8 +317,7 @@ def run_points(endpoint: Endpoint, points: list[tuple[int, int]], template: Poin
 
     from lab.store import append_jsonl
 
-    records = read_records(jsonl, required=RECORD_FIELDS)
-    check_same_run(records, template.run_key, jsonl, "points")
+    records = check_resume(jsonl, template.run_key, RECORD_FIELDS, "points")
     done = {(r["context"], r["concurrency"]) for r in records if r.get("status") in ("ok", "no_window")}
     for context, n in points:
         if (context, n) in done:
@@ -358,7 +357,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--stall", type=positive_number, default=10.0,
                         help="seconds without a new first token after which waiting requests count as not admitted (default 10)")
     parser.add_argument("--point-timeout", type=positive_number, default=180.0, help="wall-clock cap of one point in seconds (default 180)")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
+    parser.add_argument("--model", type=text_arg, default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
     parser.add_argument("--load-format", default="dummy", help="'dummy' (random weights; default) or 'auto'")
     parser.add_argument("--out", type=path_arg, help="dataset folder (default data/local/vllm-concurrency/<arm>)")
     parser.add_argument("--max-model-len", type=positive_count, help="vLLM --max-model-len (default: longest context + max tokens)")
@@ -408,7 +407,7 @@ def main(args) -> int:
 
 def run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int, out: Path, vllm_version: str) -> int:
     """Serve, measure every point, write the dataset as its one writer; the server is stopped whatever happens."""
-    with dataset_lock(out):
+    with dataset_lock(out, kinds=("vllm-sweep",)):
         return _run_arm(args, model, points, max_model_len, out, vllm_version)
 
 
@@ -421,6 +420,8 @@ def _run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int
                "load_format": args.load_format, "seed": args.seed}
     template = PointPlan(context=0, concurrency=0, max_tokens=args.max_tokens, steps=args.steps, stall_s=args.stall,
                          timeout_s=args.point_timeout, seed=args.seed, run_key=run_key)
+    jsonl = out / "measurements.jsonl"
+    check_resume(jsonl, run_key, RECORD_FIELDS, "points")   # another run's folder: refused before anything is written
     server = Server(model, arm, max_model_len=max_model_len,
                     max_num_batched_tokens=args.max_num_batched_tokens,
                     gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
@@ -440,7 +441,6 @@ def _run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int
                               16, timeout=args.point_timeout)
         except StreamError as exc:
             raise LabError(f"the warm-up request failed ({exc.kind}: {exc}); log: {log_path}") from None
-        jsonl = out / "measurements.jsonl"
         try:
             run_points(server, points, template, jsonl, say=say)
         finally:

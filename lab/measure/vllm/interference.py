@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import path_arg, positive_number
-from lab.folders import check_output, dataset_lock
+from lab.cli import path_arg, positive_number, text_arg
+from lab.folders import check_kind, check_output, dataset_lock
 from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.concurrency import Stream
-from lab.measure.vllm.probe import make_prompt, read_records
+from lab.measure.vllm.probe import check_resume, make_prompt
 
 #: What every trial record carries (a resume refuses a line without them).
 RECORD_FIELDS = ("decoders", "long_len", "status")
@@ -125,11 +125,9 @@ def run_trial(endpoint, trial: Trial, clock=time.perf_counter) -> dict:
 
 def run_trials(endpoint, trials: list[Trial], path: Path, run_key: dict, progress) -> list[dict]:
     """Every trial not yet in ``path`` (JSONL, appended as each ends); stops early when time runs out."""
-    from lab.measure.vllm.probe import check_same_run
     from lab.store import append_jsonl
 
-    records = read_records(path, required=RECORD_FIELDS)
-    check_same_run(records, run_key, path)
+    records = check_resume(path, run_key, RECORD_FIELDS, "trials")
     done = {(r["decoders"], r["long_len"]) for r in records if r["status"] == "ok"}
     for trial in trials:
         if (trial.decoders, trial.long_len) in done:
@@ -161,7 +159,7 @@ def _ints(text: str, option: str, least: int = 1) -> list[int]:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--arm", required=True, help=f"the arm, by label or slug ({', '.join(ARMS)})")
-    parser.add_argument("--model", default="data/models/qwen2.5-7b-128k", help="model folder (default qwen2.5-7b-128k)")
+    parser.add_argument("--model", type=text_arg, default="data/models/qwen2.5-7b-128k", help="model folder (default qwen2.5-7b-128k)")
     parser.add_argument("--chunks", default="2048,0,32768",
                         help="prefill chunk sizes, one server each (0: vLLM's default; default 2048,0,32768)")
     parser.add_argument("--decoders", default="8,32", help="decoding requests per trial (default 8,32)")
@@ -225,6 +223,10 @@ def main(args) -> int:
 
     if not env.detect().has_gpu:
         raise LabError("no CUDA GPU on this machine: the interference trials need one")
+    for chunk in chunks:   # every chunk's folder is checked before the first server starts
+        folder = out / f"chunk-{chunk or 'default'}"
+        check_kind(folder, ("vllm-load",))
+        check_resume(folder / "trials.jsonl", chunk_run_key(arm, chunk or None, trials), RECORD_FIELDS, "trials")
     progress = Progress(args.deadline_s)
     failed = 0
     for chunk in chunks:
@@ -243,7 +245,7 @@ def run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out:
     are missing."""
     longest = longest_context(trials)
     run_key = chunk_run_key(arm, chunk, trials)
-    with dataset_lock(out):
+    with dataset_lock(out, kinds=("vllm-load",)):
         return _run_chunk(arm, chunk, trials, model, out, progress, ready_timeout, server_factory, longest, run_key)
 
 
@@ -251,6 +253,7 @@ def _run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out
                server_factory, longest: int, run_key: dict) -> int:
     from lab.measure.vllm.server import Server
 
+    check_resume(out / "trials.jsonl", run_key, RECORD_FIELDS, "trials")   # before the server or any file
     server = (server_factory or Server)(model, arm,
                                         max_model_len=int((longest + 255) // 256 * 256), max_num_batched_tokens=chunk,
                                         log_path=out / "server.log", ready_timeout=ready_timeout)

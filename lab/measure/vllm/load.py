@@ -23,6 +23,7 @@ failed with its reason), ``server.log``, ``probe.jsonl`` with ``--agreement``, a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import shlex
@@ -31,7 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import count_or_zero, fraction, path_arg, positive_count, positive_number
+from lab.cli import count_or_zero, fraction, path_arg, positive_count, positive_number, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.bench import (
@@ -44,6 +45,7 @@ from lab.measure.vllm.bench import (
     command,
     read_point,
     run_points,
+    slo_arg,
 )
 from lab.measure.vllm.mix import write_mix
 from lab.measure.vllm.progress import Progress
@@ -128,12 +130,24 @@ def _record_attempt(out: Path, run, run_key: dict) -> None:
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
 
 
-def check_same_run(out: Path, run_key: dict) -> None:
-    """Refuse to resume into a folder holding another study's points (one writer per dataset folder)."""
-    from lab.measure.vllm.probe import check_same_run as check_records
-    from lab.measure.vllm.probe import read_records
+def agreement_key(plan: LoadPlan) -> dict:
+    """The run key of the agreement probe's records (``probe.jsonl``)."""
+    return {**plan.run_key, "probe": "agreement"}
 
-    check_records(read_records(out / "points.jsonl", required=("point", "status")), run_key, out / "points.jsonl")
+
+def check_resume(plan: LoadPlan, out: Path) -> None:
+    """Refuse a folder holding another study's points, agreement probe or interference trials, before anything
+    is written or a server started (every file of such a folder stays as it was)."""
+    from lab.measure.vllm import interference
+    from lab.measure.vllm.probe import check_resume as check
+
+    check(out / "points.jsonl", plan.run_key, ("point", "status"), "points")
+    if plan.agreement_prompts:
+        check(out / "probe.jsonl", agreement_key(plan))
+    if plan.interference:
+        check(plan.interference_out / "trials.jsonl",
+              interference.chunk_run_key(plan.arm, plan.max_num_batched_tokens, plan.interference),
+              interference.RECORD_FIELDS, "trials")
 
 
 def expected_s(point: Point, capacity: float | None) -> float:
@@ -239,25 +253,9 @@ def parse_floats(text: str, option: str) -> list[float]:
     return values
 
 
-def parse_slo(text: str) -> dict:
-    """``ttft:500,tpot:50`` -> {"ttft": 500.0, "tpot": 50.0} (milliseconds; the metrics vllm bench scores)."""
-    slo = {}
-    for pair in (p for p in text.replace(" ", "").split(",") if p):
-        name, _, value = pair.partition(":")
-        if name not in ("ttft", "tpot", "e2el"):
-            raise LabError(f"--slo {text!r}: {name!r} is not ttft, tpot or e2el")
-        try:
-            slo[name] = float(value)
-        except ValueError:
-            raise LabError(f"--slo {text!r}: {value!r} is not a number of milliseconds") from None
-        if slo[name] <= 0:
-            raise LabError(f"--slo {text!r}: {name} must be positive")
-    return slo
-
-
 def add_arguments(parser) -> None:
     parser.add_argument("--arm", required=True, help=f"the arm, by label or slug ({', '.join(ARMS)})")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
+    parser.add_argument("--model", type=text_arg, default=DEFAULT_MODEL, help=f"model folder with config.json (default {DEFAULT_MODEL})")
     parser.add_argument("--input-len", type=positive_count, default=1024, help="prompt tokens (default 1024)")
     parser.add_argument("--output-len", type=positive_count, default=128, help="generated tokens per request (default 128)")
     parser.add_argument("--range-ratio", type=float, default=0.0,
@@ -274,7 +272,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--capacity-prompts", type=positive_count, default=200, help="prompts of the all-at-once point (default 200)")
     parser.add_argument("--agreement", type=count_or_zero, nargs="?", const=20, default=0, metavar="N",
                         help="also N requests one at a time with the bench and with the probe (default N 20)")
-    parser.add_argument("--slo", default="ttft:500,tpot:50", help="goodput SLOs in ms (default ttft:500,tpot:50)")
+    parser.add_argument("--slo", type=slo_arg, default="ttft:500,tpot:50", help="goodput SLOs in ms (default ttft:500,tpot:50)")
     parser.add_argument("--max-num-batched-tokens", type=count_or_zero, default=8192, help="chunk size (default 8192; 0: vLLM's)")
     parser.add_argument("--gpu-memory-utilization", type=fraction, default=0.85, help="vLLM memory fraction (default 0.85)")
     parser.add_argument("--tensor-parallel-size", type=positive_count, default=1,
@@ -327,7 +325,7 @@ def plan_from_args(args) -> LoadPlan:
                     rates=parse_floats(args.rates, "--rates") if args.rates else None, span_s=args.span_s,
                     min_prompts=args.min_prompts, max_prompts=args.max_prompts,
                     capacity_prompts=args.capacity_prompts, agreement_prompts=args.agreement, mix_prompts=args.mix or 0,
-                    slo_ms=parse_slo(args.slo), seed=args.seed, deadline_s=args.deadline_s,
+                    slo_ms=args.slo, seed=args.seed, deadline_s=args.deadline_s,
                     max_num_batched_tokens=args.max_num_batched_tokens or None,
                     gpu_memory_utilization=args.gpu_memory_utilization, interference=trials,
                     interference_out=args.interference_out.resolve() if trials else None,
@@ -388,7 +386,9 @@ def run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float = 480
     """Start the arm's server, run every point, write provenance; the server is stopped whatever happens.
 
     Returns 0 when every point was measured, 1 when some failed or were skipped (each said why)."""
-    with dataset_lock(out):     # the one writer of this folder
+    trials = plan.interference_out if plan.interference else None
+    with dataset_lock(out, kinds=("vllm-load",)), \
+            (dataset_lock(trials, "--interference-out", ("vllm-load",)) if trials else contextlib.nullcontext()):
         return _run_arm(plan, model, out, ready_timeout=ready_timeout, server_factory=server_factory,
                         bench=bench, bench_env=bench_env)
 
@@ -398,16 +398,16 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
     from lab.measure.vllm import tokenizer as synthetic
     from lab.measure.vllm.server import Server
 
-    check_same_run(out, plan.run_key)
+    check_resume(plan, out)     # every refusal before the first file or server
+    tok_dir = Path(model) / synthetic.SUBFOLDER
+    if not (tok_dir / synthetic.FILES[0]).exists():
+        raise LabError(f"{tok_dir}: no synthetic tokenizer; run `python -m lab vllm-tokenizer --model {model}` first")
     if plan.mix_prompts:  # the mix is written once per folder, from the seed, and reused on resume
         mix = out / plan.workload.dataset_path
         if not mix.exists():
             write_mix(mix, plan.mix_prompts, median_input=plan.workload.input_len,
                       median_output=plan.workload.output_len, seed=plan.seed)
         plan = replace(plan, workload=replace(plan.workload, dataset_path=str(mix)))
-    tok_dir = Path(model) / synthetic.SUBFOLDER
-    if not (tok_dir / synthetic.FILES[0]).exists():
-        raise LabError(f"{tok_dir}: no synthetic tokenizer; run `python -m lab vllm-tokenizer --model {model}` first")
     progress = Progress(plan.deadline_s)
     log_path = out / "server.log"      # an earlier session's is kept as server.N.log (lab.folders.open_server_log)
     factory = server_factory or Server
@@ -454,7 +454,7 @@ def run_interference(server, plan: LoadPlan, progress: Progress) -> list[str]:
 
     out = plan.interference_out
     run_key = interference.chunk_run_key(plan.arm, plan.max_num_batched_tokens, plan.interference)
-    with dataset_lock(out):     # the one writer of the trials' folder
+    with dataset_lock(out, "--interference-out", ("vllm-load",)):     # the one writer of the trials' folder
         records = interference.run_trials(server, plan.interference, out / "trials.jsonl", run_key, progress)
         interference.write_chunk_provenance(out, plan.arm, run_key, plan.interference, server)
     ok = {(r["decoders"], r["long_len"]) for r in records if r["status"] == "ok"}
@@ -470,7 +470,7 @@ def run_agreement_probe(server, plan: LoadPlan, out: Path, progress: Progress) -
         progress.say("agreement probe: skipped, no time left")
         return
     probe = ProbePlan(lengths=[plan.workload.input_len], reps=plan.agreement_prompts, max_tokens=plan.workload.output_len,
-                      warmup_tokens=16, seed=plan.seed, run_key={**plan.run_key, "probe": "agreement"})
+                      warmup_tokens=16, seed=plan.seed, run_key=agreement_key(plan))
     run_probe(server, probe, out / "probe.jsonl", progress=False)
     progress.say(f"agreement probe: {plan.agreement_prompts} requests of {plan.workload.input_len} tokens")
 

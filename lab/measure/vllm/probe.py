@@ -281,6 +281,14 @@ def check_same_run(records: list[dict], run_key: dict, path: Path, what: str = "
                            "choose another --out folder or delete that file")
 
 
+def check_resume(path: Path, run_key: dict, required=("target_len", "rep"), what: str = "measurements") -> list[dict]:
+    """The records a run may resume from ``path``, checked before the run writes anything or starts a server:
+    a file of another run (or with a record that is no record) is refused here, with the folder untouched."""
+    records = read_records(path, required=required)
+    check_same_run(records, run_key, path, what)
+    return records
+
+
 def _record(plan: ProbePlan, target_len: int, rep, prompt_len: int, seed: int) -> dict:
     return {"target_len": target_len, "rep": rep, "prompt_len": prompt_len, "seed": seed,
             "max_tokens": plan.warmup_tokens if rep == "warm" else plan.max_tokens,
@@ -371,8 +379,7 @@ def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: b
     from lab.store import append_jsonl
 
     events = events or ProgressBar(progress)
-    records = read_records(jsonl_path)
-    check_same_run(records, plan.run_key, jsonl_path)
+    records = check_resume(jsonl_path, plan.run_key)
     done = {(r["target_len"], r["rep"]) for r in records if _usable(r) and r.get("rep") != "warm"}
     todo = []
     for length in sorted(set(plan.lengths)):  # shortest first: a failure at the long end costs least

@@ -274,7 +274,7 @@ class RelayHandler(BaseHTTPRequestHandler):
 def _asks_stream(body: bytes) -> bool:
     try:
         request = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False    # the backend will refuse it; its error is passed on
     return isinstance(request, dict) and request.get("stream") is True
 
@@ -286,5 +286,5 @@ def _is_event_stream(resp: http.client.HTTPResponse) -> bool:
 def _is_json_object(data: bytes) -> bool:
     try:
         return isinstance(json.loads(data), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False

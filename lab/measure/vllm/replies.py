@@ -21,12 +21,13 @@ class StreamError(Exception):
         self.chunks = chunks or []
 
 
-def error_message(body: bytes) -> str:
-    """The message of an OpenAI-style error body (vLLM has used both shapes)."""
+def error_message(body: bytes | str) -> str:
+    """The message of an OpenAI-style error body (vLLM has used both shapes), or any other reply (an HTML page, a
+    traceback), as one line of at most 300 characters: a reply never adds lines to an error."""
     try:
         obj = json.loads(body)
-    except ValueError:
-        return _one_line(body.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return _one_line(body.decode("utf-8", "replace") if isinstance(body, bytes) else body)
     error = obj.get("error", obj) if isinstance(obj, dict) else obj
     if isinstance(error, dict):
         return _one_line(str(error.get("message") or error))
@@ -41,7 +42,7 @@ def parse_event(data: bytes, chunks: list | None = None) -> dict:
     """One ``data:`` payload as an event; StreamError for an unreadable one or an error the server streamed."""
     try:
         event = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise StreamError("protocol", f"unreadable stream event: {data[:120]!r}", chunks) from None
     if not isinstance(event, dict):
         raise StreamError("protocol", f"unexpected stream event: {data[:120]!r}", chunks)

@@ -375,7 +375,7 @@ class Server:
             status, body = request(self.base_url, "/v1/models", timeout=10)
             if status == 200:
                 return json.loads(body)["data"][0]["id"]
-        except (LabError, ValueError, KeyError, IndexError, TypeError):
+        except (LabError, ValueError, RecursionError, KeyError, IndexError, TypeError):
             pass
         return self.model_name
 

@@ -29,7 +29,7 @@ import json
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import path_arg
+from lab.cli import path_arg, text_arg
 from lab.folders import dataset_lock
 
 #: Stands for any word that is not an id (only text this vocabulary did not write has one).
@@ -92,7 +92,8 @@ def write(model_dir: Path, out_dir: Path | None = None) -> list[Path]:
     config = read_json(model_dir / "config.json")
     max_length = int(config.get("max_position_embeddings") or 1 << 20)
     tokenizer = build(vocab_size)
-    paths = [write_atomic(out_dir / FILES[0], lambda tmp: tokenizer.save(str(tmp))),
+    # written by Python, not tokenizers' Rust side, so a full disk is an OSError the store names (one line)
+    paths = [write_atomic(out_dir / FILES[0], lambda tmp: tmp.write_text(tokenizer.to_str(pretty=True), encoding="utf-8")),
              write_json_atomic(out_dir / FILES[1], tokenizer_config(max_length))]
     return paths
 
@@ -101,7 +102,7 @@ def is_synthetic(path: Path) -> bool:
     """Whether a tokenizer.json is this module's: a WordLevel model whose word for id 1 is "1"."""
     try:
         model = json.loads(Path(path).read_text(encoding="utf-8")).get("model", {})
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, RecursionError, AttributeError):
         return False
     return model.get("type") == "WordLevel" and model.get("vocab", {}).get("1") == 1
 
@@ -112,7 +113,7 @@ def text_of(ids: list[int]) -> str:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", default="data/models/qwen2.5-7b-128k",
+    parser.add_argument("--model", type=text_arg, default="data/models/qwen2.5-7b-128k",
                         help="model folder with config.json (default data/models/qwen2.5-7b-128k)")
     parser.add_argument("--out", type=path_arg, help="folder to write into (default: <model>/tokenizer)")
 
@@ -123,7 +124,8 @@ def main(args) -> int:
     model = Path(resolve_model(args.model))
     if not model.is_dir():
         raise LabError(f"--model {args.model}: a local model folder is needed, not a hub id")
-    with dataset_lock(args.out or model / SUBFOLDER):
+    # no dataset's folder is a tokenizer's: one holding a provenance.json is refused before anything is written
+    with dataset_lock(args.out or model / SUBFOLDER, kinds=("synthetic-tokenizer",)):
         paths = write(model, args.out)
     print(f"synthetic tokenizer of {model_vocab_size(model):,} words -> {', '.join(str(p) for p in paths)}")
     return 0
