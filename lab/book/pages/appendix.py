@@ -418,7 +418,8 @@ def runs_table():
              "quantities of record": f"{row['quantities of record']}: {row['for example']}" if row["for example"]
              else str(row["quantities of record"])} for row in run_rows()]
     return (pd.DataFrame(rows).style.format(escape="html")
-            .format({"run": _as_code, "command": _as_code, "code": _as_code}, escape=None).hide(axis="index"))
+            .format({"run": _as_code, "command": _as_code,
+                     "code": lambda c: html.escape(c) if c == "not recorded" else _as_code(c)}, escape=None).hide(axis="index"))
 
 
 def quantity_rows() -> list[dict]:
