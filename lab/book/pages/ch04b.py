@@ -15,7 +15,7 @@ Glue names other pages take from here (the interview page, the course kit): ``bw
 ``bwd_ms_flash_16k``, ``bwd_ms_cudnn_16k``, ``bwd_tflops_*_16k``, ``bwd_ratio_*_16k`` (backward / forward),
 ``ctr_dkdv_tensor``, ``ctr_dq_tensor``, ``ctr_cudnn_tensor``, ``ctr_flash_tensor`` (tensor-pipe busy shares),
 ``ctr_ours_dram_gb``, ``ctr_cudnn_dram_gb``, ``p_gb_16k``, ``p_traffic_ms_16k``, ``recompute_ms_16k``,
-``recompute_intensity``, ``ridge``, ``p_model_tb_32k``, ``lse_model_mb_32k``.
+``recompute_intensity``, ``p_model_tb_32k``, ``lse_model_mb_32k``.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def _io_facts() -> dict:
         "store_over_recompute": Fact(p_ms / recompute_ms, "P_TRAFFIC_MS / RECOMPUTE_MS (lab.book.pages.ch04b)",
                                      "{:.1f}×"),
         "recompute_intensity": Fact(backward.recompute_intensity(), IO, "{:.0f} FLOP/B"),
-        "ridge": roofline.measured_ridge().shown_as("{:.0f} FLOP/B"),
+        "h200_ridge_measured": roofline.measured_ridge(),
     }
 
 
@@ -185,7 +185,7 @@ def _memory_facts() -> dict:
         "lse_head_kib_32k": Fact(per["lse"] / 2**10, MEMORY, "{:.0f} KiB"),
         "p_model_tb_32k": Fact(model["p_bf16"] / 1e12, MEMORY, "{:.1f} TB"),
         "lse_model_mb_32k": Fact(model["lse"] / 1e6, MEMORY, "{:.0f} MB"),
-        "h200_gb": Fact(H200.memory_bytes / 1e9, "datasheet: lab.results.hardware (H200-SXM)", "{:.0f} GB"),
+        "h200_memory_gb": Fact(H200.memory_bytes / 1e9, "datasheet: lab.results.hardware (H200-SXM)", "{:.0f} GB"),
         "model_heads": Fact(MODEL.layers * MODEL.q_heads, MEMORY, "{:d}"),
     }
 

@@ -75,7 +75,7 @@ def _measured() -> Question:
 
 def _recompute() -> Question:
     """Recomputation against storing P, on the measured ridge."""
-    cites = _cite(intensity=("recompute_intensity", ".0f"), ridge=("ridge", ".0f"), p=("p_gb_16k", ".1f"),
+    cites = _cite(intensity=("recompute_intensity", ".0f"), ridge=("h200_ridge_measured", ".0f"), p=("p_gb_16k", ".1f"),
                   heads=("model_heads", "d"))
     return Question(
         "Rebuilding one probability costs a d-long dot product (2d FLOPs); storing it costs two bytes written and "
