@@ -60,6 +60,16 @@ def race(run: str = RACE_RUN, root: Path | None = None) -> pd.DataFrame:
     return ok.reset_index(drop=True)
 
 
+def launch(config: str) -> dict[str, dict[str, int]]:
+    """A race row's ``config`` ('dkdv BLOCK_M=16 BLOCK_N=64 ...; dq BLOCK_M=128 ...') as
+    {kernel: {setting: value}}: the launches the autotuner picked for our two kernels."""
+    kernels = {}
+    for part in filter(None, (p.strip() for p in str(config).split(";"))):
+        name, *settings = part.split()
+        kernels[name] = {key: int(value) for key, value in (s.split("=") for s in settings)}
+    return kernels
+
+
 def unavailable(run: str = RACE_RUN, root: Path | None = None) -> dict[str, str]:
     """Candidates of a race that never ran -> the race's note on why (FA4 where its wheel is not installed)."""
     try:

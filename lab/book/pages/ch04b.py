@@ -59,6 +59,10 @@ BWD_SPEED = Quantity("h200.backward.speed_vs_peer", "a peer's backward time over
 _COUNTERS = dict(run=backward.COUNTERS_RUN, file="raw.csv")
 _ONE_CALL = (f"one backward at 16k ({_SHAPE}) under Nsight Compute, after three warm-ups, caches flushed, clocks "
              "left free: ")
+DKDV_ROWS = Quantity("h200.backward.dkdv_block_m", "query rows per tile of the dK/dV kernel's launch that the "
+                     "autotuner picked, in the backward race", unit="rows", **_RACE)
+DKDV_KEYS = Quantity("h200.backward.dkdv_block_n", "keys per tile of the dK/dV kernel's launch that the autotuner "
+                     "picked, in the backward race", unit="keys", **_RACE)
 CTR_MS = Quantity("h200.backward_counters.kernel_ms", _ONE_CALL + "one kernel's duration", unit="ms", **_COUNTERS)
 CTR_TENSOR = Quantity("h200.backward_counters.tensor_busy", _ONE_CALL + "one kernel's tensor-pipe cycles as a share "
                       "of its SMs' active cycles", unit="%", **_COUNTERS)
@@ -127,6 +131,9 @@ def _race_facts() -> dict:
     for n in sorted(set(_race().n)):
         for peer, tag in (("sdpa-flash", "flash"), ("sdpa-cudnn", "cudnn")):
             facts[f"bwd_vs_{tag}_{n // 1024}k"] = BWD_SPEED.fact(_r("ours", n)[f"vs_{peer}"], peer, n, fmt="{:.2f}×")
+    chosen = backward.launch(_r("ours").config)
+    facts["dkdv_rows"] = DKDV_ROWS.fact(chosen["dkdv"]["BLOCK_M"], "ours", N, fmt="{:d}")
+    facts["dkdv_keys"] = DKDV_KEYS.fact(chosen["dkdv"]["BLOCK_N"], "ours", N, fmt="{:d}")
     return facts
 
 

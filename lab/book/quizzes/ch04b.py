@@ -67,7 +67,7 @@ def _measured() -> Question:
         0,
         "Ours beats FlashAttention 2 ({flash}×) but reaches only {cudnn}× of cuDNN. The dK/dV kernel is most of our "
         "time, its tensor pipe busy {dkdv}% against cuDNN's {best}%: dK and dV, each a key tile by the head dim in "
-        "fp32, fill the registers and force 16-row query tiles. No P is read at all.",
+        "fp32, fill the registers and leave the autotuner thin query tiles. No P is read at all.",
         cites=cites,
         holds=lambda v: v["flash"] >= 1 and v["cudnn"] < 0.9 and v["dkdv"] < v["best"],
     )
