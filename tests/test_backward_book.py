@@ -12,7 +12,7 @@ from lab.results.modelshape import qwen25_7b
 
 def test_the_race_gives_each_row_its_speed_against_both_peers():
     table = backward.race()
-    for index, r in table.iterrows():
+    for _, r in table.iterrows():
         for peer in backward.PEERS:
             assert r[f"vs_{peer}"] == pytest.approx(backward.row(table, peer, r.n).bwd_ms / r.bwd_ms)
     assert set(table.status) == {"ok"} and "fa4" not in set(table.candidate)
