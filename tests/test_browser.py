@@ -432,7 +432,7 @@ def test_a_quiz_answered_from_the_keyboard_keeps_focus_in_the_question(browser_c
 
 # --- run panels: on the static site they say what they would run and why not, with no buttons ----------
 
-PANEL_CHAPTERS = ("04-flashattention-triton", "05-decode-split-kv", "06-vllm-sweeps", "06b-busy-server", "07-the-trace")
+PANEL_CHAPTERS = ("04-flashattention-triton", "04b-backward-pass", "05-decode-split-kv", "06-vllm-sweeps", "06b-busy-server", "07-the-trace")
 
 
 def _check_needs_gpu_panel(root, reason: str) -> str:
@@ -445,22 +445,25 @@ def _check_needs_gpu_panel(root, reason: str) -> str:
 
 def test_a_panel_that_cannot_run_shows_the_needs_a_gpu_state(tmp_path, browser_context, serve, monkeypatch):
     monkeypatch.setenv("LAB_STATIC", "1")
+    from lab.book.run_panels.backward import backward_panel
     from lab.book.run_panels.capture import capture_panel
     from lab.book.run_panels.kernels import kernel_panel
     from lab.book.run_panels.load_point import load_panel
     from lab.book.run_panels.sweep import sweep_panel
 
-    panels = [sweep_panel(), capture_panel(), kernel_panel("prefill"), kernel_panel("decode"), load_panel()]
+    panels = [sweep_panel(), capture_panel(), kernel_panel("prefill"), kernel_panel("decode"), load_panel(),
+              backward_panel()]
     body = "".join(p.static_html() for p in panels)
     (tmp_path / "index.html").write_text(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>panels"
                                          f"</title></head><body>{body}</body></html>", encoding="utf-8")
     with serve(tmp_path) as base:
         page = open_page(browser_context, base + "index.html")
         roots = page.locator('.lab-run-panel[data-state="needs-gpu"]').all()
-        assert len(roots) == 5
+        assert len(roots) == 6
         texts = [_check_needs_gpu_panel(r, "this is the static book") for r in roots]
         assert "vllm-sweep --backend FLASH_ATTN" in texts[0] and "capture vllm" in texts[1]
         assert "vllm-load --arm FLASH_ATTN/FA3" in texts[4]
+        assert "backward-race --lengths 4096" in texts[5]
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         roots[0].screenshot(path=str(SCREENSHOTS / "run-panel-needs-gpu.png"))
         problems = browser_context[1].take()

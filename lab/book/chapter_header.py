@@ -36,6 +36,8 @@ CHAPTERS: dict[str, ChapterInfo] = {
     "02-naive-attention": ChapterInfo(RUNS_ANYWHERE, ("01-roofline",)),
     "03-tiling-online-softmax": ChapterInfo(RUNS_ANYWHERE + " (NumPy on a CPU)", ("02-naive-attention",)),
     "04-flashattention-triton": ChapterInfo(LIVE_NEEDS_GPU + " (Triton)", ("03-tiling-online-softmax",)),
+    "04b-backward-pass": ChapterInfo(LIVE_NEEDS_GPU + " (Triton; the check runs on a CPU too)",
+                                     ("04-flashattention-triton",)),
     "05-decode-split-kv": ChapterInfo(LIVE_NEEDS_GPU + " (Triton)", ("04-flashattention-triton",)),
     "05b-paged-attention": ChapterInfo(RUNS_ANYWHERE, ("05-decode-split-kv",)),
     "06-vllm-sweeps": ChapterInfo(RUNS_ANYWHERE + "; new sweeps need a GPU and vLLM", ("01-roofline", "02-naive-attention")),

@@ -17,7 +17,8 @@ from lab import LabError
 
 #: chapter file stem -> the module of its questions (for the tests; a chapter imports its own module).
 CHAPTERS = {"01-roofline": "ch01", "02-naive-attention": "ch02", "03-tiling-online-softmax": "ch03",
-            "04-flashattention-triton": "ch04", "05-decode-split-kv": "ch05", "06-vllm-sweeps": "ch06",
+            "04-flashattention-triton": "ch04", "04b-backward-pass": "ch04b",
+            "05-decode-split-kv": "ch05", "06-vllm-sweeps": "ch06",
             "06b-busy-server": "ch06b", "07-the-trace": "ch07"}
 
 
