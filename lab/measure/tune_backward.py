@@ -22,7 +22,7 @@ import statistics
 
 from lab import LabError, env
 from lab.cli import positive_count, sizes
-from lab.measure.timing import round_order
+from lab.measure.timing import time_in_rounds
 
 #: tried by default: the autotuning spaces and the tiles next to them (64 x 128 is FlashAttention 3's for dK/dV)
 DKDV = "32x128w8s2,16x128w8s3,32x64w8s2,16x64w4s3,64x128w8s2,64x64w8s2,32x128w8s3,64x128w8s3"
@@ -99,12 +99,9 @@ def sweep(n: int, dkdv: list[dict], dq: list[dict], rounds: int, rep_ms: int, ti
                 row.update(status="wrong", note=f"largest error {worst:.3g} of the largest gradient")
                 continue
             ready.append((row, call, products))
-    times = {id(row): [] for row, _, _ in ready}
-    for turn in range(rounds):
-        for row, call, _ in round_order(ready, turn, rounds):
-            times[id(row)].append(timer(call, warmup=10, rep=rep_ms, return_mode="median"))
-    for row, _, products in ready:
-        row["ms"] = statistics.median(times[id(row)])
+    timed = time_in_rounds(ready, lambda item, _: timer(item[1], warmup=10, rep=rep_ms, return_mode="median"), rounds)
+    for (row, _, products), times in zip(ready, timed, strict=True):
+        row["ms"] = statistics.median(times)
         row["tflops_real"] = products * product / (row["ms"] * 1e-3) / 1e12
     return rows
 

@@ -29,7 +29,7 @@ from lab import REPO_ROOT, LabError, env, store
 from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
 from lab.measure.candidates import Prepared, candidate_fn, timed_call
-from lab.measure.timing import round_order, rounds_text
+from lab.measure.timing import rounds_text, time_in_rounds
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "tuning-race"
 
@@ -183,21 +183,26 @@ class Race:
         from triton.testing import do_bench
 
         timer = self.timer or do_bench
-        times = {id(row): [] for row, _ in ready}
-        for turn in range(self.args.rounds):
+
+        def measure(item, _):
+            row, call = item
+            try:
+                return timer(call, warmup=10, rep=self.args.rep_ms, return_mode="median")
+            except Exception as exc:
+                row.update(status="error", note=_error_note(exc))
+                self.sync()
+                return None
+
+        def deadline(turn) -> bool:
             if self.left() < 10:
                 self.log(f"{n}: deadline, {turn} rounds timed")
-                break
-            for row, call in round_order(ready, turn, self.args.rounds):
-                try:
-                    times[id(row)].append(timer(call, warmup=10, rep=self.args.rep_ms, return_mode="median"))
-                except Exception as exc:
-                    row.update(status="error", note=_error_note(exc))
-                    self.sync()
-            self.log(f"{n}: round {turn + 1}/{self.args.rounds} done")
-        for row, _ in ready:
-            if times[id(row)] and row["status"] == "ok":
-                row.update(ms=statistics.median(times[id(row)]), ms_rounds=rounds_text(times[id(row)]))
+            return self.left() < 10
+
+        timed = time_in_rounds(ready, measure, self.args.rounds, stop=deadline,
+                               after_round=lambda turn, _: self.log(f"{n}: round {turn + 1}/{self.args.rounds} done"))
+        for (row, _), times in zip(ready, timed, strict=True):
+            if times and row["status"] == "ok":
+                row.update(ms=statistics.median(times), ms_rounds=rounds_text(times))
                 row["tflops"] = flops / (row["ms"] * 1e-3) / 1e12
         fa3 = next((r["ms"] for r in self.rows if r["n"] == n and r["variant"] == "fa3" and r["ms"] == r["ms"]), None)
         for row in self.rows:
