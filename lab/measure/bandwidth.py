@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, env, store
-from lab.cli import path_arg, positive_count, sizes
+from lab.cli import module_cli, path_arg, positive_count, sizes
 from lab.folders import writes_folder
 from lab.measure.timing import time_in_rounds
 
@@ -75,7 +75,7 @@ def read_ceiling_gbps(small: int = 256 << 20, large: int = 4 << 30, rep_ms: int 
     words = torch.ones(large // 4, dtype=torch.int32, device="cuda")
     ms = {size: do_bench(lambda size=size: read_sum(words[:size // 4], programs), warmup=5, rep=rep_ms,
                          return_mode="median") for size in (small, large)}
-    del words
+    words = None            # the buffer goes back before the benchmark allocates its own
     torch.cuda.empty_cache()
     return (large - small) / ((ms[large] - ms[small]) * 1e-3) / 1e9
 
@@ -141,8 +141,6 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import module_cli
-
     return module_cli(sys.modules[__name__], "python -m lab bandwidth", argv)
 
 

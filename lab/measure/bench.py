@@ -29,9 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-from lab import REPO_ROOT, LabError, store, units
+from lab import REPO_ROOT, LabError, env, store, units
 from lab.cli import path_arg, positive_count, sizes
 from lab.folders import dataset_lock, set_aside
+from lab.measure import gpuclocks
 from lab.measure.candidates import (  # noqa: F401  (re-exported: lab.measure.bench is where callers look)
     ALL_CANDIDATES,
     CANDIDATES,
@@ -196,8 +197,6 @@ def rebuild(folder: Path) -> int:
 
 def main(args) -> int:
 
-    from lab import env
-
     if args.rebuild is not None:
         return rebuild(args.rebuild)
     if args.rep_ms < args.rounds:
@@ -227,8 +226,7 @@ def _measure(args, caps, candidates: list[str], shapes: list, out_dir: Path) -> 
     import pandas as pd
     from tqdm import tqdm
 
-    from lab.measure import gpuclocks
-    from lab.measure.bandwidth import read_ceiling_gbps   # triton's kernels: loaded when a run starts
+    from lab.measure.bandwidth import read_ceiling_gbps  # triton's kernels: loaded when a run starts
 
     set_aside(out_dir / "measurements.jsonl")  # an earlier run's measurements stay readable, as measurements.1.jsonl
     started = time.time()

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import count_or_zero, path_arg, positive_count, sizes
+from lab.cli import count_or_zero, module_cli, path_arg, positive_count, sizes
 from lab.folders import writes_folder
 from lab.measure.candidates import Shape, candidate_fn
 from lab.measure.timing import rounds_text, time_in_rounds
@@ -481,8 +481,6 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import module_cli
-
     return module_cli(sys.modules[__name__], "python -m lab.measure.flex_decomposition", argv)
 
 

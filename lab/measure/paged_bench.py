@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab import REPO_ROOT, LabError, store
+from lab import REPO_ROOT, LabError, env, store
 from lab.cli import number_or_zero, path_arg, positive_count, sizes
 from lab.folders import set_aside, writes_folder
 from lab.measure import timing
@@ -199,8 +199,6 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
 @writes_folder("--out")
 def main(args) -> int:
     import pandas as pd
-
-    from lab import env
 
     shapes, page_sizes = parse_shapes(args.shapes), sizes(args.page_sizes, option="--page-sizes")
     if any(p & (p - 1) for p in page_sizes):

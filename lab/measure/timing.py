@@ -14,6 +14,7 @@ import statistics
 import time
 
 from lab import LabError
+from lab.measure.attention.switches import DEFAULT_SWITCHES, Switches
 from lab.measure.candidates import (
     MAX_ABS_ERR,
     Shape,
@@ -23,6 +24,7 @@ from lab.measure.candidates import (
     timed_call,
     tuned_config,
 )
+from lab.measure.gpuclocks import row_fields, summarise
 
 
 def copy_bandwidth_gbps(gib: float = 2.0) -> float:
@@ -238,7 +240,6 @@ class _Rounds:
 
 def _summarise(shape: Shape, rows: list[dict], timed: _Rounds, clocks, copy_gbps, ceiling_gbps, dtype) -> None:
     """Median round, FLOP/s, bytes and bandwidth for decode, clock summary, and the rank of each row."""
-    from lab.measure.gpuclocks import row_fields, summarise
 
     for row in rows:
         times = timed.timings.get(row["candidate"], [])
@@ -331,8 +332,6 @@ FA3_STEPS = (
 
 
 def _with_fa3_steps(steps: tuple) -> tuple:
-    from lab.measure.attention.switches import DEFAULT_SWITCHES
-
     kept = dict(steps[-1][1]["switches"])
     for label, change in FA3_STEPS:
         on = all(getattr(DEFAULT_SWITCHES, key) == value for key, value in change.items())
@@ -348,7 +347,6 @@ ABLATION_STEPS = _with_fa3_steps(_BASE_STEPS)
 
 def _ablation_fn(options: dict, q, k, v):
     from lab.measure.attention import launch_policy
-    from lab.measure.attention.switches import Switches
     from lab.measure.attention.teaching import teaching_forward
     from lab.measure.attention.tuned import tuned_forward
 

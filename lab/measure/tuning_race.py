@@ -28,6 +28,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, env, store
 from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
+from lab.measure.attention.switches import Switches
 from lab.measure.candidates import Prepared, candidate_fn, timed_call
 from lab.measure.timing import rounds_text, time_in_rounds
 
@@ -136,7 +137,6 @@ class Race:
         import torch
 
         from lab.measure.attention.reference import attention_flops, attention_torch
-        from lab.measure.attention.switches import Switches
         from lab.measure.attention.tuned import tuned_forward
 
         gen = torch.Generator(device=self.device).manual_seed(n)

@@ -26,8 +26,9 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import path_arg, positive_count
+from lab.cli import module_cli, path_arg, positive_count
 from lab.folders import writes_folder
+from lab.measure import gpuclocks
 from lab.measure.gpuclocks import row_fields, summarise
 from lab.measure.timing import rounds_text, time_in_rounds
 
@@ -125,8 +126,6 @@ def main(args) -> int:
     import pandas as pd
     import torch
 
-    from lab.measure import gpuclocks
-
     ops = [o for o in args.ops.split(",") if o]
     if not ops or any(o not in OPS for o in ops):
         raise LabError(f"--ops must name some of {', '.join(OPS)}; got {args.ops!r}")
@@ -160,8 +159,6 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import module_cli
-
     return module_cli(sys.modules[__name__], "python -m lab.measure.value_dependence", argv)
 
 

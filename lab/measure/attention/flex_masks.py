@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from lab import LabError
+from lab import LabError, env, store
 from lab.cli import number_or_zero, path_arg, positive_count
 from lab.folders import writes_folder
 from lab.measure.timing import rounds_text, time_in_rounds
@@ -303,8 +303,6 @@ def main(args) -> int:
     from pathlib import Path
 
     import pandas as pd
-
-    from lab import env, store
 
     masks = [m for m in args.masks.split(",") if m]
     if unknown := [m for m in masks if m not in MASKS]:
