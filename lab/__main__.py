@@ -11,37 +11,7 @@ import importlib
 import sys
 
 from lab.cli import OneLineParser, flush_stdout, run_command
-
-# command name -> module. Modules that are not importable on this machine are skipped in --help.
-COMMANDS = {
-    "reference": "lab.results.reference",
-    "datasets": "lab.results.data",
-    "env": "lab.env",
-    "hardware": "lab.results.hardware",
-    "device-properties": "lab.measure.device_properties",
-    "bench": "lab.measure.bench",
-    "backward-race": "lab.measure.backward_race",
-    "dram-bytes": "lab.measure.dram_bytes",
-    "kernel-counters": "lab.measure.kernel_counters",
-    "decode-rows": "lab.measure.decode_rows",
-    "bandwidth": "lab.measure.bandwidth",
-    "flex-decomposition": "lab.measure.flex_decomposition",
-    "value-dependence": "lab.measure.value_dependence",
-    "paged-bench": "lab.measure.paged_bench",
-    "vllm-sweep": "lab.measure.vllm.sweep",
-    "vllm-concurrency": "lab.measure.vllm.concurrency",
-    "vllm-tokenizer": "lab.measure.vllm.tokenizer",
-    "vllm-load": "lab.measure.vllm.load",
-    "vllm-interference": "lab.measure.vllm.interference",
-    "vllm-spread": "lab.measure.vllm.spreader",
-    "fit": "lab.results.fit",
-    "capture": "lab.measure.capture",
-    "clock-probe": "lab.measure.clock_probe",
-    "census": "lab.measure.census",
-    "slides": "lab.book.slides",
-    "live-check": "lab.book.live_check",
-    "jupyter-check": "lab.book.jupyter_check",
-}
+from lab.commands import COMMANDS
 
 
 def _load(module_name: str):

@@ -144,11 +144,42 @@ def use_triton_interpreter_without_gpu() -> bool:
     return False
 
 
+#: what ``--get`` prints, one value a shell script can use (an empty answer exits 1)
+FIELDS = ("vllm", "torch", "triton", "versions", "gpu", "gpus")
+
+
+def gpu_count() -> int:
+    """How many CUDA GPUs torch sees here (0 without torch or a GPU)."""
+    if _version("torch") is None:
+        return 0
+    import torch
+    return torch.cuda.device_count()
+
+
+def field(name: str) -> str | None:
+    """One capability by name (:data:`FIELDS`), as text; None when this machine has none."""
+    if name == "gpus":
+        return str(gpu_count())
+    if name == "versions":         # the line a study's console opens with
+        return " ".join(f"{module} {_version(module) or '-'}" for module in ("torch", "triton", "vllm"))
+    if name in ("vllm", "torch", "triton"):
+        return _version(name)      # no torch import for a version: a study asks for vLLM's before anything else
+    return detect().gpu
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the capabilities as JSON")
+    parser.add_argument("--get", choices=FIELDS,
+                        help="print one value only (vLLM's version, the number of GPUs, ...); exit 1 when there is none")
 
 
 def main(args) -> int:
+    if args.get:
+        value = field(args.get)
+        if value is None:
+            return 1
+        print(value)
+        return 0
     caps = detect()
     fa4_version, fa4_why = fa4()
     if args.json:

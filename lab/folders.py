@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lab import LabError
-from lab.store import alive, command_line
+from lab.store import alive, command_line, read_json
 
 # --- one writer per dataset folder -------------------------------------------------------------------
 
@@ -120,7 +120,6 @@ def _acquire(folder: Path, option: str) -> int:
 def check_kind(folder: Path, kinds: tuple[str, ...], option: str = "--out") -> None:
     """Refuse a folder whose ``provenance.json`` records a kind of dataset other than ``kinds`` (the kinds the
     writing tool writes): its files would be mixed with another study's. A folder without one is anyone's."""
-    from lab.store import read_json
 
     path = Path(folder) / "provenance.json"
     if not kinds or not (path.exists() or path.is_symlink()):

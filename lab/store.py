@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lab import REPO_ROOT, LabError
+from lab import REPO_ROOT, LabError, env
 from lab.cli import os_error_reason
 
 DATA_DIR = REPO_ROOT / "data"
@@ -151,7 +151,6 @@ def command_line() -> str:
 def new_provenance(kind: str, *, model: str | None = None, dtype: str | None = None,
                    flags: dict | None = None, command: str | None = None, **extra) -> dict:
     """A provenance record for a run made on this machine now (versions filled in by lab.env)."""
-    from lab import env
 
     caps = env.detect()
     record = {

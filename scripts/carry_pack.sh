@@ -6,6 +6,8 @@
 #
 #   scripts/carry_pack.sh [--vllm .carry] [--fa4 .fa4|none] [--wheels .wheels|none] [--out .trips] [--trip-mb 46]
 #
+# The same as `python -m lab carry pack` (lab/carry.py: standard library only, so any python3 runs it).
 # On the GPU box, once every tN is in one folder: scripts/carry_unpack.sh TRIPS_DIR DEST. --help says more.
 set -euo pipefail
-exec "${PYTHON:-python3}" "$(dirname "$0")/carry.py" pack "$@"
+export PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+exec "${PYTHON:-python3}" -m lab carry pack "$@"

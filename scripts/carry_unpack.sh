@@ -5,6 +5,8 @@
 #
 #   scripts/carry_unpack.sh TRIPS_DIR DEST     # e.g. /tmp/carry (holding t0, t1, ...) /tmp/offline
 #
+# The same as `python -m lab carry unpack` (lab/carry.py: standard library only).
 # Then: scripts/gpu_setup.sh --offline DEST/vllm-bundle DEST/wheels --fa4-wheels DEST/fa4
 set -euo pipefail
-exec "${PYTHON:-python3}" "$(dirname "$0")/carry.py" unpack "$@"
+export PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
+exec "${PYTHON:-python3}" -m lab carry unpack "$@"

@@ -10,7 +10,7 @@
 #                                          # /tmp/live-site) and put it on PYTHONPATH
 #
 # Chapters run in their own kernels under a per-chapter time limit; GPU chapters one at a time, the
-# others beside them. Writes summary.csv, summary.json, provenance.json (python -m lab.book.live_check
+# others beside them. Writes summary.csv, summary.json, provenance.json (python -m lab live-check
 # --help says more). PYTHON picks the interpreter (default .venv/bin/python, else python3). Exit status
 # 0 when every chapter passed, 1 otherwise, 2 on bad input.
 set -euo pipefail
@@ -32,5 +32,5 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 unset LAB_STATIC
 # NVLink multicast stays off for anything the chapters start (vLLM sets it too; this covers the rest)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if [ "${1:-}" = "--jupyter" ]; then shift; exec "$py" -m lab.book.jupyter_check "$@"; fi
-exec "$py" -m lab.book.live_check "$@"
+if [ "${1:-}" = "--jupyter" ]; then shift; exec "$py" -m lab jupyter-check "$@"; fi
+exec "$py" -m lab live-check "$@"

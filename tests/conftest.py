@@ -21,6 +21,14 @@ from lab import env as _env
 _env.use_triton_interpreter_without_gpu()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that needs the built site (the ``built_site`` fixture, directly or through another
+    fixture) ``site``, so ``-m "not site and not browser and not slow"`` is the quick CPU subset (README)."""
+    for item in items:
+        if "built_site" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.site)
+
+
 def _jupyter_book() -> list[str]:
     exe = Path(sys.executable).with_name("jupyter-book")
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "jupyter_book.cli.main"]

@@ -527,6 +527,18 @@ def test_round_order_starts_each_round_elsewhere():
     assert bench.round_order([1, 2], 0, 1) == [1, 2]
 
 
+def test_the_one_rounds_loop_times_every_item_each_round_starting_elsewhere_and_stops_at_a_deadline():
+    from lab.measure.timing import time_in_rounds
+
+    seen, after = [], []
+    items = ["a", "b", "a", "c"]                     # equal items are still timed apart
+    times = time_in_rounds(items, lambda item, turn: seen.append((turn, item)) or (None if item == "c" else turn),
+                           2, after_round=lambda turn, so_far: after.append([len(t) for t in so_far]))
+    assert [item for _, item in seen] == ["a", "b", "a", "c", "a", "c", "a", "b"]
+    assert times == [[0, 1], [0, 1], [0, 1], []] and after == [[1, 1, 1, 0], [2, 2, 2, 0]]
+    assert time_in_rounds(items, lambda item, turn: turn, 5, stop=lambda turn: turn == 2) == [[0, 1]] * 4
+
+
 def test_bench_bars_from_a_table():
     import pandas as pd
 
@@ -548,7 +560,23 @@ def test_bench_bars_from_a_table():
     assert not table["prefill 32k: tuned speed vs fastest torch backend"]["met"]
     assert table["prefill 16k: teaching speed vs fastest torch backend"]["ratio"] == pytest.approx(3 / 7)
     assert table["decode 32k batch 1: tuned speed vs SDPA flash"]["ratio"] == pytest.approx(1.25)
-    assert table["decode 32k batch 16: tuned bandwidth / copy bandwidth"]["met"]
+    assert table["decode 32k batch 16: tuned bandwidth / copy bandwidth"]["met"]   # a run of before 2026-12
+    decode["read_ceiling_gbps"] = 4500.0          # a run now: the share is of the read ceiling, and the bar says so
+    table = {b["bar"]: b for b in bench.bars(prefill, decode)}
+    assert table[bench.READ_BAR]["ratio"] == 0.75 and bench.COPY_BAR not in table
+
+
+def test_a_decode_rows_bandwidth_share_is_of_the_read_ceiling_not_the_copy_rate():
+    from lab.measure import timing
+
+    shape = timing.Shape("decode", 1, 4, 2, 4096, 16)
+    rows = [{"candidate": "ours-tuned", "status": "ok", "seconds": 0.0}]
+    timed = timing._Rounds(shape, None, None, None, 1, sets=None)
+    timed.timings["ours-tuned"] = [{"ms": 0.01}]
+    timing._summarise(shape, rows, timed, None, 3000.0, 4000.0, None)
+    row = rows[0]
+    assert row["bw_fraction"] == pytest.approx(row["gbps"] / 4000.0) and row["copy_gbps"] == 3000.0
+    assert row["read_ceiling_gbps"] == 4000.0
 
 
 def test_bench_without_gpu_says_what_to_do(capsys):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lab import LabError, store
-from lab.measure import backward_race
+from lab.measure import backward_race, timing
 from lab.measure.attention import backward
 from tests.refusals import refused
 
@@ -64,8 +64,8 @@ def test_race_checks_times_and_writes_every_candidate(tmp_path):
 
 def test_rounds_start_at_another_candidate_each_time(tmp_path, monkeypatch):
     order = []
-    monkeypatch.setattr(backward_race, "round_order", lambda items, turn, rounds:
-                        order.append([row["candidate"] for row, _, _ in items[turn:] + items[:turn]])
+    monkeypatch.setattr(timing, "round_order", lambda items, turn, rounds:   # items: (index, (row, forward, step))
+                        order.append([item[0]["candidate"] for _, item in items[turn:] + items[:turn]])
                         or items[turn:] + items[:turn])
     race = _race(_args(tmp_path, rounds=2))
     race.length(40)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,12 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lab import REPO_ROOT, LabError
+from lab import LabError
 from lab.measure import capture, census
-
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-from census_synthetic import write_synthetic  # noqa: E402  (scripts/ is not a package)
-
+from lab.measure.census.synthetic import write_synthetic
 from lab.measure.vllm.server import post
 
 

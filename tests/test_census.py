@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 
 import pytest
 
-from lab import REPO_ROOT, LabError
+from lab import LabError
 from lab.__main__ import main as lab_main
 from lab.measure import census
-
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
-from census_synthetic import write_synthetic  # noqa: E402  (scripts/ is not a package)
+from lab.measure.census.synthetic import write_synthetic
 
 # Real kernel names (as they appear in vLLM / torch.profiler traces on A10G and H200).
 FA2_SPLITKV = ("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
@@ -423,19 +420,18 @@ def test_verify_with_a_malformed_stored_census_is_one_line(tmp_path, capsys, con
     assert "prefill-8.census.json" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_synthetic_benchmark_script_refuses_a_bad_size(capsys):
-    from census_synthetic import main as synthetic_main
-
+def test_synthetic_benchmark_command_refuses_a_bad_size(capsys):
     for bad in ("nan", "0", "-3", "abc"):
         with pytest.raises(SystemExit) as info:
-            synthetic_main(["--bench", bad])
+            lab_main(["census-synthetic", "--bench", bad])
         assert info.value.code == 2
         err = capsys.readouterr().err
-        assert "expected a size in MB" in err and len(err.strip().splitlines()) <= 3 and "Traceback" not in err
+        assert "--bench" in err and "expected a positive number" in err and len(err.strip().splitlines()) == 1
+    assert lab_main(["census-synthetic"]) == 2 and "--bench" in capsys.readouterr().err
 
 
 def test_synthetic_benchmark_runs_on_a_small_trace(capsys):
-    from census_synthetic import bench, print_bench
+    from lab.measure.census.synthetic import bench, print_bench
 
     r = bench(0.2, compare_mb=0.2)
     print_bench(r)

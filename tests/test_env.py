@@ -70,3 +70,21 @@ def test_the_interpreter_follows_an_explicit_choice_and_otherwise_the_gpu(monkey
         assert os.environ["TRITON_INTERPRET"] == choice      # an explicit choice is left as it is
     monkeypatch.delenv("TRITON_INTERPRET")
     assert env.use_triton_interpreter_without_gpu() is (env.detect().gpu is None)
+
+
+def test_lab_core_loads_no_third_party_package():
+    """`python -m lab env` must run on a bare interpreter (issue 33: lab's own imports sit at the top of modules, and
+    core's must stay on the standard library): its import trace holds no numpy, pandas, torch or triton."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "lab", "env", "--get", "vllm"], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    loaded = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines() if "|" in line}
+    assert "lab" in loaded and not loaded & {"numpy", "pandas", "torch", "triton", "vllm"}, sorted(loaded)
+
+
+def test_env_get_prints_one_value_and_exits_1_when_there_is_none():
+    done = subprocess.run([sys.executable, "-m", "lab", "env", "--get", "gpus"], cwd=REPO_ROOT, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip().isdigit()
+    versions = subprocess.run([sys.executable, "-m", "lab", "env", "--get", "versions"], cwd=REPO_ROOT,
+                              capture_output=True, text=True, check=True).stdout.split()
+    assert versions[0::2] == ["torch", "triton", "vllm"]

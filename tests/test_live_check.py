@@ -91,7 +91,7 @@ def test_bad_input_is_one_line():
     done = subprocess.run([str(REPO_ROOT / "scripts" / "check_live.sh"), "--chapters", "nine"], capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin", "PYTHON": str(Path(__import__("sys").executable))})
     assert done.returncode == 2 and done.stderr.strip().startswith(
-        "error: python -m lab.book.live_check: argument --chapters: no chapter 'nine'")
+        "error: python -m lab live-check: argument --chapters: no chapter 'nine'")
 
 
 def test_every_chapter_that_starts_a_vllm_server_has_a_limit_that_covers_a_cold_start():

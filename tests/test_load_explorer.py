@@ -183,7 +183,7 @@ def test_without_the_study_there_is_no_explorer_and_a_note_says_what_is_missing(
     assert lx.load_explorer(root=tmp_path / "h200", local_root=tmp_path / "local") is None
     note = lx.missing_note(root=tmp_path / "h200")
     assert note.startswith("Not measured yet: ") and f"{STUDY}/{WORKLOAD}/ is not on file" in note
-    assert "scripts/h200_load.sh" in note
+    assert "scripts/gpu_run.sh vllm-busy-server" in note
     # a folder holding only an all-at-once point has no load step to show either
     write_arm(tmp_path / "local" / WORKLOAD / "flex_attention-n40", "FLEX_ATTENTION", 9.0, 80.0, 20.0, rates=[])
     assert lx.load_explorer(root=tmp_path / "h200", local_root=tmp_path / "local") is None

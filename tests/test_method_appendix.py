@@ -134,7 +134,15 @@ def test_the_datasets_command_prints_the_same_table_as_markdown():
     lines = [line for line in done.stdout.splitlines() if line.startswith("| `data/")]
     assert len(lines) == len(appendix.data.made_by())
     hopper = next(line for line in lines if "kernels-hopper-race" in line)
-    assert hopper.count(" | ") == 3, "a pipe inside a command must not split the cell"
+    assert hopper.count(" | ") == 4, "a pipe inside a command must not split the cell"
+    assert "`python -m lab tuning-race --out" in hopper, "the script the race ran as is a command now"
+
+
+def test_every_folder_names_the_command_that_makes_it_now():
+    for row in appendix.data.made_by():
+        assert not row["now"].startswith(("scripts/", "python3 ", "python scripts/")), row
+        if row["command"].startswith(("python", "scripts/")):
+            assert row["now"].startswith("python -m lab "), row
 
 
 def test_the_copy_beside_the_read_stream_is_steady_and_the_paged_runs_is_not(facts):

@@ -125,22 +125,22 @@ def test_the_load_study_runs_unchanged_against_two_replicas(tmp_path, model):
     assert sum(b["requests"] for b in prov["server"]["spreader"]["backends"]) == 6
 
 
-# --- scripts/h200x2_load.sh refuses a machine that is not the two-GPU one ----------------------------
+# --- scripts/gpu_run.sh vllm-busy-server-2gpu refuses a machine that is not the two-GPU one ----------
 
 @pytest.mark.parametrize("part, gpus, status, message", [
     ("replicas", "1", 3, "STOP: torch sees 1 GPUs; tp2 and replicas need exactly 2"),
     ("tp2", "4", 3, "STOP: torch sees 4 GPUs"),
     ("replicas", "2", 2, "STOP: python -m lab vllm-load has no --replicas option yet"),
-    ("replica", "2", 2, "usage: OUT=DIR bash"),
+    ("replica", "2", 2, "usage: OUT=DIR scripts/gpu_run.sh vllm-busy-server-2gpu"),
 ])
 def test_the_two_gpu_script_refuses_unless_torch_sees_exactly_two(tmp_path, part, gpus, status, message):
     stub = tmp_path / "python"   # answers the script's questions: vLLM's version, torch's GPU count; nothing else
-    stub.write_text("#!/bin/sh\ncase \"$*\" in\n  *\"version('vllm')\"*) echo 0.26.0 ;;\n"
-                    f"  *device_count*) echo {gpus} ;;\n  *) exit 99 ;;\nesac\n")
+    stub.write_text("#!/bin/sh\ncase \"$*\" in\n  *\"lab env --get vllm\"*) echo 0.26.0 ;;\n"
+                    f"  *\"lab env --get gpus\"*) echo {gpus} ;;\n  *) exit 99 ;;\nesac\n")
     stub.chmod(0o755)
     env = {**os.environ, "PYTHON": str(stub), "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"),
            "VLLM_SITE": str(tmp_path / "no-site")}
-    proc = subprocess.run(["bash", "scripts/h200x2_load.sh", part], cwd=REPO_ROOT, env=env, capture_output=True,
+    proc = subprocess.run(["bash", "scripts/gpu_run.sh", "vllm-busy-server-2gpu", part], cwd=REPO_ROOT, env=env, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == status and message in proc.stdout, proc.stdout + proc.stderr
     assert not list((tmp_path / "out").glob("*.tar.gz"))

@@ -1,16 +1,15 @@
-"""scripts/tune_backward.py on the CPU: every launch checked in Triton's interpreter, then timed in rounds."""
+"""python -m lab tune-backward on the CPU: every launch checked in Triton's interpreter, then timed in rounds."""
 
-import importlib.util
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 
 from lab import REPO_ROOT, LabError
-
-spec = importlib.util.spec_from_file_location("tune_backward", REPO_ROOT / "scripts" / "tune_backward.py")
-tune_backward = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(tune_backward)
+from lab.measure import tune_backward
 
 
 def _timer(fn, warmup, rep, return_mode):
@@ -33,3 +32,13 @@ def test_every_launch_is_checked_then_timed():
 def test_a_malformed_launch_is_refused(text):
     with pytest.raises(LabError):
         tune_backward.parse_launches(text)
+
+
+@pytest.mark.parametrize("command", ["tune-backward", "tune-forward"])
+def test_the_tuning_commands_refuse_a_bad_launch_and_a_cpu_in_one_line(command):
+    cases = [(["--lengths", "16k,x"], "--lengths"), ([], "no CUDA GPU"),
+             (["--dkdv" if command == "tune-backward" else "--launches", "32x128"], "32x128")]
+    for argv, said in cases:
+        done = subprocess.run([sys.executable, "-m", "lab", command, *argv], cwd=REPO_ROOT, capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "TRITON_INTERPRET": "1"})
+        assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

@@ -241,5 +241,5 @@ def missing_note(workload: str = FIXED_WORKLOAD, root: Path = H200_ROOT, study: 
     """What a chapter prints where :func:`load_explorer` returned None."""
     folder = Path(root) / study / workload
     shown = folder.relative_to(DATA_DIR.parent) if folder.is_relative_to(DATA_DIR.parent) else folder
-    return (f"Not measured yet: {shown}/ is not on file (scripts/h200_load.sh measures it; "
+    return (f"Not measured yet: {shown}/ is not on file (scripts/gpu_run.sh vllm-busy-server measures it; "
             f"`python -m lab vllm-load` or the run panel below writes a run of your own).")

@@ -39,7 +39,7 @@ from lab import REPO_ROOT, LabError, env, store
 from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
 from lab.measure.candidates import Prepared, candidate_fn
-from lab.measure.timing import round_order, rounds_text
+from lab.measure.timing import rounds_text, time_in_rounds
 
 CANDIDATES = ("ours", "sdpa-flash", "sdpa-cudnn", "fa4")
 PEERS = CANDIDATES[1:]
@@ -228,25 +228,29 @@ class Race:
             from triton.testing import do_bench as timer
         else:
             timer = self.timer
-        times = {id(row): ([], []) for row, _, _ in ready}
-        for turn in range(self.args.rounds):
+        def measure(item, _):
+            row, forward, step = item
+            if row["status"] != "ok":
+                return None
+            try:   # forward alone, then forward + backward, back to back
+                return (timer(forward, warmup=10, rep=self.args.rep_ms, return_mode="median"),
+                        timer(step, warmup=10, rep=self.args.rep_ms, return_mode="median"))
+            except Exception as exc:
+                row.update(status="error", note=_error_note(exc))
+                self.sync()
+                return None
+
+        def deadline(turn) -> bool:
             if self.left() < 10:
                 self.log(f"{n}: deadline, {turn} rounds timed")
-                break
-            for row, forward, step in round_order(ready, turn, self.args.rounds):
-                if row["status"] != "ok":
-                    continue
-                try:   # forward alone, then forward + backward, back to back
-                    times[id(row)][0].append(timer(forward, warmup=10, rep=self.args.rep_ms, return_mode="median"))
-                    times[id(row)][1].append(timer(step, warmup=10, rep=self.args.rep_ms, return_mode="median"))
-                except Exception as exc:
-                    row.update(status="error", note=_error_note(exc))
-                    self.sync()
-            self.log(f"{n}: round {turn + 1}/{self.args.rounds} done")
+            return self.left() < 10
+
+        timed = time_in_rounds(ready, measure, self.args.rounds, stop=deadline,
+                               after_round=lambda turn, _: self.log(f"{n}: round {turn + 1}/{self.args.rounds} done"))
         flops = backward.backward_flops(1, self.q_heads, n, n, self.head_dim, True)
-        for row, _, _ in ready:
-            fwd, fwdbwd = times[id(row)]
-            if row["status"] != "ok" or not fwd or len(fwd) != len(fwdbwd):
+        for (row, _, _), pairs in zip(ready, timed, strict=True):
+            fwd, fwdbwd = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+            if row["status"] != "ok" or not fwd:
                 continue
             row.update(fwd_ms=statistics.median(fwd), fwdbwd_ms=statistics.median(fwdbwd),
                        fwd_ms_rounds=rounds_text(fwd), fwdbwd_ms_rounds=rounds_text(fwdbwd))

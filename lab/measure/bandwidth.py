@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, env, store
-from lab.cli import path_arg, positive_count, sizes
+from lab.cli import module_cli, path_arg, positive_count, sizes
 from lab.folders import writes_folder
+from lab.measure.timing import time_in_rounds
 
 env.use_triton_interpreter_without_gpu()
 
@@ -62,6 +63,23 @@ def read_sum(words, programs: int):
     return partial.sum()
 
 
+def read_ceiling_gbps(small: int = 256 << 20, large: int = 4 << 30, rep_ms: int = 50) -> float:
+    """This GPU's read ceiling in GB/s, as lab.results.bandwidth defines it (the slope of a read-only stream's
+    time against bytes, far above L2), from two sizes: (large - small) bytes / (its time - small's time). A quick
+    measurement for a run that reports a share of it (``python -m lab bench``); the ceiling the book's pages
+    divide by is the full stream of this command's run of record (data/h200/bandwidth)."""
+    import torch
+    from triton.testing import do_bench
+
+    programs = PROGRAMS_PER_SM * torch.cuda.get_device_properties(0).multi_processor_count
+    words = torch.ones(large // 4, dtype=torch.int32, device="cuda")
+    ms = {size: do_bench(lambda size=size: read_sum(words[:size // 4], programs), warmup=5, rep=rep_ms,
+                         return_mode="median") for size in (small, large)}
+    words = None            # the buffer goes back before the benchmark allocates its own
+    torch.cuda.empty_cache()
+    return (large - small) / ((ms[large] - ms[small]) * 1e-3) / 1e9
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
     parser.add_argument("--sizes", default=SIZES, help=f"buffer sizes in bytes, k/M/G suffixes are powers of 2 (default {SIZES})")
@@ -96,16 +114,18 @@ def main(args) -> int:
     for size in buffer_sizes:   # the kernel reads every word once: its sum must equal torch's
         if read_sum(biggest[:size // 4], programs).item() != expected[size].item():
             raise LabError(f"the read kernel's sum over {size} bytes differs from torch's: not every word was read")
-    times: dict[tuple, list[float]] = {}
     started = time.time()
-    for turn in range(args.rounds):
-        for size in buffer_sizes[turn % len(buffer_sizes):] + buffer_sizes[:turn % len(buffer_sizes)]:
-            words = biggest[:size // 4]
-            calls = {"read": lambda words=words: read_sum(words, programs),
-                     "copy": lambda words=words: copy_dst[:words.numel()].copy_(words)}
-            for kind, call in calls.items():
-                times.setdefault((kind, size), []).append(do_bench(call, warmup=5, rep=args.rep_ms, return_mode="median"))
-        print(f"[bandwidth +{time.time() - started:.0f}s] round {turn + 1}/{args.rounds}", file=sys.stderr, flush=True)
+    def measure(size, _):      # one size in one round: read, then copied
+        words = biggest[:size // 4]
+        return (do_bench(lambda: read_sum(words, programs), warmup=5, rep=args.rep_ms, return_mode="median"),
+                do_bench(lambda: copy_dst[:words.numel()].copy_(words), warmup=5, rep=args.rep_ms, return_mode="median"))
+
+    timed = time_in_rounds(
+        list(buffer_sizes), measure, args.rounds,
+        after_round=lambda turn, _: print(f"[bandwidth +{time.time() - started:.0f}s] round {turn + 1}/{args.rounds}",
+                                          file=sys.stderr, flush=True))
+    times = {(kind, size): [pair[i] for pair in pairs] for size, pairs in zip(buffer_sizes, timed, strict=True)
+             for i, kind in enumerate(("read", "copy"))}
     rows = []
     for (kind, size), ms in sorted(times.items()):
         moved = size * (2 if kind == "copy" else 1)
@@ -121,8 +141,6 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import module_cli
-
     return module_cli(sys.modules[__name__], "python -m lab bandwidth", argv)
 
 

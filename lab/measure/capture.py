@@ -46,7 +46,9 @@ from lab.folders import check_output, dataset_lock
 from lab.measure import gpuclocks
 from lab.measure.trace_store import MAX_TRACE_MB, census_rows, keep_trace, trim_trace, write_rows
 from lab.measure.vllm import arms
+from lab.measure.vllm.probe import make_prompt
 from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event
+from lab.store import new_provenance, write_atomic, write_json_atomic, write_provenance
 
 #: The windows of the reference study, re-measured: prefill at 2k/8k/28k, decode at 2k/28k.
 DEFAULT_WINDOWS = "prefill:2048,prefill:8192,prefill:28672,decode:2048,decode:28672,decode-naive:28672"
@@ -83,7 +85,6 @@ def parse_windows(text: str) -> list[Window]:
 
 def prompt_ids(n: int, salt: int = 0) -> list[int]:
     """A reproducible prompt of ``n`` token ids (the probe's generator); ``salt`` picks another one."""
-    from lab.measure.vllm.probe import make_prompt
 
     return make_prompt(n, seed=1_000_003 * (salt + 1) + n)
 
@@ -259,7 +260,6 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
     (one rank's kernels, its all-reduces in the ``communication`` family) is kept.
     """
     from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
-    from lab.store import new_provenance, write_json_atomic, write_provenance
 
     chosen = arms.known(arm)
     longest = max(w.tokens for w in windows) + decode_tokens * 6 + 64
@@ -335,7 +335,6 @@ def capture_callable(fn, out: Path, *, warmup: int = 1, repeat: int = 1, record_
             fn()
         if cuda:
             torch.cuda.synchronize()
-    from lab.store import write_atomic
 
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "trace.json"

@@ -28,9 +28,12 @@ import sys
 import time
 from pathlib import Path
 
-from lab import REPO_ROOT, LabError, store
-from lab.cli import path_arg, positive_count, positive_number, sizes
+from lab import REPO_ROOT, LabError, env, store
+from lab.cli import module_cli, path_arg, positive_count, positive_number, sizes
 from lab.folders import writes_folder
+from lab.measure.candidates import Shape, timed_call
+from lab.measure.flex_decomposition import random_inputs
+from lab.measure.timing import graph_replay_ms, rotation
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "decode-rows"
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -69,9 +72,6 @@ def measure_point(candidate: str, batch: int, q_heads: int, query_tokens: int, c
     import torch
 
     from lab.measure.attention.reference import attention_torch
-    from lab.measure.candidates import Shape
-    from lab.measure.flex_decomposition import random_inputs
-    from lab.measure.timing import graph_replay_ms, rotation
 
     flops, moved = counts(batch, q_heads, query_tokens, context)
     row = {"candidate": candidate, "rows": q_heads // KV_HEADS * query_tokens, "batch": batch, "context": context,
@@ -92,7 +92,6 @@ def measure_point(candidate: str, batch: int, q_heads: int, query_tokens: int, c
         if query_tokens > 1:  # FA3's varlen call with several query tokens faulted under graph replay (2026-12-01)
             from triton.testing import do_bench
 
-            from lab.measure.candidates import timed_call
             row["ms"] = do_bench(timed_call(fn, *qkv, causal), warmup=10, rep=rep_ms, return_mode="median")
             row["note"] = "eager (do_bench), L2 flushed before each call"
         else:
@@ -123,8 +122,6 @@ def add_arguments(parser) -> None:
 @writes_folder("--out")
 def main(args) -> int:
     import pandas as pd
-
-    from lab import env
 
     candidates = [c for c in args.candidates.split(",") if c]
     unknown = [c for c in candidates if c not in CANDIDATES]
@@ -167,8 +164,6 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import module_cli
-
     return module_cli(sys.modules[__name__], "python -m lab decode-rows", argv)
 
 

@@ -35,8 +35,10 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import path_arg, positive_count, positive_number, sizes
+from lab.cli import module_cli, path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
+from lab.measure import bench
+from lab.measure.flex_decomposition import random_inputs
 from lab.measure.ncu_output import after_markers, metric_value
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "dram-bytes"
@@ -112,9 +114,6 @@ def _marker():
 def child(candidate: str, lengths, q_heads: int, kv_heads: int, head_dim: int) -> int:
     """Warm each length's call up, then run it once inside the NVTX range, after a marker kernel."""
     import torch
-
-    from lab.measure import bench
-    from lab.measure.flex_decomposition import random_inputs
 
     marker, flag = _marker(), torch.zeros(1, device="cuda")
     fn = bench.candidate_fn(candidate, "prefill")
@@ -269,8 +268,6 @@ def _profile_all(args, ncu: str, version: list[str], candidates: list[str], leng
 
 
 def cli(argv=None) -> int:
-    from lab.cli import module_cli
-
     return module_cli(sys.modules[__name__], "python -m lab.measure.dram_bytes", argv)
 
 

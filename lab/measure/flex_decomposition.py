@@ -53,8 +53,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import count_or_zero, path_arg, positive_count, sizes
+from lab.cli import count_or_zero, module_cli, path_arg, positive_count, sizes
 from lab.folders import writes_folder
+from lab.measure.candidates import Shape, candidate_fn
+from lab.measure.timing import rounds_text, time_in_rounds
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "flex-decomposition"
 COLUMNS = ("phase", "batch", "n", "variant", "ms", "ms_rounds", "kv_bytes", "gb_per_s", "tflops", "max_abs_err", "note")
@@ -237,7 +239,6 @@ def variant_fn(name: str, q, k, v, causal: bool):
     """A no-argument callable for one variant, and a function that maps its output to [B, Hq, n_q, d]."""
     import torch
 
-    from lab.measure import bench
 
     flex = _flex()
     mask = flex_block_mask(q.shape[2], k.shape[2], q.device) if causal else None
@@ -261,7 +262,7 @@ def variant_fn(name: str, q, k, v, causal: bool):
         run.keep = pool  # the views need their pool alive
         return run, (lambda out: from_paged(out, q.shape[0]))
     if name in ("sdpa-flash", "sdpa-cudnn"):
-        fn = bench.candidate_fn(name, "prefill" if causal else "decode")
+        fn = candidate_fn(name, "prefill" if causal else "decode")
         return (lambda: fn(q, k, v, causal)), same
     if name == "copy":
         src = torch.cat([k.reshape(-1), v.reshape(-1)])
@@ -333,11 +334,10 @@ def measure_phase(phase: str, batch: int, n: int, variants, rep_ms: int, rounds:
     (``device`` exists for the CPU test of the bookkeeping)."""
     import torch
 
-    from lab.measure import bench
     from lab.measure.attention.reference import attention_flops, attention_torch
 
     causal = phase == "prefill"
-    shape = bench.Shape(phase, batch, q_heads, kv_heads, n, head_dim)
+    shape = Shape(phase, batch, q_heads, kv_heads, n, head_dim)
     q, k, v = random_inputs(batch, q_heads, kv_heads, shape.n_q, n, head_dim, seed=n + 7 * batch, device=device)
     reference = attention_torch(q, k, v, causal)
     kv_bytes = 2 * k.numel() * k.element_size()
@@ -372,13 +372,10 @@ def measure_phase(phase: str, batch: int, n: int, variants, rep_ms: int, rounds:
                 torch.cuda.synchronize()
         progress(f"{phase} b={batch} n={n} {name}: checked in {time.time() - started:.1f} s "
                  f"(max abs err {row['max_abs_err']:.3g})")
-    times = {row["variant"]: [] for row, _ in ready}
-    for turn in range(rounds):
-        for row, fn in bench.round_order(ready, turn, rounds):
-            times[row["variant"]].append(time_call_ms(fn, rep_ms / rounds, flush))
-    for row, _ in ready:
-        row["ms"] = statistics.median(times[row["variant"]])
-        row["ms_rounds"] = bench.rounds_text(times[row["variant"]])
+    timed = time_in_rounds(ready, lambda item, _, flush=flush: time_call_ms(item[1], rep_ms / rounds, flush), rounds)
+    for (row, _), times in zip(ready, timed, strict=True):
+        row["ms"] = statistics.median(times)
+        row["ms_rounds"] = rounds_text(times)
         seconds = row["ms"] * 1e-3
         if row["variant"] == "copy":
             row["gb_per_s"] = 2 * kv_bytes / seconds / 1e9
@@ -484,8 +481,6 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import module_cli
-
     return module_cli(sys.modules[__name__], "python -m lab.measure.flex_decomposition", argv)
 
 

@@ -40,8 +40,9 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import path_arg, positive_number
+from lab.cli import module_cli, path_arg, positive_number
 from lab.folders import dataset_lock
+from lab.measure import backward_race, candidates, flex_decomposition
 from lab.measure.dram_bytes import find_ncu, run_group
 from lab.measure.ncu_output import (  # noqa: F401  (read_dataset, long_rows: where the tests and readers look)
     MARKER,
@@ -84,14 +85,11 @@ def _marker():
 
 def job_call(job: str):
     """A no-argument call of one job on seeded random inputs (K/V from HBM: each job is profiled cold)."""
-    from lab.measure import candidates, flex_decomposition
 
     phase, name, batch, n = parse_job(job)
     n_q = n if phase in ("prefill", "backward") else 1
     q, k, v = flex_decomposition.random_inputs(batch, 28, 4, n_q, n, 128, seed=n + batch)
     if phase == "backward":
-        from lab.measure import backward_race
-
         do = flex_decomposition.random_inputs(batch, 28, 4, n_q, n, 128, seed=n + batch + 1)[0]
         return backward_race.backward_only(name, q, k, v, do)
     if phase == "flexdecode":
@@ -220,8 +218,6 @@ def _profile(args, jobs: list[str], ncu: str, version: list[str], out_dir: Path)
 
 
 def cli(argv=None) -> int:
-    from lab.cli import module_cli
-
     return module_cli(sys.modules[__name__], "python -m lab.measure.kernel_counters", argv)
 
 

@@ -16,15 +16,17 @@ fraction_of_contiguous, max_abs_err, then fraction_of_copy and the launch chosen
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from lab import REPO_ROOT, LabError, store
+from lab import REPO_ROOT, LabError, env, store
 from lab.cli import number_or_zero, path_arg, positive_count, sizes
 from lab.folders import set_aside, writes_folder
+from lab.measure import timing
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "paged-decode"
 EXPERIMENT = "paged-decode"
@@ -40,15 +42,8 @@ def kv_bytes(batch: int, kv_heads: int, n: int, head_dim: int, element_bytes: in
 
 
 def replay_ms(call, sets: list, rep_ms: int) -> float:
-    """Median ms per call replayed from a CUDA graph, cycling through ``sets`` (``call(*set)``)."""
-    from triton.testing import do_bench_cudagraph
-
-    state = {"i": 0}
-
-    def step():
-        state["i"] += 1
-        return call(*sets[state["i"] % len(sets)])
-    return do_bench_cudagraph(step, rep=rep_ms, return_mode="median")
+    """Median ms per ``call(*set)`` replayed from a CUDA graph, cycling through ``sets`` (:func:`timing.replay_ms`)."""
+    return timing.replay_ms([functools.partial(call, *one) for one in sets], rep_ms)
 
 
 def _rotated(first: tuple, nbytes: int, fresh) -> list:
@@ -140,7 +135,6 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
     import torch
 
     from lab.measure.attention.reference import attention_torch
-    from lab.measure.bench import round_order, rounds_text
 
     timer = timer or replay_ms
     q, k, v, kernels = candidates(batch, n, page_sizes, q_heads, kv_heads, device=device, dtype=dtype,
@@ -148,12 +142,12 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
     reference = attention_torch(q, k, v)
     errors = {name: _check(name, call, first, reference, device) for name, _, call, _, first, _ in kernels}
     del reference
-    times = {name: [] for name, *_ in kernels}
-    for turn in range(rounds):
-        for name, _, call, sets, _, _ in round_order(kernels, turn, rounds):
-            times[name].append(timer(call, sets, max(1, rep_ms // rounds)))
-        progress(f"b={batch} n={n}: round {turn + 1}/{rounds} " +
-                 " ".join(f"{name} {t[-1]:.4f} ms" for name, t in times.items()))
+    names = [name for name, *_ in kernels]
+    timed = timing.time_in_rounds(
+        kernels, lambda kernel, _: timer(kernel[2], kernel[3], max(1, rep_ms // rounds)), rounds,
+        after_round=lambda turn, times: progress(f"b={batch} n={n}: round {turn + 1}/{rounds} " + " ".join(
+            f"{name} {t[-1]:.4f} ms" for name, t in zip(names, times, strict=True))))
+    times = dict(zip(names, timed, strict=True))
     nbytes = kv_bytes(batch, kv_heads, n, q.shape[-1])
     ms = {name: statistics.median(t) for name, t in times.items()}
     copy_gbps = 2 * nbytes / (ms["copy"] * 1e-3) / 1e9  # read + write, as lab bench reports a copy
@@ -162,7 +156,7 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
         gbps = (2 if name == "copy" else 1) * nbytes / (ms[name] * 1e-3) / 1e9
         chosen = config()
         rows.append({"kernel": "paged" if name.startswith("paged-") else name, "page_size": page, "batch": batch, "n": n,
-                     "ms": ms[name], "ms_rounds": rounds_text(times[name]), "kv_bytes": nbytes, "gb_per_s": gbps,
+                     "ms": ms[name], "ms_rounds": timing.rounds_text(times[name]), "kv_bytes": nbytes, "gb_per_s": gbps,
                      "copy_gb_per_s": copy_gbps,
                      "fraction_of_contiguous": ms["contiguous"] / ms[name] if name != "copy" else math.nan,
                      "max_abs_err": errors[name], "fraction_of_copy": gbps / copy_gbps if name != "copy" else math.nan,
@@ -205,8 +199,6 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
 @writes_folder("--out")
 def main(args) -> int:
     import pandas as pd
-
-    from lab import env
 
     shapes, page_sizes = parse_shapes(args.shapes), sizes(args.page_sizes, option="--page-sizes")
     if any(p & (p - 1) for p in page_sizes):

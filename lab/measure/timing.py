@@ -14,6 +14,7 @@ import statistics
 import time
 
 from lab import LabError
+from lab.measure.attention.switches import DEFAULT_SWITCHES, Switches
 from lab.measure.candidates import (
     MAX_ABS_ERR,
     Shape,
@@ -23,6 +24,7 @@ from lab.measure.candidates import (
     timed_call,
     tuned_config,
 )
+from lab.measure.gpuclocks import row_fields, summarise
 
 
 def copy_bandwidth_gbps(gib: float = 2.0) -> float:
@@ -69,19 +71,45 @@ def rotation(shape: Shape, first, min_bytes: int = 256 << 20) -> list:
     return sets
 
 
-def graph_replay_ms(fn, sets, rep_ms: int, causal: bool = False) -> float:
-    """Median ms per call of ``fn`` replayed from a CUDA graph (as serving engines run decode),
-    cycling through ``sets`` of inputs. Without a graph, decode at short contexts times Python's
-    launch overhead, not the GPU."""
+def replay_ms(calls: list, rep_ms: int) -> float:
+    """The one CUDA-graph replay: median ms per call of ``calls`` (functions of no arguments, one per input set)
+    captured in a graph and replayed in turn, as serving engines run decode. Cycling through input sets whose
+    bytes exceed L2 makes each call read its K/V from HBM; without a graph, decode at short contexts times
+    Python's launch overhead, not the GPU."""
     from triton.testing import do_bench_cudagraph
 
-    calls = [timed_call(fn, q, k, v, causal) for q, k, v in sets]  # layout changes made before the capture
     state = {"i": 0}
 
     def call():
         state["i"] += 1
         return calls[(state["i"] - 1) % len(calls)]()
     return do_bench_cudagraph(call, rep=rep_ms, return_mode="median")
+
+
+def graph_replay_ms(fn, sets, rep_ms: int, causal: bool = False) -> float:
+    """:func:`replay_ms` of a candidate ``fn`` over ``sets`` of (q, k, v); layout changes made before the capture."""
+    return replay_ms([timed_call(fn, q, k, v, causal) for q, k, v in sets], rep_ms)
+
+
+def time_in_rounds(items: list, measure, rounds: int, *, stop=None, after_round=None) -> list[list]:
+    """The one interleaved-rounds loop: ``measure(item, turn)`` for every item in each of ``rounds`` rounds, each round
+    starting at another item (:func:`round_order`), so drift of the GPU's clocks and heat hits every item alike.
+
+    Returns, in the order of ``items``, the list of what ``measure`` returned for each (one value a round; None,
+    for an item that failed or is skipped, adds nothing). ``stop(turn)`` is asked before each round: true ends
+    the rounds there (a deadline). ``after_round(turn, times)`` runs after each round (progress), ``times`` as
+    returned so far."""
+    times = [[] for _ in items]
+    for turn in range(rounds):
+        if stop is not None and stop(turn):
+            break
+        for index, item in round_order(list(enumerate(items)), turn, rounds):
+            value = measure(item, turn)
+            if value is not None:
+                times[index].append(value)
+        if after_round is not None:
+            after_round(turn, times)
+    return times
 
 
 # --- one shape: check, time in rounds, summarise ------------------------------------------------
@@ -187,27 +215,31 @@ class _Rounds:
 
     def run(self, ready: list, rounds: int, progress, device: str) -> None:
         shape = self.shape
-        for turn in range(rounds):
-            for row, fn in round_order(ready, turn, rounds):
-                if row["status"] != "ok":
-                    continue
-                progress.set_postfix_str(f"{shape.phase} b={shape.batch} n={shape.n} {row['candidate']}: "
-                                         f"round {turn + 1}/{rounds}")
-                started = time.time()
-                try:
-                    self.timings.setdefault(row["candidate"], []).append(self.time(row, fn))
-                except Exception as exc:
-                    if self.clocks is not None and self.clocks.running:
-                        self.clocks.stop()
-                    _failed(row, exc, device)
-                row["seconds"] += time.time() - started
-                if turn == rounds - 1 or row["status"] != "ok":
-                    progress.update(1)
+
+        def measure(item, turn):
+            row, fn = item
+            if row["status"] != "ok":
+                return None
+            progress.set_postfix_str(f"{shape.phase} b={shape.batch} n={shape.n} {row['candidate']}: "
+                                     f"round {turn + 1}/{rounds}")
+            started, timing = time.time(), None
+            try:
+                timing = self.time(row, fn)
+            except Exception as exc:
+                if self.clocks is not None and self.clocks.running:
+                    self.clocks.stop()
+                _failed(row, exc, device)
+            row["seconds"] += time.time() - started
+            if turn == rounds - 1 or row["status"] != "ok":
+                progress.update(1)
+            return timing
+
+        for (row, _), times in zip(ready, time_in_rounds(ready, measure, rounds), strict=True):
+            self.timings.setdefault(row["candidate"], []).extend(times)
 
 
-def _summarise(shape: Shape, rows: list[dict], timed: _Rounds, clocks, copy_gbps, dtype) -> None:
+def _summarise(shape: Shape, rows: list[dict], timed: _Rounds, clocks, copy_gbps, ceiling_gbps, dtype) -> None:
     """Median round, FLOP/s, bytes and bandwidth for decode, clock summary, and the rank of each row."""
-    from lab.measure.gpuclocks import row_fields, summarise
 
     for row in rows:
         times = timed.timings.get(row["candidate"], [])
@@ -223,7 +255,10 @@ def _summarise(shape: Shape, rows: list[dict], timed: _Rounds, clocks, copy_gbps
                 row["bytes"] = shape.min_bytes()
                 row["gbps"] = row["bytes"] / (row["ms"] * 1e-3) / 1e9
                 row["copy_gbps"] = copy_gbps
-                row["bw_fraction"] = row["gbps"] / copy_gbps if copy_gbps else math.nan
+                # the share of the read ceiling, the denominator every page divides a read rate by (until
+                # 2026-12 this was the share of the copy rate: such rows have no read_ceiling_gbps)
+                row["read_ceiling_gbps"] = ceiling_gbps
+                row["bw_fraction"] = row["gbps"] / ceiling_gbps if ceiling_gbps else math.nan
         if row["candidate"] == "ours-tuned":
             row["config"] = tuned_config(shape, dtype)
         if "seconds" in row:
@@ -237,13 +272,16 @@ def _summarise(shape: Shape, rows: list[dict], timed: _Rounds, clocks, copy_gbps
 
 
 def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, copy_gbps: float | None = None,
-                  device: str = "cuda", timer=None, dtype=None, clocks=None, rounds: int = 3) -> list[dict]:
+                  device: str = "cuda", timer=None, dtype=None, clocks=None, rounds: int = 3,
+                  ceiling_gbps: float | None = None) -> list[dict]:
     """Check every candidate on one shape, then time them in interleaved rounds; one row per candidate.
 
     Each of ``rounds`` rounds times every candidate for ``rep_ms / rounds`` ms, each round starting at a
     different candidate; a row's ``ms`` is the median over the rounds and ``ms_rounds`` lists them.
     ``device``, ``timer`` and ``dtype`` exist for the CPU test of this function (interpreter, fp16).
-    Without ``copy_gbps`` (a live cell), a decode row's bandwidth share is left empty. ``clocks`` (a
+    A decode row's ``bw_fraction`` is its K/V read rate over ``ceiling_gbps`` (the GPU's read ceiling,
+    :func:`lab.measure.bandwidth.read_ceiling_gbps`); ``copy_gbps`` is stored beside it for reference. Without
+    ``ceiling_gbps`` (a live cell) the share is left empty. ``clocks`` (a
     :class:`lab.measure.gpuclocks.ClockSampler`) samples the GPU while each candidate is timed: a timing
     taken at a power-capped clock says so in its row.
     """
@@ -260,7 +298,7 @@ def measure_shape(shape: Shape, candidates, rep_ms: int = 50, progress=None, cop
     if device == "cuda":
         import torch
         torch.cuda.empty_cache()
-    _summarise(shape, rows, timed, clocks, copy_gbps, qkv[0].dtype)
+    _summarise(shape, rows, timed, clocks, copy_gbps, ceiling_gbps, qkv[0].dtype)
     return rows
 
 
@@ -294,8 +332,6 @@ FA3_STEPS = (
 
 
 def _with_fa3_steps(steps: tuple) -> tuple:
-    from lab.measure.attention.switches import DEFAULT_SWITCHES
-
     kept = dict(steps[-1][1]["switches"])
     for label, change in FA3_STEPS:
         on = all(getattr(DEFAULT_SWITCHES, key) == value for key, value in change.items())
@@ -311,7 +347,6 @@ ABLATION_STEPS = _with_fa3_steps(_BASE_STEPS)
 
 def _ablation_fn(options: dict, q, k, v):
     from lab.measure.attention import launch_policy
-    from lab.measure.attention.switches import Switches
     from lab.measure.attention.teaching import teaching_forward
     from lab.measure.attention.tuned import tuned_forward
 
@@ -355,9 +390,10 @@ def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int, rounds: int = 3) 
         rows.append(row)
         if err <= MAX_ABS_ERR:
             ready.append((row, fn))
-    for turn in range(rounds):
-        for row, fn in round_order(ready, turn, rounds):
-            row["times"].append(do_bench(fn, warmup=10, rep=max(1, rep_ms // rounds), return_mode="median"))
+    timed = time_in_rounds(ready, lambda item, _: do_bench(item[1], warmup=10, rep=max(1, rep_ms // rounds),
+                                                           return_mode="median"), rounds)
+    for (row, _), times in zip(ready, timed, strict=True):
+        row["times"] = times
     for row in rows:
         times = row.pop("times")
         if times:

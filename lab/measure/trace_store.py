@@ -13,6 +13,9 @@ import shutil
 from pathlib import Path
 
 from lab import LabError
+from lab.folders import check_output
+from lab.measure import census as cz
+from lab.store import write_atomic, write_json_atomic
 
 #: Per-trace size limit for committing a trace; above it the trace is trimmed.
 MAX_TRACE_MB = 5.0
@@ -23,9 +26,6 @@ def trim_trace(src: Path, dst: Path) -> dict:
 
     ``dst`` is written through a temporary file: a source that cannot be read leaves it as it was.
     """
-    from lab.folders import check_output
-    from lab.measure import census as cz
-    from lab.store import write_atomic
 
     src, dst = Path(src), Path(dst)
     check_output(dst, "--out", [("the trace being trimmed", src)])
@@ -61,8 +61,6 @@ def keep_trace(raw: Path, dest: Path, *, phase: str = "all", max_mb: float = MAX
 
     Returns a summary row. The census is computed on the stored file, so it reproduces exactly.
     """
-    from lab.measure import census as cz
-    from lab.store import write_atomic, write_json_atomic
 
     with open(raw, "rb") as fh:
         gz = fh.read(2) == b"\x1f\x8b"
@@ -123,8 +121,6 @@ def census_rows(result: dict, phase: str, tokens: int, arm: str) -> list[dict]:
 def write_rows(path: Path, rows: list[dict]) -> Path:
     """Write census rows as CSV through a temporary file (plain csv: the GPU box may lack pandas)."""
     import csv
-
-    from lab.store import write_atomic
 
     def write(tmp: Path) -> None:
         with open(tmp, "w", newline="", encoding="utf-8") as fh:

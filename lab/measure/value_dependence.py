@@ -26,8 +26,11 @@ import time
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError, store
-from lab.cli import path_arg, positive_count
+from lab.cli import module_cli, path_arg, positive_count
 from lab.folders import writes_folder
+from lab.measure import gpuclocks
+from lab.measure.gpuclocks import row_fields, summarise
+from lab.measure.timing import rounds_text, time_in_rounds
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "value-dependence"
 COLUMNS = ("op", "inputs", "ms", "ms_rounds", "sm_mhz", "power_w", "clock_limit")
@@ -73,8 +76,6 @@ def relative_error(out, ref) -> float:
 def measure_op(op: str, rep_ms: int, rounds: int, clocks=None, timer=None, device: str = "cuda",
                progress=print, **sizes) -> list[dict]:
     """Check, then time one op on every input set in interleaved rounds; one row per input set."""
-    from lab.measure import bench
-    from lab.measure.gpuclocks import row_fields, summarise
 
     if timer is None:
         from triton.testing import do_bench as timer
@@ -89,18 +90,22 @@ def measure_op(op: str, rep_ms: int, rounds: int, clocks=None, timer=None, devic
                "clock_limit": "not sampled", "times": [], "samples": []}
         rows.append(row)
         ready.append((row, call))
-    for turn in range(rounds):
-        for row, call in bench.round_order(ready, turn, rounds):
-            if clocks is not None:
-                clocks.start()
-            row["times"].append(timer(call, warmup=25, rep=max(1, rep_ms // rounds), return_mode="median"))
-            if clocks is not None:
-                clocks.stop()
-                row["samples"] += clocks.samples
+    def measure(item, _):
+        row, call = item
+        if clocks is not None:
+            clocks.start()
+        ms = timer(call, warmup=25, rep=max(1, rep_ms // rounds), return_mode="median")
+        if clocks is not None:
+            clocks.stop()
+            row["samples"] += clocks.samples
+        return ms
+
+    for (row, _), times in zip(ready, time_in_rounds(ready, measure, rounds), strict=True):
+        row["times"] = times
     for row in rows:
         times, samples = row.pop("times"), row.pop("samples")
         row["ms"] = statistics.median(times)
-        row["ms_rounds"] = bench.rounds_text(times)
+        row["ms_rounds"] = rounds_text(times)
         if clocks is not None:
             fields = row_fields(summarise(samples))
             row.update(sm_mhz=fields["sm_mhz"], power_w=fields["power_w"], clock_limit=fields["clock_limit"])
@@ -120,8 +125,6 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     import pandas as pd
     import torch
-
-    from lab.measure import gpuclocks
 
     ops = [o for o in args.ops.split(",") if o]
     if not ops or any(o not in OPS for o in ops):
@@ -156,8 +159,6 @@ def main(args) -> int:
 
 
 def cli(argv=None) -> int:
-    from lab.cli import module_cli
-
     return module_cli(sys.modules[__name__], "python -m lab.measure.value_dependence", argv)
 
 

@@ -221,7 +221,7 @@ def matmul_launches(root: Path = DATA_DIR, window: str = "prefill-28672"):
                 rows.append({"gpu": gpu_label(ds), "backend": backend, "kernel": kernel["name"],
                              "launches": kernel["count"], "ms_per_launch": kernel["ms"] / kernel["count"]})
     if not rows:
-        raise LabError(f"{root}: no census of window {window!r}; capture it with scripts/h200_capture.sh")
+        raise LabError(f"{root}: no census of window {window!r}; capture it with scripts/gpu_run.sh vllm-traces")
     table = pd.DataFrame(rows)
     wide = table.pivot_table(index=["gpu", "kernel"], columns="backend", values=["launches", "ms_per_launch"])
     wide.columns = [f"{backend}: {what.replace('_', ' ')}" for what, backend in wide.columns]

@@ -19,8 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab import LabError
+from lab.measure.vllm.arms import Arm
+from lab.results.bandwidth import bandwidth_ceiling, ceiling, short_name
 from lab.results.data import DATA_DIR, datasets
 from lab.results.facts import Fact
+from lab.results.modelshape import qwen25_7b
 
 #: The committed H200 concurrency study.
 H200_STUDY = "h200/vllm0.26-qwen2.5-7b-concurrency"
@@ -29,8 +32,6 @@ COLUMNS = ("arm", "context", "concurrency", "admitted", "itl_ms", "decode_tok_s"
 
 
 def _shape(shape=None):
-    from lab.results.modelshape import qwen25_7b
-
     return shape or qwen25_7b()
 
 
@@ -47,7 +48,6 @@ def kv_bytes_per_step(batch: int, context: int, shape=None, bytes_per_element: i
 
 def kv_bytes_per_element(arm_label: str) -> int:
     """Bytes per cached key or value element of an arm: 1 for an FP8 KV cache, 2 (bf16) otherwise."""
-    from lab.measure.vllm.arms import Arm
 
     return 1 if Arm.parse(arm_label).kv_cache_dtype.startswith("fp8") else 2
 
@@ -62,7 +62,6 @@ def floor_step_s(batch: int, context: int, bandwidth: float, shape=None, kv_byte
 def floor_fact(batch: int, context: int, gpu: str = "H200-SXM", root: Path | None = None) -> Fact:
     """:func:`floor_step_s` of Qwen2.5-7B over the GPU's bandwidth ceiling, in ms, as the fact every page quotes
     (not measured while the ceiling is not)."""
-    from lab.results.bandwidth import bandwidth_ceiling, short_name
 
     ceiling = bandwidth_ceiling(gpu, root)
     return Fact(1e3 * floor_step_s(batch, context, ceiling.value) if ceiling.measured else None, ceiling.source,
@@ -77,7 +76,6 @@ def kv_bound_batch(context: int, shape=None) -> float:
 
 def floor_bandwidth(gpu: str = "H200-SXM", root: Path | None = None) -> tuple[float, str]:
     """(B/s, where from) the floor divides by: the GPU's one bandwidth ceiling (lab.results.bandwidth)."""
-    from lab.results.bandwidth import bandwidth_ceiling, ceiling
 
     return ceiling(gpu, root), bandwidth_ceiling(gpu, root).source
 

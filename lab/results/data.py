@@ -16,6 +16,7 @@ from typing import Any
 
 from lab import LabError
 from lab.cli import os_error_reason, path_arg
+from lab.commands import command_now
 from lab.store import DATA_DIR, KINDS, LOCAL_DIR, read_json, read_jsonl, validate_provenance  # noqa: F401  (LOCAL_DIR: part of this module's face)
 
 
@@ -224,7 +225,9 @@ def load_sweeps(root: Path = DATA_DIR):
 def made_by(root: Path = DATA_DIR) -> list[dict]:
     """Every committed data folder under ``root`` (a reader's own runs under data/local/ left out) with the command
     that made it, from its provenance.json: folder (relative to ``root``), kind, date (UTC, to the minute),
-    command, and the code's commit where the run recorded one ("" otherwise)."""
+    command (as it was run and recorded), now (the same command as it is spelled today,
+    :func:`lab.commands.command_now`: a script that became a ``python -m lab`` command, a module renamed), and the
+    code's commit where the run recorded one ("" otherwise)."""
     rows = []
     for ds in datasets(root=root):
         folder = ds.path.relative_to(root).as_posix()
@@ -232,7 +235,8 @@ def made_by(root: Path = DATA_DIR) -> list[dict]:
             continue
         p = ds.provenance
         rows.append({"folder": folder, "kind": p["kind"], "date": str(p.get("date", ""))[:16].replace("T", " "),
-                     "command": str(p.get("command", "")), "code": str(p.get("code", "")).removeprefix("commit ")})
+                     "command": str(p.get("command", "")), "now": command_now(str(p.get("command", ""))),
+                     "code": str(p.get("code", "")).removeprefix("commit ")})
     return rows
 
 
@@ -248,11 +252,12 @@ def main(args) -> int:
         raise LabError(f"--root {args.root}: {'is a file' if args.root.exists() else 'no such folder'}; "
                        "expected the data folder (default data/)")
     if args.commands:
-        print("| data folder | kind | date (UTC) | command |\n| --- | --- | --- | --- |")
+        print("| data folder | kind | date (UTC) | command (as run) | command now |\n| --- | --- | --- | --- | --- |")
         for row in made_by(args.root):
             if args.kind in (None, row["kind"]):
-                command = row["command"].replace("|", "\\|")  # a pipe inside a command would end the cell
-                print(f"| `data/{row['folder']}` | {row['kind']} | {row['date']} | `{command}` |")
+                run, now = (row[key].replace("|", "\\|") for key in ("command", "now"))  # a pipe would end the cell
+                print(f"| `data/{row['folder']}` | {row['kind']} | {row['date']} | `{run}` | "
+                      f"{'same' if now == run else f'`{now}`'} |")
         return 0
     found, broken = scan(kind=args.kind, root=args.root)
     for ds in found:

@@ -19,6 +19,7 @@ import numpy as np
 
 from lab import LabError
 from lab.cli import text_arg
+from lab.results.data import SWEEP_COLUMNS, load
 
 # Fitting in thousands of tokens keeps the normal equations well conditioned (n² reaches 1e10).
 _SCALE = 1000.0
@@ -186,8 +187,6 @@ def _numeric(table, columns, where):
 
 
 def main(args) -> int:
-    from lab.results.data import SWEEP_COLUMNS, load
-
     if not 0 < args.confidence < 1:      # also refuses nan
         raise LabError(f"--confidence {args.confidence}: expected a level between 0 and 1, e.g. 0.95")
     at = _lengths(args.at)

@@ -33,10 +33,13 @@ from pathlib import Path
 
 from lab import LabError
 from lab.measure.vllm.arms import FLEX
+from lab.results import census_windows as cd
 from lab.results.bandwidth import ceiling as ceiling_of
 from lab.results.bandwidth import percent_of_ceiling, short_name
 from lab.results.data import DATA_DIR, load
 from lab.results.facts import Fact
+from lab.results.hardware import device
+from lab.results.modelshape import qwen25_7b
 
 DATASET = "h200/flex-decomposition"
 FILE = "flex_decomposition.csv"
@@ -172,9 +175,6 @@ class VllmFlex:
 
 def vllm_flex(root: Path = DATA_DIR, backend: str = "FlexAttention", arm: str = FLEX.label) -> VllmFlex:
     """Attention time and rate of vLLM's arm from the H200 census windows (None where not captured)."""
-    from lab.results import census_windows as cd
-    from lab.results.hardware import device
-    from lab.results.modelshape import qwen25_7b
     from lab.results.roofline import model_phase
 
     try:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab import REPO_ROOT, LabError
+from lab import REPO_ROOT, LabError, env
 from lab.cli import path_arg
+from lab.folders import dataset_lock
 from lab.measure import ceilings as measured_ceilings
 from lab.measure.ceilings import (  # noqa: F401  (the measured side of this module's face)
     CPU_SIZES,
@@ -22,13 +23,12 @@ from lab.measure.ceilings import (  # noqa: F401  (the measured side of this mod
     quick_cpu_ceilings,
     write_measurement,
 )
-from lab.results import units
+from lab.results import data, units
 
 
 def measure(*args, **kwargs) -> Ceilings:
     """:func:`lab.measure.ceilings.measure`, and on a GPU a note of what it measured for
     ``lab.book.live_check`` (``lab.env.note_live``: nothing happens unless a check is running)."""
-    from lab import env
 
     result = measured_ceilings.measure(*args, **kwargs)
     if not result.name.startswith("CPU"):
@@ -251,7 +251,6 @@ def spec_table():
 
 def load_measurement(folder: str | Path) -> Ceilings | None:
     """Ceilings from a measurement dataset folder (e.g. data/h200/hardware), or None when it is not there."""
-    from lab.results import data
 
     path = Path(folder)
     if not path.is_absolute():
@@ -309,8 +308,6 @@ def main(args) -> int:
                 print(f"  note: {dev.note}")
     if not args.measure:
         return 0
-    from lab.folders import dataset_lock
-    from lab.results import data
 
     out = Path(args.out) if args.out else data.LOCAL_DIR / "hardware"
     with dataset_lock(out, kinds=("hardware",)):        # taken first: a folder that cannot be written is refused before minutes of timing
@@ -333,5 +330,4 @@ def main(args) -> int:
 
 
 def _has_gpu() -> bool:
-    from lab import env
     return env.detect().has_gpu

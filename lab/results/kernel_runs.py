@@ -242,7 +242,7 @@ def failed_allocation_gib(note: str) -> float | None:
 
 
 def sdpa_hook_probe(console: str) -> dict:
-    """What the console of the ``sdpa-fa4`` probe (scripts/h200_parts.sh) says for each implementation handed to
+    """What the console of the ``sdpa-fa4`` probe (python -m lab probe sdpa-fa4, in scripts/gpu_run.sh kernel-parts) says for each implementation handed to
     ``torch.nn.attention.activate_flash_attention_impl``: impl -> {"ok": bool, "detail": max abs error vs fp32
     (float) when it ran, else the exception's name and message}. Lines of other parts are ignored."""
     import re
@@ -260,7 +260,7 @@ def sdpa_hook_probe(console: str) -> dict:
     return found
 
 
-#: The tuning race of the tuned kernel's variants (scripts/race_tuned.py), FA3 timed beside them.
+#: The tuning race of the tuned kernel's variants (python -m lab tuning-race), FA3 timed beside them.
 TUNING_RACE = "h200/kernels-tuning-race"
 
 

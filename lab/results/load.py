@@ -17,6 +17,8 @@ from pathlib import Path
 
 from lab import LabError
 from lab.measure.vllm.arms import Arm
+from lab.measure.vllm.bench import Point, check_result
+from lab.measure.vllm.probe import per_token_gaps, percentile, read_records
 from lab.store import DATA_DIR, read_json
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -52,7 +54,6 @@ def point_row(result: dict, source: Path) -> dict:
 
 def read_result(path: Path) -> dict:
     """One kept ``vllm bench serve`` result, checked again as it enters (LabError naming what is wrong)."""
-    from lab.measure.vllm.bench import Point, check_result
 
     result = read_json(path)
     fields = result if isinstance(result, dict) else {}   # check_result names what a non-object is
@@ -182,7 +183,6 @@ def agreement(folder: Path) -> dict:
     weighs every request. Medians are returned beside them. Returns the values (ms), the ratios
     bench/probe of the means and ``within`` (both within 5 %); ``measured`` False when either side is missing.
     """
-    from lab.measure.vllm.probe import per_token_gaps, percentile
 
     folder = Path(folder)
     serial = folder / "rate-inf-c1.json"
@@ -206,7 +206,6 @@ def agreement(folder: Path) -> dict:
 def probe_requests(folder: Path) -> list[dict]:
     """The probe's measured requests in a load folder (``probe.jsonl``: finished, the warm-up left out); none
     when the file is not there."""
-    from lab.measure.vllm.probe import read_records
 
     probe = Path(folder) / "probe.jsonl"
     if not probe.exists():

@@ -11,8 +11,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab import REPO_ROOT, LabError
+from lab import REPO_ROOT, LabError, store
 from lab.cli import path_arg
+from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.arms import FLASH, FLEX
 
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "reference" / "inference-wall-part8"
@@ -319,8 +320,6 @@ def build_reference_dataset(source: Path = DEFAULT_SOURCE, out: Path = DEFAULT_O
     """Parse the study's files in ``source`` and write the dataset folder ``out``."""
     import pandas as pd
 
-    from lab import store
-
     source = Path(source)
     if source.is_file():
         raise LabError(f"{source}: is a file; --source takes the study's folder (holding s1.log, s3.log, FACTS.md)")
@@ -365,8 +364,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from lab.folders import check_output, dataset_lock
-
     resolved = Path(args.out).resolve()
     shown = resolved.relative_to(REPO_ROOT) if resolved.is_relative_to(REPO_ROOT) else args.out
     check_output(Path(args.out), "--out", [("--source", Path(args.source))])

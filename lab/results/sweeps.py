@@ -23,11 +23,15 @@ import numpy as np
 
 from lab import LabError
 from lab.measure.vllm import arms
-from lab.results import reference
+from lab.results import data, reference
 from lab.results.bandwidth import bandwidth_ceiling, short_name, slope_rate
+from lab.results.concurrency import floor_step_s, kv_bytes_per_step
 from lab.results.data import DATA_DIR, load, load_sweeps
 from lab.results.facts import Fact
 from lab.results.fit import decode_growth, fit_quadratic, ok_rows
+from lab.results.hardware import match_device
+from lab.results.modelshape import qwen25_7b
+from lab.results.roofline import model_phase, roof
 
 A10G_STUDY = reference.DATASET
 SHARE_AT = (2048, 8192, 32768)
@@ -175,14 +179,10 @@ def fit_summary(table, study: str):
 
 
 def _shape():
-    from lab.results.modelshape import qwen25_7b
-
     return qwen25_7b()
 
 
 def _device(gpu_name: str):
-    from lab.results.hardware import match_device
-
     device = match_device(gpu_name)
     if device is None:
         raise LabError(f"no datasheet figures for {gpu_name!r} in lab.results.hardware; the floor cannot be drawn")
@@ -199,8 +199,6 @@ def floors(gpu_name: str, lengths, gpus: int = 1) -> dict:
     With ``gpus`` > 1 (tensor parallel) each GPU holds 1/gpus of the weights and of the KV heads and
     works at the same time, so both floors divide by the GPU count; communication is not in the floor.
     """
-    from lab.results.concurrency import floor_step_s, kv_bytes_per_step
-    from lab.results.roofline import model_phase, roof
 
     device, shape = _device(gpu_name), _shape()
     one = roof(device)
@@ -290,7 +288,6 @@ def kv_read_pct_fact(table, study: str, arm: str) -> Fact:
 def h200_sweeps(root: Path | None = None):
     """Committed rows of the H200 default-settings study with a measured TTFT (its variants and readers'
     data/local runs left out), or None when there are none."""
-    from lab.results import data
 
     try:
         table = data.load_sweeps() if root is None else data.load_sweeps(root)

@@ -1,4 +1,4 @@
-"""What the forward kernel's tuning runs say (``scripts/tune_kernels.py``, data/h200/kernels/tuning_forward.csv).
+"""What the forward kernel's tuning runs say (``python -m lab tune-forward``, data/h200/kernels/tuning_forward.csv).
 
 Two questions a reader of a benchmark should ask, answered from the same files:
 
@@ -133,7 +133,7 @@ TABLE_COLUMNS = ("round", "code", "shape", "setting", "variant", "tma", "ms", "m
 
 
 def log_rows(lines, round_no: int, code: str, variant: str = "plain") -> list[dict]:
-    """The lines of one ``tune.jsonl`` (scripts/tune_kernels.py) as rows of tuning_forward.csv."""
+    """The lines of one ``tune.jsonl`` (python -m lab tune-forward) as rows of tuning_forward.csv."""
     import json
     import re
 
@@ -187,7 +187,7 @@ def register_cap_pairs(tuning, shape: str = "prefill 16k"):
 
 
 def race_best(race, reference: str = "fa3"):
-    """The fastest variant of the tuned kernel at each length of a tuning race (scripts/race_tuned.py,
+    """The fastest variant of the tuned kernel at each length of a tuning race (python -m lab tuning-race,
     race.csv), against ``reference`` timed in the same race: one row per n with variant, ms, reference_ms and
     vs_reference (reference ms / variant ms), and how many variants ran and failed."""
     import pandas as pd
@@ -208,7 +208,7 @@ def race_best(race, reference: str = "fa3"):
 
 
 def race_vs(race, variants, reference: str = "fa3"):
-    """Each of ``variants`` at each length of a race (scripts/race_tuned.py, race.csv), against ``reference``
+    """Each of ``variants`` at each length of a race (python -m lab tuning-race, race.csv), against ``reference``
     timed in the same race: one row per (n, variant) in the order given, with ms, vs_reference (reference ms
     / variant ms) and the largest error against the fp32 reference. A variant missing or not timed at some
     length is an error (a table of this race would silently lose a row)."""

@@ -23,10 +23,12 @@ through SDPA (flash for plain causal; a dense mask for the efficient and cuDNN b
 from __future__ import annotations
 
 import math
+import statistics
 
-from lab import LabError
+from lab import LabError, env, store
 from lab.cli import number_or_zero, path_arg, positive_count
 from lab.folders import writes_folder
+from lab.measure.timing import rounds_text, time_in_rounds
 
 #: The sliding window the book uses: each query sees itself and the previous WINDOW - 1 keys.
 WINDOW = 2048
@@ -241,11 +243,7 @@ def time_mask(name: str, n: int, rep_ms: int = 90, rounds: int = 3, q_heads: int
     ``device``, ``dtype`` and ``timer`` (in place of triton's do_bench) exist for the CPU test, which
     runs FlexAttention uncompiled.
     """
-    import statistics
-
     import torch
-
-    from lab.measure.bench import round_order, rounds_text
 
     if timer is None:
         from triton.testing import do_bench as timer
@@ -272,14 +270,13 @@ def time_mask(name: str, n: int, rep_ms: int = 90, rounds: int = 3, q_heads: int
             continue
         ready.append((row, call))
     del reference
-    times = {row["impl"]: [] for row, _ in ready}
-    for turn in range(rounds):
-        for row, call in round_order(ready, turn, rounds):
-            times[row["impl"]].append(timer(call, warmup=5, rep=max(1, rep_ms // rounds), return_mode="median"))
-        progress(f"{name} n={n}: round {turn + 1}/{rounds} " + " ".join(f"{i} {t[-1]:.3f} ms" for i, t in times.items()))
-    for row, _ in ready:
-        row["ms"] = statistics.median(times[row["impl"]])
-        row["ms_rounds"] = rounds_text(times[row["impl"]])
+    timed = time_in_rounds(
+        ready, lambda item, _: timer(item[1], warmup=5, rep=max(1, rep_ms // rounds), return_mode="median"), rounds,
+        after_round=lambda turn, times: progress(f"{name} n={n}: round {turn + 1}/{rounds} " + " ".join(
+            f"{row['impl']} {t[-1]:.3f} ms" for (row, _), t in zip(ready, times, strict=True))))
+    for (row, _), times in zip(ready, timed, strict=True):
+        row["ms"] = statistics.median(times)
+        row["ms_rounds"] = rounds_text(times)
         row["tflops_effective"] = attention_flops_masked(1, q_heads, head_dim, visible) / (row["ms"] * 1e-3) / 1e12
     if device == "cuda":
         torch.cuda.empty_cache()
@@ -306,8 +303,6 @@ def main(args) -> int:
     from pathlib import Path
 
     import pandas as pd
-
-    from lab import env, store
 
     masks = [m for m in args.masks.split(",") if m]
     if unknown := [m for m in masks if m not in MASKS]:

@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 
 from lab import REPO_ROOT
+from lab.store import write_json_atomic
 
 CACHE_DIR = REPO_ROOT / "data" / "local" / "launch-cache"
 #: The committed benchmark whose picks seed the cache on the same GPU model.
@@ -116,7 +117,6 @@ def remember(gpu: str | None, key: str, launch: dict) -> None:
     """Keep a pick (written at once, atomically: a crash never leaves half a file)."""
     if gpu is None or not enabled():
         return
-    from lab.store import write_json_atomic
 
     with _lock:
         table = _table(gpu)

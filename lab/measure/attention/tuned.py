@@ -201,7 +201,7 @@ def _set_tma_blocks(nargs):
 #: The first one caps registers at 128 per thread: with 8 warps and 2 stages two programs then fit on
 #: one multiprocessor (registers and shared memory both allow it), and while one does its softmax
 #: the other keeps the tensor cores busy. Without the cap the same launch needs ~184 registers and runs
-#: alone on its multiprocessor (scripts/tune_kernels.py prints both).
+#: alone on its multiprocessor (python -m lab tune-forward prints both).
 TUNED_CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s, maxnreg=regs, pre_hook=_set_tma_blocks)
     for bm, bn, w, s, regs in [(128, 64, 8, 2, 128), (128, 128, 8, 3, None), (128, 64, 8, 3, None),

@@ -20,7 +20,7 @@ annotations) so a decode census can keep only single-token steps: ``--phase deco
 
 The package: ``rules`` (families, name and launcher rules), ``reader`` (streaming trace reader),
 ``summary`` (the census and its printout), ``cli`` (this command). A synthetic trace writer and the
-speed benchmark live in ``scripts/census_synthetic.py``.
+speed benchmark live in ``synthetic`` (``python -m lab census-synthetic``).
 """
 
 from __future__ import annotations

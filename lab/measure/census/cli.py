@@ -10,6 +10,7 @@ from lab.cli import path_arg, positive_count
 from lab.folders import check_output, dataset_lock
 from lab.measure.census.rules import LAUNCHER_RULES, NAME_RULES
 from lab.measure.census.summary import census, format_census, format_compare, verify_folder
+from lab.store import write_json_atomic
 
 
 def add_arguments(parser) -> None:
@@ -65,8 +66,6 @@ def _check_json(out: Path, traces: list[str]) -> None:
 
 
 def _census(args) -> int:
-    from lab.store import write_json_atomic
-
     if args.compare:
         a, b = (census(p, phase=args.phase, top=args.top) for p in args.compare)
         print(format_compare(a, b))

@@ -13,6 +13,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError
 from lab.measure.census.reader import Step, Trace
 from lab.measure.census.rules import FAMILIES, GRAPH_LAUNCH, classify_launcher, classify_name, decide
+from lab.store import read_json
 
 
 def _short(name: str, width: int = 90) -> str:
@@ -255,7 +256,6 @@ def format_compare(a: dict, b: dict) -> str:
 
 def _stored(path: Path) -> dict:
     """A stored ``*.census.json``; a file that is not one is a LabError naming it."""
-    from lab.store import read_json
 
     saved = read_json(path)
     families = saved.get("families") if isinstance(saved, dict) else None

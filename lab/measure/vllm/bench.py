@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import LabError
+from lab.measure.vllm.serverlog import error_summary, read_text
+from lab.store import read_json, write_atomic, write_json_atomic
 
 #: ``vllm bench serve`` as a module (the ``vllm`` console script may not be on PATH).
 DEFAULT_LAUNCHER = (sys.executable, "-m", "vllm.entrypoints.cli.main")
@@ -170,7 +172,6 @@ def run_points(jobs: list[tuple[Point, list[str], float]], *, folder: Path, dead
     written, so a rerun measures it again. No point starts whose budget would end past ``deadline_s``
     from now. ``on_end(run)`` is called as each point ends.
     """
-    from lab.store import write_atomic, write_json_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
     lines, specs = {}, []
@@ -241,7 +242,6 @@ def _follow(proc, budgets: dict[str, float], finish) -> None:
 
 def _outcome(point: Point, status: str, folder: Path, line: str, seconds: float) -> PointRun:
     """A point's PointRun from the runner's status: an exit code, ``skipped``, or why it did not run."""
-    from lab.store import read_json, write_json_atomic
 
     console, raw = folder / f"{point.slug}.log", folder / f"{point.slug}.raw.json"
 
@@ -253,8 +253,6 @@ def _outcome(point: Point, status: str, folder: Path, line: str, seconds: float)
     if not status.lstrip("-").isdigit():
         return done("failed", status)
     if int(status) != 0:
-        from lab.measure.vllm.serverlog import error_summary, read_text
-
         why = error_summary(read_text(console)) or "see its console"
         return done("failed", f"vllm bench serve exited with status {status}: {why} (console: {console})")
     try:
@@ -269,7 +267,6 @@ def _outcome(point: Point, status: str, folder: Path, line: str, seconds: float)
 
 def read_point(folder: Path, point: Point) -> dict | None:
     """A point's kept result if it is there and still passes the check (None when it must be measured)."""
-    from lab.store import read_json
 
     path = folder / f"{point.slug}.json"
     if not path.exists():

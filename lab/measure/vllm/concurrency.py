@@ -49,7 +49,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab import LabError
+from lab import LabError, env
 from lab.cli import fraction, path_arg, positive_count, positive_number, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm import arms, sweep
@@ -57,6 +57,7 @@ from lab.measure.vllm.probe import Endpoint, check_resume, make_prompt, percenti
 from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event, queue_counts
 from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, request
 from lab.measure.vllm.sweep import DEFAULT_MODEL, dry_run_line, parse_lengths, resolve_max_model_len, resolve_model
+from lab.store import LOCAL_DIR, append_jsonl, new_provenance, write_csv, write_provenance
 
 DEFAULT_CONTEXTS = "2048,32768"
 DEFAULT_CONCURRENCY = "1,4,16,64"
@@ -315,8 +316,6 @@ def run_points(endpoint: Endpoint, points: list[tuple[int, int]], template: Poin
     """
     from dataclasses import replace
 
-    from lab.store import append_jsonl
-
     records = check_resume(jsonl, template.run_key, RECORD_FIELDS, "points")
     done = {(r["context"], r["concurrency"]) for r in records if r.get("status") in ("ok", "no_window")}
     for context, n in points:
@@ -383,7 +382,6 @@ def main(args) -> int:
         raise LabError(f"--limit {args.limit}: leaves no point to measure; raise its limits or drop it")
     model = resolve_model(args.model)
     max_model_len = _check_args(args, contexts, model)
-    from lab.store import LOCAL_DIR
 
     out = (args.out or LOCAL_DIR / "vllm-concurrency" / arms.from_args(args).slug).resolve()
     check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
@@ -394,7 +392,6 @@ def main(args) -> int:
                   f"{args.steps} steady steps or {args.point_timeout:.0f} s")
         print(f"  -> {out}")
         return 0
-    from lab import env
 
     caps = env.detect()
     if not caps.has_gpu:
@@ -453,8 +450,6 @@ def _run_arm(args, model: str, points: list[tuple[int, int]], max_model_len: int
 def write_dataset(out: Path, records: list[dict], server: Server, args, model: str, points, started: float) -> None:
     """concurrency.csv and provenance.json from the points so far (called even when a point failed)."""
     import pandas as pd
-
-    from lab.store import new_provenance, write_csv, write_provenance
 
     write_csv(out, "concurrency.csv", pd.DataFrame(summarize(records, server.arm_label()), columns=COLUMNS))
     facts = server.facts

@@ -28,12 +28,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab import LabError
+from lab import LabError, env
 from lab.cli import path_arg, positive_number, text_arg
 from lab.folders import check_kind, check_output, dataset_lock
 from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.concurrency import Stream
 from lab.measure.vllm.probe import check_resume, make_prompt
+from lab.measure.vllm.progress import Progress
+from lab.measure.vllm.sweep import resolve_model
+from lab.store import LOCAL_DIR, append_jsonl, new_provenance, write_provenance
 
 #: What every trial record carries (a resume refuses a line without them).
 RECORD_FIELDS = ("decoders", "long_len", "status")
@@ -125,7 +128,6 @@ def run_trial(endpoint, trial: Trial, clock=time.perf_counter) -> dict:
 
 def run_trials(endpoint, trials: list[Trial], path: Path, run_key: dict, progress) -> list[dict]:
     """Every trial not yet in ``path`` (JSONL, appended as each ends); stops early when time runs out."""
-    from lab.store import append_jsonl
 
     records = check_resume(path, run_key, RECORD_FIELDS, "trials")
     done = {(r["decoders"], r["long_len"]) for r in records if r["status"] == "ok"}
@@ -196,8 +198,6 @@ def chunk_run_key(arm: Arm, chunk: int | None, trials: list[Trial]) -> dict:
 
 
 def write_chunk_provenance(out: Path, arm: Arm, run_key: dict, trials: list[Trial], server) -> None:
-    from lab.store import new_provenance, write_provenance
-
     write_provenance(out, new_provenance(
         "vllm-load", model=f"{Path(server.spec.model).name} (random weights)", dtype="bfloat16",
         flags={**run_key, "trials": [vars(t) for t in trials],
@@ -208,10 +208,6 @@ def write_chunk_provenance(out: Path, arm: Arm, run_key: dict, trials: list[Tria
 
 
 def main(args) -> int:
-    from lab.measure.vllm.progress import Progress
-    from lab.measure.vllm.sweep import resolve_model
-    from lab.store import LOCAL_DIR
-
     arm = Arm.parse(args.arm)
     trials = parse_trials(args.decoders, args.long, args.decoder_context, after_s=args.after_s,
                           timeout_s=args.trial_timeout, seed=args.seed)
@@ -219,7 +215,6 @@ def main(args) -> int:
     model = resolve_model(args.model)
     out = (args.out or LOCAL_DIR / "vllm-interference" / arm.slug).resolve()
     check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
-    from lab import env
 
     if not env.detect().has_gpu:
         raise LabError("no CUDA GPU on this machine: the interference trials need one")

@@ -31,9 +31,11 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from lab import LabError
+from lab import LabError, env
 from lab.cli import count_or_zero, fraction, path_arg, positive_count, positive_number, text_arg
 from lab.folders import check_output, dataset_lock
+from lab.measure.vllm import interference
+from lab.measure.vllm import tokenizer as synthetic
 from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.bench import (
     BATCH_RUNNER,
@@ -47,9 +49,16 @@ from lab.measure.vllm.bench import (
     run_points,
     slo_arg,
 )
+from lab.measure.vllm.interference import longest_context, parse_trials
 from lab.measure.vllm.mix import write_mix
+from lab.measure.vllm.probe import ProbePlan, run_probe
+from lab.measure.vllm.probe import check_resume as check
 from lab.measure.vllm.progress import Progress
+from lab.measure.vllm.replicas import Replicas, check_gpu_count
 from lab.measure.vllm.spreader import POLICIES
+from lab.measure.vllm.sweep import resolve_model
+from lab.store import LOCAL_DIR, append_jsonl, new_provenance, read_jsonl
+from lab.store import write_provenance as write
 
 DEFAULT_FRACTIONS = "0.25,0.5,0.75,0.9,1.0,1.2"
 DEFAULT_MODEL = "data/models/qwen2.5-7b-128k"
@@ -121,8 +130,6 @@ class LoadPlan:
 
 
 def _record_attempt(out: Path, run, run_key: dict) -> None:
-    from lab.store import append_jsonl
-
     append_jsonl(out / "points.jsonl", {
         "point": run.point.slug, "rate": run.point.rate, "num_prompts": run.point.num_prompts,
         "max_concurrency": run.point.max_concurrency, "status": run.status, "reason": run.reason,
@@ -138,8 +145,6 @@ def agreement_key(plan: LoadPlan) -> dict:
 def check_resume(plan: LoadPlan, out: Path) -> None:
     """Refuse a folder holding another study's points, agreement probe or interference trials, before anything
     is written or a server started (every file of such a folder stays as it was)."""
-    from lab.measure.vllm import interference
-    from lab.measure.vllm.probe import check_resume as check
 
     check(out / "points.jsonl", plan.run_key, ("point", "status"), "points")
     if plan.agreement_prompts:
@@ -315,8 +320,6 @@ def plan_from_args(args) -> LoadPlan:
                             args.range_ratio)
     trials = []
     if args.interference_decoders:
-        from lab.measure.vllm.interference import parse_trials
-
         if args.interference_out is None:
             raise LabError("--interference-decoders needs --interference-out (the trials' folder)")
         trials = parse_trials(args.interference_decoders, args.interference_long, seed=args.seed,
@@ -335,8 +338,6 @@ def plan_from_args(args) -> LoadPlan:
 def max_model_len(workload: Workload) -> int:
     """The longest prompt the workload can send plus its output, rounded up to 256."""
     if workload.dataset_path:
-        from lab.store import read_jsonl
-
         rows = read_jsonl(Path(workload.dataset_path), required=("prompt", "output_tokens"))
         longest = max(len(r["prompt"].split()) + int(r["output_tokens"]) for r in rows)
     else:
@@ -346,9 +347,6 @@ def max_model_len(workload: Workload) -> int:
 
 
 def main(args) -> int:
-    from lab.measure.vllm.sweep import resolve_model
-    from lab.store import LOCAL_DIR
-
     plan = plan_from_args(args)
     model = resolve_model(args.model)
     out = (args.out or LOCAL_DIR / "vllm-load" / plan.layout / plan.workload.name / plan.arm.slug).resolve()
@@ -369,13 +367,10 @@ def main(args) -> int:
         if not plan.rates:
             print(f"  then Poisson points at {', '.join(f'{f:g}' for f in plan.fractions)} x the measured capacity")
         return 0
-    from lab import env
 
     if not env.detect().has_gpu:
         raise LabError("no CUDA GPU on this machine: the load study needs one (--dry-run prints its commands)")
     if plan.layout:
-        from lab.measure.vllm.replicas import check_gpu_count
-
         check_gpu_count(plan.tensor_parallel_size * plan.replicas, f"--replicas {plan.replicas}" if plan.replicas > 1
                         else f"--tensor-parallel-size {plan.tensor_parallel_size}")
     return run_arm(plan, model, out, ready_timeout=args.ready_timeout)
@@ -395,7 +390,6 @@ def run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float = 480
 
 def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, server_factory, bench: str,
              bench_env: dict | None) -> int:
-    from lab.measure.vllm import tokenizer as synthetic
     from lab.measure.vllm.server import Server
 
     check_resume(plan, out)     # every refusal before the first file or server
@@ -412,8 +406,6 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
     log_path = out / "server.log"      # an earlier session's is kept as server.N.log (lab.folders.open_server_log)
     factory = server_factory or Server
     if plan.replicas > 1:
-        from lab.measure.vllm.replicas import Replicas
-
         factory = functools.partial(Replicas, count=plan.replicas, policy=plan.policy, server_factory=factory)
     server = factory(model, plan.arm, tensor_parallel_size=plan.tensor_parallel_size,
                      max_model_len=server_model_len(plan), max_num_batched_tokens=plan.max_num_batched_tokens,
@@ -442,7 +434,6 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
 
 def server_model_len(plan: LoadPlan) -> int:
     """The server's --max-model-len: the workload's longest request, or the interference trials' if longer."""
-    from lab.measure.vllm.interference import longest_context
 
     trials = longest_context(plan.interference) if plan.interference else 0
     return max(max_model_len(plan.workload), int(math.ceil(trials / 256) * 256))
@@ -450,7 +441,6 @@ def server_model_len(plan: LoadPlan) -> int:
 
 def run_interference(server, plan: LoadPlan, progress: Progress) -> list[str]:
     """The interference trials on this server (its chunk size), into their own folder; what is missing."""
-    from lab.measure.vllm import interference
 
     out = plan.interference_out
     run_key = interference.chunk_run_key(plan.arm, plan.max_num_batched_tokens, plan.interference)
@@ -464,7 +454,6 @@ def run_interference(server, plan: LoadPlan, progress: Progress) -> list[str]:
 
 def run_agreement_probe(server, plan: LoadPlan, out: Path, progress: Progress) -> None:
     """The project's probe on the same server: the same prompt and output length, one request at a time."""
-    from lab.measure.vllm.probe import ProbePlan, run_probe
 
     if progress.left() < 30:
         progress.say("agreement probe: skipped, no time left")
@@ -476,9 +465,6 @@ def run_agreement_probe(server, plan: LoadPlan, out: Path, progress: Progress) -
 
 
 def write_provenance(out: Path, plan: LoadPlan, server, study, elapsed_s: float) -> None:
-    from lab.store import new_provenance
-    from lab.store import write_provenance as write
-
     record = new_provenance(
         "vllm-load", model=f"{Path(server.spec.model).name} (random weights)", dtype="bfloat16",
         flags={**plan.run_key, "fractions": plan.fractions, "rates": plan.rates,

@@ -6,6 +6,10 @@ import json
 import math
 from pathlib import Path
 
+from lab.measure.vllm.probe import make_prompt
+from lab.measure.vllm.tokenizer import text_of
+from lab.store import write_atomic
+
 
 def write_mix(path: Path, count: int, *, median_input: int = 1024, median_output: int = 128, sigma: float = 1.0,
               max_input: int = 16384, seed: int = 0) -> Path:
@@ -16,10 +20,6 @@ def write_mix(path: Path, count: int, *, median_input: int = 1024, median_output
     with half that spread; each prompt is random token ids written as text of the synthetic tokenizer.
     """
     import random
-
-    from lab.measure.vllm.probe import make_prompt
-    from lab.measure.vllm.tokenizer import text_of
-    from lab.store import write_atomic
 
     rng = random.Random(seed)
     lines = []

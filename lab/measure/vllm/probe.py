@@ -36,6 +36,7 @@ from lab.measure.vllm.replies import (  # noqa: F401  (StreamError: callers impo
     event_tokens,
     parse_event,
 )
+from lab.store import append_jsonl, read_jsonl
 
 #: Token ids are drawn from this range: real words of the Qwen2.5 vocabulary, clear of the special
 #: tokens that start at 151643. (With random weights any id would do; with real weights this keeps
@@ -251,7 +252,6 @@ def read_records(path: Path, required=("target_len", "rep")) -> list[dict]:
 
     ``required``: the fields every record must carry (a sweep's by default; the concurrency sweep names its own).
     """
-    from lab.store import read_jsonl
 
     path = Path(path)
     records = read_jsonl(path, required=required) if path.exists() else []
@@ -376,7 +376,6 @@ def run_probe(endpoint: Endpoint, plan: ProbePlan, jsonl_path: Path, progress: b
     LabError (after recording the failure) if the server died; everything measured is kept.
     """
     jsonl_path = Path(jsonl_path)
-    from lab.store import append_jsonl
 
     events = events or ProgressBar(progress)
     records = check_resume(jsonl_path, plan.run_key)

@@ -24,12 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-from lab import REPO_ROOT, LabError
+from lab import REPO_ROOT, LabError, env
 from lab.cli import OneLineParser, fraction, path_arg, positive_count, positive_number, run_cli, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm import arms
-from lab.measure.vllm.probe import DROP_FIRST_GAPS
+from lab.measure.vllm.probe import DROP_FIRST_GAPS, ProbePlan, check_resume, read_records, run_probe, summarize
 from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server, ServeSpec, build_command
+from lab.store import LOCAL_DIR, new_provenance, read_json, write_csv, write_provenance
 
 DEFAULT_LENGTHS = "256,512,1024,2048,4096,8192,16384,24576,32768"
 DEFAULT_MODEL = "data/models/qwen2.5-7b-128k"  # the 32k config cannot hold a 32768-token prompt plus output
@@ -56,7 +57,6 @@ def model_position_limit(model: str) -> int | None:
     path = Path(model) / "config.json"
     if not path.exists():
         return None
-    from lab.store import read_json
 
     try:
         return int(read_json(path)["max_position_embeddings"])
@@ -106,8 +106,6 @@ def add_arguments(parser) -> None:
 
 
 def _plan(args, lengths, max_model_len, run_key):
-    from lab.measure.vllm.probe import ProbePlan
-
     return ProbePlan(lengths=lengths, reps=args.reps, max_tokens=args.max_tokens, warmup_tokens=args.warmup_tokens,
                      long_reps=args.long_reps, long_from=args.long_from if args.long_reps else None,
                      seed=args.seed, timeout_s=args.request_timeout, run_key=run_key)
@@ -154,7 +152,6 @@ def main(args) -> int:
     lengths = parse_lengths(args.lengths)
     model = resolve_model(args.model)
     max_model_len = _check_args(args, lengths, model)
-    from lab.store import LOCAL_DIR
 
     out = (args.out or LOCAL_DIR / "vllm" / arms.from_args(args).slug).resolve()
     check_output(out, "--out", [("--model", Path(model) if Path(model).is_dir() else None)])
@@ -166,8 +163,6 @@ def main(args) -> int:
             print(f"  {length:>7} tokens: 1 warm-up ({args.warmup_tokens} tokens) + {plan.reps_for(length)} x {args.max_tokens} tokens")
         print(f"  -> {out}")
         return 0
-
-    from lab import env
 
     caps = env.detect()
     if not caps.has_gpu:
@@ -198,8 +193,6 @@ def run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path,
 
 
 def _run_arm(args, model: str, lengths: list[int], max_model_len: int, out: Path, vllm_version: str) -> int:
-    from lab.measure.vllm.probe import check_resume, read_records, run_probe
-
     log_path = out / "server.log"
     jsonl = out / "measurements.jsonl"
     started = time.time()
@@ -242,9 +235,6 @@ def write_dataset(out: Path, records: list[dict], server: Server, plan, started:
     What was asked comes from the server's spec and the probe's plan (a ``ProbePlan``); ``command`` is
     what provenance records as the run's command (default: this process's arguments)."""
     import pandas as pd
-
-    from lab.measure.vllm.probe import summarize
-    from lab.store import new_provenance, write_csv, write_provenance
 
     spec, facts = server.spec, server.facts
     arm = server.arm_label()

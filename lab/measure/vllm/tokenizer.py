@@ -31,6 +31,8 @@ from pathlib import Path
 from lab import LabError
 from lab.cli import path_arg, text_arg
 from lab.folders import dataset_lock
+from lab.measure.vllm.sweep import resolve_model
+from lab.store import read_json, write_atomic, write_json_atomic
 
 #: Stands for any word that is not an id (only text this vocabulary did not write has one).
 UNKNOWN_ID = 0
@@ -41,7 +43,6 @@ SUBFOLDER = "tokenizer"
 
 def model_vocab_size(model_dir: Path) -> int:
     """``vocab_size`` from a model folder's config.json (LabError naming the file otherwise)."""
-    from lab.store import read_json
 
     config = read_json(Path(model_dir) / "config.json")
     size = config.get("vocab_size") if isinstance(config, dict) else None
@@ -77,7 +78,6 @@ def write(model_dir: Path, out_dir: Path | None = None) -> list[Path]:
 
     Refuses to overwrite a tokenizer that is not this synthetic one (a real model's files stay).
     """
-    from lab.store import read_json, write_atomic, write_json_atomic
 
     model_dir = Path(model_dir)
     out_dir = Path(out_dir or model_dir / SUBFOLDER)
@@ -119,8 +119,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from lab.measure.vllm.sweep import resolve_model
-
     model = Path(resolve_model(args.model))
     if not model.is_dir():
         raise LabError(f"--model {args.model}: a local model folder is needed, not a hub id")

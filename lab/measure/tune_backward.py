@@ -9,22 +9,20 @@ can be tuned before any forward returns its log-sum-exp. Prints per length: ms, 
 (dkdv_kernel does four n x n x d products per pair of tiles, dq_kernel three), and the launch's registers
 and spills per thread. Writes nothing; the race of record is `python -m lab backward-race`.
 
-    python scripts/tune_backward.py --lengths 16384
-    python scripts/tune_backward.py --dkdv 64x128w8s2,32x128w8s2 --dq 128x64w8s2 --rounds 5
+    python -m lab tune-backward --lengths 16384
+    python -m lab tune-backward --dkdv 64x128w8s2,32x128w8s2 --dq 128x64w8s2 --rounds 5
+
+(Until 2026-12 this was ``scripts/tune_backward.py``.)
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from lab import LabError  # noqa: E402
-from lab.measure.timing import round_order  # noqa: E402
+from lab import LabError, env
+from lab.cli import positive_count, sizes
+from lab.measure.timing import time_in_rounds
 
 #: tried by default: the autotuning spaces and the tiles next to them (64 x 128 is FlashAttention 3's for dK/dV)
 DKDV = "32x128w8s2,16x128w8s3,32x64w8s2,16x64w4s3,64x128w8s2,64x64w8s2,32x128w8s3,64x128w8s3"
@@ -101,35 +99,28 @@ def sweep(n: int, dkdv: list[dict], dq: list[dict], rounds: int, rep_ms: int, ti
                 row.update(status="wrong", note=f"largest error {worst:.3g} of the largest gradient")
                 continue
             ready.append((row, call, products))
-    times = {id(row): [] for row, _, _ in ready}
-    for turn in range(rounds):
-        for row, call, _ in round_order(ready, turn, rounds):
-            times[id(row)].append(timer(call, warmup=10, rep=rep_ms, return_mode="median"))
-    for row, _, products in ready:
-        row["ms"] = statistics.median(times[id(row)])
+    timed = time_in_rounds(ready, lambda item, _: timer(item[1], warmup=10, rep=rep_ms, return_mode="median"), rounds)
+    for (row, _, products), times in zip(ready, timed, strict=True):
+        row["ms"] = statistics.median(times)
         row["tflops_real"] = products * product / (row["ms"] * 1e-3) / 1e12
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lengths", default="16384", help="comma-separated lengths")
+def add_arguments(parser) -> None:
+    parser.add_argument("--lengths", default="16384", help="comma-separated lengths (16k = 16384)")
     parser.add_argument("--dkdv", default=DKDV, help="dkdv_kernel launches, BLOCK_MxBLOCK_NwWARPSsSTAGES")
     parser.add_argument("--dq", default=DQ, help="dq_kernel launches")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rep-ms", type=int, default=100)
-    args = parser.parse_args()
-    try:
-        dkdv, dq = parse_launches(args.dkdv), parse_launches(args.dq)
-        lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-    except (LabError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    import torch
+    parser.add_argument("--rounds", type=positive_count, default=3, help="interleaved timing rounds per length")
+    parser.add_argument("--rep-ms", type=positive_count, default=100, help="milliseconds of repeats per launch per round")
 
-    if not torch.cuda.is_available() or args.rounds < 1:
-        print("tune_backward.py needs a CUDA GPU and --rounds of at least 1", file=sys.stderr)
-        return 2
+
+def main(args) -> int:
+    dkdv, dq = parse_launches(args.dkdv), parse_launches(args.dq)
+    lengths = sizes(args.lengths, example="16384", option="--lengths")
+    caps = env.detect()
+    if not caps.has_gpu or caps.triton_mode != "gpu":
+        raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): `python -m lab tune-backward` times kernels "
+                       "on a GPU; run it on a GPU machine")
     for n in lengths:
         rows = sweep(n, dkdv, dq, args.rounds, args.rep_ms)
         print(f"\nn={n}: causal GQA 28/4, d=128, bf16 (kernels alone; real TFLOP/s)")
@@ -137,7 +128,3 @@ def main() -> int:
             print(f"{row['kernel']:5s} {row['launch']:12s} {row['ms']:8.3f} ms {row.get('tflops_real', float('nan')):7.1f} "
                   f"TFLOP/s  regs {row.get('registers')} spills {row.get('spills')}  {row['status']} {row['note']}", flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

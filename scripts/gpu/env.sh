@@ -1,4 +1,4 @@
-# Shared set-up of the H200 device scripts (h200_vllm.sh, h200_capture.sh); sourced, not run.
+# Shared set-up of the vLLM studies (vllm-sweeps.sh, vllm-traces.sh, vllm-busy-server*.sh, ...); sourced, not run.
 # Expects OUT, WORK, PYTHON, TAG (name in log lines) and log (console file under $OUT) to be set.
 # Puts the offline vLLM bundle on PYTHONPATH, defines say(), and sets version and study
 # (e.g. vllm0.26-qwen2.5-7b), or exits 2 when vLLM is not importable.
@@ -10,6 +10,6 @@ mkdir -p "$OUT" "$WORK"
 : > "$log"
 say() { echo "[$TAG $(date -u +%T) +${SECONDS}s] $*" | tee -a "$log"; }
 
-version=$("$PYTHON" -c "from importlib.metadata import version; print(version('vllm'))" 2>/dev/null) \
+version=$("$PYTHON" -m lab env --get vllm 2>/dev/null) \
   || { say "vLLM is not importable with $PYTHON (PYTHONPATH=${PYTHONPATH:-}); unpack the bundle into $VLLM_SITE first"; exit 2; }
 study="vllm$(echo "$version" | cut -d. -f1,2)-qwen2.5-7b"

@@ -1,5 +1,8 @@
 """Carry the GPU box's offline files over in trips that fit one device call each (stdlib only).
 
+``python -m lab carry pack|unpack`` (or scripts/carry_pack.sh and carry_unpack.sh). Standard library and lab's
+core only: it runs on the GPU box before anything is installed there.
+
 pack (scripts/carry_pack.sh, where the files are): the vLLM bundle (part00, part01, ... and SHA256SUMS
 from shared/offline-vllm/build.sh), the FlashAttention 4 wheels and the notebook wheels
 (scripts/live_wheels.sh) go into trip folders t0, t1, ... of at most --trip-mb MiB each. The files are laid
@@ -20,9 +23,11 @@ import hashlib
 import math
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from lab import LabError
+from lab.cli import path_arg
 
 REPO = Path(__file__).resolve().parent.parent   # the defaults are folders of this checkout
 MIB = 1024 * 1024
@@ -33,8 +38,8 @@ KINDS = ("vllm-bundle", "fa4", "wheels")   # the folders a trip and DEST hold
 BLOCK = 4 * MIB
 
 
-class CarryError(Exception):
-    """Bad input: one line, exit status 2."""
+class CarryError(LabError):
+    """Bad input: one line, exit status 2 (as every LabError of a command)."""
 
 
 @dataclass(frozen=True)
@@ -360,24 +365,9 @@ def unpack(args: argparse.Namespace) -> int:
     return 0
 
 
-def path_arg(text: str) -> Path:
-    """A path typed on the command line; an empty one (an unset variable) is refused, not read as '.'."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a path, got an empty string")
-    return Path(text)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Refusals in one line (the usage is one --help away), exit status 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def parser() -> argparse.ArgumentParser:
-    top = OneLineParser(prog="carry.py", description=__doc__.splitlines()[0])
-    sub = top.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("pack", prog="scripts/carry_pack.sh", description=__doc__.split("\n\n")[1],
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="carry_command", metavar="pack|unpack", required=True)
+    p = sub.add_parser("pack", prog="scripts/carry_pack.sh", description=__doc__.split("\n\n")[2],
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="Then copy each trip folder to the GPU box (one device call each, e.g. to /tmp/carry/tN)\n"
                               "and run there: scripts/carry_unpack.sh /tmp/carry /tmp/offline")
@@ -389,26 +379,12 @@ def parser() -> argparse.ArgumentParser:
                    help="the trips folder, new or an earlier pack's (replaced as a whole; default .trips)")
     p.add_argument("--trip-mb", type=float, default=os.environ.get("TRIP_MB", "46"),
                    help="MiB per trip at most (default $TRIP_MB, else 46)")
-    u = sub.add_parser("unpack", prog="scripts/carry_unpack.sh", description=__doc__.split("\n\n")[2],
+    u = sub.add_parser("unpack", prog="scripts/carry_unpack.sh", description=__doc__.split("\n\n")[3],
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="Then: scripts/gpu_setup.sh --offline DEST/vllm-bundle DEST/wheels --fa4-wheels DEST/fa4")
     u.add_argument("trips_dir", type=path_arg, metavar="TRIPS_DIR", help="the folder holding t0, t1, ...")
     u.add_argument("dest", type=path_arg, metavar="DEST", help="where vllm-bundle/, fa4/ and wheels/ go")
-    return top
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        return pack(args) if args.command == "pack" else unpack(args)
-    except CarryError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        where = " -> ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
-        print(f"error: {where + ': ' if where else ''}{exc.strerror or exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def main(args) -> int:
+    return pack(args) if args.carry_command == "pack" else unpack(args)

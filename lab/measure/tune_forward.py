@@ -4,9 +4,9 @@ Used on the H200 to choose the forward kernel's autotuning space (TUNED_CONFIGS 
 lab/measure/attention/tuned.py), with pointer and TMA loads; kept so the choice can be repeated on
 another GPU (the decode kernel times its own small space on first use):
 
-    python scripts/tune_kernels.py --out /tmp/tune --budget-s 300
+    python -m lab tune-forward --out /tmp/tune --budget-s 300
 
-Earlier versions of this script also tried kernel variants that lost on the H200; their timings
+(Until 2026-12 this was ``scripts/tune_kernels.py``.) Earlier versions also tried kernel variants that lost on the H200; their timings
 are in data/h200/kernels/tuning_forward.csv, with the commit of the code each one ran.
 
 Each setting is checked against SDPA's output before it is timed. cuDNN and SDPA flash are timed at
@@ -22,11 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from lab import REPO_ROOT, LabError, env
+from lab.cli import path_arg, positive_count, positive_number, sizes
+from lab.folders import dataset_lock
+from lab.measure import gpuclocks
+
+DEFAULT_OUT = REPO_ROOT / "data" / "local" / "tune-forward"
 
 #: (BLOCK_M, BLOCK_N, num_warps, num_stages, register cap or 0) tried at the first length; the best few go on.
 LAUNCHES = [(bm, bn, w, s, 0) for bm, bn, w, s in [(128, 64, 8, 3), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4),
@@ -49,30 +52,40 @@ def parse_launches(text: str) -> list[tuple[int, int, int, int]]:
     return launches
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder for tune.jsonl")
-    parser.add_argument("--rep-ms", type=int, default=40, help="milliseconds of timed repeats per setting")
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT,
+                        help=f"folder for tune.jsonl (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--rep-ms", type=positive_count, default=40, help="milliseconds of timed repeats per setting")
     parser.add_argument("--lengths", default="16384,32768", help="prompt lengths, the first one sweeps everything")
-    parser.add_argument("--keep", type=int, default=6, help="settings carried from the first length to the others")
-    parser.add_argument("--budget-s", type=float, default=300, help="stop starting new settings after this long")
+    parser.add_argument("--keep", type=positive_count, default=6,
+                        help="settings carried from the first length to the others")
+    parser.add_argument("--budget-s", type=positive_number, default=300, help="stop starting new settings after this long")
     parser.add_argument("--launches", type=parse_launches, default=LAUNCHES,
                         help="launches to try, as BMxBNwWsS separated by commas (e.g. 64x64w4s3,128x128w8s3); "
                              "default: the built-in list")
     parser.add_argument("--tma", choices=["both", "on", "off"], default="both", help="tile loads to try")
-    args = parser.parse_args()
 
+
+def main(args) -> int:
+    lengths = list(sizes(args.lengths, example="16384,32768", option="--lengths"))
+    caps = env.detect()
+    if not caps.has_gpu or caps.triton_mode != "gpu":
+        raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): `python -m lab tune-forward` times kernels "
+                       "on a GPU; run it on a GPU machine")
+    with dataset_lock(args.out, kinds=()):
+        return _tune(args, lengths)
+
+
+def _tune(args, lengths: list[int]) -> int:
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
-    from lab.measure import gpuclocks
     from lab.measure.attention.launch_policy import launch_resources
     from lab.measure.attention.tuned import tuned_forward
 
     clocks = gpuclocks.ClockSampler(interval_ms=20) if gpuclocks.available() else None
-    args.out.mkdir(parents=True, exist_ok=True)
     log = args.out / "tune.jsonl"
     started = time.time()
     results = []
@@ -112,7 +125,6 @@ def main() -> int:
         with sdpa_kernel(getattr(SDPBackend, backend)):
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
-    lengths = [int(x) for x in args.lengths.split(",")]
     options = {"both": OPTIONS, "on": [True], "off": [False]}[args.tma]
     settings = [(launch, tma) for tma in options for launch in args.launches]
     for index, n in enumerate(lengths):
@@ -146,7 +158,3 @@ def main() -> int:
                 print(f"{shape:12s} {r['label']:48s} {r['ms']:8.4f} ms")
     print(f"done in {time.time() - started:.0f} s")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

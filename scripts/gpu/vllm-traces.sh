@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
+# Study: profiler windows of a vLLM server per arm and their kernel-family census (with the GPU's clocks).
 # Profiler windows and kernel census on the H200 (issue 7), one vLLM server per arm, in a call of
-# its own (the timing sweeps of scripts/h200_vllm.sh never run with the profiler configured):
+# its own (the timing sweeps of scripts/gpu_run.sh vllm-sweeps never run with the profiler configured):
 #   FLASH_ATTN/FA3 and FLEX_ATTENTION; prefill 2k, 8k, 28k; decode 2k, 28k (decode steps only);
 #   decode-naive 28k (the reference study's window, which re-prefills the prompt: the pitfall).
 #
 # Run from the repository root on the GPU box, with vLLM importable (the offline bundle in
 # $VLLM_SITE, default /tmp/site, is put on PYTHONPATH when it exists):
-#     OUT=/some/folder bash scripts/h200_capture.sh
+#     OUT=/some/folder scripts/gpu_run.sh vllm-traces
 # Same server settings as the sweeps: random weights in the Qwen2.5-7B shape, prefix caching off,
 # --max-num-batched-tokens 8192 (CHUNK=...), --gpu-memory-utilization 0.85. Optional: ARMS="FLEX_ATTENTION",
 # WINDOWS=prefill:2048,decode:2048, PYTHON=python3, DEADLINE_S (default 560: no arm starts or runs past it).
@@ -32,7 +33,7 @@ ARMS=${ARMS:-"FLASH_ATTN/FA3 FLEX_ATTENTION"}
 WINDOWS=${WINDOWS:-prefill:2048,prefill:8192,prefill:28672,decode:2048,decode:28672,decode-naive:28672}
 TAG=h200_capture
 log="$OUT/h200-capture.txt"
-source "$(dirname "$0")/h200_env.sh"
+source "$(dirname "$0")/env.sh"
 # /stop_profile waits while the engine writes the trace: give the front-end's RPC room for it
 export VLLM_RPC_TIMEOUT=${VLLM_RPC_TIMEOUT:-600000}
 say "vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null)"

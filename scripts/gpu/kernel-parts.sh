@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
+# Study: the kernel measurements, in named parts: bandwidth ceiling, races, ncu counters, decode rows, tuning.
 # On the H200: run named measurement parts in one device call, each under its own cap, then pack what
 # they wrote into one tarball (a call returns at most 8 files).
 #
-#   OUT=/some/folder DEADLINE_S=540 bash scripts/h200_parts.sh PART [PART ...]
+#   OUT=/some/folder DEADLINE_S=540 scripts/gpu_run.sh kernel-parts PART [PART ...]
 #
 # Parts (the data folder each writes, under $WORK, then data/h200/ once committed):
 #   bandwidth      read-stream ceiling, 256 MB .. 4 GB, and a copy (bandwidth/)
@@ -13,21 +14,21 @@
 #   race           prefill race 4k..128k: FA2/FA3/FA4, cuDNN, SDPA flash, Flex (Triton and FLASH), ours (kernels-race/)
 #   race-decode    decode race, batch 1 and 16, 4k..128k (kernels-race-decode/)
 #   sdpa-fa4       does torch's activate_flash_attention_impl("FA4") work with this flash-attn-4? (sdpa-fa4.txt)
-#   tune           the tuned kernel's variants against FA3 (scripts/race_tuned.py; tuning-race/)
+#   tune           the tuned kernel's variants against FA3 (python -m lab tuning-race; tuning-race/)
 #   ablation       the tuned kernel's steps one at a time, with FA3 in the same run (kernels-ablation/)
 #   decode-rows2   the decode-rows points the first run could not take: 256 rows; FA3 with 8-32 query tokens
 #   counters2      ncu counters of FLEX's decode variants at batch 16 and of decode at batch 16 (kernel-counters-batch16/)
-# Needs scripts/h200_payload.sh to have run (it writes /tmp/lab_env.sh). Output: $OUT/parts.tar.gz, $OUT/parts.txt.
+# Needs scripts/gpu_run.sh payload to have run (it writes /tmp/lab_env.sh). Output: $OUT/parts.tar.gz, $OUT/parts.txt.
 set -uo pipefail
-case "${1:-}" in -h|--help|"") sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
-cd "$(dirname "$0")/.."
+case "${1:-}" in -h|--help|"") awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/parts-out}; WORK=${WORK:-/tmp/parts}; DEADLINE_S=${DEADLINE_S:-540}
 mkdir -p "$OUT" "$WORK"
 log="$OUT/parts.txt"; : > "$log"
 [ -f /tmp/lab_env.sh ] && . /tmp/lab_env.sh || export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 say() { echo "[parts $(date -u +%T) +${SECONDS}s] $*" | tee -a "$log"; }
 say "$(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,memory.used --format=csv,noheader 2>&1)"
-say "$(python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' 2>&1 | tail -1)"
+say "$(python3 -m lab env --get versions 2>&1 | tail -1)"
 # run NAME CAP -- COMMAND...: at most CAP seconds and never past DEADLINE_S (8 s kept for packing)
 run() {
   local name=$1 cap=$2; shift 3
@@ -46,30 +47,13 @@ for part in "$@"; do
     decode-rows2) run decode-rows2 80 -- python3 -m lab decode-rows --rows 256 --tokens 8,16,32 --out "$WORK/decode-rows-extra" \
                    --deadline-s 60 ;;
     paged)       run paged 150 -- python3 -m lab paged-bench --fa3 --out "$WORK/paged-decode" --deadline-s 100 ;;
-    fa2-warm)    run fa2-warm 240 -- python3 -c '
-import torch
-from lab.measure.candidates import candidate_fn
-from lab.measure.flex_decomposition import random_inputs
-fn = candidate_fn("fa2", "prefill")
-for n_q, n in ((4096, 4096), (1, 4096)):
-    q, k, v = random_inputs(1, 28, 4, n_q, n, 128, seed=1)
-    fn(q, k, v, n_q > 1); torch.cuda.synchronize(); print("fa2 warm", n_q, n, flush=True)' ;;
+    fa2-warm)    run fa2-warm 240 -- python3 -m lab probe fa2-warm ;;
     race)        run race 330 -- python3 -m lab bench --skip-decode --skip-ablation --lengths 4k,16k,32k,128k \
                    --candidates "$RACE" --rep-ms 150 --out "$WORK/kernels-race" ;;
     race-decode) run race-decode 200 -- python3 -m lab bench --skip-prefill --contexts 4k,32k,128k --batches 1,16 \
                    --candidates sdpa-flash,sdpa-cudnn,flex,fa2,fa3,ours-teaching,ours-tuned --out "$WORK/kernels-race-decode" ;;
-    sdpa-fa4)    run sdpa-fa4 60 -- python3 -c '
-import traceback, torch, torch.nn.functional as F
-from torch.nn.attention import activate_flash_attention_impl
-q, k, v = (torch.randn(1, 8, 1024, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-for impl in ("FA4", "FA3"):
-    try:
-        activate_flash_attention_impl(impl)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        print(impl, "ok", float((out - F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)).abs().max()))
-    except Exception as exc:
-        print(impl, "FAILED", type(exc).__name__, str(exc)[:300]); traceback.print_exc(limit=3)' ;;
-    tune)        run tune 300 -- python3 scripts/race_tuned.py --out "$WORK/tuning-race" --deadline-s 270 ;;
+    sdpa-fa4)    run sdpa-fa4 60 -- python3 -m lab probe sdpa-fa4 ;;
+    tune)        run tune 300 -- python3 -m lab tuning-race --out "$WORK/tuning-race" --deadline-s 270 ;;
     ablation)    run ablation 130 -- python3 -m lab bench --skip-decode --lengths 16k,32k --candidates fa3,ours-tuned \
                    --out "$WORK/kernels-ablation" ;;
     counters2)   run counters2 100 -- python3 -m lab kernel-counters --out "$WORK/kernel-counters-batch16" --deadline-s 95 \

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
+# Study: one vLLM server under Poisson load (TTFT/TPOT/ITL, goodput), interference trials, fp8 KV concurrency.
 # The busy-server study on the H200 (issue 25): Poisson load with `vllm bench serve`, one arm per call.
 #
 # Run from the repository root on the GPU box, with vLLM importable (the offline bundle in $VLLM_SITE,
 # default /tmp/site, is put on PYTHONPATH when it exists):
-#     OUT=/some/folder bash scripts/h200_load.sh ARM [WORKLOAD]
+#     OUT=/some/folder scripts/gpu_run.sh vllm-busy-server ARM [WORKLOAD]
 #   ARM       fa3 (FLASH_ATTN/FA3, with the probe-vs-bench agreement point), flex (FLEX_ATTENTION),
 #             triton (TRITON_ATTN), fa2 (FLASH_ATTN/FA2: ~300 s start), fa3-fp8 (FA3 with --kv-cache-dtype fp8)
 #             fa3, flex and triton then run the interference trials on the same server (chunk 8192, vLLM's
 #             default on an H200): 8 and 32 decoders (4k..32k context; FLEX 8 only, its paged decode at 32
 #             such contexts takes about a second a step) and a 32768-token prompt arriving (FA3 also 98304).
-#     OUT=/some/folder bash scripts/h200_load.sh interference-fa3|interference-flex|interference-triton
+#     OUT=/some/folder scripts/gpu_run.sh vllm-busy-server interference-fa3|interference-flex|interference-triton
 #             the same trials on a server of its own with chunk 2048 (CHUNKS=2048,32768 for more, one server each)
-#     OUT=/some/folder bash scripts/h200_load.sh fp8-concurrency
+#     OUT=/some/folder scripts/gpu_run.sh vllm-busy-server fp8-concurrency
 #             FA3 with --kv-cache-dtype fp8: the closed-loop decode sweep at 32k context (1, 4, 16, 64 requests)
 #             of lab vllm-concurrency, beside the bf16 run of vllm0.26-qwen2.5-7b-concurrency/flash_attn-fa3
 #   WORKLOAD  fixed (default: 1024-token prompts, 128 generated tokens) or mix (a long-tailed mix of 300
@@ -53,17 +54,17 @@ case "$ARM" in
   interference-fa3) label=FLASH_ATTN/FA3; inter=(--chunks "${CHUNKS:-2048}" --decoders 8,32 --long 32768,98304) ;;
   interference-flex) label=FLEX_ATTENTION; inter=(--chunks 2048 --decoders 8 --long 32768) ;;
   interference-triton) label=TRITON_ATTN; inter=(--chunks 2048 --decoders 8,32 --long 32768) ;;
-  *) echo "usage: OUT=DIR bash $0 fa3|flex|triton|fa2|fa3-fp8|fp8-concurrency|interference-fa3|interference-flex|interference-triton [fixed|mix]"; exit 2 ;;
+  *) echo "usage: OUT=DIR scripts/gpu_run.sh vllm-busy-server fa3|flex|triton|fa2|fa3-fp8|fp8-concurrency|interference-fa3|interference-flex|interference-triton [fixed|mix]"; exit 2 ;;
 esac
 case "$WORKLOAD" in
   fixed) wl=(--input-len 1024 --output-len 128); wname=random-1024-128 ;;
   mix) wl=(--input-len 1024 --output-len 128 --mix 300); wname=mix-1024-128 ;;
-  *) echo "usage: OUT=DIR bash $0 ARM fixed|mix"; exit 2 ;;
+  *) echo "usage: OUT=DIR scripts/gpu_run.sh vllm-busy-server ARM fixed|mix"; exit 2 ;;
 esac
 name="load-$ARM-$WORKLOAD"; { [ -n "${inter+x}" ] || [ "$ARM" = fp8-concurrency ]; } && name="$ARM"
 log="$OUT/$name.txt"
-source "$(dirname "$0")/h200_env.sh"
-slug=$("$PYTHON" -c "from lab.measure.vllm.arms import Arm; print(Arm.parse('$label').slug)")
+source "$(dirname "$0")/env.sh"
+slug=$(echo "${label//\//-}" | tr 'A-Z' 'a-z')   # the arm's folder: its label in lower case, / as - (lab.measure.vllm.arms)
 folder="$study-load/$wname/$slug"
 if [ "$ARM" = fp8-concurrency ]; then
   folder="$study-concurrency/$slug"

@@ -1,29 +1,26 @@
 """A synthetic torch.profiler-shaped trace, and the census speed benchmark on it.
 
-    python scripts/census_synthetic.py --bench 500        # MB/s and peak memory on a 500 MB trace
-    python scripts/census_synthetic.py --write t.json.gz --mb 5
+    python -m lab census-synthetic --bench 500        # MB/s and peak memory on a 500 MB trace
+    python -m lab census-synthetic --write t.json.gz --mb 5
 
-Tests and chapter 7 import :func:`write_synthetic` (``sys.path`` gets this folder).
+Tests import :func:`write_synthetic`. (Until 2026-12 this was ``scripts/census_synthetic.py``.)
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
-import math
 import os
+import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from lab import LabError  # noqa: E402  (after the path above: runs as a script from anywhere)
-from lab.measure.census import census, iter_events  # noqa: E402
-from lab.measure.census.reader import ijson_backend  # noqa: E402
+from lab.cli import path_arg, positive_number
+from lab.measure.census.reader import ijson_backend, iter_events
+from lab.measure.census.summary import census
+from lab.store import write_json_atomic
 
 _SYNTH_STEP = [
     # (cpu op, kernel name, dur us)
@@ -108,8 +105,6 @@ def _items_only(path: Path) -> int:
 
 def _compare_backends(megabytes: float = 10.0) -> dict[str, float]:
     """Parse-only MB per CPU second of each available ijson backend on a small synthetic trace."""
-    import tempfile
-
     import ijson
 
     results = {}
@@ -135,9 +130,6 @@ def bench(megabytes: float, keep: Path | None = None, compare_mb: float = 10.0) 
     Also times the bare parse (every event through the same streaming parser, nothing kept) as
     the fastest peer, so the figure comes with a ratio that does not depend on the machine.
     """
-    import resource
-    import tempfile
-
     import ijson
 
     folder = Path(tempfile.mkdtemp(prefix="census-bench-"))
@@ -166,16 +158,6 @@ def bench(megabytes: float, keep: Path | None = None, compare_mb: float = 10.0) 
 
 
 
-def _megabytes(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a size in MB such as 500") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a size in MB above 0")
-    return value
-
-
 def print_bench(r: dict) -> None:
     print(f"census benchmark ({r['backend']} parser, ijson {r['ijson']}): {r['mb']:.1f} MB of trace JSON, "
           f"{r['kernels']:,} kernels")
@@ -190,31 +172,23 @@ def print_bench(r: dict) -> None:
           f"<= 300 MB peak memory: {'met' if r['peak_rss_mib'] <= 300 else 'NOT met'}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bench", type=_megabytes, metavar="MB", help="benchmark the census on a synthetic trace")
-    parser.add_argument("--write", type=Path, metavar="TRACE", help="write a synthetic trace (.json or .json.gz)")
-    parser.add_argument("--mb", type=_megabytes, default=1.0, help="size of the trace --write makes (default 1)")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the benchmark's figures as JSON")
-    args = parser.parse_args(argv)
-    try:
-        if args.write:
-            print(write_synthetic(args.write, args.mb))
-        if args.bench:
-            r = bench(args.bench)
-            print_bench(r)
-            if args.json:
-                from lab.store import write_json_atomic
+def add_arguments(parser) -> None:
+    parser.add_argument("--bench", type=positive_number, metavar="MB", help="benchmark the census on a synthetic trace")
+    parser.add_argument("--write", type=path_arg, metavar="TRACE", help="write a synthetic trace (.json or .json.gz)")
+    parser.add_argument("--mb", type=positive_number, default=1.0, help="size of the trace --write makes (default 1)")
+    parser.add_argument("--json", type=path_arg, metavar="OUT", help="also write the benchmark's figures as JSON")
 
-                write_json_atomic(args.json, r)
-        if not (args.write or args.bench):
-            parser.print_help()
-            return 2
-    except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+
+def main(args) -> int:
+    if not (args.write or args.bench):
+        print("error: give --bench MB, --write TRACE or both (see python -m lab census-synthetic --help)",
+              file=sys.stderr)
         return 2
+    if args.write:
+        print(write_synthetic(args.write, args.mb))
+    if args.bench:
+        r = bench(args.bench)
+        print_bench(r)
+        if args.json:
+            write_json_atomic(args.json, r)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
+# Study: vLLM prefill chunk size, decode under concurrency, tensor parallelism over 2 GPUs.
 # vLLM on the H200, round 2 (issues 14, 15, 16): prefill chunk size, decode under concurrency, tensor parallelism.
 #
 # Run from the repository root on the GPU box, with vLLM importable (the offline bundle in $VLLM_SITE,
 # default /tmp/site, is put on PYTHONPATH when it exists). One part per 10-minute call:
-#     OUT=/some/folder bash scripts/h200_vllm_round2.sh chunk         # one H200
-#     OUT=/some/folder bash scripts/h200_vllm_round2.sh concurrency   # one H200
-#     OUT=/some/folder bash scripts/h200_vllm_round2.sh tp            # two H200s of one host (nvidia-h200-x2)
+#     OUT=/some/folder scripts/gpu_run.sh vllm-chunk-concurrency-tp chunk         # one H200
+#     OUT=/some/folder scripts/gpu_run.sh vllm-chunk-concurrency-tp concurrency   # one H200
+#     OUT=/some/folder scripts/gpu_run.sh vllm-chunk-concurrency-tp tp            # two H200s of one host (nvidia-h200-x2)
 #   chunk        FA3 with --max-num-batched-tokens 2048, prompt lengths 256..32768 (the same arm as
-#                h200_vllm.sh's `extra` part): ~110 s start-up + ~2 min of requests.
+#                vllm-sweeps' `extra` part): ~110 s start-up + ~2 min of requests.
 #   concurrency  `python -m lab vllm-concurrency`: FA3 at 2048 and 32768 tokens x 1, 4, 16, 64 requests
 #                (at most 300 s: ~110 s start-up, the 64 x 32k point ~100 s: vLLM admits only what its KV
 #                cache holds), then FLEX_ATTENTION, whose 32k prefill is ~7x slower, at 32768 only 1 and 4
@@ -47,10 +48,10 @@ SHORT=256,512,1024,2048,4096,8192,16384,24576,32768
 TAG=h200_round2
 case "$PART" in
   chunk|concurrency|concurrency-fa3|concurrency-flex|tp) ;;
-  *) echo "usage: OUT=DIR bash $0 chunk|concurrency|concurrency-fa3|concurrency-flex|tp"; exit 2 ;;
+  *) echo "usage: OUT=DIR scripts/gpu_run.sh vllm-chunk-concurrency-tp chunk|concurrency|concurrency-fa3|concurrency-flex|tp"; exit 2 ;;
 esac
 log="$OUT/$PART.txt"
-source "$(dirname "$0")/h200_env.sh"
+source "$(dirname "$0")/env.sh"
 say "part $PART, vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null | paste -sd ';')"
 say "multicast off: NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST=$TORCH_SYMM_MEM_DISABLE_MULTICAST NVSHMEM_DISABLE_NVLS=$NVSHMEM_DISABLE_NVLS"
 
@@ -73,7 +74,7 @@ run() {
   nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>/dev/null | paste -sd ';' | sed 's/^/  GPU memory in use after the arm: /' | tee -a "$log"
 }
 
-SWEEP="lab.measure.vllm.sweep"
+SWEEP="lab vllm-sweep"
 SWEEP_ARGS=(--reps 3 --max-tokens 64 --warmup-tokens 16 --lengths "$SHORT")
 CONC="lab vllm-concurrency"
 CONC_ARGS=(--contexts 2048,32768 --concurrency 1,4,16,64 --max-tokens 2048 --steps 64 --ready-timeout 300)
@@ -93,7 +94,7 @@ case "$PART" in
   concurrency-flex) dirs="$study-concurrency"; conc_flex 540 ;;
   tp)
     dirs="$study-tp2"
-    gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null)
+    gpus=$("$PYTHON" -m lab env --get gpus 2>/dev/null)
     if [ "$gpus" != 2 ]; then say "STOP: torch sees ${gpus:-no} GPUs; the tp part needs exactly 2 (nvidia-h200-x2)"; exit 3; fi
     say "torch sees 2 GPUs; how they are linked:"
     nvidia-smi topo -m 2>&1 | head -n 6 | tee -a "$log"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
+# Study: two H200s under Poisson load, as one tensor-parallel server against two copies of the model.
 # The busy-server study on two H200s of one host (issue 27): two GPUs as one tensor-parallel server
 # against the same two GPUs as two copies of the model, under the same Poisson load.
 #
 # Run from the repository root on an nvidia-h200-x2 box, with vLLM importable (the offline bundle in
 # $VLLM_SITE, default /tmp/site, is put on PYTHONPATH when it exists), one part per call:
-#     OUT=/some/folder bash scripts/h200x2_load.sh tp2 [WORKLOAD]
-#     OUT=/some/folder bash scripts/h200x2_load.sh replicas [WORKLOAD]
+#     OUT=/some/folder scripts/gpu_run.sh vllm-busy-server-2gpu tp2 [WORKLOAD]
+#     OUT=/some/folder scripts/gpu_run.sh vllm-busy-server-2gpu replicas [WORKLOAD]
 #   tp2       one FLASH_ATTN/FA3 server with --tensor-parallel-size 2 (~150 s start-up), vLLM's
 #             symmetric-memory all-reduce off (VLLM_ALLREDUCE_USE_SYMM_MEM=0: its custom all-reduce or
 #             NCCL carry the two all-reduces per layer)
@@ -13,8 +14,8 @@
 #             behind the spreader (lab.measure.vllm.spreader), least-loaded: each request goes to the copy
 #             with fewer requests in flight (POLICY=round-robin for the other policy; its own folder)
 #   WORKLOAD  fixed (default: 1024-token prompts, 128 generated tokens) or mix (the long-tailed mix of
-#             300 prompts of scripts/h200_load.sh)
-# Both parts are scripts/h200_load.sh's fa3 arm on two GPUs: random weights in the Qwen2.5-7B shape
+#             300 prompts of scripts/gpu_run.sh vllm-busy-server)
+# Both parts are scripts/gpu_run.sh vllm-busy-server's fa3 arm on two GPUs: random weights in the Qwen2.5-7B shape
 # (data/models/qwen2.5-7b-128k, --load-format dummy), the synthetic tokenizer, prefix caching off,
 # --max-num-batched-tokens 8192, --gpu-memory-utilization 0.85 per GPU; the serial agreement point
 # (20 requests one at a time, bench and probe), the capacity point (200 prompts at once), then Poisson
@@ -56,17 +57,17 @@ case "$PART" in
       *) echo "POLICY=$POLICY: expected least-loaded or round-robin"; exit 2 ;;
     esac
     flags=(--replicas 2 --policy "$POLICY") ;;
-  *) echo "usage: OUT=DIR bash $0 tp2|replicas [fixed|mix]"; exit 2 ;;
+  *) echo "usage: OUT=DIR scripts/gpu_run.sh vllm-busy-server-2gpu tp2|replicas [fixed|mix]"; exit 2 ;;
 esac
 case "$WORKLOAD" in
   fixed) wl=(--input-len 1024 --output-len 128); wname=random-1024-128 ;;
   mix) wl=(--input-len 1024 --output-len 128 --mix 300); wname=mix-1024-128 ;;
-  *) echo "usage: OUT=DIR bash $0 tp2|replicas fixed|mix"; exit 2 ;;
+  *) echo "usage: OUT=DIR scripts/gpu_run.sh vllm-busy-server-2gpu tp2|replicas fixed|mix"; exit 2 ;;
 esac
 name="load2-$PART-$WORKLOAD"
 log="$OUT/$name.txt"
-source "$(dirname "$0")/h200_env.sh"
-gpus=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null)
+source "$(dirname "$0")/env.sh"
+gpus=$("$PYTHON" -m lab env --get gpus 2>/dev/null)
 if [ "$gpus" != 2 ]; then say "STOP: torch sees ${gpus:-no} GPUs; tp2 and replicas need exactly 2 (nvidia-h200-x2)"; exit 3; fi
 if ! "$PYTHON" -m lab vllm-load --help 2>/dev/null | grep -q -- '--replicas'; then
   say "STOP: python -m lab vllm-load has no --replicas option yet (the load-replicas patch is not applied)"; exit 2
@@ -76,7 +77,7 @@ nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv,noheader
 say "how the GPUs are linked:"
 nvidia-smi topo -m 2>&1 | head -n 6 | tee -a "$log"
 say "multicast off: NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST=$TORCH_SYMM_MEM_DISABLE_MULTICAST NVSHMEM_DISABLE_NVLS=$NVSHMEM_DISABLE_NVLS${VLLM_ALLREDUCE_USE_SYMM_MEM+ VLLM_ALLREDUCE_USE_SYMM_MEM=$VLLM_ALLREDUCE_USE_SYMM_MEM}"
-slug=$("$PYTHON" -c "from lab.measure.vllm.arms import Arm; print(Arm.parse('FLASH_ATTN/FA3').slug)")
+slug=flash_attn-fa3   # the arm's folder (lab.measure.vllm.arms: FLASH_ATTN/FA3 in lower case, / as -)
 folder="$study-load/$layout/$wname/$slug"
 "$PYTHON" -m lab vllm-tokenizer --model "$MODEL" 2>&1 | tee -a "$log"
 left=$((DEADLINE_S - SECONDS))

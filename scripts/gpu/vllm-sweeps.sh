@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
+# Study: vLLM prompt-length sweeps, TTFT and decode ITL per attention backend.
 # vLLM prompt-length sweeps on the H200 (issue 6): TTFT and decode ITL per attention backend.
 #
 # Run from the repository root on the GPU box, with vLLM importable (the offline bundle in
 # $VLLM_SITE, default /tmp/site, is put on PYTHONPATH when it exists):
-#     OUT=/some/folder bash scripts/h200_vllm.sh main    # FLASH_ATTN/FA3 256..131072, FLEX_ATTENTION 256..32768
-#     OUT=/some/folder bash scripts/h200_vllm.sh fa2     # FLASH_ATTN/FA2 256..32768 (start-up ~5 min: own call)
-#     OUT=/some/folder bash scripts/h200_vllm.sh extra   # TRITON_ATTN 256..32768; FA3 with 2048-token chunks
+#     OUT=/some/folder scripts/gpu_run.sh vllm-sweeps main    # FLASH_ATTN/FA3 256..131072, FLEX_ATTENTION 256..32768
+#     OUT=/some/folder scripts/gpu_run.sh vllm-sweeps fa2     # FLASH_ATTN/FA2 256..32768 (start-up ~5 min: own call)
+#     OUT=/some/folder scripts/gpu_run.sh vllm-sweeps extra   # TRITON_ATTN 256..32768; FA3 with 2048-token chunks
 # Every arm: random weights in the Qwen2.5-7B shape (data/models/qwen2.5-7b-128k), prefix caching
 # off, --max-num-batched-tokens 8192 (CHUNK=...), --gpu-memory-utilization 0.85, 64 generated
 # tokens, one warm-up + 3 reps per length (2 reps from 65536 tokens). Budget for `main`: ~75 s of
@@ -31,7 +32,7 @@ SHORT=256,512,1024,2048,4096,8192,16384,24576,32768
 LONG=$SHORT,65536,131072
 TAG=h200_vllm
 log="$OUT/h200-vllm-$PART.txt"
-source "$(dirname "$0")/h200_env.sh"
+source "$(dirname "$0")/env.sh"
 say "part $PART, vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null)"
 
 # run_arm FOLDER CAP_S ARGS...: one arm, never past the deadline; its data is written even when cut short
@@ -42,7 +43,7 @@ run_arm() {
   if [ "$cap" -lt 120 ]; then say "SKIP $folder: only ${left}s left before the deadline"; return; fi
   say "START $folder (at most ${cap}s): $*"
   local t0=$SECONDS
-  timeout -k 30 "$cap" "$PYTHON" -m lab.measure.vllm.sweep --out "$WORK/$folder" --model "$MODEL" \
+  timeout -k 30 "$cap" "$PYTHON" -m lab vllm-sweep --out "$WORK/$folder" --model "$MODEL" \
       --max-num-batched-tokens "$CHUNK" --gpu-memory-utilization 0.85 --reps 3 --long-reps 2 --long-from 65536 \
       --max-tokens 64 --warmup-tokens 16 "$@" 2>&1 | grep --line-buffered -v '^  waiting for vLLM' | tee -a "$log"
   local status=${PIPESTATUS[0]}

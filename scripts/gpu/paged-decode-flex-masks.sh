@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
+# Study: paged split-KV decode against contiguous and a copy; FlexAttention masks; their GPU tests first.
 # PagedAttention decode and FlexAttention masks on the H200 (issue 15, items 1 and 3), in one call:
 #   1. the gpu-marked tests: the paged kernel in bf16 at real sizes (ragged lengths, shuffled pages,
 #      16- and 128-token pages) against the reference and the contiguous kernel; compiled Flex masks
 #   2. python -m lab paged-bench: contiguous vs paged (16, 128) split-KV decode and a copy of the same
 #      bytes, batch 16 and 1 at 32k and 128k tokens (28/4 heads, d=128, bf16), interleaved rounds
-#   3. python -m lab.measure.attention.flex_masks: causal, sliding-window and document masks through
+#   3. python -m lab flex-masks: causal, sliding-window and document masks through
 #      compiled FlexAttention and through SDPA (flash for plain causal; dense mask: efficient, cuDNN)
 #
 # Run from the repository root on the GPU box (torch, triton, pandas, pytest importable):
-#     OUT=/some/folder bash scripts/h200_paged.sh
+#     OUT=/some/folder scripts/gpu_run.sh paged-decode-flex-masks
 # Optional: DEADLINE_S (default 200: no step starts or runs past it; each benchmark stops starting new
 # shapes before its share runs out and keeps what it measured), PYTHON (default python3).
 # The most important shapes go first (batch 16 x 32k pages, then masks at 16k); 400 s covers everything.
@@ -28,10 +29,10 @@ mkdir -p "$OUT" "$WORK"
 rm -rf "$WORK/paged-decode" "$WORK/flex-masks"
 log="$OUT/paged.txt"
 : > "$log"
-say() { echo "[h200_paged $(date -u +%T) +${SECONDS}s] $*" | tee -a "$log"; }
+say() { echo "[paged $(date -u +%T) +${SECONDS}s] $*" | tee -a "$log"; }
 left() { echo $((DEADLINE_S - SECONDS)); }
 say "$(nvidia-smi --query-gpu=name,memory.used,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null)"
-say "$("$PYTHON" -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' 2>&1)"
+say "$("$PYTHON" -m lab env --get versions 2>&1)"
 
 # 1. tests first: a kernel that is wrong is not worth timing (at most 40% of the time)
 cap=$(( $(left) * 2 / 5 ))
@@ -55,7 +56,7 @@ fi
 cap=$(( $(left) - 5 ))
 if [ "$cap" -lt 30 ]; then say "SKIP flex masks: ${cap}s left"; else
   say "START flex masks (at most ${cap}s)"
-  timeout -k 10 "$cap" "$PYTHON" -m lab.measure.attention.flex_masks --out "$WORK/flex-masks" \
+  timeout -k 10 "$cap" "$PYTHON" -m lab flex-masks --out "$WORK/flex-masks" \
     --deadline-s $((cap * 3 / 5)) 2>&1 | tee -a "$log"
   status=${PIPESTATUS[0]}
   say "END flex masks: status $status"
@@ -65,21 +66,4 @@ fi
 ls -l "$OUT" | tee -a "$log"
 say "done in ${SECONDS}s"
 # the tables last, whole
-"$PYTHON" - "$WORK" <<'EOF' 2>&1 | tee -a "$log"
-import sys
-from pathlib import Path
-
-import pandas as pd
-
-work = Path(sys.argv[1])
-pd.set_option("display.width", 250)
-pd.set_option("display.max_columns", 20)
-for name in ("paged-decode/paged.csv", "flex-masks/masks.csv"):
-    path = work / name
-    if not path.exists():
-        print(f"{name}: not written")
-        continue
-    table = pd.read_csv(path).drop(columns=["ms_rounds"], errors="ignore")
-    print(f"== {name}")
-    print(table.round(4).to_string(index=False))
-EOF
+"$PYTHON" -m lab tables --root "$WORK" --drop ms_rounds paged-decode/paged.csv flex-masks/masks.csv 2>&1 | tee -a "$log"

@@ -1,18 +1,17 @@
-"""scripts/race_tuned.py on the CPU: variants checked in Triton's interpreter, a failing peer is a row."""
+"""python -m lab tuning-race on the CPU: variants checked in Triton's interpreter, a failing peer is a row."""
 
 import argparse
-import importlib.util
+import os
+import subprocess
+import sys
 import time
 
 import pandas as pd
 
 from lab import REPO_ROOT
+from lab.measure import tuning_race as race_tuned
 from lab.measure.attention import switches as switches_module
 from lab.measure.timing import ABLATION_STEPS, FA3_STEPS
-
-spec = importlib.util.spec_from_file_location("race_tuned", REPO_ROOT / "scripts" / "race_tuned.py")
-race_tuned = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(race_tuned)
 
 
 def _timer(fn, warmup, rep, return_mode):
@@ -53,3 +52,12 @@ def test_ablation_keeps_the_first_steps_and_adds_each_fa3_step_once():
         kept = all(getattr(default, key) == value for key, value in change.items())
         assert label.endswith("(tried, not kept)") != kept
         assert all(options["switches"][key] == value for key, value in change.items())
+
+
+def test_the_command_refuses_a_bad_length_and_a_cpu_in_one_line():
+    for argv, said in ((["--lengths", "16k,x"], "--lengths"), (["--only", "no such variant"], "--only"),
+                       ([], "no CUDA GPU")):
+        done = subprocess.run([sys.executable, "-m", "lab", "tuning-race", *argv, "--out", "/nonexistent/race"],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TRITON_INTERPRET": "1"})
+        assert done.returncode == 2 and said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

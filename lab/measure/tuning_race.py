@@ -7,8 +7,11 @@ variant is checked against the fp32 reference first; then FA3 (vLLM's vllm_flash
 cuDNN, FA4, FlexAttention's FLASH backend and every checked variant are timed in interleaved rounds, each round starting elsewhere.
 Causal prefill, 28 query over 4 KV heads, d=128, bf16, batch 1, as chapter 4's benchmark:
 
-    python scripts/race_tuned.py --out /tmp/race --deadline-s 330
-    python scripts/race_tuned.py --out /tmp/race --only 'gluon|+ kv-major order, TMA' --rounds 5 --rep-ms 100
+    python -m lab tuning-race --out /tmp/race --deadline-s 330
+    python -m lab tuning-race --out /tmp/race --only 'gluon|+ kv-major order, TMA' --rounds 5 --rep-ms 100
+
+(Until 2026-12 this was ``scripts/race_tuned.py``; the provenance of data/h200/kernels-tuning-race and
+kernels-hopper-race records that name.)
 
 Prints one table per length (ms, TFLOP/s, ours/FA3) and writes OUT/race.csv and OUT/provenance.json
 (through lab.store; rewritten after each length, so a run cut short keeps what it measured). A variant
@@ -18,16 +21,18 @@ new checks and rounds after that many seconds.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from lab import REPO_ROOT, LabError, env, store
+from lab.cli import path_arg, positive_count, positive_number, sizes
+from lab.folders import dataset_lock
+from lab.measure.attention.switches import Switches
+from lab.measure.candidates import Prepared, candidate_fn, timed_call
+from lab.measure.timing import rounds_text, time_in_rounds
 
-from lab import store  # noqa: E402
-from lab.measure.timing import round_order, rounds_text  # noqa: E402
+DEFAULT_OUT = REPO_ROOT / "data" / "local" / "tuning-race"
 
 #: launches as (BLOCK_M, BLOCK_N, num_warps, num_stages, register cap or 0)
 CURRENT = (128, 64, 8, 2, 128)   # the tuned kernel's pick at 16k and 32k in the run of record
@@ -98,8 +103,6 @@ PEERS = ("fa3", "sdpa-cudnn", "fa4", "flex-flash")
 
 def _peer(name: str):
     """(q, k, v) -> (timed call, output back to (batch, heads, n, d)); layout changes made before timing."""
-    from lab.measure.candidates import Prepared, candidate_fn, timed_call
-
     def prepare(q, k, v):
         fn = candidate_fn(name, "prefill")
         restore = (lambda out: fn.restore(out, q)) if isinstance(fn, Prepared) else (lambda out: out)
@@ -134,7 +137,6 @@ class Race:
         import torch
 
         from lab.measure.attention.reference import attention_flops, attention_torch
-        from lab.measure.attention.switches import Switches
         from lab.measure.attention.tuned import tuned_forward
 
         gen = torch.Generator(device=self.device).manual_seed(n)
@@ -181,21 +183,26 @@ class Race:
         from triton.testing import do_bench
 
         timer = self.timer or do_bench
-        times = {id(row): [] for row, _ in ready}
-        for turn in range(self.args.rounds):
+
+        def measure(item, _):
+            row, call = item
+            try:
+                return timer(call, warmup=10, rep=self.args.rep_ms, return_mode="median")
+            except Exception as exc:
+                row.update(status="error", note=_error_note(exc))
+                self.sync()
+                return None
+
+        def deadline(turn) -> bool:
             if self.left() < 10:
                 self.log(f"{n}: deadline, {turn} rounds timed")
-                break
-            for row, call in round_order(ready, turn, self.args.rounds):
-                try:
-                    times[id(row)].append(timer(call, warmup=10, rep=self.args.rep_ms, return_mode="median"))
-                except Exception as exc:
-                    row.update(status="error", note=_error_note(exc))
-                    self.sync()
-            self.log(f"{n}: round {turn + 1}/{self.args.rounds} done")
-        for row, _ in ready:
-            if times[id(row)] and row["status"] == "ok":
-                row.update(ms=statistics.median(times[id(row)]), ms_rounds=rounds_text(times[id(row)]))
+            return self.left() < 10
+
+        timed = time_in_rounds(ready, measure, self.args.rounds, stop=deadline,
+                               after_round=lambda turn, _: self.log(f"{n}: round {turn + 1}/{self.args.rounds} done"))
+        for (row, _), times in zip(ready, timed, strict=True):
+            if times and row["status"] == "ok":
+                row.update(ms=statistics.median(times), ms_rounds=rounds_text(times))
                 row["tflops"] = flops / (row["ms"] * 1e-3) / 1e12
         fa3 = next((r["ms"] for r in self.rows if r["n"] == n and r["variant"] == "fa3" and r["ms"] == r["ms"]), None)
         for row in self.rows:
@@ -217,45 +224,42 @@ class Race:
         store.write_provenance(self.args.out, store.new_provenance(
             "kernels", dtype="bfloat16", flags={"lengths": self.args.lengths, "rounds": self.args.rounds,
                                                         "rep_ms": self.args.rep_ms},
-            run="tuned-kernel variants against FA3 (scripts/race_tuned.py)", shape="causal prefill, batch 1, 28 query / 4 KV heads, d=128", complete=complete,
+            run="tuned-kernel variants against FA3 (python -m lab tuning-race)", shape="causal prefill, batch 1, 28 query / 4 KV heads, d=128", complete=complete,
             reference="fp32 attention (lab.measure.attention.reference.attention_torch), max abs error 2e-2",
             fa3="vllm.vllm_flash_attn.flash_attn_varlen_func(fa_version=3)", seconds=round(time.time() - self.started, 1)))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder for race.csv and provenance.json")
-    parser.add_argument("--lengths", default="16384,32768", help="prompt lengths, comma-separated")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds per length")
-    parser.add_argument("--rep-ms", type=int, default=60, help="milliseconds of repeats per variant per round")
-    parser.add_argument("--deadline-s", type=float, default=330, help="stop starting checks and rounds after this")
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT,
+                        help=f"folder for race.csv and provenance.json (default {DEFAULT_OUT.relative_to(REPO_ROOT)})")
+    parser.add_argument("--lengths", default="16384,32768", help="prompt lengths, comma-separated (16k = 16384)")
+    parser.add_argument("--rounds", type=positive_count, default=3, help="interleaved timing rounds per length")
+    parser.add_argument("--rep-ms", type=positive_count, default=60,
+                        help="milliseconds of repeats per variant per round")
+    parser.add_argument("--deadline-s", type=positive_number, default=330,
+                        help="stop starting checks and rounds after this many seconds")
     parser.add_argument("--only", default="", help="run only variants whose name contains one of these |-separated texts")
-    args = parser.parse_args()
-    try:
-        lengths = [int(x) for x in args.lengths.split(",") if x.strip()]
-    except ValueError:
-        print(f"--lengths: {args.lengths!r} is not a comma-separated list of integers", file=sys.stderr)
-        return 2
-    if not lengths or args.rounds < 1:
-        print("--lengths needs at least one length and --rounds at least 1", file=sys.stderr)
-        return 2
-    import torch
 
-    if not torch.cuda.is_available():
-        print("race_tuned.py needs a CUDA GPU (it times kernels); none is visible", file=sys.stderr)
-        return 2
+
+def main(args) -> int:
+    args.lengths = list(sizes(args.lengths, example="16384,32768", option="--lengths"))
     wanted = args.only.split("|")
     chosen = [v for v in variants() if any(text in v[0] for text in wanted)]
-    race = Race(args)
-    race.log(f"{len(chosen)} variants + FA3 + cuDNN at {lengths} on {torch.cuda.get_device_name()}")
-    for n in lengths:
-        race.length(n, chosen)
-        race.print_table(n)
-        race.write(complete=False)
-    race.write(complete=True)
+    if not chosen:
+        raise LabError(f"--only {args.only!r}: no variant's name contains it; the names are in "
+                       "lab.measure.tuning_race.variants()")
+    caps = env.detect()
+    if not caps.has_gpu or caps.triton_mode != "gpu":
+        raise LabError("no CUDA GPU here (or TRITON_INTERPRET=1): `python -m lab tuning-race` times kernels "
+                       "on a GPU; run it on a GPU machine")
+    args.out = args.out if args.out.is_absolute() else Path.cwd() / args.out
+    with dataset_lock(args.out, kinds=("kernels",)):
+        race = Race(args)
+        race.log(f"{len(chosen)} variants + {', '.join(PEERS)} at {args.lengths} on {caps.gpu}")
+        for n in args.lengths:
+            race.length(n, chosen)
+            race.print_table(n)
+            race.write(complete=False)
+        race.write(complete=True)
     race.log("done")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
