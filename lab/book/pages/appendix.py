@@ -443,6 +443,8 @@ def folders_table():
     import pandas as pd
 
     rows = [{"data folder": f"data/{row['folder']}", "kind": row["kind"], "date (UTC)": row["date"],
-             "command": row["command"], "code": row["code"] or "not recorded"} for row in data.made_by()]
+             "command recorded": row["command"], "command that makes it now": row["now"] if row["now"] != row["command"] else "",
+             "code": row["code"] or "not recorded"} for row in data.made_by()]
     return (pd.DataFrame(rows).style.format(escape="html")
-            .format({"data folder": _as_code, "command": _as_code}, escape=None).hide(axis="index"))
+            .format({"data folder": _as_code, "command recorded": _as_code, "command that makes it now": _as_code},
+                    escape=None).hide(axis="index"))
