@@ -12,9 +12,11 @@ from pathlib import Path
 
 from lab import REPO_ROOT, LabError
 from lab.results.facts import Fact
+from lab.results.quantities import Quantity
 from lab.store import read_json
 
 MODELS_DIR = REPO_ROOT / "data" / "models"
+SHAPE_SOURCE = "lab.results.modelshape: Qwen2.5-7B config.json"
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,30 @@ def kv_per_token() -> Fact:
     """Qwen2.5-7B's KV cache per token of context (K and V, every layer, bf16), in bytes, as every page quotes it."""
     return Fact(qwen25_7b().kv_bytes_per_token(), "lab.results.modelshape: Qwen2.5-7B config.json",
                 quantity="qwen2.5-7b.kv_bytes_per_token", unit="B", method="2 × layers × KV heads × head size × 2 bytes")
+
+
+#: Two byte counts of Qwen2.5-7B's bf16 weights, never to be swapped: what they occupy in memory (every matrix,
+#: the embedding table included) and what one decode step streams from memory (every layer's matrices and the LM
+#: head; of the embedding table a step reads only its tokens' rows). Both in decimal GB on the pages; the first is
+#: close to the second in GiB (15.2 GB = 14.2 GiB) by coincidence, which is why the two are easily confused.
+WEIGHT_BYTES = Quantity("qwen2.5-7b.weight_bytes", "Qwen2.5-7B's matrix weights in bf16, embedding table included "
+                        "(biases and norms left out): what the weights occupy in memory", run=SHAPE_SOURCE, unit="B")
+STREAMED_WEIGHT_BYTES = Quantity("qwen2.5-7b.streamed_weight_bytes", "the bf16 weights one decode step reads from "
+                                 "memory: every layer's matrices and the LM head (the embedding table only for the "
+                                 "step's own token rows)", run=SHAPE_SOURCE, unit="B")
+
+
+@functools.cache
+def weight_bytes() -> Fact:
+    """The bytes Qwen2.5-7B's bf16 weights occupy (every matrix, embedding table included)."""
+    return WEIGHT_BYTES.fact(2 * qwen25_7b().parameters)
+
+
+@functools.cache
+def streamed_weight_bytes() -> Fact:
+    """The weight bytes one decode step streams: every layer's matrices and the LM head, in bf16."""
+    shape = qwen25_7b()
+    return STREAMED_WEIGHT_BYTES.fact(2 * (shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights))
 
 
 def qwen25_7b() -> ModelShape:
