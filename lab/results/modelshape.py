@@ -98,26 +98,27 @@ def kv_per_token() -> Fact:
 
 #: Two byte counts of Qwen2.5-7B's bf16 weights, never to be swapped: what they occupy in memory (every matrix,
 #: the embedding table included) and what one decode step streams from memory (every layer's matrices and the LM
-#: head; of the embedding table a step reads only its tokens' rows). Both in decimal GB on the pages; the first is
-#: close to the second in GiB (15.2 GB = 14.2 GiB) by coincidence, which is why the two are easily confused.
-WEIGHT_BYTES = Quantity("qwen2.5-7b.weight_bytes", "Qwen2.5-7B's matrix weights in bf16, embedding table included "
-                        "(biases and norms left out): what the weights occupy in memory", run=SHAPE_SOURCE, unit="B")
-STREAMED_WEIGHT_BYTES = Quantity("qwen2.5-7b.streamed_weight_bytes", "the bf16 weights one decode step reads from "
-                                 "memory: every layer's matrices and the LM head (the embedding table only for the "
-                                 "step's own token rows)", run=SHAPE_SOURCE, unit="B")
+#: head; of the embedding table a step reads only its tokens' rows). Both in decimal GB (10⁹ bytes), as the pages
+#: state them and glue them under ``weights_gb`` and ``weights_streamed_gb``; the first happens to be close to the
+#: second in GiB (15.2 GB = 14.2 GiB), one more reason to keep the two apart by name.
+WEIGHTS_GB = Quantity("qwen2.5-7b.weights_gb", "Qwen2.5-7B's matrix weights in bf16, embedding table included "
+                      "(biases and norms left out), in GB: what the weights occupy in memory", run=SHAPE_SOURCE)
+STREAMED_WEIGHTS_GB = Quantity("qwen2.5-7b.streamed_weights_gb", "the bf16 weights one decode step reads from "
+                               "memory, in GB: every layer's matrices and the LM head (of the embedding table only "
+                               "the step's own token rows)", run=SHAPE_SOURCE)
 
 
 @functools.cache
-def weight_bytes() -> Fact:
-    """The bytes Qwen2.5-7B's bf16 weights occupy (every matrix, embedding table included)."""
-    return WEIGHT_BYTES.fact(2 * qwen25_7b().parameters)
+def weights_gb() -> Fact:
+    """What Qwen2.5-7B's bf16 weights occupy, in GB (every matrix, embedding table included)."""
+    return WEIGHTS_GB.fact(2 * qwen25_7b().parameters / 1e9)
 
 
 @functools.cache
-def streamed_weight_bytes() -> Fact:
-    """The weight bytes one decode step streams: every layer's matrices and the LM head, in bf16."""
+def streamed_weights_gb() -> Fact:
+    """The weights one decode step streams, in GB: every layer's matrices and the LM head, bf16."""
     shape = qwen25_7b()
-    return STREAMED_WEIGHT_BYTES.fact(2 * (shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights))
+    return STREAMED_WEIGHTS_GB.fact(2 * (shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights) / 1e9)
 
 
 def qwen25_7b() -> ModelShape:

@@ -37,14 +37,10 @@ def _ratio(gpu: str) -> Quantity:
                     "the faster arm", run=RUN_OF[gpu], file=SWEEP_FILE[gpu], unit="×")
 
 
-def _prompt(gpu: str) -> Quantity:
-    return Quantity(f"{TAG[gpu]}.sweep.prompt_tokens", "the tokens of a prompt both arms of the sweep ran (its "
-                    "actual length: the A10G study asked for a target length and its prompts came out one or two "
-                    "tokens longer)", run=RUN_OF[gpu], file=SWEEP_FILE[gpu], unit="tokens")
-
-
 RATIO = {gpu: _ratio(gpu) for gpu in FAST_ARM}
-PROMPT = {gpu: _prompt(gpu) for gpu in FAST_ARM}
+PROMPT = {"A10G": reference.PROMPT_TOKENS,
+          "H200-SXM": Quantity("h200.sweep.prompt_tokens", "the tokens of a prompt both arms of the H200 sweep ran",
+                               run=H200_SWEEPS, file="*/sweep.csv", unit="tokens")}
 FIT_CONSTANT = Quantity("h200.sweep.fit_constant", "the constant term a of the quadratic fit t = a + b·n + c·n² to one "
                         "arm's time to first token against prompt length (lab.results.sweeps.fit_summary)",
                         run=H200_SWEEPS, file="*/sweep.csv", unit="s")
