@@ -41,9 +41,10 @@ RATIO = {gpu: _ratio(gpu) for gpu in FAST_ARM}
 PROMPT = {"A10G": reference.PROMPT_TOKENS,
           "H200-SXM": Quantity("h200.sweep.prompt_tokens", "the tokens of a prompt both arms of the H200 sweep ran",
                                run=H200_SWEEPS, file="*/sweep.csv", unit="tokens")}
-FIT_CONSTANT = Quantity("h200.sweep.fit_constant", "the constant term a of the quadratic fit t = a + b·n + c·n² to one "
-                        "arm's time to first token against prompt length (lab.results.sweeps.fit_summary)",
-                        run=H200_SWEEPS, file="*/sweep.csv", unit="s")
+#: In ms without a unit tag: chapter 6 glues the same names as plain numbers in ms.
+FIT_CONSTANT = Quantity("h200.sweep.fit_constant_ms", "the constant term a of the quadratic fit t = a + b·n + c·n² to "
+                        "one arm's time to first token against prompt length, in ms (lab.results.sweeps.fit_summary)",
+                        run=H200_SWEEPS, file="*/sweep.csv")
 
 
 @functools.cache
@@ -81,8 +82,8 @@ def facts() -> dict[str, Fact]:
     study = sweeps.find_study(table, "H200")
     constant = sweeps.fit_summary(table, study).set_index("arm")["a_s"] if study else {}
     for key, arm in (("fa", FAST_ARM["H200-SXM"]), ("flex", SLOW_ARM)):
-        value = float(constant[arm]) if study else None
-        out[f"h200_{key}_a_ms"] = FIT_CONSTANT.fact(value, arm).to("ms")
+        value = 1e3 * float(constant[arm]) if study else None
+        out[f"h200_{key}_a_ms"] = FIT_CONSTANT.fact(value, arm)
     return out
 
 
