@@ -1,8 +1,9 @@
-"""Chapter 2's counter table and facts: every value read from the counters' data, "not measured" without it."""
+"""Chapter 2's counter table and facts (lab.book.pages.ch02): every value read from the counters' data, "not measured" without it."""
 
 import pytest
 
-from lab.book import counter_facts
+from lab.book.facts import glued_value
+from lab.book.pages import ch02 as counter_facts
 from lab.results import bandwidth, kernel_counters
 from lab.results.facts import NOT_MEASURED
 from lab.results.kernel_counters import JobCounters
@@ -11,7 +12,7 @@ from lab.results.kernel_counters import JobCounters
 def _job(candidate: str, tensor: float, dram_read: float, ms: float = 2.0, stalls=(("barrier", 2.5), ("wait", 1.0))):
     return JobCounters(f"prefill:{candidate}:1:{counter_facts.N}", "prefill", candidate, 1, counter_facts.N,
                        "kernel", 1, {"ms": ms, "tensor_pct": tensor, "xu_pct": tensor / 2, "warps_per_sm": 12.0},
-                       {"dram_read": dram_read, "dram_write": 1e8, "job_ms": ms}, stalls, "test")
+                       {"dram_read": dram_read, "dram_write": 1e8, "job_ms": ms}, stalls, f"{counter_facts.FOLDER}/raw.csv")
 
 
 @pytest.fixture
@@ -35,17 +36,18 @@ def test_rows_are_the_counters_of_each_job_against_the_compulsory_reads_and_the_
 
 
 def test_facts_span_the_measured_kernels_and_say_not_measured_for_the_rest(two_jobs):
-    facts = counter_facts.facts(counter_facts.prefill_rows())
-    assert (facts["kc_tensor_pct_min"].value, facts["kc_tensor_pct_max"].value) == ("60%", "80%")
-    assert facts["kc_fa3_tensor"].value == "80.0%" and facts["kc_ours_ms"].value == "3.00 ms"
-    assert facts["kc_ours_stall"].value == "barrier" and facts["kc_ours_barrier"].value == "2.50"
+    facts = {name: glued_value(fact) for name, fact in counter_facts.counter_facts(counter_facts.prefill_rows()).items()}
+    assert (facts["kc_tensor_pct_min"], facts["kc_tensor_pct_max"]) == ("60%", "80%")
+    assert facts["kc_fa3_tensor"] == "80.0%" and facts["kc_ours_ms"] == "3.00 ms"
+    assert facts["kc_ours_stall"] == "barrier" and facts["kc_ours_barrier"] == "2.50"
+    facts = counter_facts.counter_facts(counter_facts.prefill_rows())
     assert not facts["kc_fa4_tensor"].measured and not facts["kc_cudnn_ms"].measured
 
 
 def test_a_missing_dataset_gives_not_measured_everywhere(tmp_path):
     rows = counter_facts.prefill_rows(tmp_path)
     assert all(row["tensor_pct"] is None and row["rate_pct"] is None for row in rows)
-    facts = counter_facts.facts(rows)
+    facts = counter_facts.counter_facts(rows)
     assert not any(fact.measured for name, fact in facts.items() if name != "kc_n")
     html = counter_facts.prefill_table(rows).to_html()
     assert html.count(NOT_MEASURED) == len(rows) * (len(counter_facts.COLUMNS) - 1)

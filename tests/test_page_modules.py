@@ -11,7 +11,8 @@ import pytest
 from lab import REPO_ROOT
 
 #: chapter file stem -> its page module
-PAGES = {"07-the-trace": "ch07", "appendix-method": "appendix"}
+PAGES = {"intro": "intro", "01-roofline": "ch01", "02-naive-attention": "ch02", "03-tiling-online-softmax": "ch03",
+         "07-the-trace": "ch07", "appendix-method": "appendix"}
 GLUED = re.compile(r"\{glue:text\}`([a-z0-9_]+)")
 CELL = re.compile(r"```\{code-cell\}[^\n]*\n(.*?)\n```", re.S)
 

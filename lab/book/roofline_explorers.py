@@ -100,7 +100,7 @@ def _measured_text(measured: dict, r: roofline.Roof, absent: str) -> str:
 def roofline_view(length: int, gpu: str, dtype: str) -> View:
     """The kernels of a prefill of ``length`` tokens placed on one GPU's roofline."""
     shape, dev = qwen25_7b(), DEVICES[gpu]
-    r = roofline.roof(dev, dtype)
+    r = roofline.datasheet_roof(dev, dtype)
     d = shape.head_dim
     reread = _layer_attention(length, gpu, dtype, "prefill", True)
     compulsory = _layer_attention_floor(length, gpu, dtype, "prefill")
@@ -155,7 +155,7 @@ def roofline_explorer() -> Explorer:
 def attention_bytes_view(length: int, gpu: str, dtype: str, phase: str) -> View:
     """Bytes and bound time of one layer's attention, naive vs flash (both counts), at one length."""
     shape, dev = qwen25_7b(), DEVICES[gpu]
-    r = roofline.roof(dev, dtype)
+    r = roofline.datasheet_roof(dev, dtype)
     naive = _layer_attention(length, gpu, dtype, phase, False)
     reread = _layer_attention(length, gpu, dtype, phase, True)
     floor = _layer_attention_floor(length, gpu, dtype, phase)

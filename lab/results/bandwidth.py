@@ -49,6 +49,12 @@ DATASHEET_BANDWIDTH = Quantity("datasheet.bandwidth", "a GPU's memory bandwidth 
                                "a floor", run="datasheet: lab.results.hardware", unit="B/s")
 DATASHEET_CEILING = Quantity("bandwidth_ceiling.datasheet", "the memory bandwidth on the datasheet of a GPU this book "
                              "did not measure", run="datasheet: lab.results.hardware", unit="B/s")
+#: The read stream behind the H200's ceiling (chapter 1 and the method appendix state its sizes).
+READ_STREAM = Quantity("h200.read_stream", "the read stream behind the bandwidth ceiling: sizes timed above the "
+                       "least (count, smallest, largest), the fitted fixed cost of a call, one call's bytes over "
+                       "its time at the smallest and largest size", run=RUNS["NVIDIA H200"], file=FILE)
+CEILING_OF_DATASHEET = Quantity("bandwidth_ceiling.pct_of_datasheet", "the measured bandwidth ceiling over the "
+                                "GPU's datasheet bandwidth", run=RUNS["NVIDIA H200"], file=FILE, unit="%")
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,11 @@ def stored_runs(folder: str, root: Path | None = None) -> dict:
 RECORD, RECORD_REPEATS = "h200/kernels", "h200/kernels-repeats"
 #: The same kernel timed the earlier way, one block per candidate (the appendix shows why rounds replaced it).
 CONTIGUOUS = "h200/kernels-contiguous"
+#: A candidate's prefill time in the benchmark of record (chapters 1 and 2, the method appendix).
+PREFILL_MS = Quantity("h200.kernels.prefill_ms", "a candidate's prefill time at one length in the benchmark's "
+                      "first full run (its median round)", run=RECORD, unit="ms",
+                      others={CONTIGUOUS: "the same benchmark on an earlier machine start, each candidate timed "
+                                          "in one block (its bench part)"})
 
 
 def runs_of_record(root: Path | None = None) -> dict:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from lab import REPO_ROOT, LabError
 from lab.results.facts import Fact
+from lab.results.quantities import Quantity
 from lab.store import read_json
 
 MODELS_DIR = REPO_ROOT / "data" / "models"
+SHAPE_SOURCE = "lab.results.modelshape: Qwen2.5-7B config.json"
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,31 @@ def kv_per_token() -> Fact:
     """Qwen2.5-7B's KV cache per token of context (K and V, every layer, bf16), in bytes, as every page quotes it."""
     return Fact(qwen25_7b().kv_bytes_per_token(), "lab.results.modelshape: Qwen2.5-7B config.json",
                 quantity="qwen2.5-7b.kv_bytes_per_token", unit="B", method="2 × layers × KV heads × head size × 2 bytes")
+
+
+#: Two byte counts of Qwen2.5-7B's bf16 weights, never to be swapped: what they occupy in memory (every matrix,
+#: the embedding table included) and what one decode step streams from memory (every layer's matrices and the LM
+#: head; of the embedding table a step reads only its tokens' rows). Both in decimal GB (10⁹ bytes), as the pages
+#: state them and glue them under ``weights_gb`` and ``weights_streamed_gb``; the first happens to be close to the
+#: second in GiB (15.2 GB = 14.2 GiB), one more reason to keep the two apart by name.
+WEIGHTS_GB = Quantity("qwen2.5-7b.weights_gb", "Qwen2.5-7B's matrix weights in bf16, embedding table included "
+                      "(biases and norms left out), in GB: what the weights occupy in memory", run=SHAPE_SOURCE)
+STREAMED_WEIGHTS_GB = Quantity("qwen2.5-7b.streamed_weights_gb", "the bf16 weights one decode step reads from "
+                               "memory, in GB: every layer's matrices and the LM head (of the embedding table only "
+                               "the step's own token rows)", run=SHAPE_SOURCE)
+
+
+@functools.cache
+def weights_gb() -> Fact:
+    """What Qwen2.5-7B's bf16 weights occupy, in GB (every matrix, embedding table included)."""
+    return WEIGHTS_GB.fact(2 * qwen25_7b().parameters / 1e9)
+
+
+@functools.cache
+def streamed_weights_gb() -> Fact:
+    """The weights one decode step streams, in GB: every layer's matrices and the LM head, bf16."""
+    shape = qwen25_7b()
+    return STREAMED_WEIGHTS_GB.fact(2 * (shape.layers * shape.linear_weights_per_layer + shape.lm_head_weights) / 1e9)
 
 
 def qwen25_7b() -> ModelShape:

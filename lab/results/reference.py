@@ -15,10 +15,15 @@ from lab import REPO_ROOT, LabError, store
 from lab.cli import path_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.arms import FLASH, FLEX
+from lab.results.quantities import Quantity
 
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "reference" / "inference-wall-part8"
 #: The parsed study's dataset name under data/ (what ``lab.results.data.load`` takes).
 DATASET = "reference/a10g-vllm0.11-qwen2.5-7b"
+#: A prompt's length in the study, as every page quotes it: the tokens it actually had (the study asked for round
+#: target lengths, 256 and up, and recorded the actual count beside each, a token or two more).
+PROMPT_TOKENS = Quantity("a10g.sweep.prompt_tokens", "the tokens of a prompt of the A10G study (its actual length, "
+                         "the sweep's actual_len column)", run=DATASET, file="sweep.csv", unit="tokens")
 DEFAULT_OUT = REPO_ROOT / "data" / DATASET
 SOURCE_TITLE = "The Inference Wall, part 8: FlashAttention vs FlexAttention in vLLM on an A10G (Oct 2026)"
 

@@ -52,6 +52,12 @@ def roof(hardware: Device | Ceilings | Roof, dtype: str = "bf16") -> Roof:
     raise LabError(f"expected a hardware.Device, hardware.Ceilings or roofline.Roof, got {type(hardware).__name__}")
 
 
+def datasheet_roof(dev: Device, dtype: str = "bf16") -> Roof:
+    """A GPU's roof on paper: its datasheet peak and its datasheet bandwidth (for comparing GPUs, never for
+    placing what was measured on the H200: that is :func:`measured_roof`)."""
+    return Roof(dev.key, dev.peak_flops(dtype), dev.bandwidth, dtype)
+
+
 def attainable(intensity: float, peak_flops: float, bandwidth: float) -> float:
     """min(peak, intensity × bandwidth): the best FLOP/s a kernel of this intensity can reach."""
     if intensity < 0 or peak_flops <= 0 or bandwidth <= 0:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 
 from lab import LabError
-from lab.book import counter_facts
 from lab.book.interview.common import FA2, FA3, FLEX, missing_facts, row, shown_facts
+from lab.book.pages import ch02
 from lab.results import census_windows, data, fused_bound, hardware, iomodel, kernel_runs, sweeps, tuning
 from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth
 from lab.results.modelshape import qwen25_7b
@@ -281,4 +281,4 @@ def facts() -> dict:
     """Every H200 fact chapters 08 and 09 glue."""
     return {**sweep_facts(), **decode_kernel_facts(), **occupancy_facts(), **rounds_facts(), **control_facts(),
             **compute_bound_facts(), **stopwatch_facts(), **ablation_facts(),
-            **counter_facts.facts(counter_facts.prefill_rows())}  # chapter 2's counters, the same facts
+            **ch02.counter_facts()}  # chapter 2's counters, the same facts

@@ -22,7 +22,7 @@ from lab.results import census_windows as cd
 from lab.results import tuning as tuning_runs
 from lab.results.facts import Fact
 from lab.results.hardware import DEVICES
-from lab.results.kernel_runs import (ABLATION, CONTIGUOUS, RACE, RECORD, TUNING_RACE, bars_over_runs,
+from lab.results.kernel_runs import (ABLATION, CONTIGUOUS, PREFILL_MS, RACE, RECORD, TUNING_RACE, bars_over_runs,
                                      block_and_round_spread, clock_ranges, prefill_rows, runs_of_record, stored_runs,
                                      times_across_runs)
 from lab.results.quantities import Quantity, is_data_run
@@ -53,10 +53,7 @@ METHOD = {
                            "interleaved rounds", run=KERNELS, file="prefill.csv", unit="runs"),
     "round_spread": Quantity("h200.kernels.round_spread_pct", "the widest spread of one candidate's rounds within "
                              "one run (slowest over fastest, minus one)", run=KERNELS, file="prefill.csv", unit="%"),
-    "prefill_ms": Quantity("h200.kernels.prefill_ms", "a candidate's prefill time at one length in the benchmark's "
-                           "first full run (its median round)", run=KERNELS, unit="ms",
-                           others={CONTIGUOUS: "the same benchmark on an earlier machine start, each candidate timed "
-                                               "in one block (its bench part)"}),
+    "prefill_ms": PREFILL_MS,
     "ablation_ms": Quantity("h200.kernels.ablation_last_ms", "the last step of the tuned kernel's ablation in the "
                             "benchmark's first full run (the tuned kernel and launch, timed minutes after the table)",
                             run=KERNELS, file="ablation.csv", unit="ms"),
@@ -75,10 +72,7 @@ METHOD = {
     "bars": Quantity("h200.kernels.bars", "the project's performance bars over runs: bars met in every run that "
                      "measured them, bars in all, and the hardest bar's need, runs met, runs measured, lowest ratio",
                      run=KERNELS, others={CONTIGUOUS: f"the same bars from the benchmark runs {BLOCK_TIMED}"}),
-    "read_stream": Quantity("h200.read_stream", "the read stream behind the bandwidth ceiling: sizes timed above the "
-                            "least (count, smallest, largest), the fitted fixed cost of a call, one call's bytes over "
-                            "its time at the smallest and largest size", run=bandwidth.RUNS["NVIDIA H200"],
-                            file=bandwidth.FILE),
+    "read_stream": bandwidth.READ_STREAM,
     "copy_rate": Quantity("h200.copy_rate", "a device-to-device copy (torch copy_) timed beside the read stream: bytes "
                           "read and written per second of one call, for one size, and the slope over the sizes",
                           run=bandwidth.RUNS["NVIDIA H200"], unit="GB/s",

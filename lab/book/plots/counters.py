@@ -7,7 +7,7 @@ import numpy as np
 
 from lab.book.plots import WIDTH_IN, caption, figure, legend_above
 
-#: (row key of lab.book.counter_facts.prefill_rows, legend label, colour)
+#: (row key of lab.book.pages.ch02.prefill_rows, legend label, colour)
 BARS = (("tensor_pct", "tensor pipe busy", "#1f77b4"), ("xu_pct", "XU pipe (exponentials)", "#ff7f0e"),
         ("rate_pct", "DRAM traffic, % of the read ceiling", "#7f7f7f"))
 

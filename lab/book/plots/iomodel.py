@@ -66,15 +66,16 @@ def plot_bytes_and_footprint(shape, lengths, dev: Device, devices: list[Device],
     return fig
 
 
-def plot_bound_times(shape, lengths, devices: list[Device], source: str):
+def plot_bound_times(shape, lengths, devices: list[Device], source: str, roof_of=roofline.roof):
     """Lower-bound time of one layer's attention vs length on each device: naive, and flash under both counts.
 
     Flash's solid line uses the compulsory bytes (a true lower bound); its dotted line charges every K/V
-    re-read to memory (what the time would be with no cache reuse).
+    re-read to memory (what the time would be with no cache reuse). ``roof_of``: each device's roof (its bandwidth
+    ceiling by default; :func:`lab.results.roofline.datasheet_roof` to compare GPUs on paper).
     """
     fig, ax = figure(figsize=(WIDTH_IN, 5.6))
     for dev in devices:
-        r = roofline.roof(dev)
+        r = roof_of(dev)
         naive = [1e3 * _layer_kernel(shape, n, dev, False).time(r) for n in lengths]
         reread = [_layer_kernel(shape, n, dev, True) for n in lengths]
         floor = [1e3 * max(k.flops / r.peak_flops,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab.book import counter_facts
+from lab.book.pages import ch02 as page
 from lab.book.quiz import Computed, Question, Quiz, chapter_quiz, measured
 from lab.book.quizzes.common import A10G, FLASH, FLEX, GB, device_number, length, shape_number, sweep_lengths
 from lab.results import data, hardware, iomodel
@@ -17,12 +17,12 @@ def _share_len() -> int:
 
 
 def _reading_the_counters() -> list[Question]:
-    """Chapter 2's counters of FA3's prefill kernel (lab.book.counter_facts): busy tensor pipe, idle DRAM."""
-    rows = {row["candidate"]: row for row in counter_facts.prefill_rows()}
+    """Chapter 2's counters of FA3's prefill kernel (lab.book.pages.ch02): busy tensor pipe, idle DRAM."""
+    rows = {row["candidate"]: row for row in page.prefill_rows()}
     if rows["fa3"]["tensor_pct"] is None or rows["ours-tuned"]["warps_per_sm"] is None:
         return []
     cite = lambda candidate, key, fmt: Computed(  # noqa: E731
-        f"lab.book.counter_facts.prefill_rows(): {candidate} {key} (data/h200/kernel-counters)",
+        f"lab.book.page.prefill_rows(): {candidate} {key} (data/h200/kernel-counters)",
         lambda: rows[candidate][key], (), fmt)
     return [Question(
         "Nsight Compute on FA3's causal prefill kernel at {n} tokens on the H200: the tensor pipe was busy {tensor}% "
@@ -38,7 +38,7 @@ def _reading_the_counters() -> list[Question]:
         "time: the matmuls, with the exponentials on the XU pipe beside them, set the time. Occupancy is not the "
         "limit either: our tuned kernel kept {ours_warps} warps per SM resident against FA3's {fa3_warps}, and was "
         "slower.",
-        cites={"n": Computed("lab.book.counter_facts.N", lambda: counter_facts.N, (), ",d"),
+        cites={"n": Computed("lab.book.pages.ch02.N", lambda: page.N, (), ",d"),
                "tensor": cite("fa3", "tensor_pct", ".1f"), "xu": cite("fa3", "xu_pct", ".1f"),
                "reads": cite("fa3", "read_over_compulsory", ".2f"), "rate": cite("fa3", "rate_pct", ".1f"),
                "ours_warps": cite("ours-tuned", "warps_per_sm", ".0f"), "fa3_warps": cite("fa3", "warps_per_sm", ".0f")},

@@ -61,7 +61,7 @@ def visited_key_tiles(q_start: int, q_end: int, n_q: int, n_k: int, block_k: int
     return range(min(n_tiles, last_visible_key // block_k + 1))
 
 
-def _attend_one_query_tile(q_tile, k, v, q_start, n_q, n_k, scale, causal, block_k, on_key_tile=None):
+def attend_one_query_tile(q_tile, k, v, q_start, n_q, n_k, scale, causal, block_k, on_key_tile=None):
     """Online softmax of one query tile (rows q_start..) over the key tiles it must visit; returns O tile."""
     rows = q_tile.shape[0]
     m = np.full(rows, -np.inf, dtype=q_tile.dtype)         # running max of each row's scores
@@ -101,7 +101,7 @@ def _tiled(q, k, v, causal, block_q, block_k, scale, traffic: TileTraffic | None
                 if traffic is not None:
                     def hook(t, nbytes, b=b, h=h, i=i):
                         traffic.add(b, h, i, t, nbytes, 0)
-                o_tile = _attend_one_query_tile(q_tile, kh, vh, q_start, n_q, n_k, scale, causal, block_k, hook)
+                o_tile = attend_one_query_tile(q_tile, kh, vh, q_start, n_q, n_k, scale, causal, block_k, hook)
                 out[b, h, q_start:q_start + block_q] = o_tile
                 if traffic is not None:
                     traffic.add(b, h, i, -1, q_tile.nbytes, o_tile.nbytes)
