@@ -30,7 +30,7 @@ class Run:
 RUNS = (
     Run("reference/a10g-vllm0.11-qwen2.5-7b", "the published A10G study: vLLM 0.11 sweeps of FLASH_ATTN and "
         "FLEX_ATTENTION and its census, parsed from its logs", names=("A10G study", "reference study")),
-    Run("h200/hardware", "the H200's dense bf16 matrix-product rate (cuBLAS, 8192³)"),
+    Run("h200/hardware", "the H200's dense bf16 matrix-product rate (one torch.matmul, cuBLAS's own pick, square products of 4,096 to 12,288; the best at 4,096³)"),
     Run("h200/bandwidth", "the H200's read-stream bandwidth ceiling (256 MB-4 GB) and a copy beside it"),
     Run("h200/device-properties", "what the CUDA driver reports about the H200 (SMs, L2, shared memory)"),
     Run("h200/kernels", "the first full kernel benchmark: every candidate at 1k-32k, prefill and decode, "
