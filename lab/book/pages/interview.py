@@ -2,35 +2,39 @@
 
     glue_all(interview.facts())          # the one hidden cell
 
-The page reads no data itself. A number taught by a chapter with a page module is that module's fact,
-under its glue name (``abl_16k_1_pct`` is chapter 4's exp2 step, ``dec_tokens_at_ridge`` chapter 5's
-speculative-decoding crossover): :data:`TAKEN` lists them, chapter by chapter. The few numbers the
-answers derive from two such facts (Flex against cuDNN on plain causal) are quantities declared here,
-computed from those facts, never from a file.
+The page reads no data itself. A number taught by a chapter with a page module is that chapter's fact, under
+its glue name (``abl_16k_1_pct`` is chapter 4's exp2 step, ``dec_tokens_at_ridge`` chapter 5's
+speculative-decoding crossover), taken from what that page glued in this build: the fact registry
+(:mod:`lab.book.fact_registry`) holds each page's facts as it stated them (value, source, quantity, run), and
+the chapters build before this page. :data:`TAKEN` lists them, chapter by chapter. Importing the chapters'
+page modules instead would bring their figures, explorers and kernels along (more than two fifths of lab:
+``tests/test_reach.py``). The few numbers the answers derive from two such facts (Flex against cuDNN on
+plain causal) are quantities declared here, computed from those facts, never from a file.
 
 Chapters 1-3, 6 and 6b have no page module yet. Their facts are read as the interview always read them
 (:mod:`lab.book.interview`), in one marked place below (``_from_ch01`` ... ``_from_ch06b``), each number
 from data named by an interim quantity of its run (:data:`INTERIM`) until those chapters' page modules
-state it; then each function becomes a selection from that module, as :data:`TAKEN` is.
+state it; then each function becomes an entry of :data:`TAKEN`.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+from pathlib import Path
 
-from lab import LabError
-from lab.book import counter_facts
+from lab import REPO_ROOT, LabError
+from lab.book import counter_facts, fact_registry
 from lab.book.facts import Fact
 from lab.book.interview import a10g, busy, h200, studies
-from lab.book.pages import appendix, ch04, ch05, ch05b, ch07
 from lab.results import records
 from lab.results.quantities import Quantity
 
 # --- facts taken from the chapters that teach them ------------------------------------------------------
 
-#: page module -> the glue names this page states from it (the same fact, the same name).
+#: the teaching page -> the glue names this page states from it (the same fact, the same name).
 TAKEN = {
-    ch04: (
+    "book/04-flashattention-triton": (
         # the race of record (data/h200/kernels-race): Flex, cuDNN and our kernel against FA3
         "race_flex_vs_fa3_16k", "race_cudnn_vs_fa3_16k", "race_tuned_vs_fa3_16k", "race_tuned_vs_fa3_32k",
         "h200_peak_tf",
@@ -46,33 +50,55 @@ TAKEN = {
         "hk_overlap_pct_16k", "hk_pingpong_16k", "hk_producer_regs", "hk_consumer_regs", "hk_rows",
         "hk_producer_warps", "hk_padding_warps", "hk_launch_warps", "hk_ctr_speed", "hk_ctr_cycles",
         "hk_fa3_clock", "hk_ours_clock", "hk_tensor_apart_pct", "drift_pct"),
-    ch05: (
+    "book/05-decode-split-kv": (
         "dec_intensity", "dec_tokens_at_ridge", "h200_ridge_measured", "mla_ai", "mla_heads",
         "rows_fa3_flat", "rows_fa3_off", "rows_fa3_most", "rows_fa3_most_pct", "rows_ours_flat",
         *(f"d_{key}_b{batch}_pct" for key in ("tuned", "flash", "flex") for batch in (1, 16))),
-    ch05b: (
+    "book/05b-paged-attention": (
         "p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "p16_b1_share", "p16_b16_of_read",
         "big_page", "sw_speedup", "sw_sdpa", "doc_speedup", "sw_flex_tflops", "causal_flex_vs_flash",
         "cudnn_dense_16k"),
-    ch07: (
+    "book/07-the-trace": (
         "a10g_mm28_fa", "a10g_mm28_fx", "a10g_at28_fa", "a10g_at28_fx", "a10g_mm28_diff_pct", "a10g_at28_ratio",
         "a10g_decode_fa", "a10g_decode_fx", "naive_fa_s", "naive_fa_prefill_s", "q_heads", "kv_heads", "group",
         "h200_mm28_fa", "h200_mm28_fx", "h200_mm28_diff_pct", "h200_same_launches", "clock_fa_28k_mhz",
         "clock_fx_28k_mhz", "clock_fa_28k_capped", "clock_fa_28k_samples", "clock_fx_28k_capped",
         "clock_fx_28k_samples"),
-    appendix: ("blk_runs", "blk_ours_lo", "blk_ours_hi", "blk_cudnn_lo", "blk_cudnn_hi", "rnd_runs",
-               "rnd_cudnn_lo", "rnd_cudnn_median", "rnd_ours_spread"),
 }
+#: Where the registry of the last site build lies, for a page executed on its own (jupytext, nbclient).
+LAST_BUILD = REPO_ROOT / "_build" / "facts"
 
 
-def _taken() -> dict[str, Fact]:
-    out = {}
-    for module, names in TAKEN.items():
-        facts = module.facts()
-        missing = [name for name in names if name not in facts]
-        if missing:
-            raise LabError(f"{module.__name__} states no {', '.join(missing)}: take its facts under its names")
-        out |= {name: facts[name] for name in names}
+def registry_folder() -> Path:
+    """This build's fact registry (set by lab.book.sphinxext while the book builds), else the last build's."""
+    folder = Path(os.environ.get(fact_registry.FOLDER_ENV) or LAST_BUILD)
+    if not folder.is_dir():
+        raise LabError(f"{folder}: no fact registry; this page states the facts chapters 4, 5, 5b and 7 glued, so "
+                       "build the site first (scripts/build_site.sh), or execute those chapters in a build")
+    return folder
+
+
+def as_fact(entry: fact_registry.Entry) -> Fact:
+    """A registry entry as the fact its page glued: the same value, source, quantity and run, shown as it was."""
+    shown = entry.shown
+    # a fact the teaching page glued as text ("97%") shows the same text here, whatever the value
+    fmt = "" if shown == entry.value or not isinstance(shown, str) else "{0!s:.0}" + shown.replace("{", "{{").replace("}", "}}")
+    return Fact(entry.value, entry.source or f"{entry.page} (glued there)", fmt, quantity=entry.quantity,
+                unit=entry.unit, method=entry.method, run=entry.run)
+
+
+def taken(wanted: dict[str, tuple[str, ...]] = TAKEN) -> dict[str, Fact]:
+    """Each wanted glue name as the fact its teaching page glued in this build."""
+    glued = {(e.page, e.name): e for e in fact_registry.read(registry_folder()) if not e.name.startswith("quiz ")}
+    out, missing = {}, []
+    for page, names in wanted.items():
+        for name in names:
+            if (page, name) in glued:
+                out[name] = as_fact(glued[(page, name)])
+            else:
+                missing.append(f"{page}: {name}")
+    if missing:
+        raise LabError("the teaching pages glued no " + ", ".join(missing) + " (build them before this page)")
     return out
 
 
@@ -174,9 +200,8 @@ def _interim() -> dict[str, Fact]:
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact the interview page states, by glue name."""
-    taken = _taken()
-    interim = _interim()
-    clash = sorted(set(taken) & set(interim))
+    teaching, interim = taken(), _interim()
+    clash = sorted(set(teaching) & set(interim))
     if clash:
         raise LabError(f"{', '.join(clash)}: taken from a teaching page and read again here")
-    return taken | _derived(taken) | interim
+    return teaching | _derived(teaching) | interim
