@@ -4,9 +4,9 @@
 
 The page reads no data itself. A number taught by a chapter with a page module is that chapter's fact, under
 its glue name (``abl_16k_1_pct`` is chapter 4's exp2 step, ``dec_tokens_at_ridge`` chapter 5's
-speculative-decoding crossover), taken from what that page glued in this build: the fact registry
-(:mod:`lab.book.fact_registry`) holds each page's facts as it stated them (value, source, quantity, run), and
-the chapters build before this page. :data:`TAKEN` lists them, chapter by chapter. Importing the chapters'
+speculative-decoding crossover), quoted from what that page glued in this build
+(:mod:`lab.book.quoted`: the fact registry holds each page's facts as it stated them); the chapters build
+before this page. :data:`TAKEN` lists them, chapter by chapter. Importing the chapters'
 page modules instead would bring their figures, explorers and kernels along (more than two fifths of lab:
 ``tests/test_reach.py``). The few numbers the answers derive from two such facts (Flex against cuDNN on
 plain causal) are quantities declared here, computed from those facts, never from a file.
@@ -20,13 +20,12 @@ state it; then each function becomes an entry of :data:`TAKEN`.
 from __future__ import annotations
 
 import functools
-import os
-from pathlib import Path
 
-from lab import REPO_ROOT, LabError
-from lab.book import counter_facts, fact_registry
+from lab import LabError
+from lab.book import counter_facts
 from lab.book.facts import Fact
 from lab.book.interview import a10g, busy, h200, studies
+from lab.book.quoted import quoted
 from lab.results import records
 from lab.results.quantities import Quantity
 
@@ -65,43 +64,6 @@ TAKEN = {
         "clock_fx_28k_mhz", "clock_fa_28k_capped", "clock_fa_28k_samples", "clock_fx_28k_capped",
         "clock_fx_28k_samples"),
 }
-#: Where the registry of the last site build lies, for a page executed on its own (jupytext, nbclient).
-LAST_BUILD = REPO_ROOT / "_build" / "facts"
-
-
-def registry_folder() -> Path:
-    """This build's fact registry (set by lab.book.sphinxext while the book builds), else the last build's."""
-    folder = Path(os.environ.get(fact_registry.FOLDER_ENV) or LAST_BUILD)
-    if not folder.is_dir():
-        raise LabError(f"{folder}: no fact registry; this page states the facts chapters 4, 5, 5b and 7 glued, so "
-                       "build the site first (scripts/build_site.sh), or execute those chapters in a build")
-    return folder
-
-
-def as_fact(entry: fact_registry.Entry) -> Fact:
-    """A registry entry as the fact its page glued: the same value, source, quantity and run, shown as it was."""
-    shown = entry.shown
-    # a fact the teaching page glued as text ("97%") shows the same text here, whatever the value
-    fmt = "" if shown == entry.value or not isinstance(shown, str) else "{0!s:.0}" + shown.replace("{", "{{").replace("}", "}}")
-    return Fact(entry.value, entry.source or f"{entry.page} (glued there)", fmt, quantity=entry.quantity,
-                unit=entry.unit, method=entry.method, run=entry.run)
-
-
-def taken(wanted: dict[str, tuple[str, ...]] = TAKEN) -> dict[str, Fact]:
-    """Each wanted glue name as the fact its teaching page glued in this build."""
-    glued = {(e.page, e.name): e for e in fact_registry.read(registry_folder()) if not e.name.startswith("quiz ")}
-    out, missing = {}, []
-    for page, names in wanted.items():
-        for name in names:
-            if (page, name) in glued:
-                out[name] = as_fact(glued[(page, name)])
-            else:
-                missing.append(f"{page}: {name}")
-    if missing:
-        raise LabError("the teaching pages glued no " + ", ".join(missing) + " (build them before this page)")
-    return out
-
-
 FLEX_OVER_CUDNN = Quantity("h200.prefill.flex_over_cudnn", "FlexAttention's speed over SDPA's cuDNN backend "
                            "(is_causal=True) on plain causal prefill, both timed against FA3 in the race of record "
                            "(chapter 4's race_flex_vs_fa3 over race_cudnn_vs_fa3)", run="h200/kernels-race",
@@ -142,11 +104,12 @@ def _named(facts: dict[str, Fact]) -> dict[str, Fact]:
     return out
 
 
+_a10g = functools.cache(a10g.a10g_facts)  # the A10G study's facts, chapters 1 and 6 quote parts of them
+
+
 def _from_ch01() -> dict[str, Fact]:
-    """The roofline: datasheet ridges and bandwidths, the model's intensities and byte counts."""
-    devices = {name: fact for name, fact in a10g.a10g_facts().items() if name in _CH01}
-    return devices | {name: fact for name, fact in a10g._bandwidths().items()
-                      if name in ("a10g_gb_s", "h200_tb_s", "kv_kb_per_token", "floor_short_ms", "floor_long_ms")}
+    """The roofline: datasheet ridges and bandwidths, the model's intensities and byte counts, the A10G floors."""
+    return {name: fact for name, fact in _a10g().items() if name in _CH01}
 
 
 _CH01 = ("ridge_h100", "ridge_a10g", "ridge_h200", "h100_tflops", "h100_tb_s", "a10g_sms", "a10g_mem_gb",
@@ -154,7 +117,7 @@ _CH01 = ("ridge_h100", "ridge_a10g", "ridge_h200", "h100_tflops", "h100_tb_s", "
          "compulsory_gb_layer_long", "naive_over_flash_bytes", "intensity_compulsory_long", "intensity_reread_long",
          "crossover_len", "attn_flop_share_long_pct", "head_dim", "kv_gb_long", "kv_mha_gb_long", "weights_gb",
          "weights_streamed_gb", "kv_equals_weights_tokens", "decode_intensity", "qk_intensity_cap",
-         "page_kib_per_head")
+         "page_kib_per_head", "a10g_gb_s", "h200_tb_s", "kv_kb_per_token", "floor_short_ms", "floor_long_ms")
 
 
 def _from_ch02() -> dict[str, Fact]:
@@ -171,11 +134,8 @@ def _from_ch03() -> dict[str, Fact]:
 def _from_ch06() -> dict[str, Fact]:
     """Live vLLM sweeps: the A10G study's sweep, fits and shares, the H200 sweeps, the concurrency sweep,
     the decode floor against the batch, Flex's decomposition and its counters."""
-    a10g_all = a10g.a10g_facts()
-    sweep = {name: a10g_all[name] for name in _CH06_A10G}
-    return (sweep | {name: a10g_all[name] for name in ("kv_bw_flash_gb_s", "kv_bw_flex_gb_s", "kv_bw_flash_pct",
-                                                         "kv_bw_flex_pct")}
-            | h200.sweep_facts() | studies.concurrency_facts() | studies.roofline_batch_facts()
+    sweep = {name: fact for name, fact in _a10g().items() if name in _CH06_A10G}
+    return (sweep | h200.sweep_facts() | studies.concurrency_facts() | studies.roofline_batch_facts()
             | studies.decomposition_facts() | studies.counter_facts())
 
 
@@ -185,6 +145,7 @@ _CH06_A10G = ("a10g_short_len", "a10g_two_k_len", "a10g_long_len", "b_flash", "b
               "itl_flex_short", "itl_flex_2k", "itl_flex_long", "itl_flash_growth_pct", "itl_flex_growth_pct",
               "itl_flash_extra_ms", "itl_flex_extra_ms", "itl_ratio_long", "itl_gap_2k", "itl_gap_long",
               "decode_equals_prefill_tokens", "request_ratio_long", "floor_extra_ms", "kv_extra_gb", "chunk_a10g",
+              "kv_bw_flash_gb_s", "kv_bw_flex_gb_s", "kv_bw_flash_pct", "kv_bw_flex_pct",
               "chunks_long", "census_len", "share_len", "share_flash_pct", "share_flex_pct", "attn_flop_share_share_len_pct")
 
 
@@ -200,7 +161,7 @@ def _interim() -> dict[str, Fact]:
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact the interview page states, by glue name."""
-    teaching, interim = taken(), _interim()
+    teaching, interim = quoted(TAKEN), _interim()
     clash = sorted(set(teaching) & set(interim))
     if clash:
         raise LabError(f"{', '.join(clash)}: taken from a teaching page and read again here")
