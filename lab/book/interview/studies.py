@@ -21,6 +21,7 @@ from lab.results import concurrency as rc
 from lab.results import data, dram_bytes
 from lab.results.bandwidth import bandwidth_ceiling
 
+DECOMPOSITION = "h200/flex-decomposition/flex_decomposition.csv"
 GB_S = "{:,.0f} GB/s"
 
 

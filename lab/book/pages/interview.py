@@ -154,14 +154,15 @@ def _from_ch06b() -> dict[str, Fact]:
     return busy.facts()
 
 
-def _interim() -> dict[str, Fact]:
+def interim_facts() -> dict[str, Fact]:
+    """The facts of chapters 1-3, 6 and 6b as the interview reads them, each number from data named."""
     return _named(_from_ch01() | _from_ch02() | _from_ch03() | _from_ch06() | _from_ch06b())
 
 
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact the interview page states, by glue name."""
-    teaching, interim = quoted(TAKEN), _interim()
+    teaching, interim = quoted(TAKEN), interim_facts()
     clash = sorted(set(teaching) & set(interim))
     if clash:
         raise LabError(f"{', '.join(clash)}: taken from a teaching page and read again here")
