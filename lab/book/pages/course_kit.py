@@ -206,8 +206,8 @@ class PrintViews:
 @media print {
   .lab-print-views button { display: none; }
   .lab-print-only { display: block; }
-  body.lab-handout section:has(> h1) > :not(h1):not(#exercises) { display: none !important; }
-  body.lab-handout #exercises details { display: none !important; }
+  body.lab-handout section:has(> h1) > :not(h1):not(#exercises):not(#course-kit-exercises) { display: none !important; }
+  body.lab-handout #exercises details, body.lab-handout #course-kit-exercises details { display: none !important; }
   body.lab-handout .lab-answers-note, body:not(.lab-handout) .lab-handout-note { display: none !important; }
 }"""
     SCRIPT = """
