@@ -4,6 +4,7 @@ when the data is missing; the claims the chapters make on them; and the course k
 
 import csv
 import functools
+import importlib
 import json
 import shutil
 
@@ -250,6 +251,8 @@ def with_h200(tmp_path, monkeypatch):
             kind="vllm-sweep", gpu="NVIDIA H200", driver="x", cuda="x", torch="x", triton="x", vllm="0.26.0",
             model="Qwen2.5-7B", dtype="bfloat16", flags={"max_num_batched_tokens": 8192}, date="2026-11-30",
             command="python -m lab vllm-sweep ...")))
+    # lab.results.paged binds data.DATA_DIR when first imported: import it before the patch, or it keeps this tree
+    importlib.import_module("lab.results.paged")
     monkeypatch.setattr(data, "DATA_DIR", root)
     monkeypatch.setattr(data, "load_sweeps", functools.partial(data.load_sweeps, root=root))
     original_datasets = data.datasets
