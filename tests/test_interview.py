@@ -1,21 +1,24 @@
-"""The interview's facts: values with sources, checked by value against the files (read with the csv module
-or pandas directly), "not measured yet" when the data is missing, and the claims the chapter makes on them."""
+"""The interview's and the course kit's facts: the teaching pages' facts quoted from the fact registry as those
+pages glued them; the interim readers' values (chapters 1-3, 6, 6b) checked against the files, "not measured yet"
+when the data is missing; the claims the chapters make on them; and the course kit's slide ranges and print views."""
 
 import csv
 import functools
+import importlib
 import json
 import shutil
 
 import pandas as pd
 import pytest
 
-from lab import REPO_ROOT
-from lab.book import interview, quizzes
-from lab.book.facts import NOT_MEASURED, Fact, glue_all
+from lab import REPO_ROOT, LabError
+from lab.book import fact_registry, quizzes, quoted
+from lab.book.facts import NOT_MEASURED, Fact, glue_all, glued_value
 from lab.book.interview import a10g, h200, studies
-from lab.results import bandwidth, data, sweeps
+from lab.book.interview.common import A10G
+from lab.book.pages import course_kit, interview
+from lab.results import bandwidth, data, records, sweeps
 
-A10G = interview.A10G
 BANDWIDTH_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "bandwidth"  # an H200 read stream (made-up numbers)
 
 
@@ -28,7 +31,7 @@ def _raw(table: str, **where) -> dict:
 
 @pytest.fixture(scope="module")
 def facts():
-    return interview.facts()
+    return interview.interim_facts()
 
 
 def test_every_fact_has_a_source_and_no_sentence(facts):
@@ -75,13 +78,6 @@ def test_the_claims_chapter_08_makes_hold_on_the_data():
     assert f["intensity_reread_long"] < f["ridge_h100"] < f["intensity_compulsory_long"]
 
 
-def test_h200_prefill_is_faster_than_a_memory_bound_kernel_could_be():
-    f = h200.compute_bound_facts()
-    if not f["h200_cb_len"].measured:
-        pytest.skip("no H200 kernel benchmark committed")
-    assert f["h200_cb_cudnn_tflops"].value > f["h200_cb_reread_cap_tflops"].value
-
-
 def test_stopwatch_facts_are_chapter_twos_check_with_its_thin_margin(tmp_path):
     from lab.results import fused_bound
 
@@ -107,60 +103,8 @@ def test_facts_with_a_format_format_themselves_or_say_not_measured(monkeypatch):
 
 
 def test_h200_facts_without_data_are_not_measured(tmp_path):
-    for part in (h200.decode_kernel_facts, h200.occupancy_facts, h200.rounds_facts, h200.compute_bound_facts,
-                 h200.ablation_facts, h200.control_facts):
-        values = part(root=tmp_path)
-        assert values and not any(f.measured for f in values.values()), part.__name__
-
-
-def test_h200_decode_kernel_facts_read_the_benchmark():
-    f = h200.decode_kernel_facts()
-    if not f["h200_dk_len"].measured:
-        pytest.skip("no H200 kernel benchmark committed yet")
-    table = pd.read_csv(data.DATA_DIR / h200.KERNELS / "decode.csv")
-    n, batch = f["h200_dk_len"].value, f["h200_dk_batch_small"].value
-    cell = table[(table.candidate == "flex") & (table.batch == batch) & (table.n == n)]["gbps"].iloc[0]
-    assert f["h200_dk_flex_small"].value == pytest.approx(100 * cell * 1e9 / bandwidth.ceiling("H200-SXM"))
-    assert f["h200_dk_flex_small"].source.endswith("over data/h200/bandwidth/read_stream.csv")
-
-
-def test_h200_occupancy_facts_read_the_tuning_runs():
-    from lab.results import tuning
-
-    f = h200.occupancy_facts()
-    if not f["h200_occ_ms"].measured:
-        pytest.skip("no tuning runs with resources committed")
-    pairs = tuning.register_cap_pairs(data.load(h200.KERNELS).csv("tuning_forward.csv"))
-    best = pairs.loc[pairs.speedup.idxmax()]
-    assert (f["h200_occ_ms"].value, f["h200_occ_ms_capped"].value, f["h200_occ_cap"].value) == (
-        best.ms, best.ms_capped, best.cap)
-    assert f["h200_occ_programs_capped"].value > f["h200_occ_programs"].value
-
-
-def test_h200_rounds_and_ablation_facts():
-    r = h200.rounds_facts()
-    if r["h200_rounds_min"].measured:
-        assert r["h200_blocks_min"].value <= r["h200_blocks_max"].value
-        assert r["h200_rounds_min"].value <= r["h200_rounds_max"].value
-        assert 0 <= r["h200_blocks_passing"].value <= r["h200_blocks_runs"].value
-    a = h200.ablation_facts()
-    if a["h200_abl_len"].measured:
-        table = pd.read_csv(data.DATA_DIR / h200.KERNELS / "ablation.csv")
-        steps = table[table.n == a["h200_abl_len"].value].set_index("step")
-        assert a["h200_abl_exp2_pct"].value == pytest.approx(100 * (steps.ms[0] / steps.ms[1] - 1))
-
-
-def test_h200_control_facts_read_the_census_and_the_clocks():
-    from lab.results import census_windows
-
-    f = h200.control_facts()
-    if not f["h200_ctl_mm_fa3"].measured:
-        pytest.skip("no H200 census with clock samples committed")
-    clocks = census_windows.window_clocks()
-    clocks = clocks[(clocks.gpu == "H200") & (clocks.window == "prefill-28672")].set_index("backend")
-    flash, flex = census_windows.BACKENDS
-    assert f["h200_ctl_mm_fa3"].value == clocks.loc[flash, "matmul_ms"]
-    assert f["h200_ctl_mhz_flex"].value == clocks.loc[flex, "sm_mhz_median"]
+    values = h200.stopwatch_facts(root=tmp_path)
+    assert not any(f.measured for name, f in values.items() if not name.endswith("_tbs"))
 
 
 # --- the studies that land later: not measured until their files exist, then read by value ---------
@@ -237,16 +181,10 @@ def test_later_studies_read_their_files_through_lab_results(tmp_path):
     write("h200/dram-bytes/dram_bytes.csv", [dict(candidate="ours-tuned", n=16384, dram_read_bytes=3e8,
                                                   dram_write_bytes=1e8, **dram)])
     f = {k: v.value for k, v in studies.facts(root=tmp_path).items()}
-    assert f["paged_vs_contiguous_pct"] == pytest.approx(95) and f["paged_gb_s"] == 3800.0
-    assert (f["contiguous_gb_s"], f["paged_b1_vs_contiguous_pct"]) == (4000.0, None)
-    assert f["paged_pct_of_ceiling"] == pytest.approx(100 * 3800 / 4500)
     assert (f["conc_fa3_32k_1"], f["conc_fa3_32k_64"], f["conc_fa3_32k_64_admitted"]) == (6.0, 69.0, 58)
     assert f["conc_fa3_32k_64_x"] == pytest.approx(69.0 / f["conc_fa3_32k_64_floor"])
     assert (f["conc_flex_32k_1"], f["conc_flex_32k_top"], f["conc_flex_32k_top_n"]) == (50.0, 200.0, 4)
     assert (f["kv_bound_below_32k"], f["kv_bound_from_32k"]) == (4, 16)
-    assert f["mask_causal_sdpa"] == "sdpa-flash" and f["mask_causal_speedup"] == pytest.approx(1.25)
-    assert (f["mask_sliding_sdpa"], f["mask_sliding_speedup"], f["mask_document_speedup"]) == ("sdpa-cudnn", 4.0, 1.5)
-    assert (f["mask_len"], f["mask_window"]) == (8192, 512)
     assert f["dram_over_compulsory"] == pytest.approx(4e8 / (2 * 16384 * 28 * 128 * 2 + 2 * 16384 * 4 * 128 * 2))
     assert f["reread_over_dram"] > 1 and f["dram_cudnn_over_compulsory"] is None
     assert (f["flex_forced_over_default"], f["flex_tiles16_over_forced"], f["flex_paged_over_tiles16"]) == (1.0, 2.0, 3.0)
@@ -256,13 +194,11 @@ def test_later_studies_read_their_files_through_lab_results(tmp_path):
 
 
 def test_a_study_with_other_column_names_is_an_error_not_a_number(tmp_path):
-    from lab import LabError
-
-    path = tmp_path / "h200/paged-decode/paged.csv"
+    path = tmp_path / "h200/dram-bytes/dram_bytes.csv"
     _provenance(path.parent, "kernels")
-    pd.DataFrame([dict(kind="paged", tokens=32768, bandwidth=1.0)]).to_csv(path, index=False)
+    pd.DataFrame([dict(kind="ours", tokens=16384, bytes=1.0)]).to_csv(path, index=False)
     with pytest.raises(LabError):
-        studies.paged_facts(root=tmp_path)
+        studies.dram_facts(root=tmp_path)
 
 
 def test_the_batch_claims_chapter_08_makes_hold_on_the_committed_sweep():
@@ -279,13 +215,8 @@ def test_the_batch_claims_chapter_08_makes_hold_on_the_committed_sweep():
     assert f["conc_flex_32k_top_n"] >= 4 and f["conc_flex_32k_top_x"] > 10
 
 
-def test_the_paged_mask_and_dram_claims_hold_on_the_committed_runs():
+def test_the_dram_claims_hold_on_the_committed_runs():
     f = {k: v.value for k, v in studies.facts().items()}
-    if f["paged_vs_contiguous_pct"] is not None:   # issue 15's bar, and no kernel above the bandwidth ceiling
-        assert f["paged_vs_contiguous_pct"] >= 90 and f["paged_pct_of_ceiling"] < f["contiguous_pct_of_ceiling"] <= 100
-    if f["mask_len"] is not None:                  # Flex wins most where its BlockMask skips blocks
-        assert 1 < f["mask_causal_speedup"] < f["mask_sliding_speedup"] and f["mask_document_speedup"] > 5
-        assert f["mask_causal_sdpa"] == "sdpa-flash" and f["mask_sliding_sdpa"] != "sdpa-flash"
     if f["dram_len"] is not None:                  # between the two counts, and right of the H200's ridge
         assert 1 <= f["dram_over_compulsory"] and f["reread_over_dram"] > 10 and f["dram_intensity"] > 1000
 
@@ -320,6 +251,8 @@ def with_h200(tmp_path, monkeypatch):
             kind="vllm-sweep", gpu="NVIDIA H200", driver="x", cuda="x", torch="x", triton="x", vllm="0.26.0",
             model="Qwen2.5-7B", dtype="bfloat16", flags={"max_num_batched_tokens": 8192}, date="2026-11-30",
             command="python -m lab vllm-sweep ...")))
+    # lab.results.paged binds data.DATA_DIR when first imported: import it before the patch, or it keeps this tree
+    importlib.import_module("lab.results.paged")
     monkeypatch.setattr(data, "DATA_DIR", root)
     monkeypatch.setattr(data, "load_sweeps", functools.partial(data.load_sweeps, root=root))
     original_datasets = data.datasets
@@ -336,7 +269,6 @@ def test_h200_sweeps_switch_on_facts_and_questions(with_h200):
     assert f["h200_chunks"].text().value == "8,192" and f["h200_vllm"].value == "0.26.0"
     assert (f["h200_fa3_itl_short"].value, f["h200_fa3_itl_long"].value) == (pytest.approx(5.0 + 0.05 / 4),
                                                                             pytest.approx(6.6))
-    assert not any(v.measured for v in h200.decode_kernel_facts().values())  # this tree has no kernel benchmark
     extra = [q for q in quizzes.module_of("06-vllm-sweeps").questions() if any(d.startswith("h200/") for n in q.cites.values()
                                                      for d in n.datasets())]
     assert len(extra) == 2
@@ -365,3 +297,106 @@ def test_format_templates_carry_the_unit():
     assert Fact(2.345, "x", "{:.1f}×").text().value == "2.3×"
     assert Fact(8192, "x", "{:,d} tokens").text().value == "8,192 tokens"
     assert Fact(None, "x", "{:.1f}×").text().value is None
+
+
+# --- a later page quotes the teaching pages' facts (lab.book.quoted) -------------------------------------
+
+def _registry(tmp_path, page: str, facts: dict) -> None:
+    """A registry folder holding ``page``'s glued ``facts``, as lab.book.fact_registry writes it during a build."""
+    body = {"page": page, "facts": [fact_registry.entry(page, name, fact, glued_value(fact)).__dict__
+                                    for name, fact in facts.items()]}
+    path = tmp_path / f"{page}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body))
+
+
+def test_a_quoted_fact_is_glued_as_its_teaching_page_glued_it(tmp_path):
+    from lab.results.quantities import Quantity
+
+    speed = Quantity("h200.test.speed", "a planted speed", run="h200/kernels-race", file="prefill.csv", unit="×")
+    glued = {"raw": speed.fact(0.8118, "16k"), "text": speed.fact(0.9717, "32k").shown_as("{:.0%}"),
+             "word": Fact("sdpa-cudnn", "data/h200/flex-masks/masks.csv")}
+    _registry(tmp_path, "book/04-x", glued)
+    got = quoted.quoted({"book/04-x": ("raw", "text", "word")}, folder=tmp_path)
+    for name, fact in glued.items():
+        assert glued_value(got[name]) == glued_value(fact), name     # the same text on both pages
+        assert (got[name].quantity, got[name].source, got[name].run) == (fact.quantity, fact.source, fact.run)
+    assert f"{got['raw'].value:.2f}" == "0.81"                        # a raw number keeps taking a format spec
+    with pytest.raises(LabError, match="book/04-x: missing"):
+        quoted.quoted({"book/04-x": ("missing",)}, folder=tmp_path)
+
+
+def test_every_number_the_interim_readers_give_from_data_is_named(facts):
+    for name, fact in facts.items():
+        if isinstance(fact.value, (int, float)) and not isinstance(fact.value, bool) and fact.source.startswith("data/"):
+            assert fact.quantity, f"{name}: {fact.value!r} from {fact.source} has no quantity"
+    for quantity in interview.INTERIM.values():
+        records.run(quantity.run)  # every interim quantity names a run on file
+
+
+def test_the_interview_takes_no_name_twice_and_reads_no_taught_fact_again(facts):
+    taught = {name for names in interview.TAKEN.values() for name in names}
+    assert not taught & set(facts), "a fact a teaching page states is read again by the interim readers"
+    assert len(taught) == sum(len(names) for names in interview.TAKEN.values())
+
+
+def test_the_course_kit_quotes_what_the_interview_glues(facts):
+    interview_names = set(facts) | {"race_flex_vs_cudnn_16k"}
+    assert set(course_kit.FROM_INTERVIEW) <= interview_names
+    taught = {name for names in interview.TAKEN.values() for name in names}
+    assert not set(course_kit.FROM_INTERVIEW) & taught, "a taught fact is quoted from the interview, not its page"
+
+
+def test_flex_loses_to_cudnn_on_plain_causal_in_the_race_of_record():
+    """Q20 and Exercise 9: on plain causal SDPA's cuDNN backend (is_causal=True) is faster than Flex (issue 32)."""
+    from lab.book.pages import ch04
+
+    f = ch04.facts()
+    flex, cudnn = f["race_flex_vs_fa3_16k"].value, f["race_cudnn_vs_fa3_16k"].value
+    assert flex < cudnn and 0.5 < flex / cudnn < 0.9
+
+
+# --- the course kit's plans: slide ranges counted from the decks, two printable views ----------------------
+
+def _toy_deck(monkeypatch):
+    import nbformat
+
+    cells = [nbformat.v4.new_markdown_cell("# Title\n\nopening"), nbformat.v4.new_markdown_cell("## One\n\ntext"),
+             nbformat.v4.new_markdown_cell("more of one"), nbformat.v4.new_markdown_cell("## Two\n\ntext"),
+             nbformat.v4.new_markdown_cell("## Three\n\ntext")]
+    kinds = ["-", "slide", "slide", "slide", "slide"]
+    notes = nbformat.v4.new_markdown_cell("speaker notes")
+    notes.metadata["slideshow"] = {"slide_type": "notes"}
+    for cell, kind in zip(cells, kinds, strict=True):
+        cell.metadata["slideshow"] = {"slide_type": kind}
+    deck = nbformat.v4.new_notebook(cells=[cells[0], cells[1], notes, *cells[2:]])
+    monkeypatch.setattr(course_kit.slides, "load_chapter", lambda stem: (deck, {}))
+    monkeypatch.setattr(course_kit.slides, "to_slides_notebook", lambda nb, glue: nb)
+    course_kit.deck_outline.cache_clear()
+
+
+def test_slide_ranges_are_counted_as_reveal_numbers_the_slides(monkeypatch):
+    _toy_deck(monkeypatch)
+    assert course_kit.deck_outline("toy") == ((1, "Title"), (2, "One"), (4, "Two"), (5, "Three"), (6, ""))
+    assert course_kit.slide_range("toy", "One", "Two") == (2, 4)
+    assert course_kit.slide_range("toy", "Three", "Three") == (5, 5)
+    with pytest.raises(LabError, match="no section 'Four'"):
+        course_kit.slide_range("toy", "One", "Four")
+    course_kit.deck_outline.cache_clear()
+
+
+def test_each_plan_segment_names_its_deck_and_the_plans_show_them():
+    text = (REPO_ROOT / "book" / "09-course-kit.md").read_text(encoding="utf-8")
+    for name, (stem, first, last) in course_kit.SEGMENTS.items():
+        assert f"{{glue:text}}`{name}`" in text, f"the plans never show segment {name}"
+        source = (REPO_ROOT / "book" / f"{stem}.md").read_text(encoding="utf-8")
+        for heading in (first, last):
+            assert f"## {heading}\n" in source, f"{stem} has no section {heading!r}"
+    for needed in ("Break", "Buffer", "If the live segment fails", "Paged-attention deck"):
+        assert needed in text, needed
+
+
+def test_the_print_views_offer_a_handout_and_an_answer_sheet():
+    page = course_kit.print_views()._repr_html_()
+    assert 'data-lab-print="handout"' in page and 'data-lab-print="answers"' in page
+    assert "#exercises details" in page and "beforeprint" in page  # the handout drops solutions; Print opens them

@@ -139,15 +139,17 @@ def test_short_chapter_builds_an_offline_deck(tmp_path):
     assert 'href="../book/01-roofline.html"' in html
 
 
-def test_the_interview_chapter_converts(tmp_path):
-    page = _deck(tmp_path, "08-interview-prep")
+def test_the_interview_chapter_converts(tmp_path, built_site):
+    """The interview page quotes the facts chapters 4, 5, 5b and 7 glued (lab.book.quoted): its deck is made from
+    the site build, where those chapters built first."""
+    page = slides.export("08-interview-prep", out_dir=tmp_path / "slides", site_dir=built_site)
     html = page.read_text(encoding="utf-8")
     assert slides.remote_references(html) == []
     assert re.search(r"Q1\. Why is standard attention memory-bound, and is FlashAttention\?", html)
     assert "{glue" not in html
-    from lab.book import interview
+    from lab.book.interview import a10g
 
-    ridge = interview.a10g_facts()["ridge_h100"].value
+    ridge = a10g.a10g_facts()["ridge_h100"].value
     assert f"about {ridge:.0f} FLOP/byte" in html  # a glued fact, filled in on the slide
 
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.book.busy_facts import GLUE_PREFIX, CONC_SRC, INTER_SRC, LOAD_SRC, LONG_CONTEXT, SLO, chapter06b
+from lab.book.busy_facts import CONC_SRC, GLUE_PREFIX, INTER_SRC, LOAD_SRC, LONG_CONTEXT, SLO, chapter06b
 from lab.book.busy_method_facts import method_facts
-from lab.book.facts import Fact
-from lab.book.serving_facts import shown
+from lab.book.facts import Fact, shown
 from lab.measure.vllm import arms
 from lab.results import concurrency as rc
 from lab.results import interference as ri
@@ -62,7 +61,7 @@ def slo_facts(study: rl.LoadStudy) -> dict:
         cap = rl.capacity(rows)
         within, broke = slo_break(rows) if rows else (None, None)
         low = (rl.poisson_points(rows) or [None])[0]
-        rho = lambda row: row["rate"] / cap if row and cap else None  # noqa: E731
+        rho = lambda row, cap=cap: row["rate"] / cap if row and cap else None  # noqa: E731
         at = lambda row, key: row[key] if row else None  # noqa: E731
         out |= {f"{name}_slo_rho": shown(rho(within), ".2f", LOAD_SRC),
                 f"{name}_slo_p99_ttft": shown(at(within, "p99_ttft_ms"), ".0f", LOAD_SRC, " ms"),

@@ -1,13 +1,11 @@
-"""Facts of the studies that landed after the interview chapter was first written: paged decode, the concurrency
-sweep, Flex masks, the Flex decomposition and DRAM bytes.
+"""Facts of the studies that landed after the interview chapter was first written and that no page module states
+yet: the concurrency sweep, the Flex decomposition and its counters, and DRAM bytes.
 
-Each reader goes through the lab.results module that owns its data (:mod:`lab.results.paged`,
+Each reader goes through the lab.results module that owns its data (
 :mod:`lab.results.concurrency`, :mod:`lab.results.dram_bytes`), so the column names live in one place; a missing
 file or point gives a fact that is not measured ("not measured yet" in the chapter), never a guessed number.
 
-    paged         data/h200/paged-decode/paged.csv via lab.results.paged: gb_per_s by kernel, % of the ceiling
     concurrency   data/h200/vllm0.26-qwen2.5-7b-concurrency via lab.results.concurrency, beside the step floor
-    masks         data/h200/flex-masks/masks.csv via lab.results.paged: Flex against the fastest SDPA that ran
     decomposition through lab.results.flex_decomposition (its variants, and vLLM's trace windows)
     dram bytes    data/h200/dram-bytes/dram_bytes.csv via lab.results.dram_bytes, beside the two model counts
 
@@ -20,57 +18,11 @@ from __future__ import annotations
 from lab.book.facts import Fact
 from lab.book.interview.common import FA3, FLEX, missing_facts, shown_facts
 from lab.results import concurrency as rc
-from lab.results import data, dram_bytes, paged
+from lab.results import data, dram_bytes
 from lab.results.bandwidth import bandwidth_ceiling
 
 DECOMPOSITION = "h200/flex-decomposition/flex_decomposition.csv"
-
-
-def _table(relative: str, root=None):
-    """A study's table, or None when the file is not there."""
-    import pandas as pd
-
-    path = (data.DATA_DIR if root is None else root) / relative
-    return pd.read_csv(path) if path.exists() else None
-
-
-def cell(table, column: str, **where):
-    """The one value of ``column`` where every ``where`` column equals its value, or None (missing column,
-    no row, several rows, or an empty cell)."""
-    if table is None or any(c not in table.columns for c in (column, *where)):
-        return None
-    rows = table
-    for key, want in where.items():
-        rows = rows[rows[key] == want]
-    if len(rows) != 1 or rows[column].isna().iloc[0]:
-        return None
-    value = rows[column].iloc[0]
-    return value.item() if hasattr(value, "item") else value
-
-
-def _ratio(a, b, scale: float = 1.0):
-    return None if a is None or b is None or not b else scale * a / b
-
-
-# --- PagedAttention: a paged split-KV kernel against the contiguous one ------------------------------
-
 GB_S = "{:,.0f} GB/s"
-PAGED_FORMATS = {"paged_vs_contiguous_pct": "{:.0f}%", "paged_128_vs_contiguous_pct": "{:.0f}%",
-                 "paged_b1_vs_contiguous_pct": "{:.0f}%", "paged_gb_s": GB_S, "contiguous_gb_s": GB_S}
-
-
-def paged_facts(root=None, batch: int = 16, n: int = 32768, page: int = 16) -> dict:
-    """Batch 16 × 32k decode with 16-token pages: the paged kernel's bandwidth against the contiguous one's and
-    as a share of the H200's bandwidth ceiling; then 128-token pages, and batch 1."""
-    value = lambda column, kernel, b=batch, p=None: paged.paged_value(column, kernel, b, n, p, root)
-    share = lambda b, p: None if (v := value("fraction_of_contiguous", "paged", b, p)) is None else 100 * v
-    values = {"paged_vs_contiguous_pct": share(batch, page), "paged_128_vs_contiguous_pct": share(batch, 128),
-              "paged_b1_vs_contiguous_pct": share(1, page), "paged_gb_s": value("gb_per_s", "paged", p=page),
-              "contiguous_gb_s": value("gb_per_s", "contiguous")}
-    source = f"{paged.source(paged.PAGED_RUN)}: gb_per_s, fraction_of_contiguous by kernel, page_size, batch, n"
-    return shown_facts(values, PAGED_FORMATS, source) | {
-        "paged_pct_of_ceiling": paged.ceiling_share("paged", batch, n, page, root).shown_as("{:.0f}%"),
-        "contiguous_pct_of_ceiling": paged.ceiling_share("contiguous", batch, n, None, root).shown_as("{:.0f}%")}
 
 
 # --- batch on the decode roofline -------------------------------------------------------------------
@@ -135,33 +87,6 @@ def concurrency_facts(root=None) -> dict:
                "kv_bound_from_32k": above[0] if below and above else None}
     source = f"data/{rc.H200_STUDY}/*/concurrency.csv via lab.results.concurrency (floor: weights + admitted × KV)"
     return shown_facts(values, CONCURRENCY_FORMATS, source)
-
-
-# --- FlexAttention: masks as code, against the fastest SDPA that takes the mask ----------------------
-
-MASK_FORMATS = {"mask_len": "{:,d} tokens", "mask_window": "{:,d} tokens", "mask_causal_speedup": "{:.2f}×",
-                "mask_sliding_speedup": "{:.1f}×", "mask_document_speedup": "{:.1f}×",
-                "mask_causal_flex_ms": MS, "mask_causal_sdpa_ms": MS, "mask_sliding_flex_ms": "{:.2f} ms",
-                "mask_sliding_sdpa_ms": MS, "mask_document_flex_ms": "{:.2f} ms", "mask_document_sdpa_ms": MS,
-                "mask_causal_sdpa": "", "mask_sliding_sdpa": "", "mask_document_sdpa": ""}
-
-
-def mask_facts(root=None) -> dict:
-    """Causal, sliding-window and document masks at the longest length measured: Flex's time, the fastest SDPA
-    backend that accepts the mask (flash takes plain causal only), and SDPA's time over Flex's."""
-    table = paged.masks_table(root)
-    source = f"{paged.source(paged.MASKS_RUN)}: ms by mask, impl, n (SDPA: its fastest backend that ran the mask)"
-    if table is None or table.empty:
-        return missing_facts(MASK_FORMATS, source)
-    n = int(table["n"].max())
-    values = {"mask_len": n, "mask_window": data.load((root or data.DATA_DIR) / paged.MASKS_RUN).provenance
-              .get("flags", {}).get("window")}
-    for key, mask in (("causal", "causal"), ("sliding", "sliding-window"), ("document", "document")):
-        impl, sdpa_ms = paged.fastest_sdpa(mask, n, root)
-        flex_ms = paged.mask_value("ms", mask, "flex", n, root)
-        values |= {f"mask_{key}_flex_ms": flex_ms, f"mask_{key}_sdpa_ms": sdpa_ms, f"mask_{key}_sdpa": impl,
-                   f"mask_{key}_speedup": None if flex_ms is None or sdpa_ms is None else sdpa_ms / flex_ms}
-    return shown_facts(values, MASK_FORMATS, source)
 
 
 DECOMPOSITION_FORMATS = {"flex_forced_over_default": "{:.2f}×", "flex_tiles16_over_forced": "{:.1f}×",
@@ -251,32 +176,7 @@ def dram_facts(root=None, candidate: str = "ours-tuned", n: int = 16384) -> dict
     return shown_facts(values, DRAM_FORMATS, source)
 
 
-# --- decode against query rows per KV head (chapter 5's sweep) ------------------------------------------
-
-ROWS_FORMATS = {"rows_ridge_iv": "{:.0f} FLOP/byte", "rows_fa3_flat_iv": "{:d}", "rows_fa3_off_iv": "{:d}",
-                "rows_fa3_most_iv": "{:d}", "rows_fa3_most_pct_iv": "{:.0f}%", "rows_ours_flat_iv": "{:d}"}
-
-
-def decode_rows_facts(root=None) -> dict:
-    """Where FA3 and our split-KV kernel leave the memory floor as query rows per KV head grow (lab.results.decode_rows),
-    and the measured ridge they are placed against."""
-    from lab import LabError
-    from lab.results import decode_rows
-
-    source = f"data/{decode_rows.RUNS[0]} (+ {decode_rows.RUNS[1]}) via lab.results.decode_rows; measured roof: data/h200/hardware, data/h200/bandwidth"
-    try:
-        points, roof = decode_rows.sweep(root), decode_rows.roof(root=root)
-    except LabError:
-        return missing_facts(ROWS_FORMATS, source)
-    cross = decode_rows.crossings(points, roof).set_index("candidate")
-    fa3, ours = cross.loc["fa3"], cross.loc["ours-tuned"]
-    values = {"rows_ridge_iv": roof.ridge, "rows_fa3_flat_iv": int(fa3.last_flat), "rows_fa3_off_iv": int(fa3.first_off),
-              "rows_fa3_most_iv": int(fa3.most_rows), "rows_fa3_most_pct_iv": fa3.most_pct_of_matmul,
-              "rows_ours_flat_iv": int(ours.last_flat)}
-    return shown_facts(values, ROWS_FORMATS, source)
-
-
 def facts(root=None) -> dict[str, Fact]:
-    """Every later-study fact, measured or not."""
-    return {**paged_facts(root), **concurrency_facts(root), **roofline_batch_facts(root), **mask_facts(root),
-            **decomposition_facts(root), **counter_facts(root), **dram_facts(root), **decode_rows_facts(root)}
+    """Every later-study fact the interview still reads itself, measured or not."""
+    return {**concurrency_facts(root), **roofline_batch_facts(root), **decomposition_facts(root),
+            **counter_facts(root), **dram_facts(root)}

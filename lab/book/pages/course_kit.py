@@ -1,0 +1,258 @@
+"""Course kit (chapter 9): the facts the page states, its session plans' slide ranges, its printable views.
+
+    glue_all(course_kit.facts())         # the one hidden cell
+    course_kit.print_views()             # the two printable views: student handout, teacher's answer sheet
+
+The numbers are the teaching chapters' facts, quoted from what each page glued in this build
+(:mod:`lab.book.quoted`): chapters 4, 5, 5b and 7 directly; the facts of chapters 1-3, 6 and 6b, which have no
+page module yet, as the interview page glued them (:data:`FROM_INTERVIEW`, its interim readers). The worked
+solutions that compute something of their own (Exercises 3, 5 and 7) do it here, from those facts, except
+Exercise 3's fit, which is the exercise: it fits the A10G sweep as the student will (:func:`_fit_exercise`).
+
+A session plan names each segment's deck and slide range. The ranges are counted from the decks as
+``python -m lab slides`` makes them (:func:`lab.book.slides.to_slides_notebook` over each chapter as this
+build executed it), so a deck that gains a slide moves the plan with it (:func:`deck_outline`).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import math
+
+from lab import LabError
+from lab.book import slides
+from lab.book.facts import Fact
+from lab.book.quoted import quoted
+from lab.results import data, fit
+from lab.results.quantities import Quantity
+from lab.results.sweeps import A10G_STUDY, FLASH, FLEX
+
+# --- the facts ------------------------------------------------------------------------------------------
+
+#: the teaching page -> the glue names the course kit states from it.
+TEACHING = {
+    "book/01-roofline": ("my_machine", "my_flops", "my_bw", "my_ridge", "my_dtype"),
+    "book/04-flashattention-triton": ("abl_16k_1_pct", "abl_16k_2_pct", "abl_16k_3_pct", "abl_16k_4_pct",
+                                      "race_flex_vs_fa3_16k", "race_cudnn_vs_fa3_16k", "drift_pct"),
+    "book/05-decode-split-kv": ("dec_intensity", "h200_ridge_measured"),
+    "book/05b-paged-attention": ("p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "sw_speedup",
+                                 "sw_sdpa", "doc_speedup", "causal_flex_vs_flash"),
+    "book/07-the-trace": ("a10g_mm28_fa", "a10g_mm28_fx", "a10g_at28_fa", "a10g_at28_fx", "a10g_mm28_diff_pct",
+                          "a10g_decode_fa", "a10g_decode_fx", "naive_fa_s", "naive_fa_prefill_s", "q_heads",
+                          "kv_heads", "group"),
+}
+#: Facts of chapters 1-3, 6 and 6b (no page module yet) and the interview's own derived ratio, as the
+#: interview page glued them; each moves to TEACHING when its chapter states it from a page module.
+FROM_INTERVIEW = (
+    # chapter 1: datasheet ridges, the model's byte counts and intensities, the A10G floors
+    "a10g_gb_s", "a10g_mem_gb", "h100_tb_s", "h100_tflops", "ridge_a10g", "ridge_h100", "ridge_h200",
+    "sp_gb_layer_long", "naive_max_len_a10g", "intensity_compulsory_long", "intensity_reread_long", "kv_gb_long",
+    "kv_kb_per_token", "decode_intensity", "weights_streamed_gb", "floor_short_ms", "floor_long_ms",
+    # chapter 2: the stopwatch check and the DRAM bytes
+    "sw_kernel", "sw_len", "sw_margin_pct", "sw_ms", "sw_reread_ms", "dram_intensity", "dram_len",
+    "dram_over_compulsory", "reread_over_dram",
+    # chapter 6: the A10G sweep and fits, the H200 sweep, the concurrency sweep, the batch floors
+    "a10g_long_len", "a10g_short_len", "b_flash", "b_flex", "c_flash", "c_flex", "c_ratio", "census_len",
+    "chunk_a10g", "chunks_long", "floor_extra_ms", "itl_flash_extra_ms", "itl_flash_growth_pct", "itl_flash_long",
+    "itl_flash_short", "itl_flex_extra_ms", "itl_flex_growth_pct", "itl_flex_long", "itl_flex_short",
+    "itl_ratio_long", "kv_bw_flash_gb_s", "kv_bw_flash_pct", "kv_bw_flex_gb_s", "kv_bw_flex_pct", "kv_extra_gb",
+    "ttft_flash_long", "ttft_flex_long", "ttft_ratio_long", "ttft_ratio_short", "h200_pair_len", "h200_ttft_fa3",
+    "h200_ttft_flex", "kv_bound_batch_2k", "kv_bound_batch_32k", "kv_share_64_32k_pct", "floor_gb_s",
+    "floor_h200_1_32k_ms", "floor_h200_64_32k_ms",
+    *(f"conc_fa3_32k_{c}{what}" for c in (1, 4, 16, 64) for what in ("", "_floor")), "conc_fa3_32k_64_x",
+    "conc_fa3_32k_64_admitted", "conc_fa3_2k_1", "conc_fa3_2k_64", "conc_fa3_2k_tok_s_gain",
+    # chapter 6b: the load curve, the long prompt, the FP8 cache
+    "fa3_capacity", "fa3_slo_rate", "fa3_break_rate", "fa3_break_throughput", "flex_break_rate", "slo_ttft_ms",
+    "bm_chunk", *(f"curve_{i}_{what}" for i in range(1, 7) for what in ("rate", "rho", "mm1", "p99_ttft", "p50_tpot")),
+    "inter_long_len", "inter_8l_decoders", "inter_chunk_big", "inter_chunk_small", "inter_fa3_2048_8l_max",
+    "inter_fa3_2048_8l_ttft", "inter_fa3_8192_8l_max", "inter_fa3_8192_8l_ttft", "inter_8l_stall_cut",
+    "inter_8l_ttft_cost", "kv_token_bf16", "kv_token_fp8", "fp8_context", "fp8_bf16_top_n", "fp8_bf16_cache_tokens",
+    "fp8_fp8_cache_tokens", "fp8_cache_x", "fp8_bf16_top_admitted", "fp8_fp8_top_admitted", "fp8_fp8_top_floor",
+    "fp8_fp8_top_itl", "fp8_fp8_top_x_floor", "fp8_bf16_top_itl",
+    # the interview's ratio of two of chapter 4's facts (Flex over cuDNN on plain causal)
+    "race_flex_vs_cudnn_16k",
+)
+INTERVIEW = "book/08-interview-prep"
+
+EXERCISE_FIT = Quantity("interim.course_kit.a10g_fit", "Exercise 3's worked solution: t = a + b·n + c·n² fitted to "
+                        "the A10G study's TTFT sweep (lab.results.fit.fit_quadratic), its c and its quadratic share "
+                        "at the middle length of the published shares, beside the published share; until chapter "
+                        "6's page module states the fit", run=A10G_STUDY, file="sweep.csv")
+PAGE = 16  # vLLM's default block size, the page of Exercise 7
+
+
+def _fit_exercise() -> dict[str, Fact]:
+    """Exercise 3, worked: fit the A10G sweep as the student will, then the quadratic share at a middle length."""
+    reference = data.load(A10G_STUDY)
+    sweep = reference.csv("sweep.csv", ["arm", "actual_len", "ttft_s"])
+    published = reference.csv("quad_share.csv", ["arm", "n", "share_pct"])
+    lengths = sorted(set(published["n"]))
+    mid = int(lengths[len(lengths) // 2])
+    facts = {"ex_mid_len": EXERCISE_FIT.fact(mid, "middle length", detail="quad_share.csv")}
+    for arm, key in ((FLASH, "flash"), (FLEX, "flex")):
+        rows = sweep[sweep["arm"] == arm]
+        ours = fit.fit_quadratic(rows["actual_len"], rows["ttft_s"])
+        share = float(published[(published["arm"] == arm) & (published["n"] == mid)]["share_pct"].iloc[0])
+        facts |= {f"ex_c_{key}": EXERCISE_FIT.fact(ours.c_ps_per_token2, arm, "c"),
+                  f"ex_share_{key}": EXERCISE_FIT.fact(100 * ours.quad_share(mid), arm, "share", mid),
+                  f"ex_share_{key}_pub": EXERCISE_FIT.fact(share, arm, "published share", mid, detail="quad_share.csv")}
+    return facts
+
+
+def _counted(f: dict[str, Fact]) -> dict[str, Fact]:
+    """Exercises 5 and 7, worked from the facts they start from."""
+    n, chunk = int(f["a10g_long_len"].value), int(f["chunk_a10g"].value)
+    pairs = sum(min(chunk, n - start) * min(start + chunk, n) for start in range(0, n, chunk))
+    where = "lab.book.pages.course_kit, counted from the A10G study's longest prompt and chunk (interview facts)"
+    return {"ex_pairs_ratio": Fact(pairs / (n * n / 2), where),
+            "ex_pages": Fact(math.ceil(n / PAGE), where),
+            "ex_page_waste_max_kb": Fact((PAGE - 1) * f["kv_kb_per_token"].value,
+                                         "lab.book.pages.course_kit: 15 tokens of Qwen2.5-7B's KV cache")}
+
+
+# --- the decks ------------------------------------------------------------------------------------------
+
+@functools.cache
+def deck_outline(stem: str) -> tuple[tuple[int, str], ...]:
+    """(slide number, heading) for each ``#``/``##`` heading of a chapter's deck, counted as reveal.js numbers the
+    horizontal slides (1 is the title), from the deck ``python -m lab slides`` makes of this build's chapter."""
+    notebook, glue = slides.load_chapter(stem)
+    deck = slides.to_slides_notebook(notebook, glue)
+    number, started, outline = 0, False, []
+    for cell in deck.cells:
+        kind = cell.get("metadata", {}).get("slideshow", {}).get("slide_type", "-")
+        if kind in ("notes", "skip"):
+            continue
+        if not started or kind == "slide":  # the first visible cell opens the first slide
+            number, started = number + 1, True
+        if cell.cell_type == "markdown":
+            outline += [(number, line.lstrip("#").strip()) for line in cell.source.splitlines()
+                        if line.startswith(("# ", "## "))]
+    return tuple(outline) + ((number + 1, ""),)  # the end: one past the last slide
+
+
+def slide_range(stem: str, first: str, last: str) -> tuple[int, int]:
+    """The slides of a deck from section ``first`` through section ``last`` (their headings)."""
+    outline = deck_outline(stem)
+    headings = [heading for _, heading in outline]
+    for heading in (first, last):
+        if heading not in headings:
+            raise LabError(f"the {stem} deck has no section {heading!r}; its sections: {', '.join(headings[:-1])}")
+    start = outline[headings.index(first)][0]
+    end = outline[headings.index(last) + 1][0] - 1
+    return start, max(start, end)
+
+
+#: glue name -> (deck, first section, last section): the slides each plan segment shows.
+SEGMENTS = {
+    "deck_roofline": ("01-roofline", "FLOPs per byte", "The roofline and its ridge point"),
+    "deck_roofline_live": ("01-roofline", "FLOPs per byte", "This machine, measured now"),
+    "deck_nxn": ("02-naive-attention", "Three passes over memory", "Bytes, memory and time as the prompt grows"),
+    "deck_tiling": ("03-tiling-online-softmax", "The problem with a row-wise normaliser", "Tiles of queries and tiles of keys"),
+    "deck_kernel": ("04-flashattention-triton", "The teaching kernel", "What each change bought"),
+    "deck_decode": ("05-decode-split-kv", "One division: decode is memory-bound", "Merging the pieces exactly"),
+    "deck_decode_h200": ("05-decode-split-kv", "One division: decode is memory-bound", "What the H200 measured"),
+    "deck_paged": ("05b-paged-attention", "Why an engine pages the cache", "FlexAttention: the variant as a program"),
+    "deck_sweeps": ("06-vllm-sweeps", "Prefill: where the curves part", "Decode: flat or climbing"),
+    "deck_busy": ("06b-busy-server", "Latency against throughput", "Latency against throughput"),
+    "deck_trace": ("07-the-trace", "Sorting kernels into families", "The A10G census: matmul is the control"),
+    "deck_review": ("08-interview-prep", "The 60-second review", "The 60-second review"),
+}
+
+
+def _segment_facts() -> dict[str, Fact]:
+    out = {}
+    for name, (stem, first, last) in SEGMENTS.items():
+        start, end = slide_range(stem, first, last)
+        text = f"slide {start}" if start == end else f"slides {start}–{end}"
+        out[name] = Fact(text, f"lab.book.slides: the {stem} deck as python -m lab slides makes it of this build")
+    return out
+
+
+def deck_links(names: tuple[str, ...] | None = None) -> SegmentLinks:
+    """Links from the page to each plan segment's first slide (reveal.js: ``#/<slide - 1>``)."""
+    return SegmentLinks({name: SEGMENTS[name] for name in (names or SEGMENTS)})
+
+
+class SegmentLinks:
+    """An HTML list: each segment's deck, opened at its first slide."""
+
+    def __init__(self, segments: dict[str, tuple[str, str, str]]):
+        self.rows = [(stem, first, last, *slide_range(stem, first, last)) for stem, first, last in segments.values()]
+
+    def _repr_html_(self) -> str:
+        items = "".join(
+            f'<li><a href="../slides/{stem}.slides.html#/{start - 1}">{html.escape(stem)}, '
+            f'{"slide" if start == end else "slides"} {start}{"" if start == end else f"–{end}"}</a>: '
+            f'{html.escape(first)}{"" if first == last else " … " + html.escape(last)}</li>'
+            for stem, first, last, start, end in self.rows)
+        return f'<ul class="lab-decks">{items}</ul>'
+
+    def __repr__(self) -> str:
+        return "\n".join(f"slides/{stem}.slides.html#/{start - 1}  {first} ... {last}"
+                         for stem, first, last, start, _ in self.rows)
+
+
+# --- the printable views --------------------------------------------------------------------------------
+
+class PrintViews:
+    """Two print buttons: the student handout (the page's title and its exercises, without their solutions: no
+    plans, no reveals) and the teacher's answer sheet (the whole page, every dropdown opened). Printing from the
+    browser's menu prints the answer sheet, and says so on the paper."""
+
+    CSS = """
+@media screen { .lab-print-only { display: none; } }
+@media print {
+  .lab-print-views button { display: none; }
+  .lab-print-only { display: block; }
+  body.lab-handout section:has(> h1) > :not(h1):not(#exercises):not(#course-kit-exercises) { display: none !important; }
+  body.lab-handout #exercises details, body.lab-handout #course-kit-exercises details { display: none !important; }
+  body.lab-handout .lab-answers-note, body:not(.lab-handout) .lab-handout-note { display: none !important; }
+}"""
+    SCRIPT = """
+(function () {
+  function solutions() { return document.querySelectorAll("main details"); }
+  function printAs(mode) {
+    document.body.classList.toggle("lab-handout", mode === "handout");
+    var opened = [];
+    if (mode !== "handout") {
+      solutions().forEach(function (d) { if (!d.open) { d.open = true; opened.push(d); } });
+    }
+    window.print();
+    opened.forEach(function (d) { d.open = false; });
+    document.body.classList.remove("lab-handout");
+  }
+  window.addEventListener("beforeprint", function () {  // the browser's own Print: the answer sheet, opened
+    if (!document.body.classList.contains("lab-handout")) { solutions().forEach(function (d) { d.open = true; }); }
+  });
+  document.querySelectorAll("[data-lab-print]").forEach(function (b) {
+    b.addEventListener("click", function () { printAs(b.getAttribute("data-lab-print")); });
+  });
+})();"""
+
+    def _repr_html_(self) -> str:
+        return (f"<style>{self.CSS}</style>"
+                '<div class="lab-print-views">'
+                '<button type="button" data-lab-print="handout">Print the student handout</button> '
+                '<button type="button" data-lab-print="answers">Print the teacher\'s answer sheet</button>'
+                '<p class="lab-print-only lab-answers-note"><strong>Teacher\'s answer sheet:</strong> every '
+                "solution and reveal is printed open. The student handout prints from the first button on the "
+                "page.</p>"
+                '<p class="lab-print-only lab-handout-note"><strong>Student handout:</strong> the exercises '
+                "without their solutions; the solutions are on the teacher's answer sheet.</p></div>"
+                f"<script>{self.SCRIPT}</script>")
+
+    def __repr__(self) -> str:
+        return "Print the student handout | Print the teacher's answer sheet"
+
+
+def print_views() -> PrintViews:
+    return PrintViews()
+
+
+@functools.cache
+def facts() -> dict[str, Fact]:
+    """Every fact the course kit states, by glue name."""
+    taken = quoted({**TEACHING, INTERVIEW: FROM_INTERVIEW})
+    return taken | _fit_exercise() | _counted(taken) | _segment_facts()
