@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 import html
 
-from lab.book.busy_facts import chapter06b
 from lab.book.busy_method_facts import method_facts, serial_ttft_table
 from lab.book.pages import declared
+from lab.book.pages.ch06b import facts as chapter06b
 from lab.measure import clock_probe, gpuclocks
 from lab.measure.vllm.arms import FA3
 from lab.results import bandwidth, data, decode_rows, paged, records
