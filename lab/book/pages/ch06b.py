@@ -97,21 +97,8 @@ REREAD = Quantity("h200.interference.reread", "the bytes the small chunk's extra
 REREAD_SHARE = Quantity("h200.interference.reread_share", "that re-read time over the TTFT the small chunk added",
                         unit="%", **_INTER)
 _CONC = dict(run=CONC_RUN, file="<arm>/concurrency.csv")
-KV_TOKENS = Quantity("h200.fp8.kv_cache_tokens", "the KV cache's size in tokens, as the server's log reports it",
-                     unit="tokens", run=CONC_RUN, file="<arm>/server.log")
 FITS = Quantity("h200.fp8.fits", "requests of the server's context limit that fit in its KV cache at once",
                 unit="requests", run=CONC_RUN, file="<arm>/server.log")
-LIMIT = Quantity("h200.fp8.max_model_len", "the FP8 server's context limit (max_model_len)", unit="tokens",
-                 run=CONC_RUN, file="<arm>/provenance.json")
-REQUESTS = Quantity("h200.fp8.requests", "requests of 32k tokens sent at once", unit="requests", **_CONC)
-ADMITTED = Quantity("h200.fp8.admitted", "of those, the requests vLLM ran at once", unit="requests", **_CONC)
-ITL = Quantity("h200.fp8.itl", "the decode step at 32k tokens of context (FA3), median inter-token gap", unit="ms",
-               **_CONC)
-FLOOR = Quantity("h200.fp8.floor", "the floor of that step: the weights once and the admitted requests' KV bytes "
-                 "over the H200's bandwidth ceiling", unit="ms", **_CONC)
-X_FLOOR = Quantity("h200.fp8.x_floor", "the measured step over its floor", unit="×", **_CONC)
-TOK_S = Quantity("h200.fp8.decode_tok_s", "decode tokens per second of all admitted requests", unit="tokens/s",
-                 **_CONC)
 _AGREE = dict(run=LOAD_RUN, file=f"{WORKLOAD}/{arms.FA3.slug}/rate-inf-c1.json + probe.jsonl")
 AGREE_REQUESTS = Quantity("h200.load.agreement.requests", "requests of the serial check, bench and probe each",
                           unit="requests", **_AGREE)
@@ -288,7 +275,7 @@ def agreement_facts(root: Path = DATA_DIR) -> dict:
     ms = lambda key, who, fmt: AGREE_MS.fact(get(key), who, fmt=fmt)  # noqa: E731
     pct = lambda key, what: AGREE_PCT.fact(100 * (get(key) - 1) if get(key) else None, what,  # noqa: E731
                                            fmt="{:+.1f}%")
-    return {"agree_requests": AGREE_REQUESTS.fact(get("requests"), fmt="d"),
+    return {"agree_requests": AGREE_rc.POINT_SENT.fact(get("requests"), fmt="d"),
             "agree_bench_ttft": ms("bench_ttft_ms", "bench TTFT mean", "{:.1f} ms"),
             "agree_probe_ttft": ms("probe_ttft_ms", "probe TTFT mean", "{:.1f} ms"),
             "agree_bench_itl": ms("bench_itl_ms", "bench ITL mean", "{:.2f} ms"),
@@ -316,17 +303,17 @@ def fp8_facts(root: Path = DATA_DIR) -> dict:
         n = _value(top, "concurrency")
         at = lambda q, key, fmt, row=top, label=arm.label, c=n: q.fact(_value(row, key), label, LONG_CONTEXT, c,  # noqa: E731
                                                                       fmt=fmt)
-        out |= {f"fp8_{tag}_cache_tokens": KV_TOKENS.fact(tokens, arm.label, fmt="{:,d}"),
+        out |= {f"fp8_{tag}_cache_tokens": rc.KV_CACHE_TOKENS.fact(tokens, arm.label, fmt="{:,d}"),
                 f"fp8_{tag}_fits": FITS.fact(tokens / limit if tokens and limit else None, arm.label, fmt=".1f"),
-                f"fp8_{tag}_top_n": REQUESTS.fact(n, arm.label, LONG_CONTEXT, fmt="d"),
-                f"fp8_{tag}_top_admitted": at(ADMITTED, "admitted", "d"),
-                f"fp8_{tag}_top_itl": at(ITL, "itl_ms", "{:.1f} ms"),
-                f"fp8_{tag}_top_floor": at(FLOOR, "floor_ms", "{:.1f} ms"),
-                f"fp8_{tag}_top_x_floor": at(X_FLOOR, "itl_x_floor", "{:.2f}×"),
-                f"fp8_{tag}_top_tok_s": at(TOK_S, "decode_tok_s", "{:,.0f}"),
-                f"fp8_{tag}_one_itl": ITL.fact(_value(ones[tag], "itl_ms"), arm.label, LONG_CONTEXT, 1,
+                f"fp8_{tag}_top_n": rc.POINT_SENT.fact(n, arm.label, LONG_CONTEXT, n, fmt="d"),
+                f"fp8_{tag}_top_admitted": at(rc.POINT_ADMITTED, "admitted", "d"),
+                f"fp8_{tag}_top_itl": at(rc.POINT_ITL, "itl_ms", "{:.1f} ms"),
+                f"fp8_{tag}_top_floor": at(rc.POINT_FLOOR, "floor_ms", "{:.1f} ms"),
+                f"fp8_{tag}_top_x_floor": at(rc.POINT_X_FLOOR, "itl_x_floor", "{:.2f}×"),
+                f"fp8_{tag}_top_tok_s": at(rc.POINT_TOK_S, "decode_tok_s", "{:,.0f}"),
+                f"fp8_{tag}_one_itl": rc.POINT_ITL.fact(_value(ones[tag], "itl_ms"), arm.label, LONG_CONTEXT, 1,
                                                fmt="{:.2f} ms")}
-    out["fp8_limit"] = LIMIT.fact(rc.max_model_len(arms.FA3_FP8.label, root=root), fmt="{:,d}")
+    out["fp8_limit"] = rc.MAX_MODEL_LEN.fact(rc.max_model_len(arms.FA3_FP8.label, root=root), arms.FA3_FP8.label, fmt="{:,d}")
     both = ones["bf16"] and ones["fp8"]
     out["fp8_one_ratio"] = ONE_RATIO.fact(ones["fp8"]["itl_ms"] / ones["bf16"]["itl_ms"] if both else None,
                                           fmt="{:.3f}×")
