@@ -275,7 +275,7 @@ def agreement_facts(root: Path = DATA_DIR) -> dict:
     ms = lambda key, who, fmt: AGREE_MS.fact(get(key), who, fmt=fmt)  # noqa: E731
     pct = lambda key, what: AGREE_PCT.fact(100 * (get(key) - 1) if get(key) else None, what,  # noqa: E731
                                            fmt="{:+.1f}%")
-    return {"agree_requests": AGREE_rc.POINT_SENT.fact(get("requests"), fmt="d"),
+    return {"agree_requests": AGREE_REQUESTS.fact(get("requests"), fmt="d"),
             "agree_bench_ttft": ms("bench_ttft_ms", "bench TTFT mean", "{:.1f} ms"),
             "agree_probe_ttft": ms("probe_ttft_ms", "probe TTFT mean", "{:.1f} ms"),
             "agree_bench_itl": ms("bench_itl_ms", "bench ITL mean", "{:.2f} ms"),
