@@ -195,6 +195,15 @@ RACE = "h200/kernels-race"
 #: The ablation of the tuned kernel, every step (kept or not) with FA3 timed in the same run.
 ABLATION = "h200/kernels-ablation"
 
+# --- the race's times and speeds, stated by chapter 4 (which teaches the race) and chapter 6 (Flex against cuDNN) -----
+_PREFILL = "causal prefill shaped like Qwen2.5-7B's attention (28 query / 4 KV heads, d=128, bf16, batch 1)"
+_ROUNDS = "both timed in one process, in interleaved rounds (median round of CUDA-event timings)"
+SPEED_VS_CUDNN = Quantity("h200.prefill.speed_vs_cudnn", f"cuDNN's time over the kernel's, {_PREFILL}, {_ROUNDS}",
+                          run=RACE, file="prefill.csv", unit="×")
+PREFILL_MS = Quantity("h200.prefill.ms", f"one {_PREFILL} call: the median of interleaved rounds", run=RACE,
+                      file="prefill.csv", unit="ms",
+                      others={RECORD: "the benchmark's earlier full run (1k-32k and the naive path), another lease"})
+
 
 def speed_vs(prefill, candidate: str, reference: str, n: int) -> float:
     """How fast ``candidate`` ran relative to ``reference`` at ``n`` tokens in one run (reference ms / candidate ms;
