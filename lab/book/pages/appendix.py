@@ -22,9 +22,20 @@ from lab.results import census_windows as cd
 from lab.results import tuning as tuning_runs
 from lab.results.facts import Fact
 from lab.results.hardware import DEVICES
-from lab.results.kernel_runs import (ABLATION, CONTIGUOUS, RACE, RECORD, TUNING_RACE, bars_over_runs,
-                                     block_and_round_spread, clock_ranges, prefill_rows, runs_of_record, stored_runs,
-                                     times_across_runs)
+from lab.results.kernel_runs import (
+    ABLATION,
+    CONTIGUOUS,
+    RACE,
+    RECORD,
+    TUNING_RACE,
+    bars_over_runs,
+    block_and_round_spread,
+    clock_ranges,
+    prefill_rows,
+    runs_of_record,
+    stored_runs,
+    times_across_runs,
+)
 from lab.results.quantities import Quantity, is_data_run
 
 #: The run the timing method's evidence comes from: the benchmark's first full run (and its repeats).

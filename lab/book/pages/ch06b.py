@@ -162,7 +162,7 @@ def load_facts(root: Path = DATA_DIR) -> dict:
         within, broke = _slo_break(rows) if rows else (None, None)
         at = lambda q, row, key, fmt, label=arm.label: q.fact(_value(row, key), label, _value(row, "rate"),  # noqa: E731
                                                                fmt=fmt)
-        rho = lambda row, label=arm.label: UTILISATION.fact(row["rate"] / cap if row and cap else None,  # noqa: E731
+        rho = lambda row, label=arm.label, cap=cap: UTILISATION.fact(row["rate"] / cap if row and cap else None,  # noqa: E731
                                                            label, _value(row, "rate"), fmt=".2f")
         flight = lambda row, label=arm.label: IN_FLIGHT.fact(rl.in_flight(row) if row else None, label,  # noqa: E731
                                                             _value(row, "rate"), fmt=".0f")
