@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -39,7 +40,7 @@ from lab.results import iomodel, kernel_runs, probe_timing, roofline, value_depe
 from lab.results import sweep_variants as variants
 from lab.results import sweeps as report
 from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth
-from lab.results.data import load
+from lab.results.data import DATA_DIR, load
 from lab.results.hardware import device, load_measurement
 from lab.results.modelshape import kv_per_token, qwen25_7b
 from lab.results.quantities import Quantity
@@ -177,8 +178,8 @@ def _h200_study() -> str:
 
 
 @functools.cache
-def _decomposition():
-    return flexdec.read()
+def _decomposition(root: Path = DATA_DIR):
+    return flexdec.read(root)
 
 
 @functools.cache
@@ -347,9 +348,9 @@ def itl_resolution_facts() -> dict:
 
 # --- facts: vLLM's FLEX arm and the decomposition ----------------------------------------------------------------
 
-def flex_arm_facts() -> dict:
-    """vLLM's FLEX arm from our traces, and the standalone decomposition when it is on file."""
-    vllm, fa3, dec = flexdec.vllm_flex(), flexdec.vllm_flex(backend="FlashAttention", arm=FA3), _decomposition()
+def flex_arm_facts(root: Path = DATA_DIR) -> dict:
+    """vLLM's FLEX arm from our traces, and the standalone decomposition (under ``root``) when it is on file."""
+    vllm, fa3, dec = flexdec.vllm_flex(), flexdec.vllm_flex(backend="FlashAttention", arm=FA3), _decomposition(root)
     out = {"vllm_flex_tokens": VLLM_TOKENS.fact(vllm.tokens),
            "vllm_flex_step_ms": VLLM_STEP_MS.fact(vllm.decode_ms_per_step, vllm.tokens, fmt="{:.0f} ms"),
            "vllm_flex_prefill_tflops": VLLM_PREFILL_TFLOPS.fact(vllm.prefill_tflops, FLEX, vllm.tokens, fmt=".0f"),
@@ -445,8 +446,8 @@ def flex_vs_cudnn_facts() -> dict:
 
 # --- facts: the value study, chunking, FA2, floors, batching, two GPUs ---------------------------------------------
 
-def values_facts() -> dict:
-    data = value_dependence.read()
+def values_facts(root: Path = DATA_DIR) -> dict:
+    data = value_dependence.read(root)
     out = {"values_status": Fact(f"measured ({data.source})" if data else None, VALUES_PCT.source)}
     ops = data.ops() if data else []
     matmul = next((op for op in ops if "matmul" in op.lower() or "mm" in op.lower()), None)
@@ -637,10 +638,10 @@ def _text(value, fmt: str, source: str, suffix: str = "") -> Fact:
     return Fact(f"{value:{fmt}}{suffix}" if ok else None, source)
 
 
-def counter_facts() -> dict:
+def counter_facts(root: Path | None = None) -> dict:
     """Per decode job: time, programs, busy SMs, warps per SM, tensor pipe, top stall, DRAM read and its rate; the
     factor chain of vLLM's recipe over FA3 at batch 1 and 16; the decode template's programs."""
-    rows, out = {(r["candidate"], r["batch"]): r for r in fc.table()}, {}
+    rows, out = {(r["candidate"], r["batch"]): r for r in fc.table(root)}, {}
     for candidate, batch in fc.ROWS:
         row, key = rows.get((candidate, batch)), f"flexctr_{COUNTER_KEYS[candidate]}_b{batch}"
         src = row["source"] if row else COUNTER_SRC
@@ -652,19 +653,19 @@ def counter_facts() -> dict:
                 f"{key}_read_gb": _text(get("dram_read_gb"), ".2f", src, " GB"),
                 f"{key}_read_pct": _text(get("read_pct_of_ceiling"), ".1f", src, "%")}
     for batch in (1, 16):
-        out |= _gap_facts(batch)
-    jobs = fc.measured()
+        out |= _gap_facts(batch, root)
+    jobs = fc.measured(root)
     for batch in (1, 16):
         job = jobs.get(("flex-pad8", batch))
         out[f"flexctr_pad8_b{batch}_per_program_gbs"] = _text(fc.per_program_read(job) / 1e9 if job else None, ".0f",
                                                               COUNTER_SRC, " GB/s")
-    out["flexctr_ceiling_tbs"] = bandwidth_ceiling(fc.GPU).to("TB/s").shown_as("{:.2f} TB/s")
+    out["flexctr_ceiling_tbs"] = bandwidth_ceiling(fc.GPU, root).to("TB/s").shown_as("{:.2f} TB/s")
     return out
 
 
-def _gap_facts(batch: int) -> dict:
+def _gap_facts(batch: int, root: Path | None = None) -> dict:
     """The factor chain of vLLM's FLEX recipe over FA3 at ``batch``."""
-    gap, src = fc.gap(batch), "lab.results.flex_counters.gap over data/h200/kernel-counters*"
+    gap, src = fc.gap(batch, root), "lab.results.flex_counters.gap over data/h200/kernel-counters*"
     value = (lambda name: gap.factor(name)) if gap else (lambda name: None)
     key = f"flexgap_b{batch}"
     out = {f"{key}_{short}": _text(value(name), ".2f" if short != "useful" else ".3f", src, "×")

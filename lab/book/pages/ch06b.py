@@ -291,9 +291,9 @@ def fp8_facts(root: Path = DATA_DIR) -> dict:
     """Bytes per token, KV capacity and decode steps at the long context, bf16 against FP8 (FA3)."""
     shape, table = qwen25_7b(), _concurrency(root)
     shape_src = "lab.results.modelshape.qwen25_7b"
-    out = {"fp8_context": Fact(LONG_CONTEXT, "lab.book.pages.ch06b.LONG_CONTEXT", "{:,d}"),
-           "kv_token_bf16": Fact(shape.kv_bytes_per_token(2), shape_src, "{:,d}"),
-           "kv_token_fp8": Fact(shape.kv_bytes_per_token(1), shape_src, "{:,d}")}
+    out = {"fp8_context": Fact(LONG_CONTEXT, "lab.book.pages.ch06b.LONG_CONTEXT"),
+           "kv_token_bf16": Fact(shape.kv_bytes_per_token(2), shape_src, ",d"),
+           "kv_token_fp8": Fact(shape.kv_bytes_per_token(1), shape_src, ",d")}
     ones = {}
     for tag, arm in (("bf16", arms.FA3), ("fp8", arms.FA3_FP8)):
         rows = table[(table["arm"] == arm.label) & (table["context"] == LONG_CONTEXT)] if not table.empty else table
