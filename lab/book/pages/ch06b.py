@@ -11,8 +11,8 @@ gives "not measured yet", never a typed number.
 Glue names other pages take from here (the interview page, the course kit, the method appendix): the ``<arm>_*``
 load facts (capacity, p99s at the lightest and heaviest rate, ``<arm>_slo_rate``), ``slo_ttft_ms`` and
 ``slo_tpot_ms`` (the chapter states both rules they are scored by), the ``inter_*`` trials and ``chunkcost_*`` (what the smaller
-chunk's extra steps read), the ``fp8_*`` facts, among them ``fp8_one_pair`` (the single-request pair, bf16 first)
-and ``fp8_one_ratio``.
+chunk's extra steps read), the ``fp8_*`` facts, among them the single-request pair ``fp8_bf16_one_itl`` and
+``fp8_fp8_one_itl`` (stated bf16 first) and ``fp8_one_ratio`` (the FP8 step over the bf16 one).
 """
 
 from __future__ import annotations
@@ -314,10 +314,6 @@ def fp8_facts(root: Path = DATA_DIR) -> dict:
     both = ones["bf16"] and ones["fp8"]
     out["fp8_one_ratio"] = ONE_RATIO.fact(ones["fp8"]["itl_ms"] / ones["bf16"]["itl_ms"] if both else None,
                                           fmt="{:.3f}×")
-    bf16, fp8 = out["fp8_bf16_one_itl"], out["fp8_fp8_one_itl"]
-    # the single-request pair in one order everywhere: bf16 first, then FP8
-    out["fp8_one_pair"] = Fact(f"{bf16.text().value} in bf16 against {fp8.text().value} in FP8" if both else None,
-                               f"{bf16.quantity} and {fp8.quantity}")
     return out
 
 
