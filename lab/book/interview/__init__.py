@@ -19,7 +19,7 @@ from __future__ import annotations
 from lab.book.facts import Fact
 from lab.book.interview import a10g, busy, h200, studies
 from lab.book.interview.common import A10G, FA2, FA3, FLASH, FLEX
-from lab.book.pages import ch04
+from lab.book.pages import ch04, ch06
 
 __all__ = ["A10G", "FA2", "FA3", "FLASH", "FLEX", "a10g_facts", "facts"]
 
@@ -28,6 +28,10 @@ a10g_facts = a10g.a10g_facts
 
 def facts() -> dict[str, Fact]:
     """Everything the interview and course-kit chapters glue."""
-    return {**a10g.a10g_facts(), **h200.facts(), **studies.facts(), **busy.facts(),
-            **{name: fact for name, fact in ch04.facts().items() if name.startswith("hk_")}}
+    found = {**a10g.a10g_facts(), **h200.facts(), **studies.facts(), **busy.facts(),
+             **{name: fact for name, fact in ch04.facts().items() if name.startswith("hk_")}}
+    # a name chapter 6 states is chapter 6's fact; the interview keeps only its own display format
+    teaching = ch06.facts()
+    return found | {name: teaching[name].shown_as(found[name].fmt or teaching[name].fmt)
+                    for name in found if name in teaching}
 
