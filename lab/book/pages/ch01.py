@@ -159,7 +159,7 @@ def prefill_check(n: int) -> dict:
     check = fused_bound.h200_kernel_check(fused_bound.fastest_candidate(n), n)
     who = check["candidate"]
     return {"n": n, "kernel": Fact(who, f"data/{RECORD}/prefill.csv"),
-            "ms": PREFILL_MS.fact(check["ms"], who, n, detail="prefill.csv"),
+            "ms": PREFILL_MS.fact(check["ms"], who, n, run=RECORD, detail="prefill.csv"),
             "compute_ms": COMPUTE_FLOOR.fact(check["compute_ms"], n),
             "memory_ms": MEMORY_FLOOR.fact(check["compulsory_ms"], n),
             "over": OVER_FLOORS.fact(check["ms"] / check["compute_ms"], who, n),
