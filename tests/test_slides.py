@@ -251,17 +251,25 @@ _SETTLED = """() => new Promise(done => {
 })"""
 
 
+#: A sticky first column may take this much of its scrolling box at most (the rest is for the values).
+MAX_STICKY_SHARE = 0.4
+
+
 def slide_problems(probed: dict, viewport: str) -> list[str]:
     """What a slide (measured by tests/layout_probe.py) must not show at this viewport."""
     found = list(probed["cut"][:3])
     if probed["smallest"] < MIN_SLIDE_TEXT_PX - 0.05:  # a chart drawn at a rounded width: 13.99 px is 14
         found.append(f"text as small as {probed['smallest']:.1f} px ({probed['smallestWhat'][:40]})")
     for box in probed["scrolls"]:
-        if viewport == "laptop":
+        if box["sideways"] and not box["hinted"]:
+            found.append(f"{box['what'][:40]} scrolls sideways and does not say so (no visible scroll hint)")
+        if box["stickyShare"] > MAX_STICKY_SHARE:
+            found.append(f"{box['what'][:40]}: its sticky first column takes {box['stickyShare']:.0%} of the box")
+        if viewport == "laptop" and not (box["code"] and not box["down"]):  # a long line of code scrolls, hinted
             found.append(f"{box['what'][:40]} must be scrolled {box['by']} px to be read (a projected slide cannot)")
-        elif box["swipes"]:
+        elif viewport != "laptop" and box["swipes"]:
             found.append(f"{box['what'][:40]} scrolls, but a swipe on it changes the slide (no data-prevent-swipe)")
-        elif box["table"] and not box["down"] and not box["sticky"]:
+        elif viewport != "laptop" and box["table"] and not box["down"] and not box["sticky"]:
             found.append(f"{box['what'][:40]} scrolls sideways without keeping its first column in view")
     return found
 
