@@ -128,6 +128,28 @@ def markdown_blocks(lines: list[str]) -> list[str]:
     return blocks
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z(*_`$\[\d])")
+
+
+def is_prose(block: str) -> bool:
+    """A paragraph of running text (not a list, table, quote, heading, code or math block)."""
+    first = block.lstrip()
+    return not re.match(r"(?:[-*+]|\d+[.)])\s|[|>#<]|`{3}|~{3}|\$\$", first)
+
+
+def split_prose(block: str, budget: int) -> tuple[str, str]:
+    """A paragraph as (what a slide shows, what goes to the speaker notes): whole sentences up to ``budget``
+    characters (the first sentence at least), never cut inside inline code, math or a link."""
+    if len(block) <= budget or not is_prose(block):
+        return block, ""
+    cuts = [m.start() for m in _SENTENCE_END.finditer(block)
+            if block[:m.start()].count("`") % 2 == 0 and block[:m.start()].replace("$$", "").count("$") % 2 == 0
+            and block[:m.start()].count("[") == block[:m.start()].count("]")]
+    fitting = [c for c in cuts if c <= budget]
+    cut = fitting[-1] if fitting else (cuts[0] if cuts else len(block))
+    return block[:cut].rstrip(), block[cut:].strip()
+
+
 def fragment_cells(lines: list[str], budget: int) -> list[tuple[str, str]]:
     """A revealed answer: its opening (up to the slide's text budget) appears on the next key press; a
     table in it gets a slide of its own and the rest of a long answer goes to the notes, so nothing on
@@ -137,8 +159,10 @@ def fragment_cells(lines: list[str], budget: int) -> list[tuple[str, str]]:
         if block.lstrip().startswith("|"):
             tables.append(block)
         elif not shown or (used + len(block) <= budget and not notes):
+            block, rest = split_prose(block, max(0, budget - used)) if shown else split_prose(block, budget)
             shown.append(block)
             used += len(block)
+            notes += [rest] if rest else []
         else:
             notes.append(block)
     cells = [("fragment", "\n\n".join(shown))] + [("slide", table) for table in tables]

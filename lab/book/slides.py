@@ -30,15 +30,16 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError
 from lab.store import read_json
 from lab.cli import path_arg
-from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks
+from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks, split_prose
 
 BOOK_DIR = REPO_ROOT / "book"
 SITE_DIR = REPO_ROOT / "_build" / "html"
 EXECUTED_DIR = REPO_ROOT / "_build" / "jupyter_execute"
 TEMPLATE_DIR = Path(__file__).resolve().parent / "slides_template"
 TEMPLATE_NAME = "reveal_offline"
-#: Characters of a section's opening kept on the slide; the rest of the section goes to speaker notes.
-SLIDE_TEXT_BUDGET = 700
+#: Characters of a section's opening kept on the slide (about six short lines: one idea, what a room reads
+#: while the teacher talks); the rest of the section goes to the speaker notes.
+SLIDE_TEXT_BUDGET = 480
 ADMONITIONS = {"note", "tip", "hint", "important", "warning", "caution", "attention", "danger", "error",
                "seealso", "admonition"}
 REVEALED = {"dropdown", "toggle"}  # hidden until asked for on the page: a fragment on a slide
@@ -182,7 +183,9 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
         if seg.kind == "fragment":
             cells += fragment_cells(seg.lines, SLIDE_TEXT_BUDGET)
             continue
-        sections: list[tuple[str, list[str]]] = [("slide" if cells and cells[-1][0] == "fragment" else "-", [])]
+        # after a revealed answer (and the notes that hold the rest of it), a new slide
+        last = next((k for k, _ in reversed(cells) if k != "notes"), None)
+        sections: list[tuple[str, list[str]]] = [("slide" if last == "fragment" else "-", [])]
         for line in seg.lines:
             heading = _HEADING.match(line)
             if heading:  # all horizontal (# to ###): → alone walks the deck
@@ -205,8 +208,10 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
                 elif over or notes:
                     notes.append(block)
                     continue
+                block, rest = split_prose(block, max(SLIDE_TEXT_BUDGET - used, 0) if shared else SLIDE_TEXT_BUDGET)
                 slides[-1][1].append(block)
                 used += len(block)
+                notes += [rest] if rest else []
             cells += [(k, "\n\n".join(b)) for k, b in slides if b]
             if notes:
                 cells.append(("notes", "\n\n".join(notes)))
