@@ -193,19 +193,23 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
             else:
                 sections[-1][1].append(line)
         for kind, lines in sections:
-            blocks = [part for block in markdown_blocks(lines) for part in _split_list(block)]
+            blocks, notes = [], []
+            for block in markdown_blocks(lines):
+                parts, rest = _split_list(block)
+                blocks += parts
+                notes += rest
             if not blocks:
                 continue
             # The heading and the section's opening fill the slide; a list that runs over continues on
             # further slides and a table gets one of its own (content); prose that runs over goes to the notes.
-            slides, notes, used = [(kind, [])], [], 0
+            slides, used = [(kind, [])], 0
             for block in blocks:
                 over = used + len(block) > SLIDE_TEXT_BUDGET and slides[-1][1] and not _HEADING.match(slides[-1][1][-1])
                 shared = slides[-1][1] and not (len(slides[-1][1]) == 1 and _HEADING.match(slides[-1][1][0]))
                 if (over and _LIST_ITEM.match(block)) or (block.lstrip().startswith("|") and shared):
                     slides.append(("slide", []))  # a long list continues on the next slide; a table gets its own
                     used = 0
-                elif over or notes:
+                elif over or (notes and not _LIST_ITEM.match(block)):
                     notes.append(block)
                     continue
                 block, rest = split_prose(block, max(SLIDE_TEXT_BUDGET - used, 0) if shared else SLIDE_TEXT_BUDGET)
@@ -222,26 +226,32 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 
 
 
-def _split_list(block: str) -> list[str]:
-    """A list longer than a slide, cut between items into parts that each fit."""
+def _split_list(block: str) -> tuple[list[str], list[str]]:
+    """A list longer than a slide, cut between items into parts that each fit, and what goes to the notes: the
+    sentences of an item longer than the slide's budget after its first ones."""
     if len(block) <= SLIDE_TEXT_BUDGET or not _LIST_ITEM.match(block):
-        return [block]
+        return [block], []
     items: list[list[str]] = []
     for line in block.splitlines():
         if _LIST_ITEM.match(line) and not line.startswith((" ", "\t")):
             items.append([line])
         elif items:
             items[-1].append(line)
-    parts, current = [], []
+    parts, current, notes = [], [], []
     for item in items:
         text = "\n".join(item)
+        marker = _LIST_ITEM.match(text).group(0)
+        shown, rest = split_prose(" ".join(text[len(marker):].split()), SLIDE_TEXT_BUDGET - len(marker))
+        if rest:
+            text = marker + shown
+            notes.append(rest)
         if current and len("\n".join(current)) + len(text) > SLIDE_TEXT_BUDGET:
             parts.append("\n".join(current))
             current = []
         current.append(text)
     if current:
         parts.append("\n".join(current))
-    return parts
+    return parts, notes
 
 
 # --- notebooks ---------------------------------------------------------------------------------------

@@ -127,5 +127,6 @@ def setup(app):
     app.connect("source-read", _registry_page)
     app.connect("html-page-context", _dedupe_page_scripts, priority=900)  # after extensions that add scripts
     app.connect("build-finished", _finish_pages)
+    app.add_js_file("tables.js")  # text left, numbers right, a hint on every table that scrolls (book/_static)
     app.setup_extension("lab.book.chapter_header")  # the line under each chapter title, the .ipynb download
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
