@@ -193,11 +193,11 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
             else:
                 sections[-1][1].append(line)
         for kind, lines in sections:
-            blocks, notes = [], []
+            blocks, notes, item_notes = [], [], []
             for block in markdown_blocks(lines):
                 parts, rest = _split_list(block)
                 blocks += parts
-                notes += rest
+                item_notes += rest
             if not blocks:
                 continue
             # The heading and the section's opening fill the slide; a list that runs over continues on
@@ -209,7 +209,7 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
                 if (over and _LIST_ITEM.match(block)) or (block.lstrip().startswith("|") and shared):
                     slides.append(("slide", []))  # a long list continues on the next slide; a table gets its own
                     used = 0
-                elif over or (notes and not _LIST_ITEM.match(block)):
+                elif over or notes:
                     notes.append(block)
                     continue
                 block, rest = split_prose(block, max(SLIDE_TEXT_BUDGET - used, 0) if shared else SLIDE_TEXT_BUDGET)
@@ -217,6 +217,7 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
                 used += len(block)
                 notes += [rest] if rest else []
             cells += [(k, "\n\n".join(b)) for k, b in slides if b]
+            notes += item_notes  # the rest of items too long for a slide
             if notes:
                 cells.append(("notes", "\n\n".join(notes)))
     return [(k, t) for k, t in cells if t]
