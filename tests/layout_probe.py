@@ -43,6 +43,10 @@ PROBE = """([root, frame, skip]) => {
     }
     return null;
   };
+  const firstShare = box => {  // how much of the box a table's first column takes
+    const widths = [...box.querySelectorAll('tr > :first-child')].map(c => c.getBoundingClientRect().width);
+    return widths.length ? Math.max(...widths) / box.getBoundingClientRect().width : 0;
+  };
   for (const e of root.querySelectorAll('*')) {
     if (hidden(e) || !visible(e)) continue;
     // a formula is one piece of text, measured at its own size (its sub- and superscripts are smaller by design)
@@ -62,8 +66,8 @@ PROBE = """([root, frame, skip]) => {
         out.scrolls.push({what: name(e), by: sideways ? e.scrollWidth - e.clientWidth : e.scrollHeight - e.clientHeight,
                           down, sideways, width: e.clientWidth, table: !!e.querySelector('table'), code: e.tagName === 'PRE',
                           sticky: !!first && getComputedStyle(first).position === 'sticky',
-                          stickyShare: first && getComputedStyle(first).position === 'sticky'
-                            ? first.getBoundingClientRect().width / e.getBoundingClientRect().width : 0,
+                          stickyShare: first && getComputedStyle(first).position === 'sticky' ? firstShare(e) : 0,
+                          firstShare: firstShare(e),
                           hinted: !!hint, swipes: !e.closest('[data-prevent-swipe]')});
       }
     }

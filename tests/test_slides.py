@@ -269,7 +269,8 @@ def slide_problems(probed: dict, viewport: str) -> list[str]:
             found.append(f"{box['what'][:40]} must be scrolled {box['by']} px to be read (a projected slide cannot)")
         elif viewport != "laptop" and box["swipes"]:
             found.append(f"{box['what'][:40]} scrolls, but a swipe on it changes the slide (no data-prevent-swipe)")
-        elif viewport != "laptop" and box["table"] and not box["down"] and not box["sticky"]:
+        elif viewport != "laptop" and box["table"] and not box["down"] and not box["sticky"] \
+                and box["firstShare"] <= MAX_STICKY_SHARE:  # a first column wider than that scrolls with the rest
             found.append(f"{box['what'][:40]} scrolls sideways without keeping its first column in view")
     return found
 
@@ -294,10 +295,11 @@ _METRICS = """(frame) => {
     return Math.max(r.width / (frame.right - frame.left), r.height / (frame.bottom - frame.top));
   });
   const wrapped = [...slide.querySelectorAll('pre')].filter(shown).filter(pre => {
-    const lines = pre.textContent.replace(/\\n+$/, '').split('\\n').length;
+    const text = pre.textContent, lines = text.split('\\n').length - (text.endsWith('\\n') ? 1 : 0);
     const style = getComputedStyle(pre), line = parseFloat(style.lineHeight);
     const inner = pre.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
-    return line > 0 && Math.round(inner / line) > lines;
+    // drawn on more rows than it has lines, in a box that lets lines wrap
+    return line > 0 && Math.round(inner / line) > lines && !/^(pre|nowrap)$/.test(style.whiteSpace);
   }).map(pre => pre.textContent.trim().slice(0, 30));
   return {chars: text.replace(/\\s+/g, ' ').trim().length, figures, wrapped,
           rich: !!slide.querySelector('img, table, [data-explorer]')};
