@@ -263,7 +263,7 @@ def slide_problems(probed: dict, viewport: str) -> list[str]:
     for box in probed["scrolls"]:
         if box["sideways"] and not box["hinted"]:
             found.append(f"{box['what'][:40]} scrolls sideways and does not say so (no visible scroll hint)")
-        if box["stickyShare"] > MAX_STICKY_SHARE:
+        if box["sideways"] and not box["down"] and box["stickyShare"] > MAX_STICKY_SHARE:
             found.append(f"{box['what'][:40]}: its sticky first column takes {box['stickyShare']:.0%} of the box")
         if viewport == "laptop" and not (box["code"] and not box["down"]):  # a long line of code scrolls, hinted
             found.append(f"{box['what'][:40]} must be scrolled {box['by']} px to be read (a projected slide cannot)")
