@@ -925,6 +925,7 @@ def test_search_opened_from_disk_lists_hits_without_errors_and_served_snippets_r
     base, html = served_site
     context, watcher = browser_context
     page = context.new_page()
+    page.route("file://**", lambda route: route.continue_())  # the page's own files, from disk (the context allows only 127.0.0.1)
     errors = []
     page.on("console", lambda m: m.type == "error" and errors.append(m.text))
     page.on("pageerror", lambda e: errors.append(str(e)))
