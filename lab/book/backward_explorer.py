@@ -11,14 +11,9 @@ import functools
 
 from lab import LabError
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
+from lab.names import colour, label
 from lab.results import backward
 from lab.results.data import datasets, skipped_note
-
-#: How each candidate of the race is named on the page.
-LABELS = {"ours": "ours (Triton)", "sdpa-flash": "SDPA flash (FlashAttention 2)", "sdpa-cudnn": "SDPA cuDNN",
-          "fa4": "FA4 (flash-attn-4, CuTeDSL)"}
-_COLORS = {"ours": "ours-tuned", "sdpa-flash": "sdpa-flash", "sdpa-cudnn": "sdpa-cudnn", "fa4": "fa4"}
-
 
 @functools.cache
 def race_runs() -> dict:
@@ -54,7 +49,7 @@ def backward_missing(run: str, length: int, kernel: str) -> str:
     table = race_runs()[run][1]
     if len(table[(table.candidate == kernel) & (table.n == length)]):
         return ""
-    return f"{LABELS[kernel]} at {length:,} tokens: not timed in {run}"
+    return f"{label(kernel)} at {length:,} tokens: not timed in {run}"
 
 
 def backward_view(run: str, length: int, kernel: str) -> View:
@@ -63,8 +58,8 @@ def backward_view(run: str, length: int, kernel: str) -> View:
     for name in dict.fromkeys(table.candidate):
         rows = table[table.candidate == name].sort_values("n")
         if len(rows):
-            series.append(Series(LABELS[name], list(rows.n), list(rows.tflops_bwd), kind="line+points",
-                                 color=_color(name)))
+            series.append(Series(label(name), list(rows.n), list(rows.tflops_bwd), kind="line+points",
+                                 color=colour(name)))
     r = backward.row(table, kernel, length)
     readouts = [
         Readout("bwd_ms", "backward (forward + backward − forward)", r.bwd_ms, "ms", ".2f"),
@@ -78,13 +73,8 @@ def backward_view(run: str, length: int, kernel: str) -> View:
     ]
     return View(readouts=readouts,
                 chart=Chart("sequence length (tokens)", "backward TFLOP/s", series=series, log_x=True,
-                            x_ticks=sorted(set(table.n)), marker=Marker(length, r.tflops_bwd, LABELS[kernel]),
+                            x_ticks=sorted(set(table.n)), marker=Marker(length, r.tflops_bwd, label(kernel)),
                             source=_source(ds)))
-
-
-def _color(name: str) -> str:
-    from lab.book.plots import color
-    return color(_COLORS[name])
 
 
 def backward_explorer() -> Explorer:
@@ -97,7 +87,7 @@ def backward_explorer() -> Explorer:
                   Control("length", "Sequence length (tokens)", values=lengths, default=16384 if 16384 in lengths
                           else lengths[-1]),
                   Control("kernel", "Kernel", values=candidates, default="ours" if "ours" in candidates
-                          else candidates[0], labels=[LABELS[c] for c in candidates])],
+                          else candidates[0], labels=[label(c) for c in candidates])],
         view=backward_view, why_missing=backward_missing, skipped=skipped_note(holding="race.csv"),
         caption="One process, interleaved rounds (do_bench medians, L2 flushed): the forward alone and forward + "
                 "backward back to back; every kernel's gradients checked against fp32 autograd first.")

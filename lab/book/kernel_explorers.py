@@ -11,24 +11,10 @@ import math
 
 from lab import LabError
 from lab.measure.bench import ALL_CANDIDATES, CANDIDATES
+from lab.names import colour, label
 from lab.results.data import datasets, skipped_note
 from lab.results.kernel_runs import RACE, with_ceiling_share
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
-
-#: How each candidate is named on the page.
-LABELS = {
-    "naive": "naive (SDPA math)",
-    "sdpa-flash": "SDPA flash",
-    "sdpa-cudnn": "SDPA cuDNN",
-    "flex": "FlexAttention",
-    "ours-teaching": "ours, teaching",
-    "ours-tuned": "ours, tuned",
-    "fa2": "FA2 (vLLM's vllm_flash_attn)",
-    "fa3": "FA3 (vLLM's vllm_flash_attn)",
-    "fa4": "FA4 (flash-attn-4, CuTeDSL)",
-    "flex-flash": 'FlexAttention, BACKEND="FLASH"',
-}
-
 
 @functools.cache
 def kernel_runs() -> dict:
@@ -77,7 +63,7 @@ def prefill_missing(run: str, length: int, backend: str) -> str:
     row = _row(kernel_runs()[run][1], backend, n=length)
     if row is not None and row["status"] == "ok":
         return ""
-    return f"{LABELS[backend]} at {length:,} tokens in {run}: {_why_not(row)}"
+    return f"{label(backend)} at {length:,} tokens in {run}: {_why_not(row)}"
 
 
 def prefill_view(run: str, length: int, backend: str) -> View:
@@ -86,8 +72,8 @@ def prefill_view(run: str, length: int, backend: str) -> View:
     for name in ALL_CANDIDATES:
         rows = table[(table.candidate == name) & (table.status == "ok")].sort_values("n")
         if len(rows):
-            series.append(Series(LABELS[name], list(rows.n), list(rows.tflops), kind="line+points",
-                                 color=_color(name)))
+            series.append(Series(label(name), list(rows.n), list(rows.tflops), kind="line+points",
+                                 color=colour(name)))
     row = _row(table, backend, n=length)
     ok = row is not None and row["status"] == "ok"
     fastest = table[(table.n == length) & (table.status == "ok")]
@@ -103,10 +89,10 @@ def prefill_view(run: str, length: int, backend: str) -> View:
     return View(readouts=readouts,
                 chart=Chart("prompt length (tokens)", "TFLOP/s", series=series, log_x=True,
                             x_ticks=sorted(set(table.n)),
-                            marker=Marker(length, row["tflops"] if ok else math.nan, LABELS[backend]),
+                            marker=Marker(length, row["tflops"] if ok else math.nan, label(backend)),
                             source=_source(ds)),
-                note=(f"fastest at {length:,} tokens: {LABELS[best.candidate]}" if ok and best is not None
-                      else f"{LABELS[backend]} at {length:,} tokens: {_why_not(row)}"))
+                note=(f"fastest at {length:,} tokens: {label(best.candidate)}" if ok and best is not None
+                      else f"{label(backend)} at {length:,} tokens: {_why_not(row)}"))
 
 
 def decode_view(run: str, context: int, batch: int, backend: str) -> View:
@@ -116,8 +102,8 @@ def decode_view(run: str, context: int, batch: int, backend: str) -> View:
     for name in CANDIDATES:
         rows = at_batch[(at_batch.candidate == name) & (at_batch.status == "ok")].sort_values("n")
         if len(rows):
-            series.append(Series(LABELS[name], list(rows.n), list(rows.pct_of_ceiling), kind="line+points",
-                                 color=_color(name)))
+            series.append(Series(label(name), list(rows.n), list(rows.pct_of_ceiling), kind="line+points",
+                                 color=colour(name)))
     row = _row(table, backend, n=context, batch=batch)
     ok = row is not None and row["status"] == "ok"
     eager = row.get("ms_eager") if row is not None else None
@@ -131,14 +117,9 @@ def decode_view(run: str, context: int, batch: int, backend: str) -> View:
     return View(readouts=readouts,
                 chart=Chart("cached context (tokens)", "% of bandwidth ceiling", series=series, log_x=True,
                             x_ticks=sorted(set(table.n)),
-                            marker=Marker(context, row["pct_of_ceiling"] if ok else math.nan, LABELS[backend]),
+                            marker=Marker(context, row["pct_of_ceiling"] if ok else math.nan, label(backend)),
                             source=_source(ds)),
-                note="" if ok else f"{LABELS[backend]}, batch {batch}, {context:,} tokens: {_why_not(row)}")
-
-
-def _color(name: str) -> str:
-    from lab.book.plots import color
-    return color(name)
+                note="" if ok else f"{label(backend)}, batch {batch}, {context:,} tokens: {_why_not(row)}")
 
 
 def prefill_explorer() -> Explorer:
@@ -150,7 +131,7 @@ def prefill_explorer() -> Explorer:
         controls=[_run_control("prefill"),
                   Control("length", "Prompt length (tokens)", values=lengths, default=max(lengths)),
                   Control("backend", "Kernel", values=list(ALL_CANDIDATES), default="ours-tuned",
-                          labels=[LABELS[c] for c in ALL_CANDIDATES])],
+                          labels=[label(c) for c in ALL_CANDIDATES])],
         view=prefill_view, why_missing=prefill_missing, skipped=skipped_note(holding="prefill.csv"),
         caption="Every candidate timed in one run (median of CUDA-event timings, L2 flushed) after its output "
                 "was checked against an fp32 reference.")
@@ -167,7 +148,7 @@ def decode_explorer() -> Explorer:
                   Control("context", "Cached context (tokens)", values=contexts, default=32768),
                   Control("batch", "Batch (sequences)", values=batches, default=batches[0]),
                   Control("backend", "Kernel", values=list(CANDIDATES), default="ours-tuned",
-                          labels=[LABELS[c] for c in CANDIDATES])],
+                          labels=[label(c) for c in CANDIDATES])],
         view=decode_view, skipped=skipped_note(holding="decode.csv"),
         caption="Time per decode step replayed from a CUDA graph, inputs rotated so K/V come from HBM; the "
                 "bandwidth counts K and V read once, against the GPU's read-stream ceiling (the appendix's).")

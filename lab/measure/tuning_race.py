@@ -31,6 +31,7 @@ from lab.folders import dataset_lock
 from lab.measure.attention.switches import Switches
 from lab.measure.candidates import Prepared, candidate_fn, timed_call
 from lab.measure.timing import rounds_text, time_in_rounds
+from lab.names import in_data
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "tuning-race"
 
@@ -42,10 +43,11 @@ LAUNCHES = {"128x64w8s2r128": CURRENT, "128x128w8s3": WIDE, "128x128w8s2": (128,
             "128x128w4s2": (128, 128, 4, 2, 0), "128x128w4s3": (128, 128, 4, 3, 0)}
 
 
-#: the Gluon kernel (lab.measure.attention.hopper) as (BLOCK_N, STAGES, overlap, ping-pong); BLOCK_M is 128
-GLUON = {"gluon 128x128 s2": (128, 2, True, True), "gluon 128x128 s3": (128, 3, True, True),
-         "gluon 128x128 s2, no ping-pong": (128, 2, True, False), "gluon 128x128 s2, no overlap": (128, 2, False, True),
-         "gluon 128x128 s2, neither": (128, 2, False, False), "gluon 128x64 s4": (64, 4, True, True)}
+#: the Gluon kernel (lab.measure.attention.hopper) as (BLOCK_N, STAGES, overlap, ping-pong), BLOCK_M 128, by its
+#: variant id in lab.names.VARIANTS (whose ``written`` name the race.csv row carries)
+GLUON = {"gluon-default": (128, 2, True, True), "gluon-s3": (128, 3, True, True),
+         "gluon-overlap": (128, 2, True, False), "gluon-pingpong": (128, 2, False, True),
+         "gluon-neither": (128, 2, False, False), "gluon-n64": (64, 4, True, True)}
 
 
 def variants() -> list[tuple[str, dict, object, str]]:
@@ -75,8 +77,8 @@ def variants() -> list[tuple[str, dict, object, str]]:
                  (f"kv-major + lazy + poly, {tag}", {**kv, **lazy, "poly_exp2": True}, tma, "128x64w8s2r128"),
                  (f"kv-major + persistent + lazy + poly, {tag}", {**kv, "persistent": True, **lazy, "poly_exp2": True},
                   tma, "128x64w8s2r128")]
-    rows += [(name, {"gluon": launch}, None, "BLOCK_N {}, {} stages".format(*launch[:2]))
-             for name, launch in GLUON.items()]
+    rows += [(in_data(variant), {"gluon": launch}, None, "BLOCK_N {}, {} stages".format(*launch[:2]))
+             for variant, launch in GLUON.items()]
     return rows
 
 

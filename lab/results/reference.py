@@ -15,6 +15,7 @@ from lab import REPO_ROOT, LabError, store
 from lab.cli import path_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.arms import FLASH, FLEX
+from lab.names import BACKEND_ALIASES
 from lab.results.quantities import Quantity
 
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "reference" / "inference-wall-part8"
@@ -35,8 +36,6 @@ SOURCE_TITLE = "The Inference Wall, part 8: FlashAttention vs FlexAttention in v
 
 _ARM = re.compile(r"^\[run_s1\] (?P<ts>\S+) ARM (?P<arm>\S+) model=(?P<model>\S+) backend=(?P<backend>\S+)")
 _BACKEND_LINE = re.compile(r"INFO .*Using (?P<what>.+?) backend on V1 engine")
-_BACKEND_NAMES = {"Flash Attention": "FLASH_ATTN", "FlashAttention": "FLASH_ATTN", "FlexAttention": "FLEX_ATTENTION",
-                  "Flex Attention": "FLEX_ATTENTION", "Triton": "TRITON_ATTN"}
 _HEADER = re.compile(r"^#\s*S1\s+(?P<fields>.*\barm=.*)$")
 _FIELD = re.compile(r"(?P<key>\w+)=(?P<value>\S+)")
 _ROW = re.compile(r"^\s+(?P<target>\d+)\s+(?P<actual>\d+)\s+(?P<ttft>[\d.]+)\s+(?P<pref>[\d.]+)\s+(?P<itl>[\d.]+)\s*$")
@@ -114,7 +113,7 @@ class _ProbeLogReader:
     def _attach(arm: Arm, text: str) -> None:
         arm.backend_log_line = text
         what = _BACKEND_LINE.search("INFO " + text)
-        arm.backend = arm.backend or _BACKEND_NAMES.get(what["what"])
+        arm.backend = arm.backend or BACKEND_ALIASES.get(what["what"])
 
     def _header(self, m, line: str) -> None:
         fields = {f["key"]: f["value"] for f in _FIELD.finditer(m["fields"])}

@@ -28,6 +28,7 @@ from lab.book.plots import figure
 from lab.book.plots.roofline import plot_roofline
 from lab.book.roofline_explorers import roofline_explorer
 from lab.measure.ceilings import GPU_SIZES
+from lab.names import label
 from lab.results import bandwidth, data, fused_bound, hardware, iomodel, reference, roofline, sweeps, units
 from lab.results.hardware import DEVICES, GB, TB, TFLOPS
 from lab.results.kernel_runs import PREFILL_MS, RECORD
@@ -157,7 +158,7 @@ def prefill_check(n: int) -> dict:
     chapter 2 quotes the same check at 32k."""
     check = fused_bound.h200_kernel_check(fused_bound.fastest_candidate(n), n)
     who = check["candidate"]
-    return {"n": n, "kernel": Fact(who, f"data/{RECORD}/prefill.csv"),
+    return {"n": n, "kernel": Fact(label(who), f"data/{RECORD}/prefill.csv"),
             "ms": PREFILL_MS.fact(check["ms"], who, n, run=RECORD, detail="prefill.csv"),
             "compute_ms": COMPUTE_FLOOR.fact(check["compute_ms"], n),
             "memory_ms": MEMORY_FLOOR.fact(check["compulsory_ms"], n),

@@ -28,6 +28,7 @@ from lab.book.pages import ch01
 from lab.book.plots.counters import plot_prefill_counters
 from lab.book.plots.iomodel import plot_attention_share, plot_bound_times, plot_bytes_and_footprint
 from lab.book.roofline_explorers import attention_bytes_explorer
+from lab.names import label
 from lab.results import bandwidth, data, dram_bytes, fused_bound, iomodel, kernel_counters, reference, roofline
 from lab.results import value_dependence
 from lab.results.facts import NOT_MEASURED
@@ -52,9 +53,8 @@ MODELLED = "lab.results.iomodel and lab.results.roofline: Qwen2.5-7B's shape, da
 # --- the counters (what was lab.book.counter_facts) ------------------------------------------------------
 
 N = 16384
-#: The prefill jobs chapter 2 compares, fastest peers first, and how the page names each.
-KERNELS = {"sdpa-cudnn": "cuDNN (SDPA)", "fa3": "FA3 (vLLM)", "fa4": "FA4", "flex-flash": "Flex, FLASH backend",
-           "ours-tuned": "ours, tuned", "flex": "Flex (Triton)"}
+#: The prefill jobs chapter 2 compares, fastest peers first (each named by lab.names).
+KERNELS = ("sdpa-cudnn", "fa3", "fa4", "flex-flash", "ours-tuned", "flex")
 FOLDER = f"data/{kernel_counters.RUNS[0]}"
 COLUMNS = {"kernel": "kernel", "ms": "main kernel (ms)", "tensor_pct": "tensor pipe busy", "xu_pct": "XU pipe",
            "warps_per_sm": "warps per SM", "top_stall": "top stall", "read_over_compulsory": "DRAM reads / compulsory",
@@ -116,7 +116,7 @@ REREAD_MARGIN = Quantity("h200.prefill.below_reread_floor", "how far the re-read
 
 def _row(candidate: str, job, ceiling: float) -> dict:
     """One kernel's counters; every value None when the job is not on file."""
-    row = {"candidate": candidate, "kernel": KERNELS[candidate], "job": job}
+    row = {"candidate": candidate, "kernel": label(candidate), "job": job}
     if job is None:
         return row | {key: None for key in COLUMNS if key != "kernel"} | {
             "dram_read": None, "compulsory_read": None, "barrier": None, "clock_ghz": None, "tflops": None}
@@ -308,7 +308,7 @@ def _stopwatch_facts() -> dict:
     return {"chk_kernel": check["kernel"], "chk_n": BIG_N, "chk_ms": check["ms"],
             "chk_reread_ms": Fact(raw["reread_ms"], "lab.results.iomodel at the H200's bandwidth ceiling"),
             "chk_compute_ms": check["compute_ms"], "chk_pct": check["pct"], "chk_rate": check["rate"],
-            "chk_margin_pct": REREAD_MARGIN.fact(100 * (raw["reread_ms"] / raw["ms"] - 1), check["kernel"].value, BIG_N),
+            "chk_margin_pct": REREAD_MARGIN.fact(100 * (raw["reread_ms"] / raw["ms"] - 1), raw["candidate"], BIG_N),
             "chk_ceiling_tbs": bandwidth.bandwidth_ceiling(H200).to("TB/s"),
             "chk_reread_ds_ms": Fact(raw["reread_ms_datasheet"], "lab.results.iomodel at the datasheet bandwidth"),
             "chk_ds_tbs": bandwidth.datasheet_bandwidth(H200).to("TB/s"),

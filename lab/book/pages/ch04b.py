@@ -25,11 +25,12 @@ import functools
 import pandas as pd
 import torch
 
-from lab.book.backward_explorer import LABELS, backward_explorer
+from lab.book.backward_explorer import backward_explorer
 from lab.book.facts import Fact
 from lab.book.plots import caption, figure, legend_above, token_axis
 from lab.measure.attention import backward as kernels
 from lab.measure.attention.reference import attention_gradients_torch
+from lab.names import colour, label
 from lab.results import backward, bandwidth, roofline
 from lab.results.hardware import device
 from lab.results.modelshape import qwen25_7b
@@ -250,13 +251,10 @@ def cpu_check():
 def race_figure():
     """Backward TFLOP/s against length, one line per kernel (FA4 absent: not installed on the box)."""
     fig, ax = figure()
-    from lab.book.plots import color
-
     table = _race()
     for candidate in TAGS:
         rows = table[table.candidate == candidate].sort_values("n")
-        ax.plot(rows.n, rows.tflops_bwd, marker="o", label=LABELS[candidate],
-                color=color({"ours": "ours-tuned"}.get(candidate, candidate)))
+        ax.plot(rows.n, rows.tflops_bwd, marker="o", label=label(candidate), color=colour(candidate))
     ax.set_xscale("log", base=2)
     token_axis(ax, sorted(set(table.n)))
     ax.set_xlabel("sequence length (tokens)")
@@ -271,7 +269,7 @@ def race_figure():
 def race_table():
     """Every timed row: forward, backward, their ratio, TFLOP/s, and speed against the two peers."""
     table = _race().copy()
-    table["kernel"] = table.candidate.map(LABELS)
+    table["kernel"] = table.candidate.map(label)
     shown = table[["kernel", "n", "fwd_ms", "bwd_ms", "bwd_over_fwd", "tflops_bwd", "vs_sdpa-flash", "vs_sdpa-cudnn"]]
     shown.columns = ["kernel", "tokens", "forward ms", "backward ms", "backward / forward", "backward TFLOP/s",
                      "vs SDPA flash", "vs cuDNN"]
@@ -284,7 +282,7 @@ def counters_table():
     """Each kernel of the three backward jobs at 16k: time, tensor-pipe busy share, warps per SM, registers, DRAM."""
     table = _kernels().copy()
     table["kernel"] = table.kernel.str.replace(r"^void ", "", regex=True).str.split("<").str[0].str.split("(").str[0]
-    table["who"] = table.candidate.map(LABELS)
+    table["who"] = table.candidate.map(label)
     shown = table[["who", "kernel", "ms", "tensor_pct", "warps_per_sm", "registers", "dram_read", "dram_write"]].copy()
     shown["dram_read"] /= 1e9
     shown["dram_write"] /= 1e9

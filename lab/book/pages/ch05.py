@@ -23,10 +23,12 @@ import torch
 
 from lab import env
 from lab.book.facts import Fact
-from lab.book.kernel_explorers import LABELS, decode_explorer
+from lab.book.kernel_explorers import decode_explorer
 from lab.book.plots.kernels import plot_decode, plot_decode_rows
 from lab.measure.attention import triton_decode
 from lab.measure.attention.reference import attention_torch
+from lab.measure.candidates import ALL_CANDIDATES
+from lab.names import label, labels
 from lab.results import data, decode_rows, roofline
 from lab.results.bandwidth import bandwidth_ceiling
 from lab.results.hardware import device
@@ -42,8 +44,9 @@ DECODE_COLUMNS = ("candidate", "batch", "n", "status", "ms", "ms_eager", "gbps")
 #: The candidates the chapter quotes at 32k, and their short glue names.
 QUOTED = {"ours-tuned": "tuned", "sdpa-flash": "flash", "sdpa-cudnn": "cudnn", "ours-teaching": "teaching",
           "flex": "flex", "naive": "naive"}
-ROW_LABELS = {"ours-tuned": "ours, tuned (rows = query heads)", "fa3": "FA3 (rows = query heads)",
-              "fa3-tokens": "FA3, group of 7 × query tokens"}
+#: The decode-rows sweep's kernels (lab.measure.decode_rows), their rows the query heads of a group but for
+#: ``fa3-tokens``' (a group of 7 × query tokens).
+ROW_KERNELS = ("ours-tuned", "fa3", "fa3-tokens")
 ROWS_KEYS = {"ours-tuned": "ours", "fa3": "fa3", "fa3-tokens": "tok"}
 SPECS = "lab.results.hardware: NVIDIA H200 datasheet"
 SHAPE = "lab.results.modelshape: Qwen2.5-7B"
@@ -193,13 +196,13 @@ def rows_figure():
     """Decode time and FLOP/s against query rows per KV head, under the measured roofline."""
     points, roof, _ = _rows()
     source = f"data/{decode_rows.RUNS[0]} (+ {decode_rows.RUNS[1]}); ceilings: data/{roofline.MATMUL_RUN}, data/h200/bandwidth"
-    return plot_decode_rows(points, roof, ROW_LABELS, f"{_bench()[0].gpu}, batch 8 × 32k, 4 KV heads, d=128, bf16; {source}")
+    return plot_decode_rows(points, roof, labels(ROW_KERNELS), f"{_bench()[0].gpu}, batch 8 × 32k, 4 KV heads, d=128, bf16; {source}")
 
 
 def rows_table():
     """Every point of the decode-rows sweep: kernel, rows, query tokens, time, FLOP/s, K/V read rate, timer."""
     points = _rows()[0]
-    table = points.assign(kernel=points.candidate.map(ROW_LABELS))[
+    table = points.assign(kernel=points.candidate.map(label))[
         ["kernel", "rows", "query_tokens", "ms", "tflops", "gb_per_s", "timer"]].rename(
         columns={"rows": "rows per KV head", "query_tokens": "query tokens", "ms": "ms per step", "tflops": "TFLOP/s",
                  "gb_per_s": "K/V read (GB/s)", "timer": "timed by"})
@@ -254,7 +257,7 @@ def decode_figure():
     ds, table = _bench()
     p = ds.provenance
     source = f"{ds.gpu}, torch {p['torch']}, Triton {p['triton']}; data/{ds.name}; graph replay, K/V from HBM"
-    return plot_decode(table, LABELS, list(BATCHES), source)
+    return plot_decode(table, labels(ALL_CANDIDATES), list(BATCHES), source)
 
 
 def explorer():

@@ -18,6 +18,7 @@ import matplotlib.transforms  # noqa: E402
 
 from lab.book.plots.alt_text import ALT_KEY, describe  # noqa: E402
 from lab.measure.vllm import arms  # noqa: E402
+from lab.names import CANDIDATES  # noqa: E402
 from lab.units import SI_PREFIXES  # noqa: E402
 
 # Resolve the backend now, outside any rc_context: in Jupyter, loading the inline backend switches
@@ -32,7 +33,8 @@ plt.switch_backend(plt.rcParams["backend"])
 PALETTE = ("#1f77b4", "#e36b00", "#2ca02c", "#d62728", "#9467bd", "#a06356", "#de5eb7", "#7f7f7f", "#91921a",
            "#139caa", "#696cb8", "#637939")
 
-#: A fixed colour per attention backend or kernel, so the same thing looks the same in every chapter.
+#: A fixed colour per attention backend, kernel (lab.names.CANDIDATES) and census family, so the same thing looks
+#: the same in every chapter.
 COLORS = {
     arms.FLASH.label: "#1f77b4",
     arms.FA3.label: "#1f77b4",
@@ -40,17 +42,7 @@ COLORS = {
     arms.FLEX.label: "#d62728",
     arms.TRITON.label: "#9467bd",
     arms.FA3_FP8.label: "#139caa",  # cyan beside FA3's blue: the same kernel reading an FP8 cache
-    "naive": "#7f7f7f",
-    "sdpa-flash": "#1f77b4",
-    "sdpa-cudnn": "#2ca02c",
-    "flex": "#d62728",
-    "ours-teaching": "#e36b00",
-    "ours-tuned": "#a06356",
-    "fa2": "#91921a",
-    "fa3": "#696cb8",
-    "fa3-tokens": "#9467bd",
-    "fa4": "#de5eb7",
-    "flex-flash": "#637939",
+    **{name.id: name.colour for name in CANDIDATES.values()},  # every kernel candidate (lab.names)
     "attention": "#d62728",
     "matmul": "#1f77b4",
     "other": "#8d8d8d",

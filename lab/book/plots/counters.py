@@ -3,6 +3,8 @@ and DRAM."""
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from lab.book.plots import WIDTH_IN, caption, figure, legend_above
@@ -21,7 +23,8 @@ def plot_prefill_counters(rows: list[dict], source: str):
     y = np.arange(len(rows))
     for i, (key, label, colour) in enumerate(BARS):
         ax.barh(y + i * height, [row[key] for row in rows], height=height, label=label, color=colour)
-    ax.set_yticks(y + height * (len(BARS) - 1) / 2, [row["kernel"] for row in rows])
+    # each kernel's name on lines of at most 18 characters: the names share a phone's width with the bars
+    ax.set_yticks(y + height * (len(BARS) - 1) / 2, [textwrap.fill(row["kernel"], 18) for row in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("% (of peak, or of the read ceiling)")

@@ -17,15 +17,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-# vLLM 0.11's V1 messages name the backend in words; map them to the registry names used since.
-_OLD_NAMES = {
-    "Flash Attention": "FLASH_ATTN",
-    "FlexAttention": "FLEX_ATTENTION",
-    "FlashInfer": "FLASHINFER",
-    "Triton": "TRITON_ATTN",
-    "TreeAttention": "TREE_ATTN",
-    "XFormers": "XFORMERS",
-}
+from lab.names import BACKEND_ALIASES, registry_name
+
 _BACKEND_PATTERNS = (
     # 0.13+: explicit choice ("Using AttentionBackendEnum.FLASH_ATTN backend."); a bare upper-case name
     # only if it looks like an attention backend, so that e.g. "Using NCCL backend." is not taken for one
@@ -33,8 +26,8 @@ _BACKEND_PATTERNS = (
     re.compile(r"Using ([A-Z0-9_]*(?:ATTN|ATTENTION|FLASH|MLA|SDPA)[A-Z0-9_]*) backend\.?\s*$"),
     # 0.13+: automatic choice
     re.compile(r"Using ([A-Z][A-Z0-9_]*) attention backend out of potential backends"),
-    # 0.9-0.12 V1 engine
-    re.compile(r"Using (" + "|".join(map(re.escape, _OLD_NAMES)) + r") backend on V1 engine"),
+    # 0.9-0.12 V1 engine: the backend in words (lab.names.BACKENDS maps them to the registry names used since)
+    re.compile(r"Using (" + "|".join(map(re.escape, BACKEND_ALIASES)) + r") backend on V1 engine"),
 )
 _FA_VERSION = re.compile(r"Using FlashAttention version (\d+)")
 _CHUNK = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=([\d,_]+)")
@@ -87,7 +80,7 @@ def read_facts(text: str) -> LogFacts:
         for pattern in _BACKEND_PATTERNS:
             found = pattern.search(line)
             if found:
-                name = _OLD_NAMES.get(found.group(1), found.group(1))
+                name = registry_name(found.group(1))
                 if name not in facts.backends_seen:
                     facts.backends_seen.append(name)
                 if facts.backend is None:

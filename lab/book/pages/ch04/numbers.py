@@ -7,12 +7,10 @@ from __future__ import annotations
 import functools
 
 from lab.book.facts import Fact
-from lab.book.kernel_explorers import LABELS
 from lab.book.pages.ch04.sources import (
     ABLATION,
     BENCH,
     CODE_HOPPER,
-    GLUON_VARIANT,
     HOOK_FILE,
     HOOK_RUN,
     HOPPER_COUNTERS,
@@ -33,6 +31,7 @@ from lab.book.pages.ch04.sources import (
 )
 from lab.measure.attention import hopper
 from lab.measure.attention.tuned import TUNED_CONFIGS
+from lab.names import in_data, label
 from lab.results import bandwidth, kernel_counters, kernel_runs, roofline, tuning
 from lab.results.kernel_counters import counter_fact
 from lab.results.kernel_runs import PREFILL_MS, SPEED_VS_CUDNN  # the race's, stated by chapters 4 and 6
@@ -157,7 +156,7 @@ def race_facts() -> dict:
                                                   "ours-teaching", "32k"),
         "h200_peak_tf": peak,
         "matmul_ceiling_tf": ceiling,
-        "pf_best_kernel_32k": Fact(LABELS[best.candidate], f"data/{RACE}/prefill.csv"),
+        "pf_best_kernel_32k": Fact(label(best.candidate), f"data/{RACE}/prefill.csv"),
         "pf_best_ms_32k": PREFILL_MS.fact(float(best.ms), best.candidate, "32k"),
         "pf_best_tf_32k": PREFILL_TFLOPS.fact(float(best.tflops), best.candidate, "32k"),
         "pf_best_pct_peak": PCT_OF_PEAK.fact(100 * float(best.tflops) / peak.value, best.candidate, "32k",
@@ -288,21 +287,21 @@ def gluon_facts() -> dict:
     vs = {(int(row.n), row.variant): float(row.vs_reference) for row in r.gluon.itertuples()}
     out = {"hk_worst_err": GLUON_ERROR.fact(float(r.gluon.max_abs_err.max()))}
 
-    def speed(key, n):
-        return vs[n, GLUON_VARIANT[key]]
+    def speed(variant, n):  # variant: an id of lab.names.VARIANTS (or a candidate's)
+        return vs[n, in_data(variant)]
 
     def gain(step, after, before, n):
         return GLUON_GAIN.fact(100 * (speed(after, n) / speed(before, n) - 1), step, length_key(n))
 
     for n in LENGTHS:
         k = length_key(n)
-        out |= {f"hk_vs_{k}": GLUON_SPEED.fact(speed("default", n), "default", k),
-                f"hk_neither_vs_{k}": GLUON_SPEED.fact(speed("neither", n), "neither", k),
-                f"hk_triton_vs_{k}": SPEED_VS_FA3.fact(speed("triton", n), "ours-tuned", k, run=HOPPER_RACE),
-                f"hk_structure_pct_{k}": gain("structure", "neither", "triton", n),
-                f"hk_overlap_pct_{k}": gain("overlap", "overlap", "neither", n),
-                f"hk_pingpong_pct_{k}": gain("ping-pong", "default", "overlap", n),
-                f"hk_pingpong_alone_pct_{k}": gain("ping-pong alone", "pingpong", "neither", n)}
+        out |= {f"hk_vs_{k}": GLUON_SPEED.fact(speed("gluon-default", n), "default", k),
+                f"hk_neither_vs_{k}": GLUON_SPEED.fact(speed("gluon-neither", n), "neither", k),
+                f"hk_triton_vs_{k}": SPEED_VS_FA3.fact(speed("tuned-kv-major-tma", n), "ours-tuned", k, run=HOPPER_RACE),
+                f"hk_structure_pct_{k}": gain("structure", "gluon-neither", "tuned-kv-major-tma", n),
+                f"hk_overlap_pct_{k}": gain("overlap", "gluon-overlap", "gluon-neither", n),
+                f"hk_pingpong_pct_{k}": gain("ping-pong", "gluon-default", "gluon-overlap", n),
+                f"hk_pingpong_alone_pct_{k}": gain("ping-pong alone", "gluon-pingpong", "gluon-neither", n)}
 
     def moved(after, before, n):
         return verdict(speed(after, n) / speed(before, n))
@@ -311,10 +310,10 @@ def gluon_facts() -> dict:
     for n in LENGTHS:
         k = length_key(n)
         # ping-pong counts if it moved the kernel beyond the drift with the overlap or without it
-        pingpong = {moved("default", "overlap", n), moved("pingpong", "neither", n)} - {INSIDE}
-        out |= {f"hk_fa3_{k}": Fact(verdict(speed("default", n), "faster", "slower"), source),
-                f"hk_target_{k}": Fact(verdict(speed("default", n) / TARGET, "above it", "below it"), source),
-                f"hk_overlap_{k}": Fact(moved("overlap", "neither", n), source),
+        pingpong = {moved("gluon-default", "gluon-overlap", n), moved("gluon-pingpong", "gluon-neither", n)} - {INSIDE}
+        out |= {f"hk_fa3_{k}": Fact(verdict(speed("gluon-default", n), "faster", "slower"), source),
+                f"hk_target_{k}": Fact(verdict(speed("gluon-default", n) / TARGET, "above it", "below it"), source),
+                f"hk_overlap_{k}": Fact(moved("gluon-overlap", "gluon-neither", n), source),
                 f"hk_pingpong_{k}": Fact(pingpong.pop() if pingpong else INSIDE, source)}
     block_n, stages = hopper.LAUNCH[128]
     out |= {"hk_block_m": Fact(hopper.ROWS, CODE_HOPPER), "hk_rows": Fact(hopper.ROWS // 2, CODE_HOPPER),

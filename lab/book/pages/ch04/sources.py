@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from lab.names import VARIANTS, in_data
 from lab.results import data, kernel_counters, kernel_runs, tuning
 
 RACE, BENCH, ABLATION, TUNING_RACE = kernel_runs.RACE, kernel_runs.RECORD, kernel_runs.ABLATION, kernel_runs.TUNING_RACE
@@ -23,16 +24,9 @@ RACE_ORDER = ("fa3", "fa4", "flex-flash", "sdpa-cudnn", "ours-tuned", "flex", "f
 #: The glue-name key of each candidate (race_<key>_vs_fa3_<n>k).
 RACE_KEYS = {"ours-tuned": "tuned", "ours-teaching": "teaching", "sdpa-cudnn": "cudnn", "sdpa-flash": "flash",
              "flex": "flex", "fa2": "fa2", "fa3": "fa3", "fa4": "fa4", "flex-flash": "flexflash"}
-#: The Gluon race's rows in the order the section builds them up: (variant in race.csv, key, how the page names it).
-GLUON_STEPS = (("+ kv-major order, TMA", "triton", "Triton kernel (compiler's schedule)"),
-               ("gluon 128x128 s2, neither", "neither", "Gluon: producer + 2 consumers"),
-               ("gluon 128x128 s2, no ping-pong", "overlap", "+ softmax under P·V"),
-               ("gluon 128x128 s2", "default", "+ ping-pong (the default)"),
-               ("gluon 128x128 s2, no overlap", "pingpong", "ping-pong, no overlap"),
-               ("gluon 128x128 s3", "s3", "default, 3 stages"),
-               ("gluon 128x64 s4", "n64", "default, 64-key tiles, 4 stages"),
-               ("sdpa-cudnn", "cudnn", "cuDNN (SDPA), for scale"))
-GLUON_VARIANT = {key: variant for variant, key, _ in GLUON_STEPS}
+#: The Gluon race's rows in the order the section builds them up (lab.names.VARIANTS: the Triton kernel, the Gluon
+#: kernel's parts), cuDNN last for scale.
+GLUON_STEPS = (*VARIANTS, "sdpa-cudnn")
 #: The tricks of the tuning rounds that lost: (variant in tuning_forward.csv, glue key).
 TRICKS = (("overlapped scores", "ov"), ("warp-specialized loop", "ws"), ("lazy rescaling", "lazy"))
 
@@ -73,7 +67,7 @@ def runs() -> Runs:
         ablation=ablation.csv("ablation.csv", ("n", "step", "change", "ms", "tflops", "speedup_vs_teaching")),
         ablation_fa3_ms={int(r.n): float(r.ms) for r in fa3.itertuples()},
         tuning_race=data.load(TUNING_RACE).csv("race.csv", ("n", "variant", "status", "ms", "note")),
-        gluon=tuning.race_vs(gluon, [variant for variant, _, _ in GLUON_STEPS]),
+        gluon=tuning.race_vs(gluon, [in_data(step) for step in GLUON_STEPS]),
         counters=kernel_counters.run_jobs(COUNTERS),
         hopper_counters=kernel_counters.run_jobs(HOPPER_COUNTERS),
         hook=kernel_runs.sdpa_hook_probe((data.DATA_DIR / HOOK_RUN / HOOK_FILE).read_text()))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 
 from lab import env
-from lab.book.kernel_explorers import LABELS
 from lab.book.pages.ch04.sources import (
     ABLATION,
     BENCH,
@@ -24,6 +23,7 @@ from lab.book.pages.ch04.sources import (
 )
 from lab.book.plots.kernels import plot_ablation, plot_prefill
 from lab.measure.attention.tuned import TUNED_CONFIGS
+from lab.names import in_data, label, labels
 from lab.results import data, kernel_counters, kernel_runs, tuning
 
 
@@ -48,7 +48,7 @@ def race_table():
     r = runs()
     raced = kernel_runs.race_table(r.race_prefill, RACE_ORDER)
     lengths = sorted(int(n) for n in r.race_prefill.n.unique())
-    table = pd.DataFrame({"kernel": raced.candidate.map(LABELS),
+    table = pd.DataFrame({"kernel": raced.candidate.map(label),
                           **{f"{length_key(n)}, ms": raced[f"ms_{n}"] for n in lengths},
                           "speed vs FA3, 32k": raced.vs_32768})
     formats = {column: "{:.2f}" for column in table.columns if column != "kernel"}
@@ -140,9 +140,9 @@ def tricks_table():
 def gluon_table():
     """The Gluon race: one row per step, ms and speed against FA3 at each length."""
     rows = runs().gluon
-    wide = rows.pivot(index="variant", columns="n", values=["ms", "vs_reference"]).loc[[v for v, _, _ in GLUON_STEPS]]
+    wide = rows.pivot(index="variant", columns="n", values=["ms", "vs_reference"]).loc[[in_data(step) for step in GLUON_STEPS]]
     wide.columns = [f"{length_key(n)}: {'ms' if what == 'ms' else 'speed vs FA3'}" for what, n in wide.columns]
-    wide.insert(0, "kernel", [label for _, _, label in GLUON_STEPS])
+    wide.insert(0, "kernel", [label(step) for step in GLUON_STEPS])
     table = wide.reset_index(drop=True)
     return _styled(table, {c: "{:.3f}" if c.endswith("ms") else "{:.2f}" for c in table.columns if ":" in c},
                    f"The Gluon race (data/{HOPPER_RACE}): FA3 timed in the same rounds")
@@ -152,9 +152,9 @@ def gluon_counters_table():
     """FA3 and the Gluon kernel under Nsight Compute at 16k: time, clock, SM-cycles, tensor-busy cycles, launch."""
     jobs = runs().hopper_counters
     rows = []
-    for label, candidate in (("FA3", "fa3"), ("Gluon kernel", "ours-hopper")):
+    for candidate in ("fa3", "ours-hopper"):
         job = jobs[f"prefill:{candidate}:1:{N_COUNTERS}"]
-        rows.append({"kernel": label, "main kernel, ms": job.main["ms"], "clock, GHz": job.main["clock_hz"] / 1e9,
+        rows.append({"kernel": label(candidate), "main kernel, ms": job.main["ms"], "clock, GHz": job.main["clock_hz"] / 1e9,
                      "SM-cycles, millions": job.main["sm_cycles_sum"] / 1e6,
                      "tensor pipe busy": job.main["tensor_pct"],
                      "tensor-busy SM-cycles, millions": kernel_counters.tensor_cycles(job) / 1e6,
@@ -175,7 +175,7 @@ def _provenance(ds: data.Dataset) -> str:
 def prefill_figure():
     """Throughput against prompt length for every candidate of the race of record."""
     r = runs()
-    return plot_prefill(r.race_prefill, {name: LABELS[name] for name in RACE_ORDER},
+    return plot_prefill(r.race_prefill, labels(RACE_ORDER),
                         _provenance(r.race) + "; causal, 28 query / 4 KV heads, d=128, bf16, batch 1")
 
 
