@@ -1,6 +1,7 @@
 """The one-way rule of lab's layers, read from the source with ``ast`` (imports inside functions too).
 
-    core     lab, lab.cli, lab.env, lab.store        imports core only
+    core     lab, lab.cli, lab.env, lab.names,       imports core only
+             lab.store, lab.units, ...
     measure  lab.measure.*                            core, measure
     results  lab.results.*                            core, measure, results
     book     lab.book.*                               anything below, and book
