@@ -17,6 +17,7 @@ from lab.book.pages import declared
 from lab.book.pages.ch06b import facts as chapter06b
 from lab.measure import clock_probe, gpuclocks
 from lab.measure.vllm.arms import FA3
+from lab.names import label
 from lab.results import bandwidth, data, decode_rows, paged, records
 from lab.results import census_windows as cd
 from lab.results import tuning as tuning_runs
@@ -134,8 +135,8 @@ def block_table():
     """Our kernel and cuDNN at 16k in each block-timed run, and the ratio between them."""
     blocks = prefill_rows(_blocks(), N16K).pivot(index="run", columns="candidate", values="ms").loc[list(_blocks())]
     table = blocks[["ours-tuned", "sdpa-cudnn"]].assign(ratio=blocks["sdpa-cudnn"] / blocks["ours-tuned"])
-    table = table.reset_index().rename(columns={"run": "run", "ours-tuned": "ours, tuned (ms)",
-                                                "sdpa-cudnn": "SDPA cuDNN (ms)", "ratio": "cuDNN time / ours"})
+    table = table.reset_index().rename(columns={"ours-tuned": f"{label('ours-tuned')} (ms)",
+                                                "sdpa-cudnn": f"{label('sdpa-cudnn')} (ms)", "ratio": "cuDNN time / ours"})
     return table.style.format(precision=3).hide(axis="index")
 
 
