@@ -109,7 +109,7 @@ PAGE_PER_HEAD = Quantity("qwen2.5-7b.page_kib_per_kv_head", "the keys of one 16-
 PAGE_TOKENS = 16  # vLLM's default block size
 
 
-def _derived(taken: dict[str, Fact]) -> dict[str, Fact]:
+def derived(taken: dict[str, Fact]) -> dict[str, Fact]:
     """What the answers derive from taught facts and no chapter states: ratios of two facts of one run, and the
     KV cache's size from the model's facts."""
     flex, cudnn = taken["race_flex_vs_fa3_16k"], taken["race_cudnn_vs_fa3_16k"]
@@ -189,4 +189,4 @@ def facts() -> dict[str, Fact]:
     clash = sorted(set(teaching) & set(interim))
     if clash:
         raise LabError(f"{', '.join(clash)}: taken from a teaching page and read again here")
-    return teaching | _derived(teaching) | interim
+    return teaching | derived(teaching) | interim
