@@ -8,8 +8,9 @@ speculative-decoding crossover), quoted from what that page glued in this build
 (:mod:`lab.book.quoted`: the fact registry holds each page's facts as it stated them); the chapters build
 before this page. :data:`TAKEN` lists them, chapter by chapter. Importing the chapters'
 page modules instead would bring their figures, explorers and kernels along (more than two fifths of lab:
-``tests/test_reach.py``). The few numbers the answers derive from two such facts (Flex against cuDNN on
-plain causal) are quantities declared here, computed from those facts, never from a file.
+``tests/test_reach.py``). The few numbers the answers derive and no chapter states (Flex against cuDNN on
+plain causal; the KV cache of one sequence, with and without GQA, from chapter 2's bytes per token) are
+quantities declared here, computed from those facts (:func:`derived`), never from a file.
 
 Chapters 6 and 6b have no page module yet. Their facts are read as the interview always read them
 (:mod:`lab.book.interview`), in one marked place below (``_from_ch06``, ``_from_ch06b``), each number from data
