@@ -324,18 +324,17 @@ def test_a_quoted_fact_is_glued_as_its_teaching_page_glued_it(tmp_path):
 
 def _planted_taken() -> dict:
     """The taught facts the interview's derivations start from, with planted values."""
-    return {"kv_kb": Fact(56.0, "x"), "dec_n": Fact(32768, "x"), "group": Fact(7, "x"), "head_dim": Fact(128, "x"),
+    return {"kv_kb": Fact(56.0, "x"), "kv_gb_32k": Fact(1.879, "x"), "group": Fact(7, "x"), "head_dim": Fact(128, "x"),
             "weights_streamed_gb": Fact(14.14, "x"), "race_flex_vs_fa3_16k": Fact(0.6, "x"),
             "race_cudnn_vs_fa3_16k": Fact(0.8, "x")}
 
 
 def test_the_answers_derive_the_kv_cache_from_the_taught_facts():
-    """The KV figures the answers state and no chapter does are computed from chapters 1 and 2's facts (one KiB
-    per token, one length, one group), each a quantity of the interview page with no data run."""
+    """The KV figures the answers state and no chapter does are computed from the taught facts (chapter 2's KiB
+    per token and group, chapter 5b's cache at 32k), each a quantity of the interview page with no data run."""
     f = interview.derived(_planted_taken())
     per_token = 2 * 4 * 128 * 2 * 28  # K and V, 4 KV heads, d = 128, bf16, 28 layers: 56 KiB
-    assert f["kv_gb_32k"].value == pytest.approx(32768 * per_token / 1e9)
-    assert f["kv_mha_gb_32k"].value == pytest.approx(7 * f["kv_gb_32k"].value)
+    assert f["kv_mha_gb_32k"].value == pytest.approx(7 * 1.879)
     assert f["kv_equals_weights_tokens"].value == pytest.approx(14.14e9 / per_token)
     assert f["page_kib_per_head"].value == 4 and f["race_flex_vs_cudnn_16k"].value == pytest.approx(0.75)
     assert all(fact.quantity and not fact.run.startswith("h200/") for name, fact in f.items()

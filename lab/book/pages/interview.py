@@ -9,7 +9,7 @@ speculative-decoding crossover), quoted from what that page glued in this build
 before this page. :data:`TAKEN` lists them, chapter by chapter. Importing the chapters'
 page modules instead would bring their figures, explorers and kernels along (more than two fifths of lab:
 ``tests/test_reach.py``). The few numbers the answers derive and no chapter states (Flex against cuDNN on
-plain causal; the KV cache of one sequence, with and without GQA, from chapter 2's bytes per token) are
+plain causal; the KV cache of one sequence without GQA, where a KV cache's tokens equal the streamed weights) are
 quantities declared here, computed from those facts (:func:`derived`), never from a file.
 
 Chapters 6 and 6b have no page module yet. Their facts are read as the interview always read them
@@ -82,7 +82,7 @@ TAKEN = {
         "rows_fa3_flat", "rows_fa3_off", "rows_fa3_most", "rows_fa3_most_pct", "rows_ours_flat",
         *(f"d_{key}_b{batch}_pct" for key in ("tuned", "flash", "flex") for batch in (1, 16))),
     "book/05b-paged-attention": (
-        "p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "p16_b1_share", "p16_b16_of_read",
+        "kv_gb_32k", "p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "p16_b1_share", "p16_b16_of_read",
         "big_page", "sw_speedup", "sw_sdpa", "doc_speedup", "sw_flex_tflops", "causal_flex_vs_flash",
         "cudnn_dense_16k"),
     "book/07-the-trace": (
@@ -97,11 +97,10 @@ FLEX_OVER_CUDNN = Quantity("h200.prefill.flex_over_cudnn", "FlexAttention's spee
                            "(chapter 4's race_flex_vs_fa3 over race_cudnn_vs_fa3)", run="h200/kernels-race",
                            file="prefill.csv", unit="×", fmt="{:.2f}×")
 #: What the answers derive from chapter 1's and chapter 2's model facts (Qwen2.5-7B's shape, bf16): no data read.
-FROM_THE_MODEL = "lab.book.pages.interview: from chapters 1 and 2's facts of Qwen2.5-7B's shape (bf16)"
-KV_SEQUENCE = Quantity("qwen2.5-7b.kv_cache_gb", "the KV cache of one sequence of Qwen2.5-7B, bf16, all layers: "
-                       "chapter 2's kv_kb per token times the tokens", run=FROM_THE_MODEL, unit="GB")
-KV_IF_MHA = Quantity("qwen2.5-7b.kv_cache_gb_without_gqa", "the same cache if every query head kept its own keys and "
-                     "values: times chapter 2's group", run=FROM_THE_MODEL, unit="GB")
+FROM_THE_MODEL = "lab.book.pages.interview: from chapters 1, 2 and 5b's facts of Qwen2.5-7B's shape (bf16)"
+KV_IF_MHA = Quantity("qwen2.5-7b.kv_cache_gb_without_gqa", "the KV cache of one 32k-token sequence of Qwen2.5-7B "
+                     "(chapter 5b's kv_gb_32k) if every query head kept its own keys and values: times chapter 2's "
+                     "group", run=FROM_THE_MODEL, unit="GB")
 KV_EQUALS_WEIGHTS = Quantity("qwen2.5-7b.kv_equals_streamed_weights_tokens", "the tokens of context whose KV cache "
                              "equals the weights a decode step streams (chapter 1's weights_streamed_gb over chapter "
                              "2's kv_kb per token)", run=FROM_THE_MODEL, unit="tokens")
@@ -116,11 +115,8 @@ def derived(taken: dict[str, Fact]) -> dict[str, Fact]:
     flex, cudnn = taken["race_flex_vs_fa3_16k"], taken["race_cudnn_vs_fa3_16k"]
     ratio = flex.value / cudnn.value if flex.measured and cudnn.measured else None
     kv_bytes = taken["kv_kb"].value * 1024  # chapter 2's KiB per token, all layers
-    tokens = int(taken["dec_n"].value)
-    kv_gb = tokens * kv_bytes / 1e9
     return {"race_flex_vs_cudnn_16k": FLEX_OVER_CUDNN.fact(ratio, "16k"),
-            "kv_gb_32k": KV_SEQUENCE.fact(kv_gb, tokens),
-            "kv_mha_gb_32k": KV_IF_MHA.fact(kv_gb * taken["group"].value, tokens),
+            "kv_mha_gb_32k": KV_IF_MHA.fact(taken["kv_gb_32k"].value * taken["group"].value, "32k"),
             "kv_equals_weights_tokens": KV_EQUALS_WEIGHTS.fact(taken["weights_streamed_gb"].value * 1e9 / kv_bytes),
             "page_kib_per_head": PAGE_PER_HEAD.fact(PAGE_TOKENS * taken["head_dim"].value * 2 / 1024)}
 
