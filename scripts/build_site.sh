@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${1:-}" = "--no-install" ] || bash scripts/install.sh
 rm -rf _build/html
+# this checkout's lab, whichever checkout the venv's editable install points at (a git worktree shares one venv)
+export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"
 # LAB_STATIC=1: explorers render their static (in-browser) face; chapters read cached data.
 # PYTHONWARNINGS=default: a warning raised inside a chapter reaches its output and fails the build.
 LAB_STATIC=1 PYTHONWARNINGS=default .venv/bin/jupyter-book build . --all --warningiserror --keep-going --quiet

@@ -12,4 +12,5 @@ if ! command -v chromium >/dev/null 2>&1; then
     sleep 10
   done
 fi
+export PYTHONPATH="$(pwd)${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's lab (see build_site.sh)
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

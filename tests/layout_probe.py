@@ -12,7 +12,8 @@ from __future__ import annotations
 #: - ``cut``: text or a figure that reaches past ``frame`` (a rectangle) or is clipped by an ancestor that
 #:   hides its overflow;
 #: - ``scrolls``: boxes whose content is wider or taller than the box and must be scrolled to be seen (with how
-#:   far and whether their first column stays put, i.e. is ``position: sticky``);
+#:   far and whether their first column stays put, i.e. is ``position: sticky``, and how much of the box that
+#:   column takes; ``hinted``: the box says it scrolls, with a visible ``.lab-scroll-hint`` beside it);
 #: - ``smallest``: the smallest text as drawn, in CSS px, with what it is.
 PROBE = """([root, frame, skip]) => {
   const out = {cut: [], scrolls: [], smallest: 1e9, smallestWhat: ''};
@@ -42,6 +43,10 @@ PROBE = """([root, frame, skip]) => {
     }
     return null;
   };
+  const firstShare = box => {  // how much of the box a table's first column takes
+    const widths = [...box.querySelectorAll('tr > :first-child')].map(c => c.getBoundingClientRect().width);
+    return widths.length ? Math.max(...widths) / box.getBoundingClientRect().width : 0;
+  };
   for (const e of root.querySelectorAll('*')) {
     if (hidden(e) || !visible(e)) continue;
     // a formula is one piece of text, measured at its own size (its sub- and superscripts are smaller by design)
@@ -55,10 +60,15 @@ PROBE = """([root, frame, skip]) => {
       const down = /auto|scroll/.test(s.overflowY) && e.scrollHeight > e.clientHeight + 2;
       if (sideways || down) {
         const first = e.querySelector('tr > :first-child');
+        const hinted = e.closest('.lab-scrolls-x');  // the box says it scrolls: a shadow and a visible line
+        const hint = hinted && [...hinted.parentElement.querySelectorAll(':scope > .lab-scroll-hint, :scope > * > .lab-scroll-hint')]
+          .some(h => visible(h) && h.getBoundingClientRect().height > 0);
         out.scrolls.push({what: name(e), by: sideways ? e.scrollWidth - e.clientWidth : e.scrollHeight - e.clientHeight,
-                          down, width: e.clientWidth, table: !!e.querySelector('table'),
+                          down, sideways, width: e.clientWidth, table: !!e.querySelector('table'), code: e.tagName === 'PRE',
                           sticky: !!first && getComputedStyle(first).position === 'sticky',
-                          swipes: !e.closest('[data-prevent-swipe]')});
+                          stickyShare: first && getComputedStyle(first).position === 'sticky' ? firstShare(e) : 0,
+                          firstShare: firstShare(e),
+                          hinted: !!hint, swipes: !e.closest('[data-prevent-swipe]')});
       }
     }
     if (!leaf) continue;

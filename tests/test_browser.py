@@ -865,3 +865,89 @@ def test_figures_follow_dark_mode(browser_context, served_site, size):
         f"series hues changed: light bins {sorted(light_hues)}, dark bins {sorted(dark_hues)}"
     assert not browser_context[1].take()
     page.close()
+
+
+# --- a phone reader's tables, search opened from disk, the favicon ---------------------------------------
+
+#: A table's sticky first column (the row's name) may take this share of its box on a phone, at most.
+MAX_STICKY_SHARE = 0.4
+#: Cell text that reads as a number (aligned right); anything else is text (aligned left).
+_NUMBER = re.compile(r"^[−\-+~≈<>±]?\s*[\d.,  ]*\d(?:e[−\-+]?\d+)?\s*(?:%|×|[A-Za-zµ°/²·]{1,12})?(?:\s*[\[(][^\])]*[\])])?$")
+
+_TABLES = """() => [...document.querySelectorAll('.bd-article table:not(.lab-readouts)')].filter(t => t.offsetParent).map(t => {
+  const sideways = t.scrollWidth > t.clientWidth + 2;
+  const next = t.nextElementSibling;
+  const hint = !!next && next.classList.contains('lab-scroll-hint') && next.getBoundingClientRect().height > 0
+               && getComputedStyle(next).visibility !== 'hidden';
+  const first = [...t.querySelectorAll('tr > :first-child')];
+  const sticky = first.length && getComputedStyle(first[0]).position === 'sticky';
+  const widest = Math.max(0, ...first.map(c => c.getBoundingClientRect().width));
+  const labels = [...t.querySelectorAll('tbody tr > :first-child')].map(c => [c.textContent.trim(), getComputedStyle(c).textAlign]);
+  return {what: (t.querySelector('th, td') || t).textContent.trim().slice(0, 40), sideways, hint,
+          share: sticky ? widest / t.clientWidth : 0, labels};
+})"""
+
+
+def table_problems(tables: list[dict]) -> list[str]:
+    """What a phone reader must not meet in a page's tables."""
+    found = []
+    for t in tables:
+        if t["sideways"] and not t["hint"]:
+            found.append(f"table {t['what']!r} scrolls sideways with no visible hint")
+        if t["sideways"] and t["share"] > MAX_STICKY_SHARE:
+            found.append(f"table {t['what']!r}: its sticky first column takes {t['share']:.0%} of the box")
+        right = [text for text, align in t["labels"] if text and not _NUMBER.match(text) and align in ("right", "end")]
+        if right:
+            found.append(f"table {t['what']!r}: text row labels aligned right ({right[0][:30]!r})")
+    return found
+
+
+def test_table_problems_are_named():
+    wide = {"what": "kernel", "sideways": True, "hint": False, "share": 0.6, "labels": [["flash", "right"], ["1.5 ms", "right"]]}
+    assert len(table_problems([wide])) == 3
+    assert table_problems([{**wide, "hint": True, "share": 0.3, "labels": [["flash", "left"], ["2.0×", "right"]]}]) == []
+
+
+@pytest.mark.slow
+def test_phone_tables_say_they_scroll_keep_a_narrow_first_column_and_text_left(browser_context, served_site):
+    base, html = served_site
+    problems, sideways = [], 0
+    for name in chapter_pages(html):
+        page = open_sized(browser_context, base + name, PHONE)
+        tables = page.evaluate(_TABLES)
+        sideways += sum(t["sideways"] for t in tables)
+        problems += [f"{name}: {p}" for p in table_problems(tables)]
+        browser_context[1].take()
+        page.close()
+    assert sideways > 0  # the check ran on tables that do scroll
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_search_opened_from_disk_lists_hits_without_errors_and_served_snippets_read_as_words(browser_context, served_site):
+    base, html = served_site
+    context, watcher = browser_context
+    page = context.new_page()
+    page.route("file://**", lambda route: route.continue_())  # the page's own files, from disk (the context allows only 127.0.0.1)
+    errors = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((html / "search.html").as_uri() + "?q=softmax", wait_until="load")
+    page.wait_for_function("document.querySelectorAll('#search-results li').length > 0", timeout=30000)
+    page.wait_for_timeout(500)  # any snippet fetch would have failed by now
+    assert errors == [], errors[:3]
+    assert page.locator(".lab-search-note").is_visible()
+    page.close()
+    page = open_sized(browser_context, base + "search.html?q=softmax", LAPTOP)
+    page.wait_for_function("document.querySelectorAll('#search-results li p.context').length > 2", timeout=30000)
+    snippets = page.evaluate("() => [...document.querySelectorAll('#search-results li p.context')].map(p => p.textContent)")
+    joined = [s for s in snippets if re.search(r"[a-z](?:Slides|About \d)|\bSlides[A-Z]", s)]
+    assert not joined, joined[:2]  # a link, a title and a paragraph never run together
+    assert watcher.take() == []
+    page.close()
+
+
+def test_every_page_names_its_favicon(built_site):
+    missing = [p.relative_to(built_site).as_posix() for p in built_site.rglob("*.html")
+               if "_sources" not in p.parts and not re.search(r'<link[^>]+rel="(?:shortcut )?icon"', p.read_text(encoding="utf-8"))]
+    assert not missing, missing[:5]  # without one a browser asks the server for /favicon.ico: a 404

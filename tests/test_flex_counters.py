@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from lab.book import flex_counter_facts
+from lab.book.pages import ch06
 from lab.results import bandwidth, hardware
 from lab.results import flex_counters as fc
 from lab.results import kernel_counters as kc
@@ -58,14 +58,14 @@ def test_the_factors_multiply_to_the_measured_total_up_to_the_stated_remainder(b
 
 def test_without_the_runs_nothing_is_measured(tmp_path):
     assert fc.measured(tmp_path) == {} and fc.table(tmp_path) == [] and fc.gap(1, tmp_path) is None
-    facts = flex_counter_facts.flex_counters(tmp_path)
+    facts = ch06.counter_facts(tmp_path)
     assert not facts["flexgap_b1_total"].measured and not facts["flexctr_default_b1_ms"].measured
     assert not facts["flexctr_pad8_b16_per_program_gbs"].measured
     assert not facts["flexctr_ceiling_tbs"].measured  # no read stream in this tree: not measured, not the datasheet
 
 
 def test_the_facts_read_the_committed_runs():
-    facts = flex_counter_facts.flex_counters()
+    facts = ch06.counter_facts()
     assert facts["flexctr_default_b1_programs"].value == "28" and facts["flexctr_pad8_b1_busy"].value == "4"
     assert facts["flexgap_b1_rows"].value == "128×"
     assert facts["flexgap_b1_total"].value == f"{fc.gap(1).total_measured:.1f}×"

@@ -166,36 +166,28 @@ def test_chapter_facts_glue_every_name_the_chapters_use():
     import re
     from pathlib import Path
 
-    from lab.book.serving_facts import chapter06
-    from lab.results import sweeps
+    from lab.book.pages import ch06, ch06b
 
     root = Path(__file__).resolve().parents[1] / "book"
-    for chapter, facts in (("06-vllm-sweeps.md", chapter06(sweeps.sweep_table())),):
+    for chapter, facts in (("06-vllm-sweeps.md", ch06.facts()), ("06b-busy-server.md", ch06b.facts())):
         used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", (root / chapter).read_text()))
         assert used <= set(facts), sorted(used - set(facts))
         for name in used:  # a number glued with a format spec must be measured (missing ones are glued as text)
             spec = re.search(rf"`{name}:", (root / chapter).read_text())
             if spec:
-                assert facts[name].measured, name
+                assert facts[name].measured and not facts[name].fmt, name
 
 
-def test_chapter_facts_fill_in_when_the_data_lands(tmp_path, monkeypatch):
-    from lab.book import serving_facts
-    from lab.results import sweeps
+def test_chapter_facts_fill_in_when_the_data_lands(tmp_path):
+    from lab.book.pages import ch06
 
     test_flex_decomposition_factors(tmp_path)
     test_value_dependence(tmp_path)
-    table = sweeps.sweep_table()
-    read_flex, read_values = flex_decomposition.read, value_dependence.read
     empty = tmp_path / "empty"
-    monkeypatch.setattr(serving_facts.flexdec, "read", lambda: read_flex(empty))
-    monkeypatch.setattr(serving_facts.value_dependence, "read", lambda: read_values(empty))
-    absent = serving_facts.flex_arm(table, "h200/vllm0.26-qwen2.5-7b") | serving_facts.values_vs_shapes()
+    absent = ch06.flex_arm_facts(empty) | ch06.values_facts(empty)
     assert not absent["flexdec_b1_forced_x"].measured and not absent["values_matmul_max_pct"].measured
     assert not absent["flexdec_b1_flex_pad8_programs"].measured and absent["vllm_flex_decode_programs"].measured
-    monkeypatch.setattr(serving_facts.flexdec, "read", lambda: read_flex(tmp_path))
-    monkeypatch.setattr(serving_facts.value_dependence, "read", lambda: read_values(tmp_path))
-    present = serving_facts.flex_arm(table, "h200/vllm0.26-qwen2.5-7b") | serving_facts.values_vs_shapes()
+    present = ch06.flex_arm_facts(tmp_path) | ch06.values_facts(tmp_path)
     text = lambda name: present[name].text().value  # noqa: E731  (what the page shows)
     assert text("flexdec_b1_forced_x") == "1.00×" and text("flexdec_b1_paged_x") == "4.00×"
     assert text("flexdec_b1_tiles16_x") == "3.00×" and text("flexdec_b1_flex_pad8_programs") == "264"

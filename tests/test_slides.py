@@ -253,18 +253,70 @@ _SETTLED = """() => new Promise(done => {
 })"""
 
 
+#: A sticky first column may take this much of its scrolling box at most (the rest is for the values).
+MAX_STICKY_SHARE = 0.4
+
+
 def slide_problems(probed: dict, viewport: str) -> list[str]:
     """What a slide (measured by tests/layout_probe.py) must not show at this viewport."""
     found = list(probed["cut"][:3])
     if probed["smallest"] < MIN_SLIDE_TEXT_PX - 0.05:  # a chart drawn at a rounded width: 13.99 px is 14
         found.append(f"text as small as {probed['smallest']:.1f} px ({probed['smallestWhat'][:40]})")
     for box in probed["scrolls"]:
-        if viewport == "laptop":
+        if box["sideways"] and not box["hinted"]:
+            found.append(f"{box['what'][:40]} scrolls sideways and does not say so (no visible scroll hint)")
+        if box["sideways"] and not box["down"] and box["stickyShare"] > MAX_STICKY_SHARE:
+            found.append(f"{box['what'][:40]}: its sticky first column takes {box['stickyShare']:.0%} of the box")
+        if viewport == "laptop" and not (box["code"] and not box["down"]):  # a long line of code scrolls, hinted
             found.append(f"{box['what'][:40]} must be scrolled {box['by']} px to be read (a projected slide cannot)")
-        elif box["swipes"]:
+        elif viewport != "laptop" and box["swipes"]:
             found.append(f"{box['what'][:40]} scrolls, but a swipe on it changes the slide (no data-prevent-swipe)")
-        elif box["table"] and not box["down"] and not box["sticky"]:
+        elif viewport != "laptop" and box["table"] and not box["down"] and not box["sticky"] \
+                and box["firstShare"] <= MAX_STICKY_SHARE:  # a first column wider than that scrolls with the rest
             found.append(f"{box['what'][:40]} scrolls sideways without keeping its first column in view")
+    return found
+
+
+#: One idea per slide: running text (not headings, code, tables, formulas) beyond this with no figure is the
+#: chapter re-flowed, not a teacher's slide (the exporter keeps about 480 characters; the rest is speaker notes).
+MAX_SLIDE_CHARS = 900
+#: A slide's figure fills the slide: this share of its width, or of its height for a tall figure, at least.
+MIN_FIGURE_FILL = 0.8
+
+#: What a teacher's slide must be, measured on the shown slide: its running text, how much of the slide its
+#: figure fills, and whether any code line was wrapped (a listing drawn on more lines than it has).
+_METRICS = """(frame) => {
+  const slide = Reveal.getCurrentSlide();
+  const shown = e => e.offsetParent !== null && !e.closest('aside.notes');
+  const skip = e => e.closest('aside.notes, pre, code, table, [data-explorer], .lab-quiz, mjx-container, h1, h2, h3, h4, .lab-scroll-hint');
+  let text = '';
+  const walker = document.createTreeWalker(slide, NodeFilter.SHOW_TEXT);
+  for (let n; (n = walker.nextNode());) { if (!skip(n.parentElement) && shown(n.parentElement)) text += n.textContent; }
+  const figures = [...slide.querySelectorAll('img')].filter(i => shown(i) && !i.closest('[data-explorer], table')).map(i => {
+    const r = i.getBoundingClientRect();
+    return Math.max(r.width / (frame.right - frame.left), r.height / (frame.bottom - frame.top));
+  });
+  const wrapped = [...slide.querySelectorAll('pre')].filter(shown).filter(pre => {
+    const text = pre.textContent, lines = text.split('\\n').length - (text.endsWith('\\n') ? 1 : 0);
+    const style = getComputedStyle(pre), line = parseFloat(style.lineHeight);
+    const inner = pre.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+    // drawn on more rows than it has lines, in a box that lets lines wrap
+    return line > 0 && Math.round(inner / line) > lines && !/^(pre|nowrap)$/.test(style.whiteSpace);
+  }).map(pre => pre.textContent.trim().slice(0, 30));
+  return {chars: text.replace(/\\s+/g, ' ').trim().length, figures, wrapped,
+          rich: !!slide.querySelector('img, table, [data-explorer]')};
+}"""
+
+
+def teaching_problems(metrics: dict, viewport: str) -> list[str]:
+    """What makes a slide the chapter re-flowed rather than a teacher's slide (laptop: the projected deck)."""
+    found = []
+    if metrics["chars"] > MAX_SLIDE_CHARS and not metrics["rich"]:
+        found.append(f"{metrics['chars']} characters of running text and no figure (one idea a slide: the rest "
+                     "belongs in the speaker notes)")
+    if viewport == "laptop":
+        found += [f"its figure fills only {fill:.0%} of the slide" for fill in metrics["figures"] if fill < MIN_FIGURE_FILL]
+    found += [f"code wrapped onto more lines than it has: {what!r}" for what in metrics["wrapped"]]
     return found
 
 
@@ -283,6 +335,7 @@ def walk_deck(page, viewport: str) -> tuple[set[str], list[str]]:
         seen.update(state["seen"])
         problems += [f"slide {state['where']}: {p}" for p in slide_problems(probe(page, "[data-lab-shown]", state["frame"]),
                                                                           viewport)]
+        problems += [f"slide {state['where']}: {p}" for p in teaching_problems(page.evaluate(_METRICS, state["frame"]), viewport)]
         if state["last"]:
             return seen, problems
         page.keyboard.press("ArrowRight")
@@ -437,3 +490,41 @@ def nbformat_notebook(bundles: list[dict]):
     cell.outputs = [nbformat.v4.new_output("display_data", data=b) for b in bundles]
     nb.cells = [nbformat.v4.new_markdown_cell("# Chapter\n\n## An explorer"), cell]
     return nb
+
+
+def test_teaching_problems_name_a_wall_of_text_a_small_figure_and_wrapped_code():
+    wall = {"chars": MAX_SLIDE_CHARS + 1, "figures": [], "wrapped": [], "rich": False}
+    assert len(teaching_problems(wall, "laptop")) == 1
+    assert teaching_problems({**wall, "rich": True}, "laptop") == []  # text beside a figure: the figure is the idea
+    small = {"chars": 0, "figures": [MIN_FIGURE_FILL - 0.1, 1.0], "wrapped": ["def f("], "rich": True}
+    assert [p.split()[0] for p in teaching_problems(small, "laptop")] == ["its", "code"]
+    assert len(teaching_problems(small, "phone")) == 1  # a phone's slide is narrow: only the wrapped code
+
+
+def test_code_is_cut_between_functions_and_never_mid_line():
+    from lab.book.slide_split import CODE_LINES_PER_SLIDE, code_parts, shown_code_parts
+
+    def function(name: str, body: int) -> str:
+        return f"@triton.jit\ndef {name}(x):\n" + "\n".join(f"    x = x + {i}  # step {i}" for i in range(body))
+
+    source = function("first", 18) + "\n\n\n" + function("second", 18)
+    parts = code_parts(source)
+    assert [p.splitlines()[0:2] for p in parts] == [["@triton.jit", "def first(x):"], ["@triton.jit", "def second(x):"]]
+    assert "\n".join(parts).split() == source.split()
+    long_line = "y = " + " + ".join(f"value_{i}" for i in range(40))
+    assert code_parts(long_line) == [long_line]  # one long line stays one line (it scrolls, it is never wrapped)
+    shown = {"output_type": "execute_result", "data": {"text/markdown": f"```python\n{source}\n```\n",
+                                                        "text/plain": source}}
+    pieces = shown_code_parts(shown)
+    assert len(pieces) == 2 and all(p["data"]["text/markdown"].startswith("```python\n@triton.jit") for p in pieces)
+    assert all(len(p["data"]["text/plain"].splitlines()) <= CODE_LINES_PER_SLIDE for p in pieces)
+
+
+def test_a_long_paragraph_keeps_its_first_sentences_on_the_slide_and_the_rest_in_the_notes():
+    paragraph = " ".join(f"Sentence {i} says one thing with `code_{i}` in it." for i in range(40))
+    cells = slide_cells(convert_myst(f"## Idea\n\n{paragraph}\n\n- **Item.** " + paragraph, {}))
+    shown = [text for kind, text in cells if kind != "notes"]
+    notes = "\n".join(text for kind, text in cells if kind == "notes")
+    assert all(len(text) <= slides.SLIDE_TEXT_BUDGET + 20 for text in shown)
+    assert shown[0].startswith("## Idea\n\nSentence 0") and shown[0].rstrip().endswith(".")
+    assert "Sentence 39 says" in notes and "- **Item.** Sentence 0" in "\n".join(shown)

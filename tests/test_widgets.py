@@ -7,6 +7,8 @@ import json
 import math
 import re
 
+from pathlib import Path
+
 import pytest
 
 from lab import LabError
@@ -55,6 +57,14 @@ def test_readout_text_units():
     assert Readout("t", "TTFT", 2.0671, unit="s", fmt=".3f").text == "2.067 s"
     assert Readout("q", "share", 12.24, unit="%", fmt=".1f").text == "12.2%"
     assert Readout("q", "share", None, unit="%", fmt=".1f").text == "n/a"
+    assert Readout("r", "ratio", 0.912, unit="×", fmt=".2f").text == "0.91×"  # as the sliders write it
+
+
+def test_ratio_readouts_use_the_multiplication_sign_not_a_letter_x():
+    from lab.book import batch_explorer, load_explorer, sweep_explorer
+
+    for module in (batch_explorer, load_explorer, sweep_explorer):
+        assert 'unit="x"' not in Path(module.__file__).read_text(encoding="utf-8"), module.__name__
 
 
 @pytest.mark.parametrize("fmt", ["%.3f", ".3x", "{:.2f}", ".3", "e"])

@@ -257,9 +257,29 @@
       svg("title", {}, ring).textContent = (view.m[2] ? view.m[2] + ": " : "") + chart.xl + " " + num(view.m[0]) +
         ", " + chart.yl + " " + num(view.m[1]);
       if (view.m[2]) {
-        var right = mx < W * 0.6;
-        text(mk, mx + (right ? 11 : -11), my - 8, view.m[2],
-          { "font-size": FONT.legend, "font-family": "sans-serif", "text-anchor": right ? "start" : "end" });
+        // the label where it covers the fewest points of the curves (beside the ring: above or below it, to the
+        // right or the left), drawn over a halo of the chart's background so that a curve under it never hides it
+        var wide = view.m[2].length * FONT.legend * 0.56, high = FONT.legend * 1.1;
+        var pts = [];
+        series.forEach(function (s) {
+          for (var q = 0; q < s.x.length; q++) {
+            if (X.ok(s.x[q]) && Y.ok(s.y[q])) pts.push([X.at(s.x[q]), Y.at(s.y[q])]);
+          }
+        });
+        var spots = [[1, -1], [-1, -1], [1, 1], [-1, 1]].map(function (d) {
+          var left = d[0] > 0 ? mx + 11 : mx - 11 - wide, base = d[1] < 0 ? my - 9 : my + 9 + high;
+          var box = [left, base - high, left + wide, base + 2];
+          var inside = box[0] >= 0 && box[2] <= W && box[1] >= 0;
+          var covered = pts.filter(function (pt) {
+            return pt[0] >= box[0] - 3 && pt[0] <= box[2] + 3 && pt[1] >= box[1] - 3 && pt[1] <= box[3] + 3;
+          }).length;
+          return {d: d, x: d[0] > 0 ? mx + 11 : mx - 11, y: base, cost: covered + (inside ? 0 : 1000)};
+        });
+        var spot = spots.reduce(function (a, b) { return b.cost < a.cost ? b : a; });
+        text(mk, spot.x, spot.y, view.m[2],
+          { "font-size": FONT.legend, "font-family": "sans-serif", "text-anchor": spot.d[0] > 0 ? "start" : "end",
+            "class": "lab-marker-label",
+            style: "paint-order:stroke;stroke:var(--lab-bg);stroke-width:4px;stroke-linejoin:round" });
       }
       el.setAttribute("data-marker-x", String(view.m[0]));
       el.setAttribute("data-marker-y", String(view.m[1]));

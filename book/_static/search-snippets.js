@@ -4,7 +4,10 @@
  * the word. Taken from the raw page, that text holds TeX source ("\(S = QK^\top\)") that MathJax would
  * have drawn, and the page's table of contents and navigation. This replaces Search.htmlToText (the one
  * function that reads a page for its snippet) with one that drops the navigation and turns each formula
- * into plain symbols ("S = QKᵀ"). On every other page it does nothing.
+ * into plain symbols ("S = QKᵀ"), with a space between the page's parts (a title, a line, a paragraph), which
+ * the text of the raw page runs together. Opened from disk (file://), the browser refuses to fetch the pages
+ * snippets are read from: the search then lists its hits without snippets, and says so, instead of failing
+ * one request per hit. On every other page it does nothing.
  */
 (function () {
   "use strict";
@@ -38,9 +41,12 @@
   var FURNITURE = ".headerlink, script, style, nav, .bd-sidebar-secondary, .bd-toc, .bd-header-article, " +
                   ".prev-next-area, footer, .cell_input, .onlyprint, [data-explorer-data]";
 
+  var BLOCKS = "p, li, dt, dd, h1, h2, h3, h4, h5, h6, div, section, td, th, caption, figcaption, blockquote, pre, br, a.btn";
+
   function htmlToText(htmlString, anchor) {
     var page = new DOMParser().parseFromString(htmlString, "text/html");
     page.querySelectorAll(FURNITURE).forEach(function (el) { el.remove(); });
+    page.querySelectorAll(BLOCKS).forEach(function (el) { el.appendChild(page.createTextNode(" ")); });
     page.querySelectorAll(".math").forEach(function (el) { el.textContent = " " + plainTex(el.textContent) + " "; });
     var main = page.querySelector('[role="main"]');
     var part = anchor && main ? main.querySelector(anchor) : null;
@@ -48,8 +54,21 @@
   }
 
   window.labPlainTex = plainTex;  // for the browser tests
+  window.labHtmlToText = htmlToText;
+  var fromDisk = window.location.protocol === "file:";
+  if (fromDisk && typeof DOCUMENTATION_OPTIONS !== "undefined") {  // eslint-disable-line no-undef
+    DOCUMENTATION_OPTIONS.SHOW_SEARCH_SUMMARY = false;  // eslint-disable-line no-undef
+  }
   function patch() {
     if (typeof Search !== "undefined" && Search.htmlToText) Search.htmlToText = htmlToText;  // eslint-disable-line no-undef
+    var results = document.getElementById("search-results");
+    if (fromDisk && results && !document.querySelector(".lab-search-note")) {
+      var note = document.createElement("p");
+      note.className = "lab-search-note";
+      note.textContent = "Opened from disk, the search lists the pages that match but no snippets: serve the " +
+                         "site (python -m http.server -d _build/html) to see them.";
+      results.parentNode.insertBefore(note, results);
+    }
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", patch);
   else patch();

@@ -48,7 +48,7 @@ def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
             Readout("tok_s", "Measured decode throughput", point["decode_tok_s"] if point else None,
                     unit="tokens/s", fmt=",.0f", missing=unrun),
             Readout("itl_floor", "ITL / floor", point["itl_x_floor"] if point else None,
-                    unit="x", fmt=".2f", missing=unrun),
+                    unit="×", fmt=".2f", missing=unrun),
         ]
         series = [Series(f"floor, {context:,} tokens", batches, [floor_ms(b, context) for b in batches],
                          kind="line", dashed=True, color="#444444")]

@@ -1,7 +1,7 @@
 """How the busy-server study was taken, for the method appendix: the load points' settings (each arm's provenance and
 FA3's first Poisson point's command line), the synthetic tokenizer, the serial TTFTs behind the probe-vs-bench check,
 and the interference trials' settings and windows. The results themselves are chapter 6b's
-(:func:`lab.book.busy_facts.chapter06b`); these are the method's values, each from the file that records it.
+(:func:`lab.book.pages.ch06b.facts`); these are the method's values, each from the file that records it.
 """
 
 from __future__ import annotations

@@ -111,6 +111,10 @@ class Control:
         return _is_number(self.values[0])
 
 
+#: Units written against the number: "12%", "0.91×" (a ratio, as the sliders write it: never a letter x).
+TIGHT_UNITS = ("%", "×")
+
+
 @dataclass
 class Readout:
     """One number shown beside the chart, formatted with ``fmt``. Without a value (None/NaN) it shows
@@ -139,7 +143,7 @@ class Readout:
         number = format_value(self.value, self.fmt)
         if not self.unit:
             return number
-        return number + ("" if self.unit == "%" else " ") + self.unit
+        return number + ("" if self.unit in TIGHT_UNITS else " ") + self.unit
 
 
 @dataclass

@@ -50,7 +50,7 @@ VLLM_CHAPTER_WORK_S = 110
 #: ten-minute device call.
 DEFAULT_BUDGET_S = 540
 #: A chapter that calls one of these measures on the GPU: such chapters never run two at a time.
-GPU_MARKERS = ("env.detect(", "run_live(", "_panel(")
+GPU_MARKERS = ("env.detect(", "run_live(", "_panel(", "this_machine_figure(")  # the last: chapter 1 measures the GPU
 #: A GPU chapter is not started with less than this left of the budget (it would only time out).
 MIN_START_S = 30
 COLUMNS = ("chapter", "lane", "status", "seconds", "limit_s", "measured", "error")

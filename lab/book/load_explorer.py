@@ -112,7 +112,7 @@ def _readouts(arm: _Arm, row: dict, goodput: float, ttft_slo: float, tpot_slo: f
     return [
         Readout("rate", "Request rate (Poisson arrivals)", row["rate"], unit="req/s", fmt=".3g"),
         Readout("load", "Rate / this backend's capacity", row["rate"] / arm.capacity if arm.capacity else None,
-                unit="x", fmt=".2f", missing=no_capacity),
+                unit="×", fmt=".2f", missing=no_capacity),
         Readout("throughput", "Achieved throughput", row["request_throughput"], unit="req/s", fmt=".3g"),
         Readout("tokens", "Generated tokens per second", row["output_throughput"], unit="tokens/s", fmt=",.0f"),
         Readout("ttft", "TTFT p50 / p90 / p99", _percentiles(row, "ttft", ",.0f")),

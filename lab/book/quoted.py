@@ -60,3 +60,14 @@ def quoted(wanted: Mapping[str, tuple[str, ...]], folder: Path | None = None) ->
     if missing:
         raise LabError("nothing glued as " + ", ".join(missing) + " (those pages build before this one)")
     return out
+
+
+def taught_elsewhere(names: set[str], page: str, folder: Path | None = None) -> dict[str, Fact]:
+    """Those of ``names`` that a page other than ``page`` already glued in this build, each as that page's fact
+    (the registry holds one value per name, so the first page's is every page's)."""
+    entries = fact_registry.read(folder or registry_folder())
+    out: dict[str, Fact] = {}
+    for e in entries:
+        if e.name in names and e.page != page and e.name not in out:
+            out[e.name] = as_fact(e)
+    return out

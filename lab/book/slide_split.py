@@ -4,8 +4,10 @@ A deck is read with → alone, so every figure, table and explorer sits on a hor
 own (never on a vertical sub-slide, which → skips). A table too wide or too tall for a slide is cut
 into parts that fit, or summarised with a link to the chapter (:mod:`lab.book.slide_tables`); a
 self-check quiz becomes one slide per question; a long listing or printed text continues on further
-slides, and an explorer's caption goes to the speaker notes so the explorer has the slide. The deck template (``slides_template``) scales a
-slide that still runs over down a little; tests/test_slides.py checks that no text ends up too small.
+slides (code shown by function object, :func:`lab.book.show.show`, a function per slide), and an explorer's
+caption goes to the speaker notes so the explorer has the slide. Code is never re-wrapped: its indentation is
+its syntax. The deck template (``slides_template``) scales a slide that still runs over down a little, never a
+code slide below its readable size; tests/test_slides.py checks that no text ends up too small.
 """
 
 from __future__ import annotations
@@ -65,6 +67,15 @@ def output_slides(outputs: list[dict], chapter_url: str = "") -> list[list[dict]
                 slides.append([piece])
             full = True
             continue
+        shown = shown_code_parts(output)
+        if shown is not None:  # code shown by function object: its listings, each on a slide of its own
+            first = not full and not any(is_rich(o) for o in slides[-1])
+            for n, piece in enumerate(shown):
+                if n or not first:
+                    slides.append([])
+                slides[-1].append(piece)
+            full = True
+            continue
         if not is_rich(output):
             if full:
                 slides.append([])
@@ -117,6 +128,28 @@ def markdown_blocks(lines: list[str]) -> list[str]:
     return blocks
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z(*_`$\[\d])")
+
+
+def is_prose(block: str) -> bool:
+    """A paragraph of running text (not a list, table, quote, heading, code or math block)."""
+    first = block.lstrip()
+    return not re.match(r"(?:[-*+]|\d+[.)])\s|[|>#<]|`{3}|~{3}|\$\$", first)
+
+
+def split_prose(block: str, budget: int) -> tuple[str, str]:
+    """A paragraph as (what a slide shows, what goes to the speaker notes): whole sentences up to ``budget``
+    characters (the first sentence at least), never cut inside inline code, math or a link."""
+    if len(block) <= budget or not is_prose(block):
+        return block, ""
+    cuts = [m.start() for m in _SENTENCE_END.finditer(block)
+            if block[:m.start()].count("`") % 2 == 0 and block[:m.start()].replace("$$", "").count("$") % 2 == 0
+            and block[:m.start()].count("[") == block[:m.start()].count("]")]
+    fitting = [c for c in cuts if c <= budget]
+    cut = fitting[-1] if fitting else (cuts[0] if cuts else len(block))
+    return block[:cut].rstrip(), block[cut:].strip()
+
+
 def fragment_cells(lines: list[str], budget: int) -> list[tuple[str, str]]:
     """A revealed answer: its opening (up to the slide's text budget) appears on the next key press; a
     table in it gets a slide of its own and the rest of a long answer goes to the notes, so nothing on
@@ -126,8 +159,10 @@ def fragment_cells(lines: list[str], budget: int) -> list[tuple[str, str]]:
         if block.lstrip().startswith("|"):
             tables.append(block)
         elif not shown or (used + len(block) <= budget and not notes):
+            block, rest = split_prose(block, max(0, budget - used)) if shown else split_prose(block, budget)
             shown.append(block)
             used += len(block)
+            notes += [rest] if rest else []
         else:
             notes.append(block)
     cells = [("fragment", "\n\n".join(shown))] + [("slide", table) for table in tables]
@@ -155,28 +190,67 @@ def move_explorer_captions(outputs: list[dict]) -> tuple[list[dict], list[str]]:
     return kept, captions
 
 
-#: Lines of code on one slide (at the deck's 19 px code font a 700 px slide holds about 27), and the
-#: characters of a line before it wraps.
-CODE_LINES_PER_SLIDE, CODE_CHARS_PER_LINE = 24, 78
+#: Lines of code on one slide: the deck sets code at 15 px with 1.25 line height (19 px a line) on a 700 px
+#: slide, which holds about 30 under a one-line input; code is never wrapped (indentation is its syntax), so a
+#: line is one line however long (a line wider than the slide scrolls sideways in its own box).
+CODE_LINES_PER_SLIDE = 28
+
+_TOP_LEVEL = re.compile(r"^(?:@|def |class |async def )")
+_FENCED = re.compile(r"^(?P<fence>`{3,})(?P<lang>[\w+-]*)\n(?P<body>.*?)\n(?P=fence)\s*$", re.S | re.M)
+
+
+def _cut_at(lines: list[str], start: int, target: int, most: int) -> int:
+    """Where the part from ``start`` ends: as near ``target`` lines as it can and at most ``most`` lines on,
+    before a top-level ``def``/``class`` (a function per slide), else after a blank line, else before the least
+    indented line; none of those past halfway to the target: at ``most``."""
+    lo, hi = start + max(1, target // 2), min(len(lines), start + most)
+    near = sorted(range(lo, hi), key=lambda i: abs(i - (start + target)))
+    indent = lambda i: len(lines[i]) - len(lines[i].lstrip()) if lines[i].strip() else 10**6  # noqa: E731
+    for i in near:
+        if _TOP_LEVEL.match(lines[i]) and not lines[i - 1].startswith("@"):
+            return i
+    for i in near:
+        if not lines[i - 1].strip():
+            return i
+    return min(near, key=lambda i: (indent(i), abs(i - (start + target))), default=hi)
 
 
 def code_parts(source: str) -> list[str]:
-    """``source`` cut into listings that each fit on a slide (wrapped lines counted), at a blank line
-    when there is one in the second half of the part."""
+    """``source`` cut into listings of at most :data:`CODE_LINES_PER_SLIDE` lines, each line whole and the parts
+    about even: between functions where it can, else at a blank line or an outer line."""
     lines = source.splitlines()
-    shown = [max(1, -(-len(line) // CODE_CHARS_PER_LINE)) for line in lines]
     parts, start = [], 0
     while start < len(lines):
-        end, used = start, 0
-        while end < len(lines) and (end == start or used + shown[end] <= CODE_LINES_PER_SLIDE):
-            used += shown[end]
-            end += 1
-        if end < len(lines):
-            blank = [i for i in range(end - 1, start + (end - start) // 2, -1) if not lines[i].strip()]
-            end = blank[0] + 1 if blank else end
+        left = len(lines) - start
+        if left <= CODE_LINES_PER_SLIDE:
+            end = len(lines)
+        else:
+            target = -(-left // -(-left // CODE_LINES_PER_SLIDE))  # even parts: ceil(left / parts needed)
+            end = _cut_at(lines, start, target, CODE_LINES_PER_SLIDE)
         parts.append("\n".join(lines[start:end]).strip("\n"))
         start = end
     return [p for p in parts if p.strip()] or [source]
+
+
+def shown_code_parts(output: dict) -> list[dict] | None:
+    """An output that shows source code as fenced Markdown (:func:`lab.book.show.show`) as one output per
+    slide-sized listing: each function shown on slides of its own, a long one cut between its blocks. None
+    for any other output."""
+    data = output.get("data") or {}
+    markdown = data.get("text/markdown")
+    if markdown is None or any(k.startswith("image/") or k == "text/html" for k in data):
+        return None
+    markdown = "".join(markdown) if isinstance(markdown, list) else markdown
+    fences = list(_FENCED.finditer(markdown))
+    if not fences:
+        return None
+    pieces = []
+    for fence in fences:
+        for part in code_parts(fence["body"]):
+            piece = copy.deepcopy(output)
+            piece["data"] = {"text/markdown": f"```{fence['lang']}\n{part}\n```\n", "text/plain": part}
+            pieces.append(piece)
+    return pieces
 
 
 def is_glue_output(output: dict) -> bool:
@@ -213,7 +287,8 @@ def code_cell_slides(out, cell, table_url: str = "") -> bool:
         part = copy.deepcopy(new) if n else new
         part.outputs = outputs
         # the listing's last part follows its earlier parts onto a new slide
-        own = needs_own_slide(part.source, outputs, show_source=not (hide_input or n)) or (n == 0 and len(listing) > 1)
+        # every group after the first was cut off to start a slide of its own
+        own = bool(n) or needs_own_slide(part.source, outputs, show_source=not hide_input) or len(listing) > 1
         part.metadata = {"tags": sorted(tags), "slideshow": {"slide_type": "slide" if own else "-"}}
         if hide_input or n:
             part.metadata["transient"] = {"remove_source": True}

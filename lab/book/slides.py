@@ -30,15 +30,16 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError
 from lab.store import read_json
 from lab.cli import path_arg
-from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks
+from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks, split_prose
 
 BOOK_DIR = REPO_ROOT / "book"
 SITE_DIR = REPO_ROOT / "_build" / "html"
 EXECUTED_DIR = REPO_ROOT / "_build" / "jupyter_execute"
 TEMPLATE_DIR = Path(__file__).resolve().parent / "slides_template"
 TEMPLATE_NAME = "reveal_offline"
-#: Characters of a section's opening kept on the slide; the rest of the section goes to speaker notes.
-SLIDE_TEXT_BUDGET = 700
+#: Characters of a section's opening kept on the slide (about six short lines: one idea, what a room reads
+#: while the teacher talks); the rest of the section goes to the speaker notes.
+SLIDE_TEXT_BUDGET = 480
 ADMONITIONS = {"note", "tip", "hint", "important", "warning", "caution", "attention", "danger", "error",
                "seealso", "admonition"}
 REVEALED = {"dropdown", "toggle"}  # hidden until asked for on the page: a fragment on a slide
@@ -182,7 +183,9 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
         if seg.kind == "fragment":
             cells += fragment_cells(seg.lines, SLIDE_TEXT_BUDGET)
             continue
-        sections: list[tuple[str, list[str]]] = [("slide" if cells and cells[-1][0] == "fragment" else "-", [])]
+        # after a revealed answer (and the notes that hold the rest of it), a new slide
+        last = next((k for k, _ in reversed(cells) if k != "notes"), None)
+        sections: list[tuple[str, list[str]]] = [("slide" if last == "fragment" else "-", [])]
         for line in seg.lines:
             heading = _HEADING.match(line)
             if heading:  # all horizontal (# to ###): → alone walks the deck
@@ -190,12 +193,16 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
             else:
                 sections[-1][1].append(line)
         for kind, lines in sections:
-            blocks = [part for block in markdown_blocks(lines) for part in _split_list(block)]
+            blocks, notes, item_notes = [], [], []
+            for block in markdown_blocks(lines):
+                parts, rest = _split_list(block)
+                blocks += parts
+                item_notes += rest
             if not blocks:
                 continue
             # The heading and the section's opening fill the slide; a list that runs over continues on
             # further slides and a table gets one of its own (content); prose that runs over goes to the notes.
-            slides, notes, used = [(kind, [])], [], 0
+            slides, used = [(kind, [])], 0
             for block in blocks:
                 over = used + len(block) > SLIDE_TEXT_BUDGET and slides[-1][1] and not _HEADING.match(slides[-1][1][-1])
                 shared = slides[-1][1] and not (len(slides[-1][1]) == 1 and _HEADING.match(slides[-1][1][0]))
@@ -205,9 +212,12 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
                 elif over or notes:
                     notes.append(block)
                     continue
+                block, rest = split_prose(block, max(SLIDE_TEXT_BUDGET - used, 0) if shared else SLIDE_TEXT_BUDGET)
                 slides[-1][1].append(block)
                 used += len(block)
+                notes += [rest] if rest else []
             cells += [(k, "\n\n".join(b)) for k, b in slides if b]
+            notes += item_notes  # the rest of items too long for a slide
             if notes:
                 cells.append(("notes", "\n\n".join(notes)))
     return [(k, t) for k, t in cells if t]
@@ -217,26 +227,32 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 
 
 
-def _split_list(block: str) -> list[str]:
-    """A list longer than a slide, cut between items into parts that each fit."""
+def _split_list(block: str) -> tuple[list[str], list[str]]:
+    """A list longer than a slide, cut between items into parts that each fit, and what goes to the notes: the
+    sentences of an item longer than the slide's budget after its first ones."""
     if len(block) <= SLIDE_TEXT_BUDGET or not _LIST_ITEM.match(block):
-        return [block]
+        return [block], []
     items: list[list[str]] = []
     for line in block.splitlines():
         if _LIST_ITEM.match(line) and not line.startswith((" ", "\t")):
             items.append([line])
         elif items:
             items[-1].append(line)
-    parts, current = [], []
+    parts, current, notes = [], [], []
     for item in items:
         text = "\n".join(item)
+        marker = _LIST_ITEM.match(text).group(0)
+        shown, rest = split_prose(" ".join(text[len(marker):].split()), SLIDE_TEXT_BUDGET - len(marker))
+        if rest:
+            text = marker + shown
+            notes.append(rest)
         if current and len("\n".join(current)) + len(text) > SLIDE_TEXT_BUDGET:
             parts.append("\n".join(current))
             current = []
         current.append(text)
     if current:
         parts.append("\n".join(current))
-    return parts
+    return parts, notes
 
 
 # --- notebooks ---------------------------------------------------------------------------------------

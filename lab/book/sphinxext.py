@@ -93,6 +93,21 @@ def describe_images(html_text: str, page: Path) -> str:
     return _IMG.sub(alt, html_text)
 
 
+_ICON = re.compile(r'<link[^>]+rel="(?:shortcut )?icon"', re.I)
+
+
+def add_icon_link(html_text: str, page: Path, outdir: Path) -> str:
+    """``html_text`` with a ``<link rel="icon">`` to the book's favicon where it has none (the root's redirect
+    page): without one a browser asks the server for /favicon.ico, a 404 on every served visit."""
+    icon = Path(outdir) / "_static" / "favicon.svg"
+    if _ICON.search(html_text) or not icon.is_file():
+        return html_text
+    link = f'<link rel="icon" href="{Path(os.path.relpath(icon, page.parent)).as_posix()}" type="image/svg+xml">'
+    if "<head>" in html_text:
+        return html_text.replace("<head>", f"<head>\n{link}", 1)
+    return f"{link}\n{html_text}"  # a page of one <meta> redirect (sphinx-external-toc's index.html)
+
+
 def _finish_pages(app, exception) -> None:
     """Each written page without the icon script, its figures described, its table cells' long names given
     places to wrap."""
@@ -100,7 +115,7 @@ def _finish_pages(app, exception) -> None:
         return
     for page in Path(app.outdir).rglob("*.html"):
         text = page.read_text(encoding="utf-8")
-        finished = add_breaks_in_cells(describe_images(drop_icon_script(text), page))
+        finished = add_icon_link(add_breaks_in_cells(describe_images(drop_icon_script(text), page)), page, app.outdir)
         if finished != text:
             page.write_text(finished, encoding="utf-8")
 
@@ -126,6 +141,7 @@ def setup(app):
     app.connect("builder-inited", _registry_folder)
     app.connect("source-read", _registry_page)
     app.connect("html-page-context", _dedupe_page_scripts, priority=900)  # after extensions that add scripts
-    app.connect("build-finished", _finish_pages)
+    app.connect("build-finished", _finish_pages, priority=900)  # after sphinx-external-toc writes the root redirect
+    app.add_js_file("tables.js")  # text left, numbers right, a hint on every table that scrolls (book/_static)
     app.setup_extension("lab.book.chapter_header")  # the line under each chapter title, the .ipynb download
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -105,13 +105,13 @@ def _point_readouts(row, attempted: int, fit, has_fit: bool, floor, spread_recor
                 fmt=".3f", missing=no_fit),
         Readout("prefill_floor", "Roofline floor of the first token", prefill_floor, unit="s", fmt=".3f",
                 missing=no_floor),
-        Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="x", fmt=".2f",
+        Readout("ttft_floor", "TTFT / roofline floor", _ratio(ttft, prefill_floor), unit="×", fmt=".2f",
                 missing=no_floor if ttft is not None else unmeasured),
         Readout("itl_range", "ITL p10 to p90", f"{p10:.2f} to {p90:.2f} ms" if p10 and p90 else None,
                 missing=no_spread),
         Readout("decode_floor", "Roofline floor of a decode step", decode_floor, unit="ms", fmt=".2f",
                 missing=no_floor),
-        Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="x", fmt=".2f",
+        Readout("itl_floor", "ITL / roofline floor", _ratio(itl, decode_floor), unit="×", fmt=".2f",
                 missing=no_floor if itl is not None else unmeasured),
     ]
 

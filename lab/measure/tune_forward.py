@@ -134,8 +134,7 @@ def _tune(args, lengths: list[int]) -> int:
         for backend in ("CUDNN_ATTENTION", "FLASH_ATTENTION"):
             timed(f"sdpa {backend} (start)", shape, lambda backend=backend, qkv=(q, k, v): sdpa(*qkv, backend), expected)
         if index > 0:  # only the best settings of the first length
-            first = [r for r in results if r["shape"] == f"prefill {lengths[0] // 1024}k" and "launch" in r and r["ms"] == r["ms"]]
-            settings = [(tuple(r["launch"]), r["tma"]) for r in sorted(first, key=lambda r: r["ms"])[:args.keep]]
+            settings = _best_settings(results, f"prefill {lengths[0] // 1024}k", args.keep)
         for (bm, bn, w, s, regs), tma in settings:
             if time.time() - started > args.budget_s * (index + 1) / len(lengths):
                 print(f"{shape}: time budget reached, {len(settings)} settings not all tried", flush=True)
@@ -147,6 +146,19 @@ def _tune(args, lengths: list[int]) -> int:
         for backend in ("CUDNN_ATTENTION", "FLASH_ATTENTION"):
             timed(f"sdpa {backend} (end)", shape, lambda backend=backend, qkv=(q, k, v): sdpa(*qkv, backend), expected)
 
+    _summary(results)
+    print(f"done in {time.time() - started:.0f} s")
+    return 0
+
+
+def _best_settings(results: list[dict], shape: str, keep: int) -> list[tuple]:
+    """The ``keep`` fastest launches (and their tile-load choice) that ran at ``shape``."""
+    ran = [r for r in results if r["shape"] == shape and "launch" in r and r["ms"] == r["ms"]]
+    return [(tuple(r["launch"]), r["tma"]) for r in sorted(ran, key=lambda r: r["ms"])[:keep]]
+
+
+def _summary(results: list[dict]) -> None:
+    """The best launches per shape, with their speed against cuDNN timed at the shape's start and end."""
     print("\nbest per shape (speed vs cuDNN at the start and end of the shape)")
     for shape in dict.fromkeys(r["shape"] for r in results):
         mine = [r for r in results if r["shape"] == shape]
@@ -156,5 +168,3 @@ def _tune(args, lengths: list[int]) -> int:
         for r in mine:
             if r["label"].startswith("sdpa"):
                 print(f"{shape:12s} {r['label']:48s} {r['ms']:8.4f} ms")
-    print(f"done in {time.time() - started:.0f} s")
-    return 0

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
-from lab.measure.census import FAMILIES
+from lab.measure.families import FAMILIES
 from lab.measure.gpuclocks import dominant_limit, readings_held, samples_with
 from lab.results.data import DATA_DIR, datasets
 from lab.results.facts import Fact

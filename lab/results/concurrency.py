@@ -24,11 +24,30 @@ from lab.results.bandwidth import bandwidth_ceiling, ceiling, short_name
 from lab.results.data import DATA_DIR, datasets
 from lab.results.facts import Fact
 from lab.results.modelshape import qwen25_7b
+from lab.results.quantities import Quantity
 
 #: The committed H200 concurrency study.
 H200_STUDY = "h200/vllm0.26-qwen2.5-7b-concurrency"
 CSV = "concurrency.csv"
 COLUMNS = ("arm", "context", "concurrency", "admitted", "itl_ms", "decode_tok_s", "window_s", "steps", "ok")
+
+# --- the quantities of a concurrency point (chapters 6 and 6b state them; members: [arm, context, requests]) ----
+_POINT = dict(run=H200_STUDY, file=f"<arm>/{CSV}")
+POINT_ITL = Quantity("h200.concurrency.itl", "median inter-token gap with that many requests of one context sent at "
+                     "once (vLLM 0.26, Qwen2.5-7B shape)", unit="ms", **_POINT)
+POINT_FLOOR = Quantity("h200.concurrency.floor", "the floor of the batch vLLM admitted: the weights once and the "
+                       "admitted requests' KV bytes over the H200's bandwidth ceiling", unit="ms", **_POINT)
+POINT_X_FLOOR = Quantity("h200.concurrency.itl_over_floor", "a point's ITL over the floor of the batch vLLM admitted",
+                         unit="×", **_POINT)
+POINT_SENT = Quantity("h200.concurrency.requests", "the requests a point sent at once", unit="requests", **_POINT)
+POINT_ADMITTED = Quantity("h200.concurrency.admitted", "of those, the requests vLLM ran at once", unit="requests",
+                          **_POINT)
+POINT_TOK_S = Quantity("h200.concurrency.decode_tok_s", "decode tokens per second of all admitted requests",
+                       unit="tokens/s", **_POINT)
+KV_CACHE_TOKENS = Quantity("h200.concurrency.kv_cache_tokens", "the KV cache's size in tokens, as an arm's server "
+                           "log reports it", run=H200_STUDY, file="<arm>/server.log", unit="tokens")
+MAX_MODEL_LEN = Quantity("h200.concurrency.max_model_len", "an arm's context limit (max_model_len)", run=H200_STUDY,
+                         file="<arm>/provenance.json", unit="tokens")
 
 
 def _shape(shape=None):

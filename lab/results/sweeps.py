@@ -31,6 +31,7 @@ from lab.results.facts import Fact
 from lab.results.fit import decode_growth, fit_quadratic, ok_rows
 from lab.results.hardware import match_device
 from lab.results.modelshape import qwen25_7b
+from lab.results.quantities import Quantity
 from lab.results.roofline import model_phase, roof
 
 A10G_STUDY = reference.DATASET
@@ -40,6 +41,38 @@ FLASH, FLEX = arms.FLASH.label, arms.FLEX.label
 FA3, FA2 = arms.FA3.label, arms.FA2.label
 #: The H200 study with vLLM's default settings; its variants (another chunk size, two GPUs) have folders of their own.
 H200_STUDY = "h200/vllm0.26-qwen2.5-7b"
+
+
+# --- the quantities of a prompt-length sweep, one family per study (members: [arm, ...]); chapters 1 and 6 ---
+
+def _sweep(gpu: str, run: str, provenance: str) -> dict[str, Quantity]:
+    where = f"the {gpu.upper()} sweep, one request at a time"
+    q = lambda key, means, unit, file="sweep.csv": Quantity(f"{gpu}.sweep.{key}", f"{means}, {where}",  # noqa: E731
+                                                            run=run, file=file, unit=unit)
+    fit = "of the least-squares fit TTFT = a + b n + c n² over the arm's prompt lengths (the fit, or its 95% interval)"
+    return {"a": q("fit_a", f"the constant a {fit}", "ms"), "b": q("fit_b", f"the linear coefficient b {fit}", "µs/token"),
+            "c": q("fit_c", f"the quadratic coefficient c {fit}", "ps/token²"),
+            "c_ratio": q("c_ratio", "one arm's fitted c over another's", "×"),
+            "share": q("quadratic_share", "c n² / (b n + c n²) of an arm's fit at a prompt length", "%"),
+            "b_eff": q("matmul_efficiency", "the matmul FLOPs of one token at the datasheet bf16 peak over the fitted b",
+                       "%"),
+            "c_eff": q("attention_efficiency", "the causal attention FLOPs per token² at the datasheet peak over the "
+                       "fitted c", "%"),
+            "ttft": q("ttft", "median TTFT of the repetitions at a prompt length", "s"),
+            "ttft_ratio": q("ttft_ratio", "one arm's TTFT over another's at a prompt length", "×"),
+            "ttft_extra": q("ttft_extra", "how much longer one arm's TTFT is than another's at a prompt length", "%"),
+            "itl": q("itl", "median inter-token gap pooled over the repetitions' decode gaps at a context length", "ms"),
+            "itl_growth": q("itl_growth", "an arm's ITL at its longest context over its shortest, minus one", "%"),
+            "itl_ratio": q("itl_ratio", "one arm's ITL over another's at a context length", "×"),
+            "length": q("length", "a prompt length the sweep ran (its target length)", "tokens"),
+            "x_floor": q("over_floor", "a measured TTFT or ITL over its roofline floor", "×"),
+            "setting": q("setting", "a setting of the sweep as its provenance records it", "", provenance),
+            "ready": q("server_ready", "seconds from an arm's server start to its first answer", "s",
+                       "<arm>/provenance.json")}
+
+
+SWEEP_QUANTITIES = {"a10g": _sweep("a10g", A10G_STUDY, "provenance.json"),
+                    "h200": _sweep("h200", "h200/vllm0.26-qwen2.5-7b", "<arm>/provenance.json")}
 
 
 def study_of(dataset: str, root: Path = DATA_DIR) -> str:

@@ -1,4 +1,4 @@
-"""The busy server in the interview and the course kit: chapter 6b's facts (lab.book.busy_facts), the method's
+"""The busy server in the interview and the course kit: chapter 6b's facts (lab.book.pages.ch06b), the method's
 settings (lab.book.busy_method_facts) and what the answers add on the same data.
 
     slo      per arm, where the SLO breaks: the highest rate within it (lab.results.load.highest_rate_meeting),
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.book.busy_facts import CONC_SRC, GLUE_PREFIX, INTER_SRC, LOAD_SRC, LONG_CONTEXT, SLO, chapter06b
 from lab.book.busy_method_facts import method_facts
 from lab.book.facts import Fact, shown
+from lab.book.pages.ch06b import CONC_SRC, GLUE_PREFIX, INTER_SRC, LOAD_SRC, LONG_CONTEXT, SLO
+from lab.book.pages.ch06b import facts as chapter06b
 from lab.measure.vllm import arms
 from lab.results import concurrency as rc
 from lab.results import interference as ri
@@ -170,5 +171,6 @@ def facts(root: Path | None = None) -> dict[str, Fact]:
     root = DATA_DIR if root is None else Path(root)
     study = rl.load_study(root=root / "h200")
     settings = {name: fact for name, fact in method_facts(root).items() if name in QUOTED_SETTINGS}
-    return (chapter06b(root) | settings | slo_facts(study) | curve_facts(study)
-            | prompt_facts(ri.read_trials(root / "h200")) | fp8_facts(root))
+    added = (settings | slo_facts(study) | curve_facts(study) | prompt_facts(ri.read_trials(root / "h200"))
+             | fp8_facts(root))
+    return added | chapter06b(root)  # a name chapter 6b states is chapter 6b's fact

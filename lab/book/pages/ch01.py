@@ -28,7 +28,7 @@ from lab.book.plots import figure
 from lab.book.plots.roofline import plot_roofline
 from lab.book.roofline_explorers import roofline_explorer
 from lab.measure.ceilings import GPU_SIZES
-from lab.results import bandwidth, data, fused_bound, hardware, iomodel, reference, roofline, units
+from lab.results import bandwidth, data, fused_bound, hardware, iomodel, reference, roofline, sweeps, units
 from lab.results.hardware import DEVICES, GB, TB, TFLOPS
 from lab.results.kernel_runs import PREFILL_MS, RECORD
 from lab.results.modelshape import qwen25_7b, streamed_weights_gb, weights_gb
@@ -62,8 +62,7 @@ OVER_FLOORS = Quantity("h200.prefill.over_compute_floor", "a prefill kernel's ti
                        unit="×")
 OF_MATMUL = Quantity("h200.prefill.pct_of_matmul_rate", "a prefill kernel's FLOP/s in the first full benchmark as a "
                      "share of the H200's measured matmul rate", run=RECORD, file="prefill.csv", unit="%")
-A10G_ITL = Quantity("a10g.sweep.itl", "the A10G study's time per output token at one prompt length (vLLM 0.11, "
-                    "Qwen2.5-7B bf16)", run=reference.DATASET, file="sweep.csv", unit="ms")
+A10G_ITL = sweeps.SWEEP_QUANTITIES["a10g"]["itl"]  # the study's ITL, as chapter 6 states it
 A10G_BUS = Quantity("a10g.sweep.itl_pct_bus_busy", "the least time a decode step's weight and KV bytes take at the "
                     "A10G's datasheet bandwidth, over the study's time per output token", run=reference.DATASET,
                     file="sweep.csv", unit="%")
@@ -159,7 +158,7 @@ def prefill_check(n: int) -> dict:
     check = fused_bound.h200_kernel_check(fused_bound.fastest_candidate(n), n)
     who = check["candidate"]
     return {"n": n, "kernel": Fact(who, f"data/{RECORD}/prefill.csv"),
-            "ms": PREFILL_MS.fact(check["ms"], who, n, detail="prefill.csv"),
+            "ms": PREFILL_MS.fact(check["ms"], who, n, run=RECORD, detail="prefill.csv"),
             "compute_ms": COMPUTE_FLOOR.fact(check["compute_ms"], n),
             "memory_ms": MEMORY_FLOOR.fact(check["compulsory_ms"], n),
             "over": OVER_FLOORS.fact(check["ms"] / check["compute_ms"], who, n),
@@ -203,6 +202,7 @@ def _h200_measured_facts() -> dict:
 
 
 @functools.cache
+@functools.cache  # measured once per page run: the facts and the figure show the same measurement
 def _this_machine():
     """This machine's ceilings, measured now (the GPU if there is one, else a quick CPU measurement)."""
     return hardware.measure() if env.detect().has_gpu else hardware.quick_cpu_ceilings()

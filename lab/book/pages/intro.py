@@ -6,7 +6,7 @@
 The runs it reads, each once, through :mod:`lab.results.sweeps`: the published A10G study
 (data/reference/a10g-vllm0.11-qwen2.5-7b) and our H200 prompt-length sweeps (data/h200/vllm0.26-qwen2.5-7b).
 For each GPU it states FlexAttention's time over FlashAttention's at the shortest and the longest prompt both
-arms ran, and on the H200 the constant terms of the two arms' quadratic fits (chapter 6 fits them).
+arms ran (the fits of those sweeps are chapter 6's).
 
 Glue names other pages may take from here: ``a10g_short_n`` (the A10G study's shortest prompt: 257 tokens, for
 a target of 256), ``h200_fa_a_ms`` and ``h200_flex_a_ms`` (the fits' constant terms, as chapter 6 states them).
@@ -42,10 +42,6 @@ PROMPT = {"A10G": reference.PROMPT_TOKENS,
           "H200-SXM": Quantity("h200.sweep.prompt_tokens", "the tokens of a prompt both arms of the H200 sweep ran",
                                run=H200_SWEEPS, file="*/sweep.csv", unit="tokens")}
 #: In ms without a unit tag: chapter 6 glues the same names as plain numbers in ms.
-FIT_CONSTANT = Quantity("h200.sweep.fit_constant_ms", "the constant term a of the quadratic fit t = a + b·n + c·n² to "
-                        "one arm's time to first token against prompt length, in ms (lab.results.sweeps.fit_summary)",
-                        run=H200_SWEEPS, file="*/sweep.csv")
-
 
 @functools.cache
 def _comparisons() -> dict:
@@ -78,12 +74,6 @@ def facts() -> dict[str, Fact]:
     out = {}
     for gpu in FAST_ARM:
         out |= _end_facts(gpu, by_gpu.get(gpu))
-    table = sweeps.sweeps()
-    study = sweeps.find_study(table, "H200")
-    constant = sweeps.fit_summary(table, study).set_index("arm")["a_s"] if study else {}
-    for key, arm in (("fa", FAST_ARM["H200-SXM"]), ("flex", SLOW_ARM)):
-        value = 1e3 * float(constant[arm]) if study else None
-        out[f"h200_{key}_a_ms"] = FIT_CONSTANT.fact(value, arm)
     return out
 
 

@@ -37,6 +37,17 @@ def _categories(ticks) -> list[str]:
     return named[:MAX_LABELS] if named and len(named) >= len(names) / 2 else []
 
 
+def _shared_label(ax, axis: str) -> str:
+    """The axis' label, or where it has none, the label of an axes it shares that axis with (stacked panels
+    name their shared x axis once, under the last)."""
+    own = _plain(getattr(ax, f"get_{axis}label")())
+    if own:
+        return own
+    shared = ax.get_shared_x_axes() if axis == "x" else ax.get_shared_y_axes()
+    labels = [_plain(getattr(other, f"get_{axis}label")()) for other in shared.get_siblings(ax) if other is not ax]
+    return next((label for label in labels if label), "")
+
+
 def _panel(ax) -> str:
     """One panel: its name, what it plots, its series; '' for an empty or hidden axes."""
     if not ax.get_visible():
@@ -44,7 +55,7 @@ def _panel(ax) -> str:
     legend = ax.get_legend()
     name = _plain(ax.get_title()) or _plain(ax.get_title(loc="left")) or (_plain(legend.get_title().get_text())
                                                                            if legend else "")
-    x, y = _plain(ax.get_xlabel()), _plain(ax.get_ylabel())
+    x, y = _shared_label(ax, "x"), _shared_label(ax, "y")
     x_names, y_names = _categories(ax.get_xticklabels()), _categories(ax.get_yticklabels())
     if y_names and not y:  # horizontal bars: a quantity for each named row
         what = f"{x or 'values'} for {', '.join(y_names)}"

@@ -58,19 +58,28 @@ def plot_prefill(table, labels: dict, source: str):
     return fig
 
 
+#: The ablation's row labels: characters a line, and the height of a line of them (inches, at the book's
+#: smallest figure text with matplotlib's 1.2 line spacing, rounded up).
+ABLATION_LABEL_CHARS, ABLATION_LINE_IN = 24, 0.19
+
+
 def plot_ablation(table, source: str):
     """The tuned kernel built up one change at a time: TFLOP/s per step, one bar group per length."""
     steps = table.drop_duplicates("step").sort_values("step")
     lengths = sorted(table.n.unique())
-    fig, ax = figure(figsize=(WIDTH_IN, 1.6 + 0.55 * len(steps)))
+    # each change on lines of at most LABEL_CHARS characters (the labels share a phone's width with the bars),
+    # and each step's slot tall enough for its longest label: two labels never overlap
+    labels = [textwrap.fill(c, ABLATION_LABEL_CHARS) for c in steps.change]
+    lines = max(label.count("\n") + 1 for label in labels)
+    slot_in = max(0.55, ABLATION_LINE_IN * lines + 0.14)
+    fig, ax = figure(figsize=(WIDTH_IN, 1.6 + slot_in * len(steps)))
     height = 0.8 / len(lengths)
     for i, n in enumerate(lengths):
         rows = table[table.n == n].sort_values("step")
         ax.barh(rows.step + i * height, rows.tflops, height=height, label=f"{n // 1024}k tokens",
                 color=["#e36b00", "#a06356"][i % 2])
-    # each change on lines of at most 22 characters: the labels share a phone's width with the bars
-    ax.set_yticks(steps.step + height * (len(lengths) - 1) / 2, [textwrap.fill(c, 22) for c in steps.change])
-    ax.invert_yaxis()
+    ax.set_yticks(steps.step + height * (len(lengths) - 1) / 2, labels)
+    ax.set_ylim(steps.step.max() + 0.5 + height * (len(lengths) - 1), steps.step.min() - 0.5)
     ax.set_xlabel("TFLOP/s")
     legend_above(ax, ncol=len(lengths))
     caption(ax, source)

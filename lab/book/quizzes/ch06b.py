@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lab.book.facts import Fact
-from lab.book.interview import busy
+from lab.book.pages import ch06b
 from lab.book.quiz import Cited, Question, Quiz, chapter_quiz
 
 KEY = "06b-busy-server"
@@ -18,7 +18,7 @@ def _cited(facts: dict[str, Fact], names: dict[str, tuple[str, str]]) -> dict[st
 
 
 def questions() -> list[Question]:
-    facts = busy.facts()
+    facts = ch06b.facts()
     return [q for make in (_queueing, _flex_tpot, _chunk_trade, _fp8_limits) for q in make(facts)]
 
 
@@ -38,11 +38,13 @@ def _queueing(facts: dict) -> list[Question]:
          "Prefill attention is quadratic, and a higher request rate makes each prompt longer to process",
          "The benchmark client cannot send requests fast enough, so its own timestamps drift at high rates"],
         0,
-        "Utilisation ρ is the arrival rate over the rate the server completes requests. In the simplest queue the "
-        "response time is the service time over 1 − ρ ({m2} times it at ρ = {q2}), with no steady state once ρ "
-        "reaches one; the tail follows the mean. Requests in flight (Little's law: rate × mean latency) went from {low} to {high}. "
-        "A batching server bends later than that queue, since a bigger batch makes each step do more work, but it "
-        "bends.",
+        "Utilisation ρ is the arrival rate over the rate the server completes requests. In the simplest queue (M/M/1) "
+        "the time in the system is exponential with mean service time / (1 − ρ) ({m2} times it at ρ = {q2}), so every "
+        "percentile, the p99 too, scales by that same 1 / (1 − ρ); past ρ = 1 there is no steady state. Requests in "
+        "flight by Little's law (rate × mean latency) went from {low} to {high}; the last point is past capacity "
+        "(ρ = {q6}), where the queue grows for as long as arrivals last, so {high} is an average over a run that was "
+        "still filling, not a steady state. A batching server bends later than that queue, since a bigger batch makes "
+        "each step do more work, but it bends.",
         cites=cites,
         holds=lambda v: (v["t6"] - v["t5"]) / (v["r6"] - v["r5"]) > 3 * (v["t3"] - v["t1"]) / (v["r3"] - v["r1"]),
     )]
@@ -57,7 +59,8 @@ def _flex_tpot(facts: dict) -> list[Question]:
     if cites is None:
         return []
     return [Question(
-        "The SLO was p99 TTFT within {slo_ttft} ms and p99 TPOT within {slo_tpot} ms. FLEX_ATTENTION met it up to {ok} "
+        "The targets were TTFT within {slo_ttft} ms and TPOT within {slo_tpot} ms, scored at the p99 of each rate's "
+        "requests. FLEX_ATTENTION met them up to {ok} "
         "requests/s and broke it at {bad} ({rho} of its capacity), with p99 TTFT {ttft} ms but p99 TPOT {tpot} ms. "
         "Why does it break on TPOT, so far below capacity?",
         ["Its decode step is slow, and every request in flight lengthens every step",
@@ -78,7 +81,8 @@ def _chunk_trade(facts: dict) -> list[Question]:
                            "small": ("inter_chunk_small", ",d"), "big": ("inter_chunk_big", ",d"),
                            "max_small": ("inter_fa3_2048_8l_max", ".0f"), "max_big": ("inter_fa3_8192_8l_max", ".0f"),
                            "ttft_small": ("inter_fa3_2048_8l_ttft", ".2f"),
-                           "ttft_big": ("inter_fa3_8192_8l_ttft", ".2f"), "n": ("inter_8l_decoders", "d")})
+                           "ttft_big": ("inter_fa3_8192_8l_ttft", ".2f"), "n": ("inter_8l_decoders", "d"),
+                           "w": ("chunkcost_8l_weights_pct", ".0f"), "d": ("chunkcost_8l_decoders_pct", ".0f")})
     if cites is None:
         return []
     return [Question(
@@ -92,8 +96,9 @@ def _chunk_trade(facts: dict) -> list[Question]:
         0,
         "An engine step has a budget of max_num_batched_tokens: one token for each decoding request, the rest a chunk "
         "of the prompt, and every decoder waits for the whole step. A smaller chunk makes each step shorter; the "
-        "prompt then takes more steps, and each step pays its fixed costs again (the weights read once per step, the "
-        "decoders' tokens), so its first token comes later.",
+        "prompt then takes more steps, and each extra step reads the weights and every decoder's cache again, so its "
+        "first token comes later (read at the bandwidth ceiling, the weights are {w}% of the delay and the decoders' "
+        "caches {d}%; the rest this run does not place).",
         cites=cites,
         holds=lambda v: v["max_small"] < 0.5 * v["max_big"] and v["ttft_big"] < v["ttft_small"] < 1.25 * v["ttft_big"],
     )]

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lab import LabError, env
+from lab import REPO_ROOT, LabError, env
 
 
 class Stopped(Exception):
@@ -37,6 +37,11 @@ class Plan:
     title: str
     lines: list[str]
     command: str
+
+
+def shown_path(path) -> str:
+    """A path as the reader would type it: relative to the repository when inside it."""
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 def why_not_here(needs_vllm: bool = False, caps=None) -> str | None:

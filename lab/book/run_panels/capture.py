@@ -72,13 +72,13 @@ class CapturePanel(RunPanel):
 
     def run(self, values: dict) -> dict:
         from lab.folders import dataset_lock
-        from lab.measure.capture import DECODE_TOKENS, TraceFolder, Window, capture_window
+        from lab.measure.capture import DECODE_TOKENS, PROFILER_OPTIONS, TraceFolder, Window, capture_window
 
         self.current = ArmKey(arms.known(values["backend"]), profiler=True)
         trace_dir = (LOG_DIR / f"{self.current.slug}-traces").resolve()
         trace_dir.mkdir(parents=True, exist_ok=True)  # vLLM writes its traces here (an absolute folder)
         server = self.pool().get(self.current, say=self.progress.line, cancelled=self.cancel.is_set,
-                                 profiler_dir=trace_dir)
+                                 profiler_dir=trace_dir, profiler_options=PROFILER_OPTIONS)
         self.check_cancel()
         window = Window(values["phase"], int(values["tokens"]))
         self.progress.line(f"capturing {window.name}: warm request, then /start_profile ... /stop_profile "

@@ -28,9 +28,8 @@ from pathlib import Path
 from lab import LabError
 from lab.book.explorer_live import LiveExplorer
 from lab.book.load_explorer import load_explorer
-from lab.book.run_panels.base import Plan, RunPanel, autorun_requested
+from lab.book.run_panels.base import Plan, RunPanel, autorun_requested, shown_path
 from lab.book.run_panels.servers import MAX_MODEL_LEN, MEMORY_SHARE, ArmKey, available_arms, pool
-from lab.book.run_panels.sweep import shown_path
 from lab.folders import dataset_lock
 from lab.measure.vllm import arms, tokenizer
 from lab.measure.vllm import load as vload

@@ -84,8 +84,10 @@ class ServerPool:
         self._lock = threading.Lock()
         atexit.register(self.stop_all)
 
-    def get(self, key: ArmKey, say=print, cancelled=lambda: False, profiler_dir: Path | None = None) -> Server:
-        """The running server for ``key``, started (with its start phases passed to ``say``) if needed."""
+    def get(self, key: ArmKey, say=print, cancelled=lambda: False, profiler_dir: Path | None = None,
+            profiler_options: dict | None = None) -> Server:
+        """The running server for ``key``, started (with its start phases passed to ``say``) if needed; with a
+        ``profiler_dir``, vLLM's torch profiler writes there, configured by ``profiler_options``."""
         with self._lock:
             server = self.servers.get(key)
         if server is not None and server.alive():
@@ -97,9 +99,7 @@ class ServerPool:
         if key.tokenizer:
             kwargs.update(skip_tokenizer_init=False, extra_args=("--tokenizer", str(self.tokenizer_dir())))
         if profiler_dir is not None:
-            from lab.measure.capture import PROFILER_OPTIONS
-
-            kwargs.update(profiler_dir=profiler_dir, profiler_options=PROFILER_OPTIONS)
+            kwargs.update(profiler_dir=profiler_dir, profiler_options=profiler_options or {})
         if self.ready_timeout is not None:
             kwargs["ready_timeout"] = self.ready_timeout
         server = self.make(self.model_dir(), key.arm, **kwargs)

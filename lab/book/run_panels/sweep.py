@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from lab import LabError
-from lab.book.run_panels.base import Plan, RunPanel
+from lab.book.run_panels.base import Plan, RunPanel, shown_path
 from lab.book.run_panels.servers import MAX_MODEL_LEN, ArmKey, available_arms, pool
 from lab.measure.vllm import arms
 from lab.measure.vllm.probe import ProbeEvents, ProbePlan, read_records, run_probe
@@ -25,13 +25,6 @@ LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 OUTPUT_TOKENS = (16, 32, 64, 128)
 CHUNKS = (None, 2048, 8192)
 OUT_ROOT = LOCAL_DIR / "vllm-live"
-
-
-def shown_path(path) -> str:
-    """A path as the reader would type it: relative to the repository when inside it."""
-    from lab import REPO_ROOT
-
-    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 def sweep_command(arm: str, values: dict) -> str:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: Kernel families of a census, in the order tables list them. ``communication``: collectives between
-#: GPUs (NCCL, vLLM's custom all-reduce); zero on one GPU.
-FAMILIES = ("attention", "matmul", "communication", "other")
+# Kernel families of a census, in the order tables list them. ``communication``: collectives between GPUs
+# (NCCL, vLLM's custom all-reduce); zero on one GPU. One table, shared with the readers of stored censuses.
+from lab.measure.families import FAMILIES  # noqa: F401  (re-exported as lab.measure.census.FAMILIES)
+
 
 @dataclass(frozen=True)
 class Rule:

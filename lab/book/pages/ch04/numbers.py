@@ -35,6 +35,7 @@ from lab.measure.attention import hopper
 from lab.measure.attention.tuned import TUNED_CONFIGS
 from lab.results import bandwidth, kernel_counters, kernel_runs, roofline, tuning
 from lab.results.kernel_counters import counter_fact
+from lab.results.kernel_runs import PREFILL_MS, SPEED_VS_CUDNN  # the race's, stated by chapters 4 and 6
 from lab.results.quantities import Quantity
 
 _PREFILL = "causal prefill shaped like Qwen2.5-7B's attention (28 query / 4 KV heads, d=128, bf16, batch 1)"
@@ -47,11 +48,6 @@ SPEED_VS_FA3 = Quantity(
     file="prefill.csv", unit="×",
     others={ABLATION: f"the ablation's own run (the tuned kernel as its last kept step, FA3 beside it), {_LEASE}",
             HOPPER_RACE: f"the Gluon race (our Triton kernel again, TMA loads, beside FA3 and the Gluon kernel), {_LEASE}"})
-SPEED_VS_CUDNN = Quantity("h200.prefill.speed_vs_cudnn", f"cuDNN's time over the kernel's, {_PREFILL}, {_ROUNDS}",
-                          run=RACE, file="prefill.csv", unit="×")
-PREFILL_MS = Quantity("h200.prefill.ms", f"one {_PREFILL} call: the median of interleaved rounds", run=RACE,
-                      file="prefill.csv", unit="ms",
-                      others={BENCH: "the benchmark's earlier full run (1k-32k and the naive path), another lease"})
 PREFILL_TFLOPS = Quantity("h200.prefill.tflops", f"causal FLOPs (half of 4 n² d per head) per second, {_PREFILL}",
                           run=RACE, file="prefill.csv", unit="TFLOP/s")
 PCT_OF_PEAK = Quantity("h200.prefill.pct_of_datasheet_peak", "a kernel's TFLOP/s in the race as a share of the "
