@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from lab import REPO_ROOT, LabError
-from lab.book.busy_method_facts import method_facts, serial_ttft_table
 from lab.book.interview import busy
+from lab.book.pages.busy_method import method_facts, serial_ttft_table
 from lab.results import load as rl
 
 DATA = REPO_ROOT / "data"

@@ -1,5 +1,6 @@
 """The code passes the project's linter (rules in pyproject.toml) and stays within its size limits:
-no function above cyclomatic complexity 15 or 80 lines, no module above 500 lines (in lab/)."""
+no function above cyclomatic complexity 15 or 80 lines, no module above 600 lines (in lab/): an alarm for a module that holds two concepts;
+a file's boundary is its concept, so nothing is split just to pass it."""
 
 import ast
 import shutil
@@ -13,7 +14,7 @@ from lab import REPO_ROOT
 
 MAX_COMPLEXITY = 15
 MAX_FUNCTION_LINES = 80
-MAX_MODULE_LINES = 500
+MAX_MODULE_LINES = 600
 
 
 def _ruff() -> str:

@@ -6,7 +6,6 @@ import html as html_lib
 import json
 import math
 import re
-
 from pathlib import Path
 
 import pytest

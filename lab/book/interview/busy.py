@@ -1,5 +1,5 @@
 """The busy server in the interview and the course kit: chapter 6b's facts (lab.book.pages.ch06b), the method's
-settings (lab.book.busy_method_facts) and what the answers add on the same data.
+settings (lab.book.pages.busy_method) and what the answers add on the same data.
 
     slo      per arm, where the SLO breaks: the highest rate within it (lab.results.load.highest_rate_meeting),
              the next measured rate, which p99 broke there, utilisation (rate over the measured capacity) and
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.book.busy_method_facts import method_facts
+from lab.book.pages.busy_method import method_facts
 from lab.book.facts import Fact, shown
 from lab.book.pages.ch06b import CONC_SRC, GLUE_PREFIX, INTER_SRC, LOAD_SRC, LONG_CONTEXT, SLO
 from lab.book.pages.ch06b import facts as chapter06b
@@ -29,7 +29,7 @@ from lab.store import DATA_DIR
 #: Rows of the course kit's load-curve table (the study's six fractions of capacity).
 CURVE_POINTS = 6
 MM1 = "lab.book.interview.busy: 1 / (1 - rho) of an M/M/1 queue"
-#: The method appendix's settings the answers quote (lab.book.busy_method_facts).
+#: The method appendix's settings the answers quote (lab.book.pages.busy_method).
 QUOTED_SETTINGS = ("bm_input_len", "bm_output_len", "bm_chunk", "bm_inter_ctx_lo", "bm_inter_ctx_hi")
 
 

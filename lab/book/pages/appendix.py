@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import html
 
-from lab.book.busy_method_facts import method_facts, serial_ttft_table
+from lab.book.pages.busy_method import method_facts, serial_ttft_table
 from lab.book.pages import declared
 from lab.book.pages.ch06b import facts as chapter06b
 from lab.measure import clock_probe, gpuclocks
@@ -329,7 +329,7 @@ def capture_facts() -> dict[str, Fact]:
             "probe_sustained_s": Fact(max(sustained), probe, "{:g}")}
 
 
-#: The facts of chapter 6b that the busy-server section states (the method's own come from busy_method_facts).
+#: The facts of chapter 6b that the busy-server section states (the method's own come from busy_method).
 BUSY_RESULTS = ("fa3_capacity", "fa3_rates", "inter_fa3_2048_8l_steady", "inter_fa3_8192_8l_steady",
                 "agree_requests", "agree_bench_ttft", "agree_probe_ttft", "agree_ttft_pct", "agree_bench_itl",
                 "agree_probe_itl", "agree_itl_pct", "agree_within", "agree_bench_ttft_median",

@@ -1,4 +1,4 @@
-"""How the busy-server study was taken, for the method appendix: the load points' settings (each arm's provenance and
+"""The method appendix's page module for the busy-server study: the load points' settings (each arm's provenance and
 FA3's first Poisson point's command line), the synthetic tokenizer, the serial TTFTs behind the probe-vs-bench check,
 and the interference trials' settings and windows. The results themselves are chapter 6b's
 (:func:`lab.book.pages.ch06b.facts`); these are the method's values, each from the file that records it.
@@ -10,15 +10,25 @@ import shlex
 from pathlib import Path
 
 from lab import REPO_ROOT
-from lab.book.facts import Fact, shown
+from lab.book.facts import Fact
 from lab.measure.vllm import arms
 from lab.measure.vllm.tokenizer import model_vocab_size
 from lab.results import interference as ri
 from lab.results import load as rl
+from lab.results.quantities import Quantity
 from lab.store import DATA_DIR, read_json
 
 WORKLOAD = "random-1024-128"
 MODEL = REPO_ROOT / "data" / "models" / "qwen2.5-7b-128k"
+#: A setting of a study as its files record it (members: [setting]).
+LOAD_SETTING = Quantity("h200.load.setting", "a setting of the load study as FA3's arm recorded it (its provenance, "
+                        "or the command line of its lightest Poisson point)", run=f"h200/{rl.H200_STUDY}",
+                        file=f"{WORKLOAD}/{arms.FA3.slug}/provenance.json")
+INTERFERENCE_SETTING = Quantity("h200.interference.setting", "a setting of the interference trials as FA3's arm "
+                                "recorded it", run="h200/vllm0.26-qwen2.5-7b-interference",
+                                file=f"{arms.FA3.slug}/chunk-*/provenance.json")
+VOCAB = Quantity("model.vocab_size", "the vocabulary of the synthetic tokenizer's model (Qwen2.5-7B's, from its "
+                 "config.json)", run="data/models/qwen2.5-7b-128k: config.json", unit="tokens")
 
 
 def _flag(argv: list[str], name: str) -> str | None:
@@ -32,8 +42,8 @@ def load_method(root: Path = DATA_DIR) -> dict[str, Fact]:
     where = f"data/h200/{rl.H200_STUDY}/{WORKLOAD}/{arms.FA3.slug}"
     constants = {"bm_agreement_tolerance": Fact(100 * rl.AGREEMENT_TOLERANCE, "lab.results.load.AGREEMENT_TOLERANCE",
                                                 "{:.0f}%"),
-                 "bm_vocab_size": Fact(model_vocab_size(MODEL) if (MODEL / "config.json").exists() else None,
-                                       "data/models/qwen2.5-7b-128k/config.json", "{:,d}")}
+                 "bm_vocab_size": VOCAB.fact(model_vocab_size(MODEL) if (MODEL / "config.json").exists() else None,
+                                             fmt="{:,d}")}
     if not (folder / "provenance.json").exists():
         return constants | {name: Fact(None, where) for name in LOAD_NAMES}
     prov = read_json(folder / "provenance.json")
@@ -45,21 +55,22 @@ def load_method(root: Path = DATA_DIR) -> dict[str, Fact]:
     prov_src, cmd_src = f"{where}/provenance.json", f"{where}/{cmd_path.name if cmd_path else '<point>.cmd'}"
     fractions = sorted(flags["fractions"])
     return {"bm_vllm": Fact(prov["vllm"], prov_src),
-            "bm_span_s": Fact(flags["span_s"], prov_src, "{:.0f}"),
+            "bm_span_s": LOAD_SETTING.fact(flags["span_s"], "span_s", fmt="{:.0f}"),
             "bm_fraction_lo": Fact(fractions[0], prov_src, "{:g}"),
             "bm_fraction_hi": Fact(fractions[-1], prov_src, "{:g}"),
             "bm_fractions": Fact(", ".join(f"{f:g}" for f in fractions), prov_src),
-            "bm_capacity_prompts": Fact(flags["capacity_prompts"], prov_src, "{:d}"),
-            "bm_min_prompts": Fact(flags["min_prompts"], prov_src, "{:d}"),
-            "bm_max_prompts": Fact(flags["max_prompts"], prov_src, "{:,d}"),
-            "bm_agreement_prompts": Fact(flags["agreement_prompts"], prov_src, "{:d}"),
-            "bm_input_len": Fact(flags["workload"]["input_len"], prov_src, "{:,d}"),
-            "bm_output_len": Fact(flags["workload"]["output_len"], prov_src, "{:d}"),
-            "bm_chunk": Fact(flags["max_num_batched_tokens"], prov_src, "{:,d}"),
-            "bm_gpu_memory": Fact(server["gpu_memory_utilization"], prov_src, "{:g}"),
+            "bm_capacity_prompts": LOAD_SETTING.fact(flags["capacity_prompts"], "capacity_prompts", fmt="{:d}"),
+            "bm_min_prompts": LOAD_SETTING.fact(flags["min_prompts"], "min_prompts", fmt="{:d}"),
+            "bm_max_prompts": LOAD_SETTING.fact(flags["max_prompts"], "max_prompts", fmt="{:,d}"),
+            "bm_agreement_prompts": LOAD_SETTING.fact(flags["agreement_prompts"], "agreement_prompts", fmt="{:d}"),
+            "bm_input_len": LOAD_SETTING.fact(flags["workload"]["input_len"], "input_len", fmt="{:,d}"),
+            "bm_output_len": LOAD_SETTING.fact(flags["workload"]["output_len"], "output_len", fmt="{:d}"),
+            "bm_chunk": LOAD_SETTING.fact(flags["max_num_batched_tokens"], "chunk", fmt="{:,d}"),
+            "bm_gpu_memory": LOAD_SETTING.fact(server["gpu_memory_utilization"], "gpu_memory", fmt="{:g}"),
             "bm_burstiness": Fact(_flag(argv, "--burstiness"), cmd_src),
             "bm_temperature": Fact(_flag(argv, "--temperature"), cmd_src),
-            "bm_command_rate": shown(poisson[0]["rate"] if poisson else None, "g", cmd_src),
+            "bm_command_rate": LOAD_SETTING.fact(poisson[0]["rate"] if poisson else None, "first Poisson rate", fmt="{:g}",
+                                                  detail=cmd_src),
             "bm_command": Fact(command, cmd_src)} | constants
 
 
@@ -89,12 +100,12 @@ def interference_method(root: Path = DATA_DIR) -> dict[str, Fact]:
                       if bool(r["server"]["skip_tokenizer_init"]) == skipped), ",d")
         return f"{found} tokens" if found else None
 
-    return out | {"bm_inter_ctx_lo": Fact(low, where, "{:,d} tokens"),
-                  "bm_inter_ctx_hi": Fact(high, where, "{:,d} tokens"),
+    return out | {"bm_inter_ctx_lo": INTERFERENCE_SETTING.fact(low, "shortest context", fmt="{:,d} tokens"),
+                  "bm_inter_ctx_hi": INTERFERENCE_SETTING.fact(high, "longest context", fmt="{:,d} tokens"),
                   "bm_inter_decoders": Fact(join((t["decoders"] for t in trials), "d"), where),
                   "bm_inter_lengths": Fact(join((t["long_len"] for t in trials), ",d"), where),
-                  "bm_inter_warm_steps": Fact(trials[0]["warm_steps"], where, "{:d}"),
-                  "bm_inter_after_s": Fact(trials[0]["after_s"], where, "{:g}"),
+                  "bm_inter_warm_steps": INTERFERENCE_SETTING.fact(trials[0]["warm_steps"], "warm steps", fmt="{:d}"),
+                  "bm_inter_after_s": INTERFERENCE_SETTING.fact(trials[0]["after_s"], "after_s", fmt="{:g}"),
                   "bm_inter_token_id_chunks": Fact(chunks(True), where),
                   "bm_inter_text_chunks": Fact(chunks(False), where)}
 
