@@ -1,6 +1,7 @@
 """The interview's and the course kit's facts: the teaching pages' facts quoted from the fact registry as those
-pages glued them; the interim readers' values (chapters 1-3, 6, 6b) checked against the files, "not measured yet"
-when the data is missing; the claims the chapters make on them; and the course kit's slide ranges and print views."""
+pages glued them (chapters 1-3 under their own glue names), the answers' derivations from them; the interim
+readers' values (chapters 6, 6b) checked against the files, "not measured yet" when the data is missing; the
+claims the chapters make on them; and the course kit's slide ranges and print views."""
 
 import csv
 import functools
@@ -16,8 +17,8 @@ from lab.book import fact_registry, quizzes, quoted
 from lab.book.facts import NOT_MEASURED, Fact, glue_all, glued_value
 from lab.book.interview import a10g, h200, studies
 from lab.book.interview.common import A10G
-from lab.book.pages import course_kit, interview
-from lab.results import bandwidth, data, records, sweeps
+from lab.book.pages import ch01, ch02, course_kit, interview
+from lab.results import bandwidth, data, dram_bytes, records, roofline, sweeps
 
 BANDWIDTH_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "bandwidth"  # an H200 read stream (made-up numbers)
 
@@ -51,10 +52,8 @@ def test_a10g_facts_match_the_files():
     assert f["itl_flex_extra_ms"] == pytest.approx(itl("FLEX_ATTENTION", long) - itl("FLEX_ATTENTION", short))
     assert f["c_flash"] == float(_raw("fits.csv", arm="FLASH_ATTN")["c_ps_per_token2"])
     assert f["kernel_flash"] == _raw("decode_kernels.csv", arm="FLASH_ATTN", phase="decode")["kernel"]
-    # hand checks of the model: 57,344 bytes of KV per token; the floor grows by the extra KV over 600 GB/s
-    assert f["kv_kb_per_token"] == pytest.approx(2 * 28 * 4 * 128 * 2 / 1e3)
+    # hand check of the model: the floor grows by the extra KV (57,344 bytes per token) over 600 GB/s
     assert f["floor_long_ms"] - f["floor_short_ms"] == pytest.approx((long - short) * 57344 / 600e9 * 1e3, rel=1e-9)
-    assert f["decode_attention_intensity"] == pytest.approx(7)
 
 
 def test_the_kv_read_rate_is_the_slope_chapter_6_uses():
@@ -74,22 +73,31 @@ def test_the_claims_chapter_08_makes_hold_on_the_data():
     # Q6: between the two backends the decode ratio is the larger; a whole request lies between the two
     assert f["itl_ratio_long"] > f["ttft_ratio_long"]
     assert f["ttft_ratio_long"] < f["request_ratio_long"] < f["itl_ratio_long"]
-    # Q1: the re-read count lands left of the H100's ridge, the compulsory count far right of it
-    assert f["intensity_reread_long"] < f["ridge_h100"] < f["intensity_compulsory_long"]
 
 
-def test_stopwatch_facts_are_chapter_twos_check_with_its_thin_margin(tmp_path):
+def test_the_claims_on_chapter_ones_facts_hold():
+    """Q1 and Exercise 11: at chapter 1's length the re-read count lands left of the H100's datasheet ridge, the
+    compulsory count far right of it; Q5: a decode matmul does about one FLOP per weight byte."""
+    f = {k: v.value for k, v in ch01.facts().items()}
+    assert f["flash_reread_ai"] < f["h100_ridge_datasheet"] < f["flash_comp_ai"]
+    assert f"{f['dec_ai']:.1f}" == "1.0" and f["weights_streamed_gb"] < f["weights_gb"]
+
+
+def test_the_stopwatch_is_chapter_twos_check_with_its_thin_margin():
+    """Q1 and Exercise 11 state chapter 2's stopwatch check (chk_*), not a second read of the benchmark."""
     from lab.results import fused_bound
 
-    f = h200.stopwatch_facts()
-    if not f["sw_len"].measured:
+    f = ch02.facts()
+    if not f["chk_ms"].measured:
         pytest.skip("no H200 kernel benchmark committed")
-    check = fused_bound.h200_kernel_check(f["sw_kernel"].value, f["sw_len"].value)  # the same method, not a copy
-    assert f["sw_ms"].value == check["ms"] and f["sw_reread_ms"].value == check["reread_ms"]
+    check = fused_bound.h200_kernel_check(f["chk_kernel"].value, f["chk_n"].value)  # the same method, not a copy
+    assert f["chk_ms"].value == check["ms"] and f["chk_reread_ms"].value == check["reread_ms"]
     # the book says the margin is thin and flips at the datasheet bandwidth: the data must keep saying so
-    assert 0 < f["sw_margin_pct"].value < 20 and f["sw_reread_ds_ms"].value < f["sw_ms"].value
-    assert not h200.stopwatch_facts(root=tmp_path)["sw_ms"].measured  # no data: not measured, no guess
-    assert f["sw_ceiling_tbs"].quantity == "bandwidth_ceiling[h200]"  # the one ceiling, not the run's copy
+    assert 0 < f["chk_margin_pct"].value < 20 and f["chk_reread_ds_ms"].value < f["chk_ms"].value
+    assert f["chk_ceiling_tbs"].quantity == "bandwidth_ceiling[h200]"  # the one ceiling, not the run's copy
+    taken = set(interview.TAKEN["book/02-naive-attention"])
+    assert {"chk_n", "chk_kernel", "chk_ms", "chk_reread_ms", "chk_margin_pct", "chk_ceiling_tbs", "chk_ds_tbs",
+            "chk_reread_ds_ms"} <= taken
 
 
 def test_facts_with_a_format_format_themselves_or_say_not_measured(monkeypatch):
@@ -100,11 +108,6 @@ def test_facts_with_a_format_format_themselves_or_say_not_measured(monkeypatch):
     glue_all({"a": Fact(8192, "x", ",d"), "b": Fact(None, "y", ".1f"), "c": Fact(float("nan"), "z", ".1f"),
               "d": Fact(1.5, "w")})
     assert glued == {"a": "8,192", "b": NOT_MEASURED, "c": NOT_MEASURED, "d": 1.5}
-
-
-def test_h200_facts_without_data_are_not_measured(tmp_path):
-    values = h200.stopwatch_facts(root=tmp_path)
-    assert not any(f.measured for name, f in values.items() if not name.endswith("_tbs"))
 
 
 # --- the studies that land later: not measured until their files exist, then read by value ---------
@@ -177,28 +180,15 @@ def test_later_studies_read_their_files_through_lab_results(tmp_path):
     (tmp_path / studies.DECOMPOSITION).with_name("provenance.json").write_text(json.dumps(dict(
         kind="kernels", gpu="NVIDIA H200", driver="x", cuda="x", torch="2.11.0", triton="x", vllm=None,
         model=None, dtype="bfloat16", flags={}, date="2026-11-30", command="test")))
-    dram = dict(batch=1, q_heads=28, kv_heads=4, head_dim=128, causal=True, l2_hit_pct=90.0, kernel_ms=1.0, kernels=1)
-    write("h200/dram-bytes/dram_bytes.csv", [dict(candidate="ours-tuned", n=16384, dram_read_bytes=3e8,
-                                                  dram_write_bytes=1e8, **dram)])
     f = {k: v.value for k, v in studies.facts(root=tmp_path).items()}
     assert (f["conc_fa3_32k_1"], f["conc_fa3_32k_64"], f["conc_fa3_32k_64_admitted"]) == (6.0, 69.0, 58)
     assert f["conc_fa3_32k_64_x"] == pytest.approx(69.0 / f["conc_fa3_32k_64_floor"])
     assert (f["conc_flex_32k_1"], f["conc_flex_32k_top"], f["conc_flex_32k_top_n"]) == (50.0, 200.0, 4)
     assert (f["kv_bound_below_32k"], f["kv_bound_from_32k"]) == (4, 16)
-    assert f["dram_over_compulsory"] == pytest.approx(4e8 / (2 * 16384 * 28 * 128 * 2 + 2 * 16384 * 4 * 128 * 2))
-    assert f["reread_over_dram"] > 1 and f["dram_cudnn_over_compulsory"] is None
     assert (f["flex_forced_over_default"], f["flex_tiles16_over_forced"], f["flex_paged_over_tiles16"]) == (1.0, 2.0, 3.0)
     assert f["flex_default_over_cudnn"] == pytest.approx(20) and f["flex_pad8_speedup_b16"] == pytest.approx(2.5)
     assert f["flex_prefill_tiles16_x"] == pytest.approx(10) and f["flex_prefill_tflops"] is None  # no flex-default row
     assert f["vllm_over_paged"] is None  # no vLLM trace under this root
-
-
-def test_a_study_with_other_column_names_is_an_error_not_a_number(tmp_path):
-    path = tmp_path / "h200/dram-bytes/dram_bytes.csv"
-    _provenance(path.parent, "kernels")
-    pd.DataFrame([dict(kind="ours", tokens=16384, bytes=1.0)]).to_csv(path, index=False)
-    with pytest.raises(LabError):
-        studies.dram_facts(root=tmp_path)
 
 
 def test_the_batch_claims_chapter_08_makes_hold_on_the_committed_sweep():
@@ -216,9 +206,15 @@ def test_the_batch_claims_chapter_08_makes_hold_on_the_committed_sweep():
 
 
 def test_the_dram_claims_hold_on_the_committed_runs():
-    f = {k: v.value for k, v in studies.facts().items()}
-    if f["dram_len"] is not None:                  # between the two counts, and right of the H200's ridge
-        assert 1 <= f["dram_over_compulsory"] and f["reread_over_dram"] > 10 and f["dram_intensity"] > 1000
+    """Q1, Q23 and Exercise 11 quote chapter 2's DRAM bytes at 32k: between the two counts, right of the H200's
+    measured ridge; and cuDNN's at 4k below the compulsory count."""
+    table = dram_bytes.load()
+    ours, cudnn = dram_bytes.row(table, "ours-tuned", 32768), dram_bytes.row(table, "sdpa-cudnn", 4096)
+    if ours is None or cudnn is None:
+        pytest.skip("no DRAM bytes committed")
+    assert ours["compulsory_bytes"] <= ours["measured_bytes"] < ours["reread_bytes"] / 10
+    assert ours["intensity_measured"] > roofline.measured_ridge().value
+    assert cudnn["measured_bytes"] < cudnn["compulsory_bytes"]
 
 
 def test_the_flex_template_claim_chapter_08_makes_holds_on_the_committed_counters():
@@ -326,6 +322,42 @@ def test_a_quoted_fact_is_glued_as_its_teaching_page_glued_it(tmp_path):
         quoted.quoted({"book/04-x": ("missing",)}, folder=tmp_path)
 
 
+def _planted_taken() -> dict:
+    """The taught facts the interview's derivations start from, with planted values."""
+    return {"kv_kb": Fact(56.0, "x"), "kv_gb_32k": Fact(1.879, "x"), "group": Fact(7, "x"), "head_dim": Fact(128, "x"),
+            "weights_streamed_gb": Fact(14.14, "x"), "race_flex_vs_fa3_16k": Fact(0.6, "x"),
+            "race_cudnn_vs_fa3_16k": Fact(0.8, "x")}
+
+
+def test_the_answers_derive_the_kv_cache_from_the_taught_facts():
+    """The KV figures the answers state and no chapter does are computed from the taught facts (chapter 2's KiB
+    per token and group, chapter 5b's cache at 32k), each a quantity of the interview page with no data run."""
+    f = interview.derived(_planted_taken())
+    per_token = 2 * 4 * 128 * 2 * 28  # K and V, 4 KV heads, d = 128, bf16, 28 layers: 56 KiB
+    assert f["kv_mha_gb_32k"].value == pytest.approx(7 * 1.879)
+    assert f["kv_equals_weights_tokens"].value == pytest.approx(14.14e9 / per_token)
+    assert f["page_kib_per_head"].value == 4 and f["race_flex_vs_cudnn_16k"].value == pytest.approx(0.75)
+    assert all(fact.quantity and not fact.run.startswith("h200/") for name, fact in f.items()
+               if name != "race_flex_vs_cudnn_16k")
+
+
+def test_chapters_one_to_three_are_quoted_under_their_own_glue_names():
+    """What the interview and the course kit take from chapters 1 and 2 is glued there under that name, and the
+    interim names those pages replaced are gone from both pages."""
+    import re
+
+    for page, module in (("book/01-roofline", ch01), ("book/02-naive-attention", ch02)):
+        assert set(interview.TAKEN[page]) <= set(module.facts()), page
+        assert set(course_kit.TEACHING[page]) - {"my_machine", "my_flops", "my_bw", "my_ridge", "my_dtype"} \
+            <= set(module.facts()), page
+    gone = ("ridge_h100", "ridge_a10g", "ridge_h200", "h100_tb_s", "h200_tb_s", "a10g_gb_s", "a10g_mem_gb",
+            "kv_kb_per_token", "decode_intensity", "qk_intensity_cap", "sp_gb_layer_long", "naive_max_len_a10g",
+            "intensity_compulsory_long", "intensity_reread_long", "crossover_len", "dram_len", "sw_len", "sw_ms")
+    for chapter in ("08-interview-prep", "09-course-kit"):
+        names = set(re.findall(r"\{glue(?::\w+)?\}`([^`:]+)", (REPO_ROOT / "book" / f"{chapter}.md").read_text()))
+        assert not names & set(gone), f"{chapter}: {sorted(names & set(gone))}"
+
+
 def test_every_number_the_interim_readers_give_from_data_is_named(facts):
     for name, fact in facts.items():
         if isinstance(fact.value, (int, float)) and not isinstance(fact.value, bool) and fact.source.startswith("data/"):
@@ -341,7 +373,7 @@ def test_the_interview_takes_no_name_twice_and_reads_no_taught_fact_again(facts)
 
 
 def test_the_course_kit_quotes_what_the_interview_glues(facts):
-    interview_names = set(facts) | {"race_flex_vs_cudnn_16k"}
+    interview_names = set(facts) | set(interview.derived(_planted_taken()))
     assert set(course_kit.FROM_INTERVIEW) <= interview_names
     taught = {name for names in interview.TAKEN.values() for name in names}
     assert not set(course_kit.FROM_INTERVIEW) & taught, "a taught fact is quoted from the interview, not its page"

@@ -140,16 +140,16 @@ def test_short_chapter_builds_an_offline_deck(tmp_path):
 
 
 def test_the_interview_chapter_converts(tmp_path, built_site):
-    """The interview page quotes the facts chapters 4, 5, 5b and 7 glued (lab.book.quoted): its deck is made from
+    """The interview page quotes the facts the teaching chapters glued (lab.book.quoted): its deck is made from
     the site build, where those chapters built first."""
     page = slides.export("08-interview-prep", out_dir=tmp_path / "slides", site_dir=built_site)
     html = page.read_text(encoding="utf-8")
     assert slides.remote_references(html) == []
     assert re.search(r"Q1\. Why is standard attention memory-bound, and is FlashAttention\?", html)
     assert "{glue" not in html
-    from lab.book.interview import a10g
+    from lab.results import roofline
 
-    ridge = a10g.a10g_facts()["ridge_h100"].value
+    ridge = roofline.datasheet_ridge("H100-SXM").value  # chapter 1's h100_ridge_datasheet, quoted by the page
     assert f"about {ridge:.0f} FLOP/byte" in html  # a glued fact, filled in on the slide
 
 

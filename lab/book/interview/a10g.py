@@ -13,45 +13,15 @@ import math
 
 from lab.book.facts import Fact
 from lab.book.interview.common import A10G, FLASH, FLEX, GB, row
-from lab.results import data, hardware, iomodel, roofline, sweeps
-from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth
-from lab.results.concurrency import floor_fact, floor_step_s, weight_bytes_per_step
-from lab.results.modelshape import DEEPSEEK_V2_MLA, kv_per_token, qwen25_7b
+from lab.results import data, hardware, iomodel, sweeps
+from lab.results.bandwidth import ceiling
+from lab.results.concurrency import floor_fact, floor_step_s
+from lab.results.modelshape import qwen25_7b
 
 
 def _devices() -> dict:
-    """Datasheet roofline figures and the byte counts of attention at the study's longest prompt."""
-    a10g, h100, h200 = hardware.device("A10G"), hardware.device("H100-SXM"), hardware.device("H200-SXM")
-    shape, long, mla = qwen25_7b(), sweep_lengths()[2], DEEPSEEK_V2_MLA
-    attention_flops = iomodel.prefill_flops(shape, long)["attention"] / shape.layers
-    reread = iomodel.attention_hbm_bytes(shape, long, "prefill", "flash", h100.smem_per_sm, per="layer")
-    naive = iomodel.attention_hbm_bytes(shape, long, "prefill", "naive", h100.smem_per_sm, per="layer")
-    compulsory = iomodel.attention_compulsory_bytes(shape, long, "prefill", per="layer")
-    return {
-        "ridge_h100": h100.ridge(), "ridge_a10g": a10g.ridge(), "ridge_h200": h200.ridge(),
-        "h100_tflops": h100.bf16_flops / 1e12, "h100_tb_s": h100.bandwidth / 1e12,
-        "a10g_sms": a10g.sm_count, "a10g_mem_gb": a10g.memory_bytes / GB,
-        "sp_gb_layer_long": iomodel.naive_intermediate_bytes(shape, long) / GB,
-        "naive_max_len_a10g": iomodel.max_naive_length(shape, a10g.memory_bytes),
-        "naive_gb_layer_long": naive / GB, "flash_gb_layer_long": reread / GB,
-        "compulsory_gb_layer_long": compulsory / GB, "naive_over_flash_bytes": naive / reread,
-        "intensity_compulsory_long": attention_flops / compulsory, "intensity_reread_long": attention_flops / reread,
-        "crossover_len": iomodel.crossover_length(shape),
-        "attn_flop_share_long_pct": 100 * iomodel.attention_flop_share(shape, long),
-        "gqa_group": shape.q_heads // shape.kv_heads, "q_heads": shape.q_heads, "kv_heads": shape.kv_heads,
-        "head_dim": shape.head_dim,
-        "kv_gb_long": long * shape.kv_bytes_per_token(2) / GB,
-        "kv_mha_gb_long": long * shape.kv_bytes_per_token(2) / GB * shape.q_heads / shape.kv_heads,
-        "weights_gb": shape.parameters * 2 / GB, "weights_streamed_gb": weight_bytes_per_step() / GB,
-        "kv_equals_weights_tokens": weight_bytes_per_step() / shape.kv_bytes_per_token(2),
-        "decode_intensity": shape.linear_flops_per_token() / (shape.layers * shape.linear_weights_per_layer * 2),
-        "decode_attention_intensity": roofline.decode_attention_intensity(shape.q_heads, shape.kv_heads),
-        "decode_tokens_at_ridge_h200": h200.ridge() / roofline.decode_attention_intensity(shape.q_heads, shape.kv_heads),
-        "mla_decode_intensity": roofline.mla_decode_attention_intensity(mla.heads, mla.latent_dim, mla.rope_dim),
-        "mla_heads": mla.heads,
-        "qk_intensity_cap": 2 * shape.head_dim / 2,  # 2d FLOPs per score over the 2 bytes of writing it (bf16)
-        "page_kib_per_head": 16 * shape.head_dim * 2 / 1024,  # one 16-token page of one KV head's keys, one layer
-    }
+    """The A10G's multiprocessors, the parallel work a decode kernel must fill (chapter 6 states it)."""
+    return {"a10g_sms": hardware.device("A10G").sm_count}
 
 
 def sweep_lengths() -> tuple[int, int, int]:
@@ -119,7 +89,7 @@ def _shares_and_census() -> dict:
 
 def a10g_facts() -> dict[str, Fact]:
     """Figures of the published A10G study and what lab derives from them, each with its source."""
-    sources = {_devices: "lab.results.hardware + lab.results.iomodel (Qwen2.5-7B)",
+    sources = {_devices: "datasheet: lab.results.hardware",
                _sweep: f"{A10G}/sweep.csv, fits.csv, decode_kernels.csv, provenance.json",
                _shares_and_census: f"{A10G}/quad_share.csv, census.csv"}
     out = {name: Fact(value, source) for part, source in sources.items() for name, value in part().items()}
@@ -127,12 +97,10 @@ def a10g_facts() -> dict[str, Fact]:
 
 
 def _bandwidths() -> dict[str, Fact]:
-    """The bandwidth figures and KV read rates the interview quotes, as the facts every chapter glues."""
+    """The decode floors and KV read rates the interview quotes, as the facts every chapter glues."""
     table = sweeps.sweep_table()
-    out = {"a10g_gb_s": bandwidth_ceiling("A10G").to("GB/s"), "h200_tb_s": datasheet_bandwidth("H200-SXM").to("TB/s"),
-           "kv_kb_per_token": kv_per_token().to("kB")}
     short, _, long = sweep_lengths()
-    out |= {"floor_short_ms": floor_fact(1, short, "A10G"), "floor_long_ms": floor_fact(1, long, "A10G")}
+    out = {"floor_short_ms": floor_fact(1, short, "A10G"), "floor_long_ms": floor_fact(1, long, "A10G")}
     for arm, key in ((FLASH, "flash"), (FLEX, "flex")):
         out[f"kv_bw_{key}_gb_s"] = sweeps.kv_read_fact(table, A10G, arm)
         out[f"kv_bw_{key}_pct"] = sweeps.kv_read_pct_fact(table, A10G, arm)

@@ -1,5 +1,5 @@
-"""The interview's H200 figures that no page module states yet (the vLLM sweeps of chapter 6, the stopwatch check
-of chapter 2), as facts glued in their own format.
+"""The interview's H200 figures that no page module states yet (the vLLM sweeps of chapter 6), as facts glued in
+their own format.
 
 Each reader returns values (lengths, times, shares, flags), every one "not measured yet" when its data is
 missing, so chapter 08 reads correctly either way; the sentences are in the chapter's markdown.
@@ -7,12 +7,10 @@ missing, so chapter 08 reads correctly either way; the sentences are in the chap
 
 from __future__ import annotations
 
-from lab import LabError
-from lab.book.interview.common import FA2, FA3, FLEX, missing_facts, row, shown_facts
-from lab.results import data, fused_bound, kernel_runs, sweeps
-from lab.results.bandwidth import bandwidth_ceiling, datasheet_bandwidth
+from lab.book.interview.common import FA2, FA3, FLEX, row, shown_facts
+from lab.results import data, sweeps
+from lab.results.bandwidth import bandwidth_ceiling
 
-KERNELS = kernel_runs.RECORD  # the kernel benchmark the chapters read
 SWEEPS = "data/h200/vllm0.26-qwen2.5-7b/*/sweep.csv"
 
 
@@ -80,26 +78,6 @@ def _kv_read_facts(measured: bool) -> dict:
     return out
 
 
-STOPWATCH_FORMATS = {"sw_len": ",d", "sw_kernel": "", "sw_ms": ".1f", "sw_reread_ms": ".1f", "sw_margin_pct": ".0f",
-                     "sw_reread_ds_ms": ".1f"}
-
-
-def stopwatch_facts(n: int = 32768, root=None) -> dict:
-    """Chapter 2's stopwatch check (lab.results.fused_bound): the fastest prefill kernel against the time the tile
-    re-read count needs at the H200's bandwidth ceiling and at the datasheet's, where the verdict can flip."""
-    source = f"data/{KERNELS}/prefill.csv, data/{fused_bound.H200_CEILINGS} via lab.results.fused_bound"
-    bandwidths = {"sw_ceiling_tbs": bandwidth_ceiling("H200-SXM", root).to("TB/s").shown_as(".2f"),
-                  "sw_ds_tbs": datasheet_bandwidth("H200-SXM").to("TB/s").shown_as(".1f")}
-    try:
-        check = fused_bound.h200_kernel_check(fused_bound.fastest_candidate(n, root), n, root)
-    except LabError:
-        return missing_facts(STOPWATCH_FORMATS, source) | bandwidths
-    f = {"sw_len": n, "sw_kernel": check["candidate"], "sw_ms": check["ms"], "sw_reread_ms": check["reread_ms"],
-         "sw_margin_pct": 100 * (check["reread_ms"] / check["ms"] - 1), "sw_reread_ds_ms": check["reread_ms_datasheet"]}
-    return shown_facts(f, STOPWATCH_FORMATS, source) | bandwidths
-
-
 def facts() -> dict:
-    """The H200 facts the interview still reads itself: the vLLM sweeps (chapter 6) and the stopwatch check
-    (chapter 2)."""
-    return {**sweep_facts(), **stopwatch_facts()}
+    """The H200 facts the interview still reads itself: the vLLM sweeps (chapter 6)."""
+    return sweep_facts()

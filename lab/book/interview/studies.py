@@ -1,13 +1,13 @@
 """Facts of the studies that landed after the interview chapter was first written and that no page module states
-yet: the concurrency sweep, the Flex decomposition and its counters, and DRAM bytes.
+yet: the concurrency sweep and the Flex decomposition and its counters (chapter 6). Chapter 2's DRAM bytes are
+its page's facts now (:mod:`lab.book.pages.ch02`).
 
 Each reader goes through the lab.results module that owns its data (
-:mod:`lab.results.concurrency`, :mod:`lab.results.dram_bytes`), so the column names live in one place; a missing
+:mod:`lab.results.concurrency`, :mod:`lab.results.flex_decomposition`), so the column names live in one place; a missing
 file or point gives a fact that is not measured ("not measured yet" in the chapter), never a guessed number.
 
     concurrency   data/h200/vllm0.26-qwen2.5-7b-concurrency via lab.results.concurrency, beside the step floor
     decomposition through lab.results.flex_decomposition (its variants, and vLLM's trace windows)
-    dram bytes    data/h200/dram-bytes/dram_bytes.csv via lab.results.dram_bytes, beside the two model counts
 
 The batch-on-the-roofline facts of the model (where decode turns KV-bound, the floor of a step) divide by the
 H200's one bandwidth ceiling (lab.results.bandwidth).
@@ -18,7 +18,7 @@ from __future__ import annotations
 from lab.book.facts import Fact
 from lab.book.interview.common import FA3, FLEX, missing_facts, shown_facts
 from lab.results import concurrency as rc
-from lab.results import data, dram_bytes
+from lab.results import data
 from lab.results.bandwidth import bandwidth_ceiling
 
 DECOMPOSITION = "h200/flex-decomposition/flex_decomposition.csv"
@@ -152,31 +152,7 @@ def counter_facts(root=None) -> dict:
     return shown_facts(values, COUNTER_FORMATS, source)
 
 
-# --- measured DRAM bytes against the two model counts ------------------------------------------------
-
-DRAM_FORMATS = {"dram_len": "{:,d} tokens", "dram_over_compulsory": "{:.1f}×", "reread_over_dram": "{:.0f}×",
-                "dram_intensity": "{:,.0f} FLOP/byte", "dram_l2_pct": "{:.0f}%",
-                "dram_cudnn_over_compulsory": "{:.2f}×", "dram_cudnn_l2_pct": "{:.0f}%"}
-
-
-def dram_facts(root=None, candidate: str = "ours-tuned", n: int = 16384) -> dict:
-    """Measured DRAM bytes of one layer's prefill attention (Nsight Compute) between the compulsory and re-read
-    counts, for the book's kernel and for cuDNN's, and what the book's kernel achieved."""
-    table = dram_bytes.load(root)
-    ours, cudnn = dram_bytes.row(table, candidate, n), dram_bytes.row(table, "sdpa-cudnn", n)
-    source = f"data/{dram_bytes.DATASET}/{dram_bytes.FILE} via lab.results.dram_bytes (Nsight Compute, H200)"
-    values = {}
-    if ours is not None:
-        values = {"dram_len": n, "dram_over_compulsory": ours["measured_bytes"] / ours["compulsory_bytes"],
-                  "reread_over_dram": ours["reread_bytes"] / ours["measured_bytes"],
-                  "dram_intensity": ours["intensity_measured"], "dram_l2_pct": ours["l2_hit_pct"]}
-    if cudnn is not None:
-        values |= {"dram_cudnn_over_compulsory": cudnn["measured_bytes"] / cudnn["compulsory_bytes"],
-                   "dram_cudnn_l2_pct": cudnn["l2_hit_pct"]}
-    return shown_facts(values, DRAM_FORMATS, source)
-
-
 def facts(root=None) -> dict[str, Fact]:
     """Every later-study fact the interview still reads itself, measured or not."""
     return {**concurrency_facts(root), **roofline_batch_facts(root), **decomposition_facts(root),
-            **counter_facts(root), **dram_facts(root)}
+            **counter_facts(root)}

@@ -4,10 +4,11 @@
     course_kit.print_views()             # the two printable views: student handout, teacher's answer sheet
 
 The numbers are the teaching chapters' facts, quoted from what each page glued in this build
-(:mod:`lab.book.quoted`): chapters 4, 5, 5b and 7 directly; the facts of chapters 1-3, 6 and 6b, which have no
-page module yet, as the interview page glued them (:data:`FROM_INTERVIEW`, its interim readers). The worked
-solutions that compute something of their own (Exercises 3, 5 and 7) do it here, from those facts, except
-Exercise 3's fit, which is the exercise: it fits the A10G sweep as the student will (:func:`_fit_exercise`).
+(:mod:`lab.book.quoted`): chapters 1, 2, 4, 4b, 5, 5b and 7 directly; the facts of chapters 6 and 6b, which have
+no page module yet, as the interview page glued them (:data:`FROM_INTERVIEW`, its interim readers), with the
+interview's own derivations. The worked solutions that compute something of their own (Exercises 3, 5 and 7) do
+it here, from those facts, except Exercise 3's fit, which is the exercise: it fits the A10G sweep as the student
+will (:func:`_fit_exercise`).
 
 A session plan names each segment's deck and slide range. The ranges are counted from the decks as
 ``python -m lab slides`` makes them (:func:`lab.book.slides.to_slides_notebook` over each chapter as this
@@ -32,29 +33,30 @@ from lab.results.sweeps import A10G_STUDY, FLASH, FLEX
 
 #: the teaching page -> the glue names the course kit states from it.
 TEACHING = {
-    "book/01-roofline": ("my_machine", "my_flops", "my_bw", "my_ridge", "my_dtype"),
+    "book/01-roofline": ("my_machine", "my_flops", "my_bw", "my_ridge", "my_dtype", "h100_tflops", "h100_tbs",
+                         "h100_ridge_datasheet", "a10g_gbs", "a10g_ridge_datasheet", "h200_ridge_datasheet",
+                         "weights_streamed_gb", "dec_ai", "fig_n", "flash_comp_ai", "flash_reread_ai"),
+    "book/02-naive-attention": ("big_n", "big_sp_gb", "big_floor_gb", "big_flash_gb", "mem_a10g", "fit_a10g",
+                                "kv_kb", "dec_n", "chk_n", "chk_kernel", "chk_ms", "chk_reread_ms",
+                                "chk_margin_pct", "dram32k_bytes", "dram32k_where", "dram32k_ai"),
     "book/04-flashattention-triton": ("abl_16k_1_pct", "abl_16k_2_pct", "abl_16k_3_pct", "abl_16k_4_pct",
                                       "race_flex_vs_fa3_16k", "race_cudnn_vs_fa3_16k", "drift_pct"),
+    "book/04b-backward-pass": ("bwd_ms_ours_16k", "bwd_ratio_ours_16k", "bwd_ratio_cudnn_16k", "ctr_dkdv_ms",
+                               "ctr_dq_ms", "ctr_cudnn_ms", "ctr_dkdv_tensor", "ctr_dq_tensor", "ctr_cudnn_tensor",
+                               "dkdv_rows"),
     "book/05-decode-split-kv": ("dec_intensity", "h200_ridge_measured"),
-    "book/05b-paged-attention": ("p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "sw_speedup",
+    "book/05b-paged-attention": ("kv_gb_32k", "p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "sw_speedup",
                                  "sw_sdpa", "doc_speedup", "causal_flex_vs_flash"),
     "book/07-the-trace": ("a10g_mm28_fa", "a10g_mm28_fx", "a10g_at28_fa", "a10g_at28_fx", "a10g_mm28_diff_pct",
                           "a10g_decode_fa", "a10g_decode_fx", "naive_fa_s", "naive_fa_prefill_s", "q_heads",
                           "kv_heads", "group"),
 }
-#: Facts of chapters 1-3, 6 and 6b (no page module yet) and the interview's own derived ratio, as the
-#: interview page glued them; each moves to TEACHING when its chapter states it from a page module.
+#: Facts of chapters 6 and 6b (no page module yet) and the interview's own derivations, as the interview page
+#: glued them; each of 6 and 6b moves to TEACHING when its chapter states it from a page module.
 FROM_INTERVIEW = (
-    # chapter 1: datasheet ridges, the model's byte counts and intensities, the A10G floors
-    "a10g_gb_s", "a10g_mem_gb", "h100_tb_s", "h100_tflops", "ridge_a10g", "ridge_h100", "ridge_h200",
-    "sp_gb_layer_long", "naive_max_len_a10g", "intensity_compulsory_long", "intensity_reread_long", "kv_gb_long",
-    "kv_kb_per_token", "decode_intensity", "weights_streamed_gb", "floor_short_ms", "floor_long_ms",
-    # chapter 2: the stopwatch check and the DRAM bytes
-    "sw_kernel", "sw_len", "sw_margin_pct", "sw_ms", "sw_reread_ms", "dram_intensity", "dram_len",
-    "dram_over_compulsory", "reread_over_dram",
-    # chapter 6: the A10G sweep and fits, the H200 sweep, the concurrency sweep, the batch floors
-    "a10g_long_len", "a10g_short_len", "b_flash", "b_flex", "c_flash", "c_flex", "c_ratio", "census_len",
-    "chunk_a10g", "chunks_long", "floor_extra_ms", "itl_flash_extra_ms", "itl_flash_growth_pct", "itl_flash_long",
+    # chapter 6: the A10G sweep and fits, its decode floors, the H200 sweep, the concurrency sweep, the batch floors
+    "floor_short_ms", "floor_long_ms", "a10g_long_len", "a10g_short_len", "b_flash", "b_flex", "c_flash", "c_flex",
+    "c_ratio", "census_len", "chunk_a10g", "chunks_long", "floor_extra_ms", "itl_flash_extra_ms", "itl_flash_growth_pct", "itl_flash_long",
     "itl_flash_short", "itl_flex_extra_ms", "itl_flex_growth_pct", "itl_flex_long", "itl_flex_short",
     "itl_ratio_long", "kv_bw_flash_gb_s", "kv_bw_flash_pct", "kv_bw_flex_gb_s", "kv_bw_flex_pct", "kv_extra_gb",
     "ttft_flash_long", "ttft_flex_long", "ttft_ratio_long", "ttft_ratio_short", "h200_pair_len", "h200_ttft_fa3",
@@ -107,8 +109,9 @@ def _counted(f: dict[str, Fact]) -> dict[str, Fact]:
     where = "lab.book.pages.course_kit, counted from the A10G study's longest prompt and chunk (interview facts)"
     return {"ex_pairs_ratio": Fact(pairs / (n * n / 2), where),
             "ex_pages": Fact(math.ceil(n / PAGE), where),
-            "ex_page_waste_max_kb": Fact((PAGE - 1) * f["kv_kb_per_token"].value,
-                                         "lab.book.pages.course_kit: 15 tokens of Qwen2.5-7B's KV cache")}
+            "ex_page_waste_max_kib": Fact((PAGE - 1) * f["kv_kb"].value,
+                                          "lab.book.pages.course_kit: 15 tokens of Qwen2.5-7B's KV cache (chapter "
+                                          "2's kv_kb)")}
 
 
 # --- the decks ------------------------------------------------------------------------------------------
@@ -151,6 +154,7 @@ SEGMENTS = {
     "deck_nxn": ("02-naive-attention", "Three passes over memory", "Bytes, memory and time as the prompt grows"),
     "deck_tiling": ("03-tiling-online-softmax", "The problem with a row-wise normaliser", "Tiles of queries and tiles of keys"),
     "deck_kernel": ("04-flashattention-triton", "The teaching kernel", "What each change bought"),
+    "deck_backward": ("04b-backward-pass", "The race", "The race"),
     "deck_decode": ("05-decode-split-kv", "One division: decode is memory-bound", "Merging the pieces exactly"),
     "deck_decode_h200": ("05-decode-split-kv", "One division: decode is memory-bound", "What the H200 measured"),
     "deck_paged": ("05b-paged-attention", "Why an engine pages the cache", "FlexAttention: the variant as a program"),

@@ -8,13 +8,14 @@ speculative-decoding crossover), quoted from what that page glued in this build
 (:mod:`lab.book.quoted`: the fact registry holds each page's facts as it stated them); the chapters build
 before this page. :data:`TAKEN` lists them, chapter by chapter. Importing the chapters'
 page modules instead would bring their figures, explorers and kernels along (more than two fifths of lab:
-``tests/test_reach.py``). The few numbers the answers derive from two such facts (Flex against cuDNN on
-plain causal) are quantities declared here, computed from those facts, never from a file.
+``tests/test_reach.py``). The few numbers the answers derive and no chapter states (Flex against cuDNN on
+plain causal; the KV cache of one sequence without GQA, where a KV cache's tokens equal the streamed weights) are
+quantities declared here, computed from those facts (:func:`derived`), never from a file.
 
-Chapters 1-3, 6 and 6b have no page module yet. Their facts are read as the interview always read them
-(:mod:`lab.book.interview`), in one marked place below (``_from_ch01`` ... ``_from_ch06b``), each number
-from data named by an interim quantity of its run (:data:`INTERIM`) until those chapters' page modules
-state it; then each function becomes an entry of :data:`TAKEN`.
+Chapters 6 and 6b have no page module yet. Their facts are read as the interview always read them
+(:mod:`lab.book.interview`), in one marked place below (``_from_ch06``, ``_from_ch06b``), each number from data
+named by an interim quantity of its run (:data:`INTERIM`) until those chapters' page modules state it; then each
+function becomes an entry of :data:`TAKEN`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,23 @@ from lab.results.quantities import Quantity
 
 #: the teaching page -> the glue names this page states from it (the same fact, the same name).
 TAKEN = {
+    "book/01-roofline": (
+        # datasheet figures and ridges (for comparisons on paper), the weights in memory and streamed per step
+        "h100_tflops", "h100_tbs", "h100_ridge_datasheet", "a10g_gbs", "a10g_ridge_datasheet", "h200_tbs",
+        "h200_ridge_datasheet", "weights_gb", "weights_streamed_gb",
+        # the serving kernels at fig_n tokens on the H100's roof: a decode matmul, QK^T's cap, a fused kernel
+        "dec_ai", "qk_limit", "fig_n", "flash_comp_ai", "flash_reread_ai",
+        # the A10G study's shortest decode against its floor (data/reference/a10g-vllm0.11-qwen2.5-7b)
+        "ref_short_len", "ref_short_itl", "ref_short_bound"),
     "book/02-naive-attention": (
+        # the byte model at big_n tokens (tiles sized for the H200's shared memory) and what fits in memory
+        "big_n", "big_sp_gb", "big_naive_gb", "big_flash_gb", "big_floor_gb", "big_ratio", "mem_a10g", "fit_a10g",
+        "head_dim", "kv_kb", "dec_n", "cross_n", "model_share_32768",
+        # the DRAM bytes Nsight Compute counted (data/h200/dram-bytes): ours at 32k, cuDNN's at 4k
+        "dram32k_bytes", "dram32k_where", "dram32k_l2", "dram32k_ai", "short_measured_gb",
+        # the stopwatch check at chk_n tokens (data/h200/kernels) at the bandwidth ceiling and the datasheet's
+        "chk_n", "chk_kernel", "chk_ms", "chk_reread_ms", "chk_margin_pct", "chk_ceiling_tbs", "chk_ds_tbs",
+        "chk_reread_ds_ms",
         # the prefill counters (data/h200/kernel-counters): the span over the kernels and FA3's XU share
         "kc_n", "kc_fa3_xu", *(f"kc_{key}_{end}" for key in ("rate_pct", "read_over_compulsory", "tensor_pct")
                                for end in ("min", "max"))),
@@ -52,12 +69,20 @@ TAKEN = {
         "hk_overlap_pct_16k", "hk_pingpong_16k", "hk_producer_regs", "hk_consumer_regs", "hk_rows",
         "hk_producer_warps", "hk_padding_warps", "hk_launch_warps", "hk_ctr_speed", "hk_ctr_cycles",
         "hk_fa3_clock", "hk_ours_clock", "hk_tensor_apart_pct", "drift_pct"),
+    "book/04b-backward-pass": (
+        # the backward race at 16k (data/h200/backward-race) and its counters (data/h200/backward-counters)
+        "bwd_ms_ours_16k", "bwd_ms_flash_16k", "bwd_ms_cudnn_16k", "bwd_vs_flash_16k", "bwd_vs_cudnn_16k",
+        "bwd_ratio_ours_16k", "bwd_ratio_cudnn_16k", "ctr_dkdv_ms", "ctr_dq_ms", "ctr_cudnn_ms", "ctr_dkdv_tensor",
+        "ctr_dq_tensor", "ctr_cudnn_tensor", "ctr_dkdv_registers", "dkdv_rows",
+        # storing P against rebuilding it, and what P would occupy in training
+        "p_gb_16k", "p_traffic_ms_16k", "recompute_ms_16k", "recompute_intensity", "p_model_tb_32k",
+        "lse_model_mb_32k", "h200_memory_gb"),
     "book/05-decode-split-kv": (
         "dec_intensity", "dec_tokens_at_ridge", "h200_ridge_measured", "mla_ai", "mla_heads",
         "rows_fa3_flat", "rows_fa3_off", "rows_fa3_most", "rows_fa3_most_pct", "rows_ours_flat",
         *(f"d_{key}_b{batch}_pct" for key in ("tuned", "flash", "flex") for batch in (1, 16))),
     "book/05b-paged-attention": (
-        "p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "p16_b1_share", "p16_b16_of_read",
+        "kv_gb_32k", "p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "p16_b1_share", "p16_b16_of_read",
         "big_page", "sw_speedup", "sw_sdpa", "doc_speedup", "sw_flex_tflops", "causal_flex_vs_flash",
         "cudnn_dense_16k"),
     "book/07-the-trace": (
@@ -73,18 +98,34 @@ FLEX_OVER_CUDNN = Quantity("h200.prefill.flex_over_cudnn", "FlexAttention's spee
                            "(is_causal=True) on plain causal prefill, both timed against FA3 in the race of record "
                            "(chapter 4's race_flex_vs_fa3 over race_cudnn_vs_fa3)", run="h200/kernels-race",
                            file="prefill.csv", unit="×", fmt="{:.2f}×")
+#: What the answers derive from chapter 1's and chapter 2's model facts (Qwen2.5-7B's shape, bf16): no data read.
+FROM_THE_MODEL = "lab.book.pages.interview: from chapters 1, 2 and 5b's facts of Qwen2.5-7B's shape (bf16)"
+KV_IF_MHA = Quantity("qwen2.5-7b.kv_cache_gb_without_gqa", "the KV cache of one 32k-token sequence of Qwen2.5-7B "
+                     "(chapter 5b's kv_gb_32k) if every query head kept its own keys and values: times chapter 2's "
+                     "group", run=FROM_THE_MODEL, unit="GB")
+KV_EQUALS_WEIGHTS = Quantity("qwen2.5-7b.kv_equals_streamed_weights_tokens", "the tokens of context whose KV cache "
+                             "equals the weights a decode step streams (chapter 1's weights_streamed_gb over chapter "
+                             "2's kv_kb per token)", run=FROM_THE_MODEL, unit="tokens")
+PAGE_PER_HEAD = Quantity("qwen2.5-7b.page_kib_per_kv_head", "the keys of one 16-token page of one KV head in one "
+                         "layer (16 × chapter 2's head_dim × 2 bytes)", run=FROM_THE_MODEL, unit="KiB")
+PAGE_TOKENS = 16  # vLLM's default block size
 
 
-def _derived(taken: dict[str, Fact]) -> dict[str, Fact]:
-    """Ratios of two taught facts of one run, which the answers state and no chapter does."""
+def derived(taken: dict[str, Fact]) -> dict[str, Fact]:
+    """What the answers derive from taught facts and no chapter states: ratios of two facts of one run, and the
+    KV cache's size from the model's facts."""
     flex, cudnn = taken["race_flex_vs_fa3_16k"], taken["race_cudnn_vs_fa3_16k"]
     ratio = flex.value / cudnn.value if flex.measured and cudnn.measured else None
-    return {"race_flex_vs_cudnn_16k": FLEX_OVER_CUDNN.fact(ratio, "16k")}
+    kv_bytes = taken["kv_kb"].value * 1024  # chapter 2's KiB per token, all layers
+    return {"race_flex_vs_cudnn_16k": FLEX_OVER_CUDNN.fact(ratio, "16k"),
+            "kv_mha_gb_32k": KV_IF_MHA.fact(taken["kv_gb_32k"].value * taken["group"].value, "32k"),
+            "kv_equals_weights_tokens": KV_EQUALS_WEIGHTS.fact(taken["weights_streamed_gb"].value * 1e9 / kv_bytes),
+            "page_kib_per_head": PAGE_PER_HEAD.fact(PAGE_TOKENS * taken["head_dim"].value * 2 / 1024)}
 
 
-# --- interim: chapters 1-3, 6 and 6b, read as the interview reads them until their page modules exist -----
+# --- interim: chapters 6 and 6b, read as the interview reads them until their page modules exist -----------
 
-_INTERIM_RUNS = ("h200/kernels", "h200/kernel-counters", "h200/dram-bytes", "h200/flex-decomposition",
+_INTERIM_RUNS = ("h200/kernel-counters", "h200/flex-decomposition",
                  "h200/vllm0.26-qwen2.5-7b", "h200/vllm0.26-qwen2.5-7b-concurrency",
                  "h200/vllm0.26-qwen2.5-7b-load", "h200/vllm0.26-qwen2.5-7b-interference")
 #: run -> the interim quantity that names a number of it which only lab.book.interview reads (one member
@@ -109,30 +150,7 @@ def _named(facts: dict[str, Fact]) -> dict[str, Fact]:
     return out
 
 
-_a10g = functools.cache(a10g.a10g_facts)  # the A10G study's facts, chapters 1 and 6 quote parts of them
-
-
-def _from_ch01() -> dict[str, Fact]:
-    """The roofline: datasheet ridges and bandwidths, the model's intensities and byte counts, the A10G floors."""
-    return {name: fact for name, fact in _a10g().items() if name in _CH01}
-
-
-_CH01 = ("ridge_h100", "ridge_a10g", "ridge_h200", "h100_tflops", "h100_tb_s", "a10g_sms", "a10g_mem_gb",
-         "sp_gb_layer_long", "naive_max_len_a10g", "naive_gb_layer_long", "flash_gb_layer_long",
-         "compulsory_gb_layer_long", "naive_over_flash_bytes", "intensity_compulsory_long", "intensity_reread_long",
-         "crossover_len", "attn_flop_share_long_pct", "head_dim", "kv_gb_long", "kv_mha_gb_long", "weights_gb",
-         "weights_streamed_gb", "kv_equals_weights_tokens", "decode_intensity", "qk_intensity_cap",
-         "page_kib_per_head", "a10g_gb_s", "h200_tb_s", "kv_kb_per_token", "floor_short_ms", "floor_long_ms")
-
-
-def _from_ch02() -> dict[str, Fact]:
-    """The n×n matrix: the DRAM bytes Nsight Compute counted, the stopwatch check (its counters are taken above)."""
-    return studies.dram_facts() | h200.stopwatch_facts()
-
-
-def _from_ch03() -> dict[str, Fact]:
-    """Tiling and the online softmax: the answers state none of its numbers."""
-    return {}
+_a10g = functools.cache(a10g.a10g_facts)  # the A10G study's facts, chapter 6 quotes parts of them
 
 
 def _from_ch06() -> dict[str, Fact]:
@@ -143,12 +161,12 @@ def _from_ch06() -> dict[str, Fact]:
             | studies.decomposition_facts() | studies.counter_facts())
 
 
-_CH06_A10G = ("a10g_short_len", "a10g_two_k_len", "a10g_long_len", "b_flash", "b_flex", "c_flash", "c_flex",
+_CH06_A10G = ("a10g_sms", "a10g_short_len", "a10g_two_k_len", "a10g_long_len", "b_flash", "b_flex", "c_flash", "c_flex",
               "c_ratio", "ttft_flash_short", "ttft_flash_long", "ttft_flex_short", "ttft_flex_long",
               "ttft_ratio_short", "ttft_ratio_long", "itl_flash_short", "itl_flash_2k", "itl_flash_long",
               "itl_flex_short", "itl_flex_2k", "itl_flex_long", "itl_flash_growth_pct", "itl_flex_growth_pct",
               "itl_flash_extra_ms", "itl_flex_extra_ms", "itl_ratio_long", "itl_gap_2k", "itl_gap_long",
-              "decode_equals_prefill_tokens", "request_ratio_long", "floor_extra_ms", "kv_extra_gb", "chunk_a10g",
+              "decode_equals_prefill_tokens", "request_ratio_long", "floor_short_ms", "floor_long_ms", "floor_extra_ms", "kv_extra_gb", "chunk_a10g",
               "kv_bw_flash_gb_s", "kv_bw_flex_gb_s", "kv_bw_flash_pct", "kv_bw_flex_pct",
               "chunks_long", "census_len", "share_len", "share_flash_pct", "share_flex_pct", "attn_flop_share_share_len_pct")
 
@@ -159,8 +177,8 @@ def _from_ch06b() -> dict[str, Fact]:
 
 
 def interim_facts() -> dict[str, Fact]:
-    """The facts of chapters 1-3, 6 and 6b as the interview reads them, each number from data named."""
-    return _named(_from_ch01() | _from_ch02() | _from_ch03() | _from_ch06() | _from_ch06b())
+    """The facts of chapters 6 and 6b as the interview reads them, each number from data named."""
+    return _named(_from_ch06() | _from_ch06b())
 
 
 @functools.cache
@@ -172,4 +190,4 @@ def facts() -> dict[str, Fact]:
     clash = sorted(set(teaching) & set(interim))
     if clash:
         raise LabError(f"{', '.join(clash)}: taken from a teaching page and read again here")
-    return teaching | _derived(teaching) | interim
+    return teaching | derived(teaching) | interim
