@@ -331,7 +331,7 @@ def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anch
                 out.cells.append(nbformat.v4.new_markdown_cell(text, metadata={"slideshow": {"slide_type": kind}}))
                 headings = [m.group(2) for line in text.splitlines() if (m := _HEADING.match(line))]
                 section = make_id(headings[-1]) if headings else section
-        elif cell.cell_type == "code" and "remove-cell" not in tags:
+        elif cell.cell_type == "code" and not tags & {"remove-cell", "remove-slide"}:  # remove-slide: the page's only
             own = code_cell_slides(out, cell, chapter_url + (f"#{section}" if chapter_url and section else ""))
     return out
 

@@ -414,7 +414,10 @@ def runs_table():
              else str(row["quantities of record"])} for row in run_rows()]
     return (pd.DataFrame(rows).style.format(escape="html")
             .format({"run": _as_code, "command": _as_code,
-                     "code": lambda c: html.escape(c) if c == "not recorded" else _as_code(c)}, escape=None).hide(axis="index"))
+                     "code": lambda c: html.escape(c) if c == "not recorded" else _as_code(c)}, escape=None)
+            # quantity names and data paths are long words: let them break so seven columns fit a laptop's page
+            .set_table_styles([{"selector": "td", "props": [("overflow-wrap", "anywhere")]}])
+            .hide(axis="index"))
 
 
 def quantity_rows() -> list[dict]:
