@@ -149,9 +149,9 @@ import os  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from lab.measure.attention import launch_policy, teaching, triton_decode, tuned  # noqa: E402
+from lab.measure.attention import launch_policy, split_kv, split_kv_tuned, teaching, tuned  # noqa: E402
 from lab.measure.attention.exp_tricks import exp2_fma  # noqa: E402
-from lab.measure.attention.reference import attention_torch, max_errors  # noqa: E402
+from lab.measure.attention.reference import attention_torch, decode_errors, max_errors  # noqa: E402
 from lab.measure.attention.switches import Switches  # noqa: E402
 
 ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
@@ -257,46 +257,46 @@ if ON_GPU:
 @pytest.mark.parametrize("shape", DECODE_SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("kernel", ["teaching", "tuned"])
-def test_triton_decode_matches_reference(kernel, dtype, shape):
+def test_split_kv_decode_matches_reference(kernel, dtype, shape):
     batch, q_heads, kv_heads, n_k, d = shape
     q, k, v = _torch_qkv(batch, q_heads, kv_heads, 1, n_k, d, dtype, seed=n_k)
     if kernel == "teaching":
-        out = triton_decode.teaching_decode(q, k, v)
+        out = split_kv.teaching_decode(q, k, v)
     elif ON_GPU and dtype != torch.bfloat16:  # settings are timed (autotuned) in bf16 only, to keep the GPU run short
-        out = triton_decode.tuned_decode(q, k, v, config={"BLOCK_N": 64, "num_warps": 4, "num_stages": 2})
+        out = split_kv_tuned.tuned_decode(q, k, v, config={"BLOCK_N": 64, "num_warps": 4, "num_stages": 2})
     else:
-        out = triton_decode.tuned_decode(q, k, v)
+        out = split_kv_tuned.tuned_decode(q, k, v)
     assert _max_error(out, q, k, v, False) <= TOLERANCE[dtype]
 
 
 @pytest.mark.parametrize("splits", [1, 2, 5])
-def test_triton_decode_any_split_count_is_exact(splits):
+def test_split_kv_decode_any_split_count_is_exact(splits):
     # the combine step must give the same answer however the cache is cut
     q, k, v = _torch_qkv(1, 4, 2, 1, 90, 64, torch.float32, seed=splits)
-    assert _max_error(triton_decode.teaching_decode(q, k, v, num_splits=splits), q, k, v, False) <= 1e-5
-    assert _max_error(triton_decode.tuned_decode(q, k, v, config={"num_splits": splits}), q, k, v, False) <= 1e-5
+    assert _max_error(split_kv.teaching_decode(q, k, v, num_splits=splits), q, k, v, False) <= 1e-5
+    assert _max_error(split_kv_tuned.tuned_decode(q, k, v, config={"num_splits": splits}), q, k, v, False) <= 1e-5
 
 
 @pytest.mark.parametrize("group", [64, 100, 130])
-def test_triton_decode_spreads_a_large_group_over_row_blocks(group):
+def test_split_kv_decode_spreads_a_large_group_over_row_blocks(group):
     # more query rows per KV head than one program holds (MAX_ROWS): row blocks read the same K/V
     q, k, v = _torch_qkv(1, 2 * group, 2, 1, 50, 16, torch.float32, seed=group)
-    out = triton_decode.tuned_decode(q, k, v, config={"BLOCK_N": 16, "num_stages": 1, "num_splits": 2})
+    out = split_kv_tuned.tuned_decode(q, k, v, config={"BLOCK_N": 16, "num_stages": 1, "num_splits": 2})
     assert _max_error(out, q, k, v, False) <= 1e-5
 
 
 def test_split_plan_covers_the_cache_without_empty_splits():
     # 32768 keys, 4 KV heads, 528 programs wanted -> 132 splits of 248.2 keys, rounded up to 256 (4 tiles of 64)
-    assert triton_decode.split_plan(32768, 4, 64, 528) == (128, 256)
+    assert split_kv.split_plan(32768, 4, 64, 528) == (128, 256)
     for n_k in (1, 63, 64, 65, 1000, 4097):
-        splits, per = triton_decode.split_plan(n_k, 3, 16, 50)
+        splits, per = split_kv.split_plan(n_k, 3, 16, 50)
         assert per % 16 == 0 and (splits - 1) * per < n_k <= splits * per
 
 
-def test_triton_decode_rejects_more_than_one_query():
+def test_split_kv_decode_rejects_more_than_one_query():
     q, k, v = _torch_qkv(1, 2, 1, 2, 8, 16, torch.float32, seed=0)
     with pytest.raises(LabError):
-        triton_decode.tuned_decode(q, k, v)
+        split_kv_tuned.tuned_decode(q, k, v)
 
 
 @pytest.mark.parametrize("split_diagonal,heavy_first", [(False, False), (False, True), (True, False)])
@@ -357,6 +357,25 @@ def test_check_runs_the_kernel_against_the_float64_reference(module):
 def test_the_check_fails_a_wrong_kernel():
     wrong_mask = lambda q, k, v, causal: attention_torch(q, k, v, not causal)  # noqa: E731
     assert min(max_errors(wrong_mask).values()) > 0.1
+
+
+@pytest.mark.parametrize("module", [split_kv, split_kv_tuned], ids=["teaching", "tuned"])
+def test_decode_check_runs_the_kernel_against_the_float64_reference(module):
+    # what chapter 5 shows: 300 cached tokens, 8 query heads over 2 KV heads, fp32, the cache cut into 1, 3, 7 pieces
+    errors = module.check()
+    assert set(errors) == {"1 piece", "3 pieces", "7 pieces"}
+    assert all(0 < error <= 1e-5 for error in errors.values()), errors   # (0: the kernel's own rounding)
+
+
+def test_decode_check_in_fp16():
+    errors = split_kv.check(n_k=40, splits=(2,), dtype=torch.float16)
+    assert 0 < errors["2 pieces"] <= TOLERANCE[torch.float16], errors
+
+
+def test_the_decode_check_fails_a_wrong_kernel():
+    # a kernel that never reads the last hundred cached keys (a split left out of the merge): the check must see it
+    drops_keys = lambda q, k, v, pieces: attention_torch(q, k[:, :, :-100], v[:, :, :-100])  # noqa: E731
+    assert min(decode_errors(drops_keys).values()) > 0.1
 
 
 def _lse_reference(q, k, causal):

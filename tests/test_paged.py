@@ -11,7 +11,7 @@ pytest.importorskip("triton")
 
 from lab import LabError  # noqa: E402
 from lab.measure import paged_bench  # noqa: E402
-from lab.measure.attention import triton_decode, triton_paged_decode  # noqa: E402
+from lab.measure.attention import split_kv_tuned, triton_paged_decode  # noqa: E402
 from lab.measure.attention.reference import attention_torch  # noqa: E402
 from lab.measure.attention.triton_paged_decode import paged_decode, paginate  # noqa: E402
 
@@ -54,7 +54,7 @@ def test_paged_matches_reference_ragged_and_shuffled(dtype, page_size, num_split
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_paged_matches_contiguous_kernel(dtype):
     q, k, v = _qkv(2, 4, 1, 96, 64, dtype, seed=5)
-    contiguous = triton_decode.tuned_decode(q, k, v)
+    contiguous = split_kv_tuned.tuned_decode(q, k, v)
     paged = paged_decode(q, *paginate(k, v, 16))
     assert (paged.double() - contiguous.double()).abs().max().item() <= TOLERANCE[dtype]
 
@@ -146,7 +146,7 @@ def test_paged_bf16_at_real_sizes(page_size, config):
     out = paged_decode(q, k_cache, v_cache, table, lens, config=config)
     assert _errors(out, q, k, v, lengths) <= TOLERANCE[torch.bfloat16]
     full = paginate(k, v, page_size)
-    contiguous = triton_decode.tuned_decode(q, k, v)
+    contiguous = split_kv_tuned.tuned_decode(q, k, v)
     assert (paged_decode(q, *full, config=config).float() - contiguous.float()).abs().max().item() <= 2e-2
     assert triton_paged_decode.best_paged_config(4, 28, 4, page_size, 32768, 128, torch.bfloat16) is not None \
         or config is not None

@@ -11,7 +11,7 @@ import pytest
 from lab.book.facts import glued_value
 from lab.book.pages import ch05, ch05b, declared
 from lab.book.show import show
-from lab.measure.attention import triton_decode, triton_paged_decode
+from lab.measure.attention import split_kv, split_kv_tuned, triton_paged_decode
 from lab.results import kernel_runs, paged, roofline
 from lab.results.facts import Fact
 from lab.results.quantities import other_run
@@ -72,9 +72,16 @@ def test_the_paged_kernel_keeps_most_of_the_contiguous_bandwidth():
     assert facts["p16_b16_gbps"].value < facts["contig_b16_gbps"].value
 
 
-@pytest.mark.parametrize("table", ["rows_table", "split_plans", "split_errors"])
+@pytest.mark.parametrize("table", ["rows_table", "split_plans"])
 def test_chapter_5_tables_have_headers_and_no_raw_cells(table):
     _no_raw_cells(getattr(ch05, table)().to_html())
+
+
+def test_the_check_table_shows_every_kernel_and_cut():
+    # the shape of split_kv.check()'s answer, for each kernel the chapter checks
+    html = ch05.check_table({"teaching": {"1 piece": 1.3e-7, "3 pieces": 1.6e-7}, "tuned": {"7 pieces": 3.6e-7}}).to_html()
+    _no_raw_cells(html)
+    assert html.count("teaching") == 2 and "7 pieces" in html and "1.6e-07" in html
 
 
 @pytest.mark.parametrize("table", ["paged_errors", "paged_table", "versus_fa3", "tile_counts", "masks_table"])
@@ -105,7 +112,7 @@ def test_the_block_table_demo_reads_the_same_keys():
 
 
 def test_the_code_the_chapters_teach_is_shown_by_function_object():
-    split = repr(show(triton_decode.teaching_split_kernel, triton_decode.combine_kernel, triton_decode.tuned_split_kernel))
+    split = repr(show(split_kv.teaching_split_kernel, split_kv.combine_kernel, split_kv_tuned.tuned_split_kernel))
     assert "def teaching_split_kernel(" in split and "def combine_kernel(" in split and "tl.dot(" in split
     paged_kernel = repr(show(triton_paged_decode.paged_split_kernel))
     assert "tl.load(pages + cols // PAGE_SIZE" in paged_kernel  # the block-table lookup

@@ -158,7 +158,7 @@ def _flex(q, k, v, causal, kernel_options=None):
 
 
 def candidate_fn(name: str, phase: str) -> Callable:
-    from lab.measure.attention import teaching, triton_decode, tuned
+    from lab.measure.attention import split_kv, split_kv_tuned, teaching, tuned
 
     if name == "naive":
         return _sdpa("MATH")
@@ -180,7 +180,7 @@ def candidate_fn(name: str, phase: str) -> Callable:
     if name not in OURS:
         raise LabError(f"no {phase} candidate {name!r}; choose from {', '.join(ALL_CANDIDATES + HOPPER_ONLY)}")
     if phase == "decode":
-        fn = triton_decode.teaching_decode if name == "ours-teaching" else triton_decode.tuned_decode
+        fn = split_kv.teaching_decode if name == "ours-teaching" else split_kv_tuned.tuned_decode
         return lambda q, k, v, causal: fn(q, k, v)
     fn = teaching.teaching_forward if name == "ours-teaching" else tuned.tuned_forward
     return lambda q, k, v, causal: fn(q, k, v, causal)
@@ -209,10 +209,10 @@ _inputs = inputs
 
 def tuned_config(shape: Shape, dtype) -> str:
     """The launch the tuned kernel chose for this shape, as 'KEY=value ...'."""
-    from lab.measure.attention import launch_policy, triton_decode
+    from lab.measure.attention import launch_policy, split_kv_tuned
 
     if shape.phase == "prefill":
         config = launch_policy.best_config(shape.n, shape.n, shape.head_dim, True)
     else:
-        config = triton_decode.best_decode_config(shape.batch, shape.q_heads, shape.kv_heads, shape.n, shape.head_dim, dtype)
+        config = split_kv_tuned.best_decode_config(shape.batch, shape.q_heads, shape.kv_heads, shape.n, shape.head_dim, dtype)
     return " ".join(f"{key}={val}" for key, val in (config or {}).items())

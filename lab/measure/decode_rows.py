@@ -60,11 +60,11 @@ def counts(batch: int, q_heads: int, query_tokens: int, context: int) -> tuple[f
 
 
 def _call(candidate: str, query_tokens: int):
-    from lab.measure.attention import triton_decode
+    from lab.measure.attention import split_kv_tuned
     from lab.measure.candidates import candidate_fn
 
     if candidate == "ours-tuned":
-        return lambda q, k, v, causal: triton_decode.tuned_decode(q, k, v)
+        return lambda q, k, v, causal: split_kv_tuned.tuned_decode(q, k, v)
     return candidate_fn("fa3", "prefill" if query_tokens > 1 else "decode")
 
 

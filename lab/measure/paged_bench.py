@@ -1,7 +1,7 @@
 """What a block table costs a decode kernel: contiguous vs paged split-KV decode, and a copy, in one run.
 
 For each (batch, context) the same K/V values are held three ways: one contiguous stretch per
-sequence (:func:`triton_decode.tuned_decode`), and paged caches of 16-token and of larger pages
+sequence (:func:`split_kv_tuned.tuned_decode`), and paged caches of 16-token and of larger pages
 scattered over the pool in a random order (:func:`triton_paged_decode.paged_decode`). A
 device-to-device copy of the same number of bytes is the ceiling. Every output is checked against
 an fp32 reference first; then all of them are timed in interleaved rounds (each round starts at a
@@ -79,7 +79,7 @@ def candidates(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, head
     """
     import torch
 
-    from lab.measure.attention import triton_decode, triton_paged_decode
+    from lab.measure.attention import split_kv_tuned, triton_paged_decode
 
     gen = torch.Generator(device=device).manual_seed(n + 7 * batch)
     def randn(*shape):
@@ -88,10 +88,10 @@ def candidates(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, head
     q, k, v = randn(batch, q_heads, 1, head_dim), randn(batch, kv_heads, n, head_dim), randn(batch, kv_heads, n, head_dim)
     nbytes = kv_bytes(batch, kv_heads, n, head_dim)
     out = []
-    contiguous = triton_decode.tuned_decode
+    contiguous = split_kv_tuned.tuned_decode
     out.append(("contiguous", None, contiguous,
                 _rotated((q, k, v), nbytes, lambda: (q, torch.randn_like(k), torch.randn_like(v))), (q, k, v),
-                lambda: triton_decode.best_decode_config(batch, q_heads, kv_heads, n, head_dim, q.dtype)))
+                lambda: split_kv_tuned.best_decode_config(batch, q_heads, kv_heads, n, head_dim, q.dtype)))
     for page in page_sizes:
         k_cache, v_cache, table, lens = triton_paged_decode.paginate(k, v, page, shuffle=True, seed=page)
         def call(q, kc, vc, table, lens):

@@ -55,8 +55,10 @@ def gaps(chunks: list) -> list[tuple[float, float]]:
     return [(b, 1000.0 * (b - a)) for a, b in zip(times, times[1:], strict=False)]
 
 
-def summarize(record: dict, arm: str, chunk: int | None, source: str) -> TrialSummary | None:
-    """A trial's windows (None when it did not finish or a window is empty)."""
+def summarize_trial(record: dict, arm: str, chunk: int | None, source: str) -> TrialSummary | None:
+    """A trial's three windows: each decoder's last gaps before the long prompt arrives (steady), those that end
+    while it is prefilled (during) and those after its first token (None when it did not finish or a window
+    is empty)."""
     if record.get("status") != "ok" or record.get("long_ttft_s") is None:
         return None
     ttft = record["long_ttft_s"]
@@ -83,7 +85,7 @@ def read_trials(root: Path = DATA_DIR / "h200", study: str = STUDY) -> list[Tria
         label = prov.get("arm") or Arm.parse(folder.parent.name).label
         chunk = prov.get("flags", {}).get("max_num_batched_tokens")
         for record in read_jsonl(folder / "trials.jsonl", required=("decoders", "long_len", "status")):
-            summary = summarize(record, label, chunk, str(folder))
+            summary = summarize_trial(record, label, chunk, str(folder))
             if summary is not None:
                 found.append(summary)
     return sorted(found, key=lambda s: (s.arm, s.chunk or 0, s.decoders, s.long_len))

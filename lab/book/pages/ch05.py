@@ -1,7 +1,8 @@
 """Chapter 5, decode and split-KV: every fact the chapter states, its figures and its tables.
 
     glue_all(ch05.facts())          # the one hidden cell
-    ch05.rows_figure(), ch05.rows_table(), ch05.split_plans(), ch05.split_errors(), ch05.decode_figure(),
+    ch05.rows_figure(), ch05.rows_table(), ch05.split_plans(), ch05.decode_figure(),
+    ch05.check_table({"teaching": split_kv.check(), "tuned": split_kv_tuned.check()})   # the kernels' checks
     ch05.explorer()
 
 The runs it reads, each once: the kernel benchmark of record (data/h200/kernels, decode.csv), the decode-rows
@@ -19,14 +20,12 @@ from __future__ import annotations
 import functools
 
 import pandas as pd
-import torch
 
 from lab import env
 from lab.book.facts import Fact
 from lab.book.kernel_explorers import decode_explorer
 from lab.book.plots.kernels import plot_decode, plot_decode_rows
-from lab.measure.attention import triton_decode
-from lab.measure.attention.reference import attention_torch
+from lab.measure.attention import split_kv
 from lab.measure.candidates import ALL_CANDIDATES
 from lab.names import label, labels
 from lab.results import data, decode_rows, roofline
@@ -51,7 +50,7 @@ ROWS_KEYS = {"ours-tuned": "ours", "fa3": "fa3", "fa3-tokens": "tok"}
 SPECS = "lab.results.hardware: NVIDIA H200 datasheet"
 SHAPE = "lab.results.modelshape: Qwen2.5-7B"
 MLA_SRC = "lab.results.roofline.mla_decode_attention_intensity, DeepSeek-V2's shape (lab.results.modelshape)"
-PLAN = "lab.measure.attention.triton_decode.split_plan"
+PLAN = "lab.measure.attention.split_kv.split_plan"
 
 # --- the quantities chapter 5 teaches ------------------------------------------------------------------
 
@@ -177,17 +176,10 @@ def _bench_facts() -> dict:
                     "d_tuned_1k_eager_us": DECODE_EAGER_US.fact(1e3 * float(short.ms_eager), "ours-tuned", 1, 1024)}
 
 
-def _split_facts() -> dict:
-    errors = _split_errors()
-    where = "on this machine's GPU" if _device() == "cuda" else "in Triton's interpreter on this machine's CPU"
-    return {"split_worst": Fact(max(errors.values()), "computed on this machine when the page was built"),
-            "split_where": Fact(where, "the machine that built the page")}
-
-
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact chapter 5 states, by glue name."""
-    return _shape_facts() | _rows_facts() | _plan_facts() | _bench_facts() | _split_facts()
+    return _shape_facts() | _rows_facts() | _plan_facts() | _bench_facts()
 
 
 # --- figures and tables ------------------------------------------------------------------------------
@@ -210,46 +202,28 @@ def rows_table():
 
 
 def split_plans(styled: bool = True):
-    """How many pieces :func:`triton_decode.split_plan` cuts a 32k cache into, per kernel and batch."""
+    """How many pieces :func:`split_kv.split_plan` cuts a 32k cache into, per kernel and batch."""
     rows = []
     for batch in BATCHES:
-        for label, per_split, programs in (("teaching: one program per query head", batch * MODEL.q_heads, 2 * H200.sm_count),
-                                           ("tuned: one program per KV head", batch * MODEL.kv_heads, 4 * H200.sm_count)):
-            splits, keys = triton_decode.split_plan(CONTEXT, per_split, 64, programs)
-            rows.append({"batch": batch, "kernel": label, "splits": splits, "keys per split": keys,
+        for kernel, per_split, programs in (("teaching: one program per query head", batch * MODEL.q_heads, 2 * H200.sm_count),
+                                            ("tuned: one program per KV head", batch * MODEL.kv_heads, 4 * H200.sm_count)):
+            splits, keys = split_kv.split_plan(CONTEXT, per_split, 64, programs)
+            rows.append({"batch": batch, "kernel": kernel, "splits": splits, "keys per split": keys,
                          "programs": splits * per_split})
     table = pd.DataFrame(rows)
     return table.style.hide(axis="index").format({"keys per split": "{:,}", "programs": "{:,}"}) if styled else table
 
 
-def _device() -> str:
+def check_table(errors: dict):
+    """The decode kernels' checks (``{kernel: module.check()}``) as a table: kernel, pieces the cache was cut into,
+    largest |error| against the float64 reference, and where it ran."""
     caps = env.detect()
-    return "cuda" if caps.has_gpu and caps.triton_mode == "gpu" else "cpu"
-
-
-@functools.cache
-def _split_errors() -> dict[str, float]:
-    """Both kernels, the cache cut into 1, 3 and 7 pieces, against a float64 reference (float32, 300 tokens)."""
-    where = _device()
-    gen = torch.Generator(device=where).manual_seed(1)
-    q = torch.randn(2, 8, 1, 64, generator=gen, device=where)
-    k = torch.randn(2, 2, 300, 64, generator=gen, device=where)
-    v = torch.randn(2, 2, 300, 64, generator=gen, device=where)
-    ref = attention_torch(q, k, v, compute_dtype=torch.float64)
-    errors = {}
-    for splits in (1, 3, 7):
-        teaching = triton_decode.teaching_decode(q, k, v, num_splits=splits)
-        tuned = triton_decode.tuned_decode(q, k, v, config={"num_splits": splits, "BLOCK_N": 16})
-        errors[f"teaching, {splits} pieces"] = (teaching.double() - ref).abs().max().item()
-        errors[f"tuned, {splits} pieces"] = (tuned.double() - ref).abs().max().item()
-    return errors
-
-
-def split_errors():
-    """The table of :func:`_split_errors`: however the cache is cut, the answer is the same."""
-    errors = _split_errors()
-    table = pd.DataFrame({"kernel": list(errors), "max |error| vs float64 reference": list(errors.values())})
-    return table.style.hide(axis="index").format("{:.1e}", subset=["max |error| vs float64 reference"])
+    where = "this machine's GPU" if caps.has_gpu and caps.triton_mode == "gpu" else "Triton's interpreter on this machine's CPU"
+    rows = [{"kernel": kernel, "cache cut into": pieces, "largest |error| vs float64": error}
+            for kernel, by_pieces in errors.items() for pieces, error in by_pieces.items()]
+    return (pd.DataFrame(rows).style.hide(axis="index").format({"largest |error| vs float64": "{:.1e}"})
+            .set_caption(f"Checked when this page was built, in {where}: one decode step of 2 sequences over 300 "
+                         "cached tokens, 8 query heads over 2 KV heads, head dim 64, float32"))
 
 
 def decode_figure():

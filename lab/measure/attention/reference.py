@@ -161,3 +161,19 @@ def max_errors(forward, n: int = 50, q_heads: int = 4, kv_heads: int = 2, head_d
     exact = lambda causal: attention_torch(q.double(), k.double(), v.double(), causal, compute_dtype=torch.float64)
     return {mask: (forward(q, k, v, causal).double() - exact(causal)).abs().max().item()
             for mask, causal in (("no mask", False), ("causal", True))}
+
+
+def decode_errors(decode, n_k: int = 300, splits=(1, 3, 7), dtype=None, device: str = "cpu",
+                  seed: int = 1) -> dict[str, float]:
+    """How far ``decode(q, k, v, num_splits)`` lands from this reference in float64, on one random decode step
+    (2 sequences of ``n_k`` cached tokens, 8 query heads over 2 KV heads, head dim 64), the cache cut into each
+    number of ``splits``: the largest absolute error of the output, ``{"1 piece": ..., "3 pieces": ...}``. What
+    each decode kernel's ``check()`` runs."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    q, k, v = (torch.randn(2, heads, n, 64, generator=gen, device=device).to(dtype or torch.float32)
+               for heads, n in ((8, 1), (2, n_k), (2, n_k)))
+    exact = attention_torch(q.double(), k.double(), v.double(), compute_dtype=torch.float64)
+    return {f"{pieces} piece{'s' if pieces > 1 else ''}": (decode(q, k, v, pieces).double() - exact).abs().max().item()
+            for pieces in splits}

@@ -1,4 +1,4 @@
-"""PagedAttention decode in Triton: the split-KV kernel of :mod:`triton_decode`, reading K/V through a block table.
+"""PagedAttention decode in Triton: the split-KV kernel of :mod:`split_kv_tuned`, reading K/V through a block table.
 
 A serving engine does not give each sequence one contiguous stretch of cache. It cuts the cache into
 pages of ``page_size`` tokens, hands pages out as sequences grow, and keeps per sequence a *block
@@ -8,7 +8,7 @@ SOSP 2023). The kernel changes in one place only, the address of a key: token ``
 ``b`` lives at row ``t % page_size`` of page ``block_table[b, t // page_size]``.
 
 The algorithm (:func:`paged_split_kernel`) is otherwise the GQA-packed split-KV decode of
-:func:`triton_decode.tuned_decode`:
+:func:`split_kv_tuned.tuned_decode`:
 one program per (split, sequence, KV head) serves the query heads of that KV head, every split
 writes a partial output and its log-sum-exp, and a combine kernel merges the splits exactly.
 A tile of ``BLOCK_N`` keys gathers one page id per key, so a tile may span several small pages
@@ -32,7 +32,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from lab.measure.attention.kernel_inputs import interpreting  # noqa: E402 (also applies the interpreter fix)
-from lab.measure.attention.triton_decode import DECODE_SPACE, LOG2E, combine, split_buffers  # noqa: E402
+from lab.measure.attention.split_kv import combine  # noqa: E402
+from lab.measure.attention.split_kv_tuned import DECODE_SPACE, LOG2E, split_buffers  # noqa: E402
 
 
 @triton.jit
@@ -135,7 +136,7 @@ def _launch(q, k_cache, v_cache, block_table, seq_lens, scale, cfg, longest: int
 
 
 #: Launch settings timed once per shape on a GPU (the fastest kept): the contiguous kernel's space
-#: (triton_decode.DECODE_SPACE) with the same tiles, so neither kernel is tuned more than the other.
+#: (split_kv_tuned.DECODE_SPACE) with the same tiles, so neither kernel is tuned more than the other.
 PAGED_SPACE = DECODE_SPACE
 _BEST: dict[tuple, dict] = {}
 
