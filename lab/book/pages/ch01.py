@@ -143,7 +143,7 @@ def _serving_facts() -> dict:
         "flash_comp_x": flash.flops / compulsory / ridge, "flash_reread_x": flash.intensity / ridge,
         **{f"dec_ms_{key}": 1e3 * s["decode"]["total"].time(roofs[dev]) for key, dev in
            (("h100", "H100-SXM"), ("h200", "H200-SXM"), ("a10g", "A10G"))},
-        "ref_short_len": reference.PROMPT_TOKENS.fact(n_short, "short"),
+        "a10g_short_len": reference.PROMPT_TOKENS.fact(n_short, "short"),
         "ref_short_itl": A10G_ITL.fact(itl, "FLASH_ATTN", n_short),
         "ref_short_bound": Fact(bound_ms, "lab.results.roofline at the A10G's datasheet bandwidth"),
         "ref_short_pct": A10G_BUS.fact(100 * bound_ms / itl, "FLASH_ATTN", n_short),

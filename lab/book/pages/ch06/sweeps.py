@@ -45,7 +45,7 @@ from lab.book.pages.ch06.quantities import (
 )
 from lab.results import census_windows as cw
 from lab.results import concurrency as rc
-from lab.results import iomodel, probe_timing, roofline, value_dependence
+from lab.results import iomodel, probe_timing, reference, roofline, value_dependence
 from lab.results import sweep_variants as variants
 from lab.results import sweeps as report
 from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth
@@ -151,6 +151,10 @@ def _target_len(table, study: str, arm: str, actual_len) -> int:
     return int(rows.loc[rows["actual_len"] == actual_len, "target_len"].iloc[0])
 
 
+#: The A10G point chapter 6 quotes at short context: the study's prompt that aimed at 2,048 tokens.
+TWO_K_TARGET = 2048
+
+
 def decode_facts() -> dict:
     table, h200 = sweep_table(), h200_study()
     shape, a10g_gpu, h200_gpu = qwen25_7b(), device("A10G"), device("H200-SXM")
@@ -161,20 +165,28 @@ def decode_facts() -> dict:
         nominal = lambda arm, column, s=study, f=fits: _target_len(table, s, arm, f.loc[arm, column])  # noqa: E731
         for name, arm in named:
             row = fits.loc[arm]
-            short, long = nominal(arm, "short_len"), nominal(arm, "long_len")
+            # each point is keyed by the tokens its prompt had (the A10G's prompts ran a token past their targets)
+            short, long = int(row["short_len"]), int(row["long_len"])
             out |= {f"{gpu}_{name}_itl_short": q["itl"].fact(row["itl_short_ms"], arm, short),
                     f"{gpu}_{name}_itl_long": q["itl"].fact(row["itl_long_ms"], arm, long),
                     f"{gpu}_{name}_itl_growth": q["itl_growth"].fact(row["itl_growth_pct"], arm),
                     f"{gpu}_{name}_kv_rate": report.kv_read_fact(table, study, arm),
                     f"{gpu}_{name}_kv_pct": report.kv_read_pct_fact(table, study, arm)}
-        # the lengths as the study names them (its target lengths; the A10G's prompts ran a token longer)
         out[f"{gpu}_short_len"] = q["length"].fact(nominal(fits.index[0], "short_len"), "shortest")
         out[f"{gpu}_fa_long_len"] = q["length"].fact(nominal(named[0][1], "long_len"), f"longest {named[0][1]}")
         out[f"{gpu}_flex_long_len"] = q["length"].fact(nominal(FLEX, "long_len"), f"longest {FLEX}")
-    itl2k = {arm: report.arm_rows(table, A10G_RUN, arm).set_index("target_len").loc[2048, "itl_ms"] for arm in (FLASH, FLEX)}
+    # the A10G's prompts as the tokens they had (the intro and chapter 1 state the same facts under the same names):
+    # the study asked for round lengths and its prompts came out a token or two longer; the longest ran its target
+    a10g_rows = {arm: report.arm_rows(table, A10G_RUN, arm).set_index("target_len") for arm in (FLASH, FLEX)}
+    short_target = out["a10g_short_len"].value
+    two_k = int(a10g_rows[FLASH].loc[TWO_K_TARGET, "actual_len"])
+    out |= {"a10g_short_target": out["a10g_short_len"],
+            "a10g_short_len": reference.PROMPT_TOKENS.fact(int(a10g_rows[FLASH].loc[short_target, "actual_len"]),
+                                                           "short"),
+            "a10g_two_k_len": reference.PROMPT_TOKENS.fact(two_k, "2k")}
     long_len = out["a10g_fa_long_len"].value
-    out |= {"a10g_fa_itl_2k": A10G["itl"].fact(itl2k[FLASH], FLASH, 2048),
-            "a10g_flex_itl_2k": A10G["itl"].fact(itl2k[FLEX], FLEX, 2048),
+    out |= {"a10g_fa_itl_2k": A10G["itl"].fact(a10g_rows[FLASH].loc[TWO_K_TARGET, "itl_ms"], FLASH, two_k),
+            "a10g_flex_itl_2k": A10G["itl"].fact(a10g_rows[FLEX].loc[TWO_K_TARGET, "itl_ms"], FLEX, two_k),
             "a10g_bandwidth": bandwidth_ceiling(a10g_gpu).to("GB/s"),
             "h200_bandwidth_tb": datasheet_bandwidth(h200_gpu).to("TB/s"),
             "h200_ceiling_gbs": bandwidth_ceiling(h200_gpu).to("GB/s"),
