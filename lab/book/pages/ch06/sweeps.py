@@ -10,7 +10,7 @@ from lab.book.facts import Fact
 from lab.book.pages.ch06.quantities import (
     A10G,
     A10G_RUN,
-    B_AT_CEILING,
+    B_AT_MATMUL_RATE,
     CHUNK_ADDED,
     CHUNK_FIT,
     CHUNK_RATIO,
@@ -139,9 +139,9 @@ def h200_prefill_facts() -> dict:
         "h200_fa_share_32k": H200["share"].fact(fa["share_32768_pct"], FA3, 32768),
         "h200_fa_share_longest": H200["share"].fact(100 * c_per_b / (1 + c_per_b), FA3, longest),
         "h200_corr_bc": Fact(trade.corr_bc, "lab.results.sweep_variants.coefficient_correlation"),
-        "h200_matmul_ceiling_tflops": roofline.matmul_ceiling().to("TFLOP/s"),
-        "h200_b_at_ceiling": B_AT_CEILING.fact(b_held * 1e6),
-        "h200_flex_c_at_ceiling": Fact(trade.c_at_b * 1e12, "lab.results.sweep_variants.refit_with_b"),
+        "h200_matmul_rate_tflops": roofline.matmul_rate().to("TFLOP/s"),
+        "h200_b_at_matmul_rate": B_AT_MATMUL_RATE.fact(b_held * 1e6),
+        "h200_flex_c_at_matmul_rate": Fact(trade.c_at_b * 1e12, "lab.results.sweep_variants.refit_with_b"),
         "h200_flex_c_shift_pct": Fact(trade.c_shift_pct, "lab.results.sweep_variants.refit_with_b")}
 
 
