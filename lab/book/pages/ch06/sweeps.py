@@ -51,7 +51,7 @@ from lab.results import sweeps as report
 from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth
 from lab.results.data import DATA_DIR
 from lab.results.hardware import device, load_measurement
-from lab.results.modelshape import kv_per_token, qwen25_7b
+from lab.results.modelshape import kv_per_token, qwen25_7b, streamed_weights_gb, weights_gb
 
 # --- facts: setup and the A10G prefill -----------------------------------------------------------------------
 
@@ -61,7 +61,7 @@ def setup_facts() -> dict:
     setting = lambda q, key, value, fmt="": q["setting"].fact(value, key, fmt=fmt)  # noqa: E731
     return {"layers": Fact(shape.layers, SHAPE), "q_heads": Fact(shape.q_heads, SHAPE),
             "kv_heads": Fact(shape.kv_heads, SHAPE), "head_dim": Fact(shape.head_dim, SHAPE),
-            "kv_bytes_per_token": kv_per_token(), "weights_gb": Fact(shape.parameters * 2 / 1e9, SHAPE),
+            "kv_bytes_per_token": kv_per_token(), "weights_gb": weights_gb(),
             "a10g_chunk": setting(A10G, "max_num_batched_tokens", report.chunk_size(table, A10G_RUN)),
             "a10g_max_model_len": setting(A10G, "max_model_len", flags["max_model_len"]),
             "gen_tokens": setting(A10G, "gen_tokens", flags["gen_tokens"]),
@@ -320,7 +320,9 @@ def batch_facts() -> dict:
     out = {"batch_kv_bound_long": Fact(math.floor(rc.kv_bound_batch(long)) + 1, src),
            "batch_kv_bound_short": Fact(math.floor(rc.kv_bound_batch(min(contexts))) + 1, src),
            "batch_long": Fact(long, src), "batch_short": Fact(min(contexts), src),
-           "batch_low": Fact(low, src), "batch_high": Fact(high, src), "batch_weights_gb": Fact(weights / 1e9, src)}
+           "batch_low": Fact(low, src), "batch_high": Fact(high, src),
+           # chapter 1's streamed weights, the same bytes the floors above count
+           "weights_streamed_gb": streamed_weights_gb()}
     at = lambda arm, b, key, q, fmt: q.fact(_get(rc.point(table, arm, long, b), key), arm, long, b, fmt=fmt)  # noqa: E731
     for b in (4, 16):  # either side of where the model puts the KV-bound batch at the long context
         out[f"batch_{b}_fa_itl"] = at(FA3, b, "itl_ms", rc.POINT_ITL, "{:.1f} ms")
