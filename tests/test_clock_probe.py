@@ -85,3 +85,21 @@ def test_the_command_refuses_without_a_gpu(tmp_path, monkeypatch):
     monkeypatch.setattr(env, "detect", lambda: argparse.Namespace(has_gpu=False))
     with pytest.raises(LabError, match="no CUDA GPU here"):
         clock_probe.main(argparse.Namespace(out=tmp_path / "out"))
+
+
+def test_the_h200_probe_shows_the_flag_at_a_low_average_while_the_draw_passes_the_limit():
+    """lab.results.clock_probe on data/h200/clock-probe: what chapter 7 states, checked against the raw samples."""
+    import pandas as pd
+
+    from lab.results import clock_probe as probe_run
+    from lab.results.data import DATA_DIR
+
+    r = probe_run.readings()
+    samples = pd.read_csv(DATA_DIR / probe_run.RUN / "samples.csv")
+    capped = samples[[clock_probe.POWER_CAP in gpuclocks.reason_names(int(m)) for m in samples.reasons]]
+    # the flag at an average far under the limit, the instantaneous draw over it, the clock lowered under the cap
+    assert r["flag_avg_lo_w"] < r["flag_avg_hi_w"] < r["limit_w"] / 2 < r["limit_w"] < r["burst_instant_max_w"]
+    assert r["flag_avg_lo_w"] >= capped.power_w.min() and r["burst_instant_max_w"] <= samples["power.draw.instant"].max()
+    assert r["burst_mhz_lo"] <= r["burst_mhz_hi"] < r["idle_mhz"] == samples.sm_mhz.max()
+    # the sustained run sits at the limit; the flag outlasts the work by less than the one-second window
+    assert r["sustained_w"] == pytest.approx(r["limit_w"], rel=0.05) and 0 < r["flag_hold_s"] < probe_run.AFTER_S

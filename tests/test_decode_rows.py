@@ -47,7 +47,7 @@ def test_no_run_on_file_is_an_error_that_names_the_command(tmp_path):
 
 def test_the_committed_sweep_puts_fa3_past_the_measured_ridge():
     points, roof = decode_rows.sweep(), decode_rows.roof()
-    assert 100 < roof.ridge < 250  # the H200's matmul ceiling over its read ceiling
+    assert 100 < roof.ridge < 250  # the H200's matmul rate over its read ceiling
     cross = decode_rows.crossings(points, roof).set_index("candidate")
     assert cross.loc["fa3", "most_rows"] > roof.ridge > cross.loc["fa3", "last_flat"]
     assert cross.loc["ours-tuned", "last_flat"] < cross.loc["fa3", "last_flat"]

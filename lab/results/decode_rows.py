@@ -3,7 +3,7 @@
 Every cached K/V byte serves each query row that reads it: the query heads of its group times the query
 tokens of the step. The sweep holds the cache fixed (batch 8, 32k tokens, 4 KV heads) and raises the rows,
 so its arithmetic intensity is about ``rows`` FLOP per byte; the points sit on the H200's roofline between
-its two measured ceilings, the read stream and the matmul (:func:`lab.results.roofline.measured_roof`). Three candidates: our split-KV kernel and FA3 (vLLM's ``vllm_flash_attn``) with one
+its measured read ceiling and matmul rate (:func:`lab.results.roofline.measured_roof`). Three candidates: our split-KV kernel and FA3 (vLLM's ``vllm_flash_attn``) with one
 query token and ``rows`` query heads per KV head, and FA3 with a group of 7 and ``query_tokens`` tokens per
 sequence (``fa3-tokens``: a speculative step's verification).
 
@@ -50,14 +50,14 @@ def sweep(root: Path | None = None):
 
 def roof(root: Path | None = None) -> roofline.Roof:
     """The measured roofline the sweep is placed under: :func:`lab.results.roofline.measured_roof` (the H200's
-    matmul ceiling over its read ceiling; their ratio is the measured ridge)."""
+    matmul rate over its read ceiling; their ratio is the measured ridge)."""
     return roofline.measured_roof(root)
 
 
 def crossings(points, roof_: roofline.Roof, flat: float = FLAT):
     """Where each candidate leaves the memory floor: one row per candidate with ``last_flat`` (the most rows
     whose time is within ``flat`` of its fastest point) and ``first_off`` (the next rows measured, None if
-    none), and at its fewest and most rows the share of the read ceiling and of the matmul ceiling reached."""
+    none), and at its fewest and most rows the share of the read ceiling and of the matmul rate reached."""
     import pandas as pd
 
     rows = []

@@ -6,7 +6,7 @@ upper estimate of a fused kernel's bytes. If it were the truth, no kernel could 
 
 - the H200 kernel benchmark (``data/h200/kernels``): the best prefill kernels at long prompts run in
   less time than the re-read count needs at the GPU's bandwidth ceiling (:mod:`lab.results.bandwidth`),
-  and within a short step of the matmul ceiling measured on it (``data/h200/hardware``);
+  and within a short step of the matmul rate measured on it (``data/h200/hardware``);
 - the published A10G study: the quadratic coefficient fitted to vLLM's time-to-first-token is
   smaller than the re-read count's floor for it at the A10G's bandwidth ceiling, and close to the compute
   floor.
@@ -25,7 +25,7 @@ from lab.results import data, hardware, iomodel, kernel_runs, reference
 from lab.results.bandwidth import ceiling
 from lab.results.hardware import DEVICES, DTYPE_BYTES
 
-#: The measured matmul ceiling of the H200 (its bandwidth ceiling is lab.results.bandwidth's).
+#: Where the H200's measured matmul rate is (its bandwidth ceiling is lab.results.bandwidth's).
 H200_CEILINGS = "h200/hardware"
 
 
@@ -33,8 +33,8 @@ def h200_kernel_check(candidate: str, n: int, root: Path | None = None) -> dict:
     """One benchmarked prefill kernel on the H200 against the bounds the two counts set.
 
     Returns ms (measured), flops_per_s (achieved), and the least time each bound allows at the
-    *measured* ceilings: reread_ms (re-read bytes / bandwidth ceiling), compulsory_ms (compulsory bytes /
-    bandwidth ceiling), compute_ms (FLOPs / matmul ceiling); plus the ceilings used, the byte counts, and
+    *measured* rates: reread_ms (re-read bytes / bandwidth ceiling), compulsory_ms (compulsory bytes /
+    bandwidth ceiling), compute_ms (FLOPs / matmul rate); plus the rates used, the byte counts, and
     reread_ms_datasheet (re-read bytes at the datasheet bandwidth, where the check's verdict can flip).
     """
     root = root or data.DATA_DIR

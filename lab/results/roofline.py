@@ -211,23 +211,25 @@ def model_phase(shape, phase: str, n: int, dtype: str = "bf16", fused: bool = Tr
                                                                       linear.bytes + attention.bytes)}
 
 
-# --- the ceilings and ridges the book states: one definition each ------------------------------------
+# --- the measured rates and ridges the book states: one definition each ------------------------------------
 #
 # Two ridges, never mixed: the *datasheet* ridge (a GPU's datasheet peak over its datasheet bandwidth) compares
-# GPUs on paper; the *measured* ridge (the H200's measured matmul ceiling over its measured bandwidth ceiling) is
-# the one every H200 measurement is held against. A datasheet peak over a measured bandwidth is neither.
+# GPUs on paper; the *measured* ridge (the H200's measured matmul rate over its measured bandwidth ceiling) is
+# the one every H200 measurement is held against. The matmul rate is the best cuBLAS did on square products at
+# the clock it got, not a limit: attention kernels pass it (chapter 2). A datasheet peak over a measured bandwidth is neither.
 
-#: Where the H200's matmul ceiling is measured (its bandwidth ceiling: lab.results.bandwidth).
+#: Where the H200's matmul rate is measured (its bandwidth ceiling: lab.results.bandwidth).
 MATMUL_RUN = "h200/hardware"
 
 DATASHEET_PEAK = Quantity("datasheet.bf16_peak", "a GPU's dense bf16 tensor-core peak, from its datasheet (no 2:4 sparsity)",
                           run="datasheet: lab.results.hardware", unit="FLOP/s")
 DATASHEET_RIDGE = Quantity("datasheet.ridge", "a GPU's dense bf16 datasheet peak over its datasheet memory bandwidth",
                            run="datasheet: lab.results.hardware", unit="FLOP/B")
-MATMUL_CEILING = Quantity("h200.matmul_ceiling", "the fastest dense bf16 matrix product cuBLAS ran on the lent H200 "
-                          "(best size, median of CUDA-event timings on random data)",
-                          run=MATMUL_RUN, file="measurements.json", unit="FLOP/s")
-MEASURED_RIDGE = Quantity("h200.measured_ridge", "the H200's measured matmul ceiling over its measured bandwidth "
+MATMUL_RATE = Quantity("h200.matmul_rate", "the fastest dense bf16 matrix product cuBLAS ran on the lent H200: "
+                       "the best of its square sizes, median of CUDA-event timings on random data, clocks not "
+                       "recorded (a measured rate, not a limit of the tensor cores)",
+                       run=MATMUL_RUN, file="measurements.json", unit="FLOP/s")
+MEASURED_RIDGE = Quantity("h200.measured_ridge", "the H200's measured matmul rate over its measured bandwidth "
                           "ceiling (the read-stream slope, lab.results.bandwidth)",
                           run=MATMUL_RUN, file="measurements.json", unit="FLOP/B")
 
@@ -242,14 +244,14 @@ def datasheet_ridge(key: str) -> Fact:
     return DATASHEET_RIDGE.fact(device(key).ridge("bf16"), key)
 
 
-def matmul_ceiling(root: Path | None = None) -> Fact:
-    """The H200's measured matmul ceiling (not measured: a Fact that says so)."""
+def matmul_rate(root: Path | None = None) -> Fact:
+    """The H200's measured matmul rate: cuBLAS's best on square bf16 products (not measured: a Fact that says so)."""
     found = load_measurement((root or data.DATA_DIR) / MATMUL_RUN)
-    return MATMUL_CEILING.fact(found.peak_flops if found else None)
+    return MATMUL_RATE.fact(found.peak_flops if found else None)
 
 
 def measured_ridge(root: Path | None = None) -> Fact:
-    """The H200's measured ridge: its matmul ceiling over its bandwidth ceiling, both measured."""
+    """The H200's measured ridge: its matmul rate over its bandwidth ceiling, both measured."""
     found = load_measurement((root or data.DATA_DIR) / MATMUL_RUN)
     gpu = bandwidth.read_ceiling("NVIDIA H200", root)
     value = found.peak_flops / gpu.bytes_per_s if found and gpu.measured else None
@@ -257,8 +259,8 @@ def measured_ridge(root: Path | None = None) -> Fact:
 
 
 def measured_roof(root: Path | None = None) -> Roof:
-    """The H200's roof from its two measured ceilings: where H200 measurements are placed."""
+    """The H200's roof from its measured matmul rate and bandwidth ceiling: where H200 measurements are placed."""
     found = load_measurement((root or data.DATA_DIR) / MATMUL_RUN)
     if found is None:
-        raise LabError(f"data/{MATMUL_RUN}/measurements.json: the H200's matmul ceiling is not measured")
+        raise LabError(f"data/{MATMUL_RUN}/measurements.json: the H200's matmul rate is not measured")
     return Roof("H200 (measured)", found.peak_flops, bandwidth.ceiling("NVIDIA H200", root), "bf16")

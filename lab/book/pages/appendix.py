@@ -314,7 +314,8 @@ def counter_facts() -> dict[str, Fact]:
 
 def capture_facts() -> dict[str, Fact]:
     """How chapter 7's profiler windows were taken: the capture's command and windows (FlashAttention 3's capture;
-    FlexAttention's differs only in its arm), from its provenance; the probe that would settle what they leave."""
+    FlexAttention's differs only in its arm), from its provenance; how the clock probe that answers what they leave
+    was run (its readings are chapter 7's)."""
     folder = f"{cd.H200_TRACES}/traces/{FA3.slug}"
     prov = data.load(folder).provenance
     source = f"data/{folder}/provenance.json"

@@ -5,14 +5,14 @@
 
 What it reads, each once: the datasheets of lab.results.hardware (every comparison of GPUs *on paper* is drawn
 on datasheet roofs, :func:`lab.results.roofline.datasheet_roof`: datasheet peak over datasheet bandwidth); the
-H200's two measured ceilings (its matmul rate, data/h200/hardware, and its read-stream bandwidth ceiling,
-data/h200/bandwidth) and their ratio, the *measured* ridge; the first full kernel benchmark (data/h200/kernels)
+H200's measured matmul rate (data/h200/hardware) and its measured read-stream bandwidth ceiling
+(data/h200/bandwidth) and their ratio, the *measured* ridge; the first full kernel benchmark (data/h200/kernels)
 for the overhead regime; the A10G study's sweep for its shortest decode. The machine that builds the page is
 measured live.
 
 Glue names other pages may take from here (the interview page, the course kit): ``h100_ridge_datasheet``,
 ``h200_ridge_datasheet`` (for comparisons with papers only), ``h200_ridge_measured`` (for everything measured on
-the H200), ``matmul_ceiling_tf`` (what the H200's matmul measurement is: ``matmul_*``), ``h200_ceiling``,
+the H200), ``matmul_rate_tf`` (what the H200's matmul measurement is: ``matmul_*``), ``h200_ceiling``,
 ``weights_gb`` (what Qwen2.5-7B's weights occupy) and ``weights_streamed_gb`` (what one decode step reads of
 them), ``h100_tflops``, ``h100_tbs``, ``h200_tbs``.
 """
@@ -47,9 +47,9 @@ MODELLED = "lab.results.roofline and lab.results.iomodel: Qwen2.5-7B's shape, da
 
 # --- the quantities chapter 1 teaches -------------------------------------------------------------------
 
-MATMUL_PCT = Quantity("h200.matmul_ceiling.pct_of_datasheet", "the H200's measured matmul rate over its datasheet "
+MATMUL_PCT = Quantity("h200.matmul_rate.pct_of_datasheet", "the H200's measured matmul rate over its datasheet "
                       "dense bf16 peak", run=roofline.MATMUL_RUN, file="measurements.json", unit="%")
-MATMUL_RUNS = Quantity("h200.matmul_ceiling.setting", "how the H200's matmul rate was measured: the size n of the "
+MATMUL_RUNS = Quantity("h200.matmul_rate.setting", "how the H200's matmul rate was measured: the size n of the "
                        "fastest n×n×n product, the calls timed per size, and each size's rate",
                        run=roofline.MATMUL_RUN, file="measurements.json")
 COMPUTE_FLOOR = Quantity("h200.prefill.compute_floor", "one layer's causal prefill attention FLOPs (Qwen2.5-7B's "
@@ -143,7 +143,7 @@ def _serving_facts() -> dict:
         "flash_comp_x": flash.flops / compulsory / ridge, "flash_reread_x": flash.intensity / ridge,
         **{f"dec_ms_{key}": 1e3 * s["decode"]["total"].time(roofs[dev]) for key, dev in
            (("h100", "H100-SXM"), ("h200", "H200-SXM"), ("a10g", "A10G"))},
-        "ref_short_len": reference.PROMPT_TOKENS.fact(n_short, "short"),
+        "a10g_short_len": reference.PROMPT_TOKENS.fact(n_short, "short"),
         "ref_short_itl": A10G_ITL.fact(itl, "FLASH_ATTN", n_short),
         "ref_short_bound": Fact(bound_ms, "lab.results.roofline at the A10G's datasheet bandwidth"),
         "ref_short_pct": A10G_BUS.fact(100 * bound_ms / itl, "FLASH_ATTN", n_short),
@@ -179,12 +179,12 @@ def _overhead_facts() -> dict:
 def _h200_measured_facts() -> dict:
     found = hardware.load_measurement(data.DATA_DIR / roofline.MATMUL_RUN)
     ceiling, stream = bandwidth.read_ceiling(H200), bandwidth.READ_STREAM.fact
-    matmul = roofline.matmul_ceiling()
+    matmul = roofline.matmul_rate()
     rows = {int(r["size"]): r for r in (found.rows if found else ()) if r["kind"] == "matmul"}
     best = max(rows, key=lambda n: rows[n]["value"]) if rows else None
     sizes = GPU_SIZES[0]
     facts = {
-        "matmul_ceiling_tf": matmul.to("TFLOP/s"),
+        "matmul_rate_tf": matmul.to("TFLOP/s"),
         "matmul_pct_datasheet": MATMUL_PCT.fact(100 * found.peak_flops / H200.bf16_flops if found else None),
         "matmul_best_n": MATMUL_RUNS.fact(best, "best size"),
         "matmul_calls": MATMUL_RUNS.fact(int(rows[best]["reps"]) if best else None, "calls timed"),

@@ -312,7 +312,7 @@ def _stopwatch_facts() -> dict:
             "chk_ceiling_tbs": bandwidth.bandwidth_ceiling(H200).to("TB/s"),
             "chk_reread_ds_ms": Fact(raw["reread_ms_datasheet"], "lab.results.iomodel at the datasheet bandwidth"),
             "chk_ds_tbs": bandwidth.datasheet_bandwidth(H200).to("TB/s"),
-            "matmul_ceiling_tf": ch01.facts()["matmul_ceiling_tf"], "matmul_8192_tf": ch01.facts()["matmul_8192_tf"],
+            "matmul_rate_tf": ch01.facts()["matmul_rate_tf"], "matmul_8192_tf": ch01.facts()["matmul_8192_tf"],
             "fit_margin_pct": FIT_MARGIN.fact(100 * (1 - fit["fitted"]["FLASH_ATTN"] / fit["reread"]), "FLASH_ATTN"),
             "fit_c": FIT_C.fact(1e12 * fit["fitted"]["FLASH_ATTN"], "FLASH_ATTN"),
             "fit_reread": 1e12 * fit["reread"], "fit_compute": 1e12 * fit["compute"], "fit_block": fit["block"]}

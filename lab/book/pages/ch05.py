@@ -83,7 +83,7 @@ ROWS_FIRST_OFF = Quantity("h200.decode_rows.first_off", "the next rows per KV he
 ROWS_MOST = Quantity("h200.decode_rows.most_rows", "the most query rows per KV head the sweep timed", unit="rows", **_ROWS)
 ROWS_MOST_TF = Quantity("h200.decode_rows.most_tflops", "FLOP/s reached at the most rows", unit="TFLOP/s", **_ROWS)
 ROWS_MOST_PCT = Quantity("h200.decode_rows.most_pct_of_matmul", "FLOP/s at the most rows over the H200's measured "
-                         "matmul ceiling", unit="%", **_ROWS)
+                         "matmul rate", unit="%", **_ROWS)
 ROWS_READ_PCT = Quantity("h200.decode_rows.fewest_pct_of_read", "K/V read rate at the fewest rows over the H200's "
                          "bandwidth ceiling", unit="%", **_ROWS)
 ROWS_TOKENS = Quantity("h200.decode_rows.query_tokens", "query tokens per sequence of FA3's speculative-shape point "
@@ -128,7 +128,7 @@ def _shape_facts() -> dict:
         "dec_ceiling_tbs": ceiling.to("TB/s"),
         "dec_floor_us": FLOOR.fact(kv_bytes / ceiling.value * 1e6 if ceiling.measured else None, CONTEXT),
         "h200_ridge_measured": ridge,
-        "rows_matmul_tf": roofline.matmul_ceiling().to("TFLOP/s"),
+        "rows_matmul_tf": roofline.matmul_rate().to("TFLOP/s"),
         "dec_tokens_at_ridge": TOKENS_AT_RIDGE.fact(ridge.value / intensity if ridge.measured else None, MODEL.name),
         "h100_ridge_datasheet": roofline.datasheet_ridge("H100-SXM"),
         "h200_sms": Fact(H200.sm_count, SPECS), "idle_sms": Fact(H200.sm_count - MODEL.q_heads, SPECS),

@@ -1,5 +1,6 @@
 """Chapter 7, the trace: the census of the A10G study's published windows and of our H200 traces, the matmul
-control, the clocks the captures sampled, the decode kernels and the decode window that was mostly prefill.
+control, the clocks the captures sampled and the clock probe that explains them, the decode kernels and the decode
+window that was mostly prefill.
 
 ``facts()`` is every number the chapter states (glue name -> Fact, each a named quantity where it comes from
 data); the figures, tables and the explorer are the functions below. The chapter teaches the census rules
@@ -18,6 +19,7 @@ from lab.measure.gpuclocks import reason_names
 from lab.measure.vllm.arms import FLASH as A10G_FLASH
 from lab.measure.vllm.arms import FLEX as A10G_FLEX
 from lab.results import census_windows as cd
+from lab.results import clock_probe
 from lab.results import trace_analysis as ta
 from lab.results.data import DATA_DIR, load
 from lab.results.facts import Fact
@@ -102,6 +104,33 @@ CLOCKS = {
                        run=TRACES_RUN, file="traces", unit="MHz"),
     "power_w": Quantity("h200.capture.power_w", "the board power nvidia-smi read in a capture window (power.draw: "
                         "NVML's one-second average)", run=TRACES_RUN, file="traces", unit="W"),
+}
+
+#: What the clock probe (data/h200/clock-probe, lab.results.clock_probe) read through idle time, two short bursts of
+#: matrix products and a sustained run: what the capture windows could not show.
+_PROBE = dict(run=clock_probe.RUN, file="samples.csv")
+PROBE = {
+    "limit_w": Quantity("h200.clock_probe.power_limit_w", "the enforced power limit nvidia-smi read through the probe",
+                        unit="W", **_PROBE),
+    "idle_mhz": Quantity("h200.clock_probe.idle_mhz", "the median SM clock of the probe's first idle phase",
+                         unit="MHz", **_PROBE),
+    "instant_max_w": Quantity("h200.clock_probe.burst_instant_max_w", "the highest instantaneous power "
+                              "(power.draw.instant) in the second from either short burst's start", unit="W",
+                              **_PROBE),
+    "flag_average_w": Quantity("h200.clock_probe.flag_average_w", "the one-second average power (power.draw) in the "
+                               "samples with the software power cap set, in the second from either short burst's "
+                               "start (lowest or highest)", unit="W", **_PROBE),
+    "burst_mhz": Quantity("h200.clock_probe.burst_mhz", "the SM clock read inside the longer short burst while the "
+                          "power cap was set (lowest or highest)", unit="MHz", **_PROBE),
+    "burst_ms": Quantity("h200.clock_probe.burst_ms", "the longer of the probe's two short bursts of matrix products",
+                         run=clock_probe.RUN, file="phases.csv", unit="ms"),
+    "sustained_w": Quantity("h200.clock_probe.sustained_w", "the median one-second average power through the "
+                            "probe's sustained run of matrix products", unit="W", **_PROBE),
+    "sustained_mhz": Quantity("h200.clock_probe.sustained_mhz", "the median SM clock through the probe's sustained "
+                              "run of matrix products", unit="MHz", **_PROBE),
+    "flag_hold_s": Quantity("h200.clock_probe.flag_hold_s", "the longest the power-cap flag stayed set after a burst "
+                            "or the sustained run ended (to the interval at which nvidia-smi refreshes it)", unit="s",
+                            **_PROBE),
 }
 
 
@@ -304,10 +333,29 @@ def graph_facts() -> dict[str, Fact]:
     return facts
 
 
+def probe_facts() -> dict[str, Fact]:
+    """The clock probe's answers: the flag at a low one-second average around short bursts, the draw the average
+    hides, the clock under the cap, how long the flag outlasts the work."""
+    r = clock_probe.readings()
+    watts, mhz = "{:.0f} W", "{:,.0f} MHz"  # the lower end of a range without its unit: "164–279 W"
+    return {"probe_limit_w": PROBE["limit_w"].fact(r["limit_w"], fmt=watts),
+            "probe_idle_mhz": PROBE["idle_mhz"].fact(r["idle_mhz"], fmt=mhz),
+            "probe_instant_max_w": PROBE["instant_max_w"].fact(r["burst_instant_max_w"], fmt=watts),
+            "probe_flag_avg_lo_w": PROBE["flag_average_w"].fact(r["flag_avg_lo_w"], "lowest", fmt="{:.0f}"),
+            "probe_flag_avg_hi_w": PROBE["flag_average_w"].fact(r["flag_avg_hi_w"], "highest", fmt=watts),
+            "probe_burst_ms": PROBE["burst_ms"].fact(r["longest_burst_ms"], fmt="{:.0f} ms"),
+            "probe_burst_mhz_lo": PROBE["burst_mhz"].fact(r["burst_mhz_lo"], "lowest", fmt="{:,.0f}"),
+            "probe_burst_mhz_hi": PROBE["burst_mhz"].fact(r["burst_mhz_hi"], "highest", fmt=mhz),
+            "probe_sustained_w": PROBE["sustained_w"].fact(r["sustained_w"], fmt=watts),
+            "probe_sustained_mhz": PROBE["sustained_mhz"].fact(r["sustained_mhz"], fmt=mhz),
+            "probe_flag_hold_s": PROBE["flag_hold_s"].fact(r["flag_hold_s"], fmt="{:.1f} s")}
+
+
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact chapter 7 states, by glue name."""
-    return a10g_facts() | h200_facts() | graph_facts() | clock_facts() | decode_facts() | naive_facts()
+    return (a10g_facts() | h200_facts() | graph_facts() | clock_facts() | decode_facts() | naive_facts()
+            | probe_facts())
 
 
 # --- figures, tables, the explorer -------------------------------------------------------------------

@@ -8,8 +8,8 @@ The runs it reads, each once, through :mod:`lab.results.sweeps`: the published A
 For each GPU it states FlexAttention's time over FlashAttention's at the shortest and the longest prompt both
 arms ran (the fits of those sweeps are chapter 6's).
 
-Glue names other pages may take from here: ``a10g_short_n`` (the A10G study's shortest prompt: 257 tokens, for
-a target of 256), ``h200_fa_a_ms`` and ``h200_flex_a_ms`` (the fits' constant terms, as chapter 6 states them).
+Glue names other pages may take from here: ``h200_fa_a_ms`` and ``h200_flex_a_ms`` (the fits' constant terms, as
+chapter 6 states them).
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ RATIO = {gpu: _ratio(gpu) for gpu in FAST_ARM}
 PROMPT = {"A10G": reference.PROMPT_TOKENS,
           "H200-SXM": Quantity("h200.sweep.prompt_tokens", "the tokens of a prompt both arms of the H200 sweep ran",
                                run=H200_SWEEPS, file="*/sweep.csv", unit="tokens")}
+#: A length the book states under one glue name on every page: the A10G's shortest prompt (the tokens it had,
+#: which chapter 6 explains; chapter 1 quotes it too).
+LENGTH_NAMES = {("a10g", "short"): "a10g_short_len"}
 #: In ms without a unit tag: chapter 6 glues the same names as plain numbers in ms.
 
 @functools.cache
@@ -60,7 +63,7 @@ def _end_facts(gpu: str, ratios) -> dict:
     for end, row in (("short", ratios.iloc[0] if ratios is not None else None),
                      ("long", ratios.iloc[-1] if ratios is not None else None)):
         n = int(row["n"]) if row is not None else None
-        facts[f"{tag}_{end}_n"] = PROMPT[gpu].fact(n, end)
+        facts[LENGTH_NAMES.get((tag, end), f"{tag}_{end}_n")] = PROMPT[gpu].fact(n, end)
         for what, column in (("ttft", "TTFT ratio"), ("itl", "ITL ratio")):
             value = float(row[column]) if row is not None else None
             facts[f"{tag}_{end}_{what}"] = RATIO[gpu].fact(value, what, n)

@@ -122,7 +122,7 @@ def plot_decode_rows(points, roof, labels: dict, source: str):
             ax.scatter(mine.rows[eager], values[eager], s=18, facecolors="none", edgecolors=tint, zorder=3)
     rows = np.geomspace(points.rows.min() / 1.3, points.rows.max() * 1.3, 200)
     bottom.plot(rows, [roof.attainable(r) / 1e12 for r in rows], color="#7f7f7f", lw=1, ls="--",
-                label="roofline (measured ceilings)")
+                label="roofline (measured matmul rate and read ceiling)")
     bottom.axvline(roof.ridge, color="#7f7f7f", lw=0.8, ls=":")
     bottom.annotate(f"ridge\n{roof.ridge:.0f}", (roof.ridge, points.tflops.min()), textcoords="offset points",
                     xytext=(4, 0), ha="left", fontsize=9, color="#555555")

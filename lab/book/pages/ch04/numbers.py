@@ -131,7 +131,7 @@ def facts() -> dict:
 
 def race_facts() -> dict:
     """The race of record: each kernel's speed against FA3 (and cuDNN), the fastest kernel against the datasheet
-    peak and the measured matmul ceiling, the time the compulsory bytes would take, Flex's failed mask build."""
+    peak and the measured matmul rate, the time the compulsory bytes would take, Flex's failed mask build."""
     r = runs()
     race = r.race_prefill
     out = {}
@@ -142,7 +142,7 @@ def race_facts() -> dict:
     flex_long = race[(race.candidate == "flex") & (race.n == longest)].iloc[0]
     request = kernel_runs.failed_allocation_gib(flex_long.note)
     best = race[(race.n == 32768) & (race.status == "ok")].sort_values("ms").iloc[0]
-    peak, ceiling = roofline.datasheet_peak("H200-SXM").to("TFLOP/s"), roofline.matmul_ceiling().to("TFLOP/s")
+    peak, ceiling = roofline.datasheet_peak("H200-SXM").to("TFLOP/s"), roofline.matmul_rate().to("TFLOP/s")
     ceiling_bytes = bandwidth.bandwidth_ceiling(r.race.gpu)
     compulsory = 2 * (28 + 4) * 32768 * 128 * 2  # Q and O of 28 heads, K and V of 4, 32k x 128 dims x 2 bytes
     hook = r.hook
@@ -155,13 +155,13 @@ def race_facts() -> dict:
         "teach_vs_cudnn_32k": SPEED_VS_CUDNN.fact(kernel_runs.speed_vs(race, "ours-teaching", "sdpa-cudnn", 32768),
                                                   "ours-teaching", "32k"),
         "h200_peak_tf": peak,
-        "matmul_ceiling_tf": ceiling,
+        "matmul_rate_tf": ceiling,
         "pf_best_kernel_32k": Fact(label(best.candidate), f"data/{RACE}/prefill.csv"),
         "pf_best_ms_32k": PREFILL_MS.fact(float(best.ms), best.candidate, "32k"),
         "pf_best_tf_32k": PREFILL_TFLOPS.fact(float(best.tflops), best.candidate, "32k"),
         "pf_best_pct_peak": PCT_OF_PEAK.fact(100 * float(best.tflops) / peak.value, best.candidate, "32k",
                                              detail=f"over {peak.source}"),
-        "pf_best_vs_ceiling": Fact("below" if best.tflops < ceiling.value else "above",
+        "pf_best_vs_matmul_rate": Fact("below" if best.tflops < ceiling.value else "above",
                                    f"data/{RACE}/prefill.csv against {ceiling.source}"),
         "compulsory_ms_32k": COMPULSORY_MS.fact(compulsory / ceiling_bytes.value * 1e3),
         "hook_fa4": Fact("ran" if hook["FA4"]["ok"] else "failed", f"data/{HOOK_RUN}/{HOOK_FILE}"),

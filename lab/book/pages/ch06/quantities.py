@@ -18,7 +18,7 @@ FA3, FLEX, FA2 = arms.FA3.label, arms.FLEX.label, arms.FA2.label
 FLASH = arms.FLASH.label  # the A10G study's FLASH_ATTN, version left to vLLM
 A10G_RUN, H200_RUN = report.A10G_STUDY, "h200/vllm0.26-qwen2.5-7b"
 CHUNK_RUN, TP_RUN = "h200/vllm0.26-qwen2.5-7b-chunk2048", "h200x2/vllm0.26-qwen2.5-7b-tp2"
-H200_CEILINGS = "h200/hardware"   # the H200's matmul ceiling (its bandwidth ceiling: lab.results.bandwidth)
+H200_CEILINGS = "h200/hardware"   # the H200's matmul rate (its bandwidth ceiling: lab.results.bandwidth)
 SHAPE = "lab.results.modelshape: Qwen2.5-7B config.json"
 SPECS = "lab.results.hardware"
 CAUSAL_N = 16384                  # where the mask study and the race both timed Flex on plain causal attention
@@ -96,9 +96,9 @@ DEC_VLLM = Quantity("h200.flex_decomposition.vllm_over_paged", "vLLM's FLEX arm'
                     "standalone flex-paged call's", unit="×", **_DEC)
 VALUES_PCT = Quantity("h200.value_dependence.largest_change", "the largest change of an op's time against random "
                       "inputs, over the input kinds", run=value_dependence.DATASET, file=value_dependence.FILE, unit="%")
-B_AT_CEILING = Quantity("h200.sweep.b_at_matmul_ceiling", "the matmul FLOPs of one Qwen2.5-7B token at the H200's "
-                        "measured matmul ceiling: the least b can be", run=roofline.MATMUL_RUN, file="measurements.json",
-                        unit="µs/token")
+B_AT_MATMUL_RATE = Quantity("h200.sweep.b_at_matmul_rate", "the matmul FLOPs of one Qwen2.5-7B token at the "
+                            "H200's measured matmul rate: the least b can be at that rate", run=roofline.MATMUL_RUN,
+                            file="measurements.json", unit="µs/token")
 WEIGHTS_FLOOR = Quantity("h200.decode.weights_floor", "the weights one decode step streams (every layer's matmuls and "
                          "the LM head), split over that many GPUs, at the H200's bandwidth ceiling", run="h200/bandwidth",
                          file="read_stream.csv", unit="ms")

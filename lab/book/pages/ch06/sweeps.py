@@ -10,7 +10,7 @@ from lab.book.facts import Fact
 from lab.book.pages.ch06.quantities import (
     A10G,
     A10G_RUN,
-    B_AT_CEILING,
+    B_AT_MATMUL_RATE,
     CHUNK_ADDED,
     CHUNK_FIT,
     CHUNK_RATIO,
@@ -45,13 +45,13 @@ from lab.book.pages.ch06.quantities import (
 )
 from lab.results import census_windows as cw
 from lab.results import concurrency as rc
-from lab.results import iomodel, probe_timing, roofline, value_dependence
+from lab.results import iomodel, probe_timing, reference, roofline, value_dependence
 from lab.results import sweep_variants as variants
 from lab.results import sweeps as report
 from lab.results.bandwidth import bandwidth_ceiling, ceiling, datasheet_bandwidth
 from lab.results.data import DATA_DIR
 from lab.results.hardware import device, load_measurement
-from lab.results.modelshape import kv_per_token, qwen25_7b
+from lab.results.modelshape import kv_per_token, qwen25_7b, streamed_weights_gb, weights_gb
 
 # --- facts: setup and the A10G prefill -----------------------------------------------------------------------
 
@@ -61,7 +61,7 @@ def setup_facts() -> dict:
     setting = lambda q, key, value, fmt="": q["setting"].fact(value, key, fmt=fmt)  # noqa: E731
     return {"layers": Fact(shape.layers, SHAPE), "q_heads": Fact(shape.q_heads, SHAPE),
             "kv_heads": Fact(shape.kv_heads, SHAPE), "head_dim": Fact(shape.head_dim, SHAPE),
-            "kv_bytes_per_token": kv_per_token(), "weights_gb": Fact(shape.parameters * 2 / 1e9, SHAPE),
+            "kv_bytes_per_token": kv_per_token(), "weights_gb": weights_gb(),
             "a10g_chunk": setting(A10G, "max_num_batched_tokens", report.chunk_size(table, A10G_RUN)),
             "a10g_max_model_len": setting(A10G, "max_model_len", flags["max_model_len"]),
             "gen_tokens": setting(A10G, "gen_tokens", flags["gen_tokens"]),
@@ -139,9 +139,9 @@ def h200_prefill_facts() -> dict:
         "h200_fa_share_32k": H200["share"].fact(fa["share_32768_pct"], FA3, 32768),
         "h200_fa_share_longest": H200["share"].fact(100 * c_per_b / (1 + c_per_b), FA3, longest),
         "h200_corr_bc": Fact(trade.corr_bc, "lab.results.sweep_variants.coefficient_correlation"),
-        "h200_matmul_ceiling_tflops": roofline.matmul_ceiling().to("TFLOP/s"),
-        "h200_b_at_ceiling": B_AT_CEILING.fact(b_held * 1e6),
-        "h200_flex_c_at_ceiling": Fact(trade.c_at_b * 1e12, "lab.results.sweep_variants.refit_with_b"),
+        "h200_matmul_rate_tflops": roofline.matmul_rate().to("TFLOP/s"),
+        "h200_b_at_matmul_rate": B_AT_MATMUL_RATE.fact(b_held * 1e6),
+        "h200_flex_c_at_matmul_rate": Fact(trade.c_at_b * 1e12, "lab.results.sweep_variants.refit_with_b"),
         "h200_flex_c_shift_pct": Fact(trade.c_shift_pct, "lab.results.sweep_variants.refit_with_b")}
 
 
@@ -149,6 +149,10 @@ def _target_len(table, study: str, arm: str, actual_len) -> int:
     """The target length of the sweep row that ran ``actual_len`` tokens."""
     rows = report.arm_rows(table, study, arm)
     return int(rows.loc[rows["actual_len"] == actual_len, "target_len"].iloc[0])
+
+
+#: The A10G point chapter 6 quotes at short context: the study's prompt that aimed at 2,048 tokens.
+TWO_K_TARGET = 2048
 
 
 def decode_facts() -> dict:
@@ -161,20 +165,28 @@ def decode_facts() -> dict:
         nominal = lambda arm, column, s=study, f=fits: _target_len(table, s, arm, f.loc[arm, column])  # noqa: E731
         for name, arm in named:
             row = fits.loc[arm]
-            short, long = nominal(arm, "short_len"), nominal(arm, "long_len")
+            # each point is keyed by the tokens its prompt had (the A10G's prompts ran a token past their targets)
+            short, long = int(row["short_len"]), int(row["long_len"])
             out |= {f"{gpu}_{name}_itl_short": q["itl"].fact(row["itl_short_ms"], arm, short),
                     f"{gpu}_{name}_itl_long": q["itl"].fact(row["itl_long_ms"], arm, long),
                     f"{gpu}_{name}_itl_growth": q["itl_growth"].fact(row["itl_growth_pct"], arm),
                     f"{gpu}_{name}_kv_rate": report.kv_read_fact(table, study, arm),
                     f"{gpu}_{name}_kv_pct": report.kv_read_pct_fact(table, study, arm)}
-        # the lengths as the study names them (its target lengths; the A10G's prompts ran a token longer)
         out[f"{gpu}_short_len"] = q["length"].fact(nominal(fits.index[0], "short_len"), "shortest")
         out[f"{gpu}_fa_long_len"] = q["length"].fact(nominal(named[0][1], "long_len"), f"longest {named[0][1]}")
         out[f"{gpu}_flex_long_len"] = q["length"].fact(nominal(FLEX, "long_len"), f"longest {FLEX}")
-    itl2k = {arm: report.arm_rows(table, A10G_RUN, arm).set_index("target_len").loc[2048, "itl_ms"] for arm in (FLASH, FLEX)}
+    # the A10G's prompts as the tokens they had (the intro and chapter 1 state the same facts under the same names):
+    # the study asked for round lengths and its prompts came out a token or two longer; the longest ran its target
+    a10g_rows = {arm: report.arm_rows(table, A10G_RUN, arm).set_index("target_len") for arm in (FLASH, FLEX)}
+    short_target = out["a10g_short_len"].value
+    two_k = int(a10g_rows[FLASH].loc[TWO_K_TARGET, "actual_len"])
+    out |= {"a10g_short_target": out["a10g_short_len"],
+            "a10g_short_len": reference.PROMPT_TOKENS.fact(int(a10g_rows[FLASH].loc[short_target, "actual_len"]),
+                                                           "short"),
+            "a10g_two_k_len": reference.PROMPT_TOKENS.fact(two_k, "2k")}
     long_len = out["a10g_fa_long_len"].value
-    out |= {"a10g_fa_itl_2k": A10G["itl"].fact(itl2k[FLASH], FLASH, 2048),
-            "a10g_flex_itl_2k": A10G["itl"].fact(itl2k[FLEX], FLEX, 2048),
+    out |= {"a10g_fa_itl_2k": A10G["itl"].fact(a10g_rows[FLASH].loc[TWO_K_TARGET, "itl_ms"], FLASH, two_k),
+            "a10g_flex_itl_2k": A10G["itl"].fact(a10g_rows[FLEX].loc[TWO_K_TARGET, "itl_ms"], FLEX, two_k),
             "a10g_bandwidth": bandwidth_ceiling(a10g_gpu).to("GB/s"),
             "h200_bandwidth_tb": datasheet_bandwidth(h200_gpu).to("TB/s"),
             "h200_ceiling_gbs": bandwidth_ceiling(h200_gpu).to("GB/s"),
@@ -308,7 +320,9 @@ def batch_facts() -> dict:
     out = {"batch_kv_bound_long": Fact(math.floor(rc.kv_bound_batch(long)) + 1, src),
            "batch_kv_bound_short": Fact(math.floor(rc.kv_bound_batch(min(contexts))) + 1, src),
            "batch_long": Fact(long, src), "batch_short": Fact(min(contexts), src),
-           "batch_low": Fact(low, src), "batch_high": Fact(high, src), "batch_weights_gb": Fact(weights / 1e9, src)}
+           "batch_low": Fact(low, src), "batch_high": Fact(high, src),
+           # chapter 1's streamed weights, the same bytes the floors above count
+           "weights_streamed_gb": streamed_weights_gb()}
     at = lambda arm, b, key, q, fmt: q.fact(_get(rc.point(table, arm, long, b), key), arm, long, b, fmt=fmt)  # noqa: E731
     for b in (4, 16):  # either side of where the model puts the KV-bound batch at the long context
         out[f"batch_{b}_fa_itl"] = at(FA3, b, "itl_ms", rc.POINT_ITL, "{:.1f} ms")
