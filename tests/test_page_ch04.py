@@ -144,7 +144,7 @@ def test_tables_have_a_caption_naming_their_run_and_no_raw_numbers(table):
 
 def test_the_check_table_is_formatted():
     html = _html(ch04.check_table({"teaching": {"no mask": 4.662711755587523e-07, "causal": 6.4e-07}}))
-    assert "4.7e-07" in html and "4.662711755587523e-07" not in html and 'class="row_heading' not in html
+    assert "4.7 × 10⁻⁷" in html and "4.662711755587523e-07" not in html and 'class="row_heading' not in html
     assert "on this machine" in html
 
 

@@ -35,6 +35,7 @@ from lab.results.hardware import device
 from lab.results.kernel_runs import RECORD, decode_share, with_ceiling_share
 from lab.results.modelshape import DEEPSEEK_V2_MLA, qwen25_7b
 from lab.results.quantities import Quantity
+from lab.results.units import power_of_ten
 
 MODEL = qwen25_7b()
 H200 = device("H200-SXM")
@@ -249,7 +250,7 @@ def split_errors():
     """The table of :func:`_split_errors`: however the cache is cut, the answer is the same."""
     errors = _split_errors()
     table = pd.DataFrame({"kernel": list(errors), "max |error| vs float64 reference": list(errors.values())})
-    return table.style.hide(axis="index").format("{:.1e}", subset=["max |error| vs float64 reference"])
+    return table.style.hide(axis="index").format(power_of_ten, subset=["max |error| vs float64 reference"])
 
 
 def decode_figure():
