@@ -45,3 +45,18 @@ def byte_rate(bytes_per_s: float, digits: int = 3) -> str:
 def byte_size(n_bytes: float, digits: int = 3) -> str:
     """An amount of memory traffic or storage, decimal: '60.4 GB', '537 MB'."""
     return scaled(float(n_bytes), "B", digits)
+
+
+#: Superscript digits and minus, for a power of ten as a reader writes it.
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_of_ten(value: float, digits: int = 2) -> str:
+    """A very small or large number as a table shows it to a reader, not as Python prints it:
+    power_of_ten(4.768372e-07) -> '4.8 × 10⁻⁷' (not '4.768372e-07'); 0 -> '0'."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise LabError(f"cannot write {value!r} as a power of ten: expected a finite number")
+    if value == 0:
+        return "0"
+    mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"

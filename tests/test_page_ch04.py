@@ -1,6 +1,8 @@
 """Chapter 4's page module: every fact comes from its run of record (or names the other run), ratios are taken
 within one run, one criterion (the drift) decides every comparison, and the tables are formatted for a reader."""
 
+import io
+import itertools
 import math
 import re
 
@@ -10,6 +12,7 @@ from lab import LabError
 from lab.book.facts import Fact
 from lab.book.pages import ch04, declared
 from lab.book.pages.ch04 import numbers, sources
+from lab.book.plots.kernels import plot_ablation
 from lab.results import data, kernel_counters, tuning
 from lab.results.quantities import base_name, other_run
 
@@ -141,7 +144,7 @@ def test_tables_have_a_caption_naming_their_run_and_no_raw_numbers(table):
 
 def test_the_check_table_is_formatted():
     html = _html(ch04.check_table({"teaching": {"no mask": 4.662711755587523e-07, "causal": 6.4e-07}}))
-    assert "4.7e-07" in html and "4.662711755587523e-07" not in html and 'class="row_heading' not in html
+    assert "4.7 × 10⁻⁷" in html and "4.662711755587523e-07" not in html and 'class="row_heading' not in html
     assert "on this machine" in html
 
 
@@ -152,3 +155,24 @@ def test_bad_input_is_one_clear_line():
 
 def test_figures_draw():
     assert ch04.prefill_figure().axes and ch04.ablation_figure().axes
+
+
+def _ylabel_overlaps(fig) -> list[tuple[str, str]]:
+    """Pairs of the figure's y tick labels whose boxes, as drawn into its PNG, overlap."""
+    fig.savefig(io.BytesIO(), format="png")  # drawn as the book draws it (text raised to the floor, laid out)
+    renderer = fig.canvas.get_renderer()
+    drawn = [(t.get_text(), t.get_window_extent(renderer)) for t in fig.axes[0].get_yticklabels() if t.get_text()]
+    assert len(drawn) > 1
+    return [(a, b) for (a, box_a), (b, box_b) in itertools.combinations(drawn, 2)
+            if box_a.y0 < box_b.y1 and box_b.y0 < box_a.y1 and box_a.x0 < box_b.x1 and box_b.x0 < box_a.x1]
+
+
+def test_the_ablation_figures_row_labels_never_overlap():
+    """The figure of chapter 4 (and its slide) from the ablation of record, and the same with one step's change
+    described at three times its length: each step's slot is as tall as its longest label (issue 36)."""
+    table = sources.runs().ablation
+    assert _ylabel_overlaps(ch04.ablation_figure()) == []
+    longest = table.change.str.len().idxmax()
+    wordy = table.assign(change=table.change.where(table.change != table.change[longest],
+                                                   " ".join([table.change[longest]] * 3)))
+    assert _ylabel_overlaps(plot_ablation(wordy, "synthetic")) == []

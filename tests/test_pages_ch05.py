@@ -81,7 +81,7 @@ def test_the_check_table_shows_every_kernel_and_cut():
     # the shape of split_kv.check()'s answer, for each kernel the chapter checks
     html = ch05.check_table({"teaching": {"1 piece": 1.3e-7, "3 pieces": 1.6e-7}, "tuned": {"7 pieces": 3.6e-7}}).to_html()
     _no_raw_cells(html)
-    assert html.count("teaching") == 2 and "7 pieces" in html and "1.6e-07" in html
+    assert html.count("teaching") == 2 and "7 pieces" in html and "1.6 × 10⁻⁷" in html
 
 
 @pytest.mark.parametrize("table", ["paged_errors", "paged_table", "versus_fa3", "tile_counts", "masks_table"])

@@ -203,6 +203,53 @@ def test_deck_runs_offline_in_a_browser(tmp_path):
     assert problems == []
 
 
+#: What the template decided for the window a deck runs in: the phone's portrait layout or the projected one.
+_LAYOUT = """() => ({portrait: document.documentElement.classList.contains('lab-portrait'),
+                    slide_width: Reveal.getConfig().width, window: [innerWidth, innerHeight]})"""
+
+
+@pytest.mark.browser
+def test_speaker_view_frames_show_the_projected_slide_not_the_phone_layout(tmp_path):
+    """The S key (the course kit's advice to a teacher) opens reveal's speaker view: the deck again in frames, the
+    current slide in one taller than it is wide and under 700 px. The phone's portrait rule is for a phone's
+    screen; inside those frames the slide is the projected one (issue 36)."""
+    from test_quiz import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"chromium not found at {CHROMIUM}")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    page_file = _deck(tmp_path, "99-short", CHAPTER)
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"])
+        try:
+            ready = "document.querySelector('.reveal.ready') !== null"
+            phone = browser.new_page(viewport=DECK_VIEWPORTS["phone"])
+            phone.goto(page_file.as_uri(), wait_until="load")
+            phone.wait_for_function(ready, timeout=60000)
+            on_phone = phone.evaluate(_LAYOUT)
+            # the size reveal's notes plugin asks for its window (window.open(..., "width=1100,height=700"))
+            laptop = browser.new_page(viewport={"width": 1100, "height": 700})
+            laptop.goto(page_file.as_uri(), wait_until="load")
+            laptop.wait_for_function(ready, timeout=60000)
+            with laptop.expect_popup() as opened:
+                laptop.keyboard.press("s")
+            speaker = opened.value
+            speaker.wait_for_function("document.querySelectorAll('iframe').length >= 2", timeout=30000)
+            in_frames = []
+            for handle in speaker.query_selector_all("iframe"):
+                frame = handle.content_frame()
+                frame.wait_for_function(ready, timeout=60000)
+                in_frames.append(frame.evaluate(_LAYOUT))
+        finally:
+            browser.close()
+    assert on_phone["portrait"] and on_phone["slide_width"] < 960  # the rule itself still fires on a phone
+    current = in_frames[0]
+    width, height = current["window"]
+    assert width < 700 and height > width, in_frames  # the frame is phone-shaped: the old rule fired here
+    assert all(not f["portrait"] and f["slide_width"] == 960 for f in in_frames), in_frames
+
+
 class _AnyGlue(dict):
     """Every glue name resolves to a number: checks the conversion of a chapter without executing it."""
 

@@ -22,3 +22,13 @@ def test_byte_rate_and_size():
 def test_not_a_number_is_a_clear_error():
     with pytest.raises(LabError, match="finite"):
         units.flops_rate(float("nan"))
+
+
+@pytest.mark.parametrize("value,text", [(4.768372e-07, "4.8 × 10⁻⁷"), (6.7e-15, "6.7 × 10⁻¹⁵"), (1e-05, "1.0 × 10⁻⁵"),
+                                        (-3.6e-07, "-3.6 × 10⁻⁷"), (2.5e12, "2.5 × 10¹²"), (0.0, "0")])
+def test_power_of_ten_is_written_as_a_reader_writes_it(value, text):
+    from lab.units import power_of_ten
+
+    assert power_of_ten(value) == text
+    with pytest.raises(LabError, match="finite"):
+        power_of_ten(float("nan"))

@@ -115,7 +115,7 @@ def exactness_table():
     """The largest difference between the tiled loop and the naive reference, without and with a causal mask."""
     errors = _errors()
     table = pd.DataFrame({"mask": ["none", "causal"], "largest |tiled − naive| (float64)": [errors[False], errors[True]]})
-    return table.style.hide(axis="index").format({"largest |tiled − naive| (float64)": "{:.1e}"})
+    return table.style.hide(axis="index").format({"largest |tiled − naive| (float64)": units.power_of_ten})
 
 
 def _exact_facts() -> dict:

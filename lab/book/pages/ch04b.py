@@ -36,6 +36,7 @@ from lab.results.data import load
 from lab.results.hardware import device
 from lab.results.modelshape import qwen25_7b
 from lab.results.quantities import Quantity
+from lab.results.units import power_of_ten
 
 N = 16384                    # the length the chapter reads the race and the counters at
 LONG = 32768                 # the longest the race timed, and the length of the memory arithmetic
@@ -256,7 +257,7 @@ def cpu_check():
     """The kernels through autograd (``loss.backward()``) on small ragged, grouped shapes, fp32, against fp64
     autograd of the reference."""
     return pd.DataFrame(list(_check())).style.hide(axis="index").format(
-        {c: "{:.1e}" for c in ("max |err| dQ", "max |err| dK", "max |err| dV", "worst share of largest",
+        {c: power_of_ten for c in ("max |err| dQ", "max |err| dK", "max |err| dV", "worst share of largest",
                                "tolerance (fp32)")})
 
 

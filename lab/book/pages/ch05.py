@@ -34,6 +34,7 @@ from lab.results.hardware import device
 from lab.results.kernel_runs import RECORD, decode_share, with_ceiling_share
 from lab.results.modelshape import DEEPSEEK_V2_MLA, qwen25_7b
 from lab.results.quantities import Quantity
+from lab.results.units import power_of_ten
 
 MODEL = qwen25_7b()
 H200 = device("H200-SXM")
@@ -221,7 +222,7 @@ def check_table(errors: dict):
     where = "this machine's GPU" if caps.has_gpu and caps.triton_mode == "gpu" else "Triton's interpreter on this machine's CPU"
     rows = [{"kernel": kernel, "cache cut into": pieces, "largest |error| vs float64": error}
             for kernel, by_pieces in errors.items() for pieces, error in by_pieces.items()]
-    return (pd.DataFrame(rows).style.hide(axis="index").format({"largest |error| vs float64": "{:.1e}"})
+    return (pd.DataFrame(rows).style.hide(axis="index").format(power_of_ten, subset=["largest |error| vs float64"])
             .set_caption(f"Checked when this page was built, in {where}: one decode step of 2 sequences over 300 "
                          "cached tokens, 8 query heads over 2 KV heads, head dim 64, float32"))
 

@@ -32,6 +32,7 @@ from lab.measure.attention.reference import attention_torch
 from lab.results import kernel_counters, paged
 from lab.results.modelshape import kv_per_token, qwen25_7b
 from lab.results.quantities import Quantity
+from lab.results.units import power_of_ten
 
 MODEL = qwen25_7b()
 MEMORY = "lab.results.paged.PagedCache (Qwen2.5-7B, bf16)"
@@ -251,7 +252,7 @@ def paged_errors():
     """The table of :func:`_paged_errors`."""
     worst = _paged_errors()["by page size"]
     table = pd.DataFrame({"page size (tokens)": list(worst), "max |error| vs float64 reference": list(worst.values())})
-    return table.style.hide(axis="index").format({"max |error| vs float64 reference": "{:.1e}"})
+    return table.style.hide(axis="index").format({"max |error| vs float64 reference": power_of_ten})
 
 
 def paged_table():

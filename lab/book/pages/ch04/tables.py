@@ -25,6 +25,7 @@ from lab.book.plots.kernels import plot_ablation, plot_prefill
 from lab.measure.attention.tuned import TUNED_CONFIGS
 from lab.names import in_data, label, labels
 from lab.results import data, kernel_counters, kernel_runs, tuning
+from lab.results.units import power_of_ten
 
 
 def _styled(frame: pd.DataFrame, formats: dict, caption: str, na: str = "not timed"):
@@ -38,7 +39,7 @@ def check_table(errors: dict):
     where = "this machine's GPU" if caps.has_gpu and caps.triton_mode == "gpu" else "Triton's interpreter on this machine's CPU"
     rows = [{"kernel": kernel, "mask": mask, "largest |error| vs float64": error}
             for kernel, by_mask in errors.items() for mask, error in by_mask.items()]
-    return _styled(pd.DataFrame(rows), {"largest |error| vs float64": "{:.1e}"},
+    return _styled(pd.DataFrame(rows), {"largest |error| vs float64": power_of_ten},
                    f"Checked when this page was built, in {where}: 50 tokens, 4 query heads over 2 KV heads, "
                    "head dim 64, float32")
 
