@@ -5,6 +5,9 @@ Pure functions over ``data/<gpu>/kernels*`` folders written by ``python -m lab b
 
 from __future__ import annotations
 
+import math
+import re
+import statistics
 from pathlib import Path
 
 from lab import LabError
@@ -157,8 +160,6 @@ def block_and_round_spread(blocks: dict, rounds: dict, n: int = 16384, fast: str
     ``fast`` over the block-timed runs (ms), ``fast``'s fastest round and median round over every round of
     the round-timed runs, the widest spread of ``ours``' rounds within one run (percent), rounds per run.
     """
-    import statistics
-
     timed = prefill_rows(blocks, n).pivot(index="run", columns="candidate", values="ms")
     inside = prefill_rows(rounds, n, ("candidate", "n", "ms", "ms_rounds"))
     if timed.empty or inside.empty:
@@ -209,8 +210,6 @@ PREFILL_MS = Quantity("h200.prefill.ms", f"one {_PREFILL} call: the median of in
 def speed_vs(prefill, candidate: str, reference: str, n: int) -> float:
     """How fast ``candidate`` ran relative to ``reference`` at ``n`` tokens in one run (reference ms / candidate ms;
     NaN when either did not run)."""
-    import math
-
     def ms(name):
         hit = prefill[(prefill.candidate == name) & (prefill.n == n) & (prefill.status == "ok")]
         return float(hit.ms.iloc[0]) if len(hit) else math.nan
@@ -243,8 +242,6 @@ def race_table(prefill, candidates, reference: str = "fa3"):
 def failed_allocation_gib(note: str) -> float | None:
     """The size of the allocation a CUDA out-of-memory error names ('Tried to allocate 128.00 GiB' -> 128.0),
     or None when the note is no such error."""
-    import re
-
     hit = re.search(r"Tried to allocate ([\d.]+) ([KMG]iB)", str(note))
     if hit is None:
         return None
@@ -255,8 +252,6 @@ def sdpa_hook_probe(console: str) -> dict:
     """What the console of the ``sdpa-fa4`` probe (python -m lab probe sdpa-fa4, in scripts/gpu_run.sh kernel-parts) says for each implementation handed to
     ``torch.nn.attention.activate_flash_attention_impl``: impl -> {"ok": bool, "detail": max abs error vs fp32
     (float) when it ran, else the exception's name and message}. Lines of other parts are ignored."""
-    import re
-
     found = {}
     for line in console.splitlines():
         ok = re.fullmatch(r"(FA\d) ok ([-+.\deE]+)", line.strip())

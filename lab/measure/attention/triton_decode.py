@@ -26,8 +26,10 @@ from lab.measure.attention.reference import softmax_scale
 
 env.use_triton_interpreter_without_gpu()
 
+import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
 
 from lab.measure.attention import launch_cache  # noqa: E402
 from lab.measure.attention.kernel_inputs import check_inputs, gpu_name, interpreting  # noqa: E402 (also applies the interpreter fix)
@@ -145,7 +147,6 @@ def split_plan(n_k: int, programs_per_split: int, block_n: int, target_programs:
 def _multiprocessors(device) -> int:
     if interpreting():
         return 4
-    import torch
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
@@ -155,8 +156,6 @@ def split_buffers(q, n_keys: int, kv_programs: int, cfg: dict):
     ``cfg`` fixes ``num_splits``, or asks for about ``programs_per_sm`` programs per multiprocessor, shared
     among ``kv_programs`` (sequence, KV head) pairs. Used by the contiguous and the paged kernels alike.
     """
-    import torch
-
     if "num_splits" in cfg:
         num_splits, keys_per_split = split_plan(n_keys, 1, cfg["BLOCK_N"], cfg["num_splits"])
     else:
@@ -178,8 +177,6 @@ def combine(o_part, lse_part, o, num_splits: int):
 
 def teaching_decode(q, k, v, scale: float | None = None, num_splits: int | None = None, block_n: int | None = None):
     """Split-KV decode with one program per (sequence, query head, split), then the combine kernel."""
-    import torch
-
     q, k, v, (batch, q_heads, kv_heads, n_k, d) = _prepare(q, k, v)
     block_n = block_n or (16 if interpreting() else 64)
     scale = softmax_scale(d, scale)
@@ -210,8 +207,6 @@ MAX_ROWS = 64
 
 
 def _launch_tuned(q, k, v, scale, cfg):
-    import torch
-
     batch, q_heads, _, d = q.shape
     kv_heads, n_k = k.shape[1], k.shape[2]
     group = q_heads // kv_heads
@@ -245,8 +240,6 @@ def tuned_decode(q, k, v, scale: float | None = None, config: dict | None = None
         if key not in _BEST and (known := launch_cache.lookup(gpu, cache_key)) is not None:
             _BEST[key] = known  # tuned before on this GPU: no compiles of the other settings
         if key not in _BEST:
-            from triton.testing import do_bench
-
             times = [do_bench(lambda cfg=cfg: _launch_tuned(q, k, v, scale, cfg), warmup=5, rep=20,
                               return_mode="median") for cfg in DECODE_SPACE]
             _BEST[key] = DECODE_SPACE[min(range(len(times)), key=times.__getitem__)]
