@@ -13,7 +13,9 @@ import os
 import platform
 import shutil
 import subprocess
+import time
 from dataclasses import asdict, dataclass
+from importlib.metadata import version
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,6 @@ def _version(module: str) -> str | None:
     if importlib.util.find_spec(module) is None:
         return None
     try:
-        from importlib.metadata import version
         return version(module)
     except Exception:  # a package importable from PYTHONPATH without metadata
         mod = __import__(module)
@@ -102,8 +103,6 @@ def note_live(what: str) -> None:
     """
     path = os.environ.get("LAB_LIVE_LOG")
     if path:
-        import time
-
         # one short line in append mode (no lab.store: it imports this module); a torn line is skipped by the reader
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"what": str(what), "time": round(time.time(), 1)}) + "\n")

@@ -99,8 +99,8 @@ def test_interference_trials_of_another_run_are_refused_before_the_server_starts
 def test_interference_command_checks_every_chunk_folder_before_the_first_server(tmp_path, monkeypatch, fake_server):
     """chunk-2048 is another run's: the command is refused before chunk 0's server (the first in the list) starts."""
     from lab import env
-    from lab.measure.vllm import server
-    monkeypatch.setattr(server, "Server", fake_server)
+    from lab.measure.vllm import interference
+    monkeypatch.setattr(interference, "Server", fake_server)
     monkeypatch.setattr(env, "detect", lambda: argparse.Namespace(has_gpu=True))
     arm = tmp_path / "flash_attn-fa3"
     planted = Untouched(TRIALS, arm / "chunk-2048")

@@ -121,3 +121,31 @@ def test_fa3_times_across_the_runs_of_one_day():
     times = kernel_runs.times_across_runs(16384)
     assert set(times) == {kernel_runs.RACE, kernel_runs.ABLATION, kernel_runs.TUNING_RACE}
     assert all(2 < ms < 4 for ms in times.values())
+
+
+def test_the_decode_bar_divides_the_committed_times_and_bytes_by_the_one_ceiling():
+    """data/h200/kernels stored bw_fraction over the copy rate (no read_ceiling_gbps): the book recomputes it over
+    lab.results.bandwidth.ceiling from ms and bytes, under the bar's name of now, never reading the stored column."""
+    from lab.measure import bench
+    from lab.results import data
+    from lab.results.bandwidth import ceiling
+
+    assert (kernel_runs.READ_BAR, kernel_runs.COPY_BAR) == (bench.READ_BAR, bench.COPY_BAR)
+    ds = data.load("h200/kernels")
+    decode = ds.csv("decode.csv", ("candidate", "batch", "n", "status", "ms", "bytes", "bw_fraction"))
+    assert "read_ceiling_gbps" not in decode          # the run of record is of before 2026-12
+    row = decode[(decode.candidate == "ours-tuned") & (decode.n == 32768) & (decode.batch == 16)].iloc[0]
+    expected = row.bytes / (row.ms * 1e-3) / ceiling(ds.gpu)
+    bars = kernel_runs.run_bars(ds).set_index("bar")
+    assert kernel_runs.COPY_BAR not in bars.index
+    assert bars.loc[kernel_runs.READ_BAR, "ratio"] == pytest.approx(expected)
+    assert abs(expected - row.bw_fraction) > 0.01      # the stored copy ratio is not what the book shows
+    first = kernel_runs.run_bars(ds, "bars_first_call.csv").set_index("bar")
+    assert math.isnan(first.loc[kernel_runs.READ_BAR, "ratio"])   # no decode table of its own: left empty
+
+
+def test_read_fraction_is_bytes_over_time_over_the_ceiling():
+    from lab.results.bandwidth import ceiling
+
+    table = pd.DataFrame({"ms": [2.0], "bytes": [4e9]})
+    assert kernel_runs.read_fraction(table, "NVIDIA H200").iloc[0] == pytest.approx(2e12 / ceiling("NVIDIA H200"))

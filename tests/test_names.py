@@ -47,3 +47,16 @@ def test_every_alias_names_a_backend_and_no_word_names_two():
     aliases = [a for group in names.BACKENDS.values() for a in group]
     assert len(aliases) == len(set(aliases))
     assert set(names.BACKEND_ALIASES.values()) <= set(names.BACKENDS)
+
+
+def test_every_glue_key_names_one_thing():
+    """One short word per candidate and Flex step in glue names (``race_tuned_vs_fa3_16k``), one per vLLM arm."""
+    kernels = [names.key(i) for i in (*names.CANDIDATES, *names.FLEX_STEPS)]
+    assert len(kernels) == len(set(kernels)), "two kernels with one glue key"
+    assert len(set(names.ARM_KEYS.values())) == len(names.ARM_KEYS), "two vLLM arms with one glue key"
+    assert names.key("ours-tuned") == "tuned" and names.key("FLASH_ATTN/FA3") == "fa3"
+
+
+def test_every_arm_the_studies_run_has_a_glue_key():
+    from lab.measure.vllm.arms import ARMS, FLASH
+    assert {*ARMS, FLASH.label} == set(names.ARM_KEYS)

@@ -10,6 +10,7 @@ from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series,
 from lab.measure.vllm.arms import FA3, FLEX, book_order
 from lab.results import concurrency as rc
 from lab.results.data import DATA_DIR, skipped_note
+from lab.results.modelshape import qwen25_7b
 
 CONTEXTS = (2048, 32768)
 CONCURRENCY = (1, 4, 16, 64)
@@ -17,8 +18,6 @@ CONCURRENCY = (1, 4, 16, 64)
 
 def concurrency_explorer(root: Path = DATA_DIR) -> Explorer:
     """Concurrent requests x context x backend -> step floor, KV share, intensities, measured ITL."""
-    from lab.results.modelshape import qwen25_7b
-
     bandwidth, bandwidth_source = rc.floor_bandwidth()
     table = rc.with_floor(rc.load_points(root=root), bandwidth)
     measured = not table.empty

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from docutils import nodes
+from lab.book.slides import NOT_DECKS
 
 #: Words per minute of careful technical reading (prose only: code and outputs are not counted).
 READING_WPM = 200
@@ -96,8 +97,6 @@ def _insert_header(app, doctree, docname) -> None:
 
     def link(other: str) -> str:
         return app.builder.get_relative_uri(docname, f"{folder}/{other}" if folder != "." else other)
-
-    from lab.book.slides import NOT_DECKS
 
     deck = None if stem in NOT_DECKS else ("../" * docname.count("/")) + f"slides/{stem}.slides.html"
     raw = header_html(stem, reading_minutes(prose_words(doctree)), titles, link, deck)

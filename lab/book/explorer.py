@@ -166,7 +166,7 @@ class Series:
             raise LabError(f"series '{self.name}': {len(self.xs)} x values but {len(self.ys)} y values")
         from matplotlib.colors import to_hex
 
-        from lab.book.plots import color
+        from lab.book.plots import color  # lazy: pulls in matplotlib
 
         # Any matplotlib colour (name, RGB tuple, hex) becomes '#rrggbb', which SVG and matplotlib both read.
         self.auto_color = self.color is None
@@ -208,7 +208,7 @@ class Chart:
         # Series that took a default colour must not share one with another series of this chart.
         from matplotlib.colors import to_hex
 
-        from lab.book.plots import COLORS, PALETTE
+        from lab.book.plots import COLORS, PALETTE  # lazy: pulls in matplotlib
 
         # a colour given by the author or the book's fixed colour for a name is kept; the others give way
         free = [s for s in self.series if getattr(s, "auto_color", False) and s.name not in COLORS]

@@ -87,7 +87,7 @@ class LiveExplorer:
         """Recompute the view for the current control values and redraw."""
         import matplotlib.pyplot as plt
 
-        from lab.book.plots.explorer import draw_view
+        from lab.book.plots.explorer import draw_view  # lazy: pulls in matplotlib
 
         self.view = self.explorer.compute(**self.values)
         self.readouts.value = readouts_html(self.view.readouts)

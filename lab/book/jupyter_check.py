@@ -37,6 +37,8 @@ from lab import REPO_ROOT, LabError, env
 from lab.cli import path_arg, positive_number, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.store import read_jsonl, write_json_atomic
+from lab.store import new_provenance, write_provenance
+from lab.measure.vllm.replies import error_message
 
 BOOK = REPO_ROOT / "book"
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "jupyter-check"
@@ -110,7 +112,6 @@ class JupyterServer:
     def json(self, method: str, path: str, body: dict | None = None, timeout: float = 30):
         status, data = self.call(method, path, body, timeout)
         if status >= 300:
-            from lab.measure.vllm.replies import error_message
             raise LabError(f"JupyterLab {method} {path} answered {status}: {error_message(data)}")
         return json.loads(data) if data else None
 
@@ -170,7 +171,7 @@ class Kernel:
     """A kernel started for a notebook through ``/api/sessions``; :meth:`run` executes one cell's source."""
 
     def __init__(self, server: JupyterServer, path: str):
-        import websocket
+        import websocket  # lazy: optional (JupyterServer says when it is missing)
 
         self.server = server
         self.session = server.json("POST", "/api/sessions", {"path": path, "type": "notebook", "name": path,
@@ -255,8 +256,6 @@ def main(args) -> int:
 
 
 def _check(args, md: Path, out: Path) -> int:
-    from lab.store import new_provenance, write_provenance
-
     notes = out / "notes.jsonl"
     notes.unlink(missing_ok=True)
     extra = {"LAB_LIVE_LOG": str(notes), "LAB_PANEL_AUTORUN": "1", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1",

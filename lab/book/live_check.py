@@ -33,6 +33,9 @@ from lab import REPO_ROOT, LabError
 from lab.cli import path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
 from lab.store import write_atomic
+from lab.book.run_panels.servers import LOG_DIR
+from lab.store import new_provenance, write_csv, write_json_atomic, write_provenance
+from lab.cli import OneLineParser, run_cli
 
 BOOK = REPO_ROOT / "book"
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "live-check"
@@ -103,7 +106,7 @@ def execute_notebook(md: Path, notebook_out: Path, cell_timeout: float) -> None:
     """
     import jupytext
     import nbformat
-    from nbclient import NotebookClient
+    from nbclient import NotebookClient  # lazy: only running a notebook needs the Jupyter client stack
 
     nb = jupytext.read(md)
     if not any(cell.cell_type == "code" for cell in nb.cells):
@@ -155,8 +158,6 @@ def stop_leftover_servers(folder: Path | None = None) -> list[int]:
 
     A server is stopped by its kernel at exit; a kernel killed at its time limit may not get to, and the
     GPU must be free for the next chapter. Returns the groups signalled."""
-    from lab.book.run_panels.servers import LOG_DIR
-
     killed = []
     for pgid_file in sorted(Path(folder or LOG_DIR).glob("*.pgid")):
         try:
@@ -238,8 +239,6 @@ def check_all(chapters: list[Path], out: Path, *, default: float, overrides: dic
 
 def write_summary(out: Path, results: list[ChapterResult], args, total_s: float) -> None:
     import pandas as pd
-
-    from lab.store import new_provenance, write_csv, write_json_atomic, write_provenance
 
     rows = [asdict(r) for r in results]
     write_csv(out, "summary.csv", pd.DataFrame(rows, columns=list(COLUMNS)))
@@ -345,8 +344,6 @@ def print_summary(results: list[ChapterResult], total_s: float, out: Path) -> No
 
 
 def cli(argv: list[str] | None = None) -> int:
-    from lab.cli import OneLineParser, run_cli
-
     parser = OneLineParser(prog="python -m lab.book.live_check", description=__doc__.strip().splitlines()[0],
                                      epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from lab import REPO_ROOT, LabError, env
 from lab.book import fact_registry
 from lab.results.facts import Fact, plain
+from lab.results import data
+from lab.results import data
 
 QUIZ_JS = REPO_ROOT / "book" / "_static" / "quiz.js"
 QUIZ_CSS = REPO_ROOT / "book" / "_static" / "quiz.css"
@@ -71,8 +73,6 @@ class Number:
 
 @functools.lru_cache(maxsize=64)
 def _table(dataset: str, table: str, mtime: float):
-    from lab.results import data
-
     return data.load(dataset).csv(table)
 
 
@@ -87,8 +87,6 @@ class Measured(Number):
     fmt: str = ".1f"
 
     def rows(self):
-        from lab.results import data
-
         path = data.load(self.dataset).file(self.table)
         table = _table(self.dataset, self.table, path.stat().st_mtime)
         for col in (self.column, *(k for k, _ in self.where)):

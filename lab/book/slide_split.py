@@ -16,6 +16,7 @@ import copy
 import re
 
 from lab.book.slide_tables import split_table, summary_html
+import html
 
 _QUIZ = re.compile(r'(?P<head>.*?<div class="lab-quiz" [^>]*>\s*<p class="lab-quiz-title">.*?</p>)(?P<body>.*?)'
                    r'(?P<tail><noscript>.*)', re.S)
@@ -175,8 +176,6 @@ _CAPTION = re.compile(r'<p class="lab-caption">(?P<text>.*?)</p>', re.S)
 def move_explorer_captions(outputs: list[dict]) -> tuple[list[dict], list[str]]:
     """Explorers without their caption paragraph, and the captions (as text for the speaker notes): the
     slide gives the explorer all its room, the teacher still has what the caption says."""
-    import html
-
     kept, captions = [], []
     for output in outputs:
         page = _html(output)

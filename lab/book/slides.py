@@ -31,6 +31,10 @@ from lab import REPO_ROOT, LabError
 from lab.store import read_json
 from lab.cli import path_arg
 from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks, split_prose
+import html
+from lab.store import write_atomic
+from lab.folders import check_output, dataset_lock
+import html
 
 BOOK_DIR = REPO_ROOT / "book"
 SITE_DIR = REPO_ROOT / "_build" / "html"
@@ -286,7 +290,7 @@ def load_chapter(stem: str, execute: bool = False, book_dir: Path = BOOK_DIR, ex
         glue_file = executed.with_name(f"{stem}.glue.json")
         glue = read_json(glue_file) if glue_file.exists() else {}
         return nb, glue
-    from nbclient import NotebookClient
+    from nbclient import NotebookClient  # lazy: only running a notebook needs the Jupyter client stack
 
     nb = jupytext.read(source)
     env_before = os.environ.get("LAB_STATIC")
@@ -349,9 +353,7 @@ _DATA_PNG = re.compile(r'<img alt="No description has been provided for this ima
 def describe_images(html_text: str) -> str:
     """Each figure's alt text from its PNG (what lab.book.plots says it shows) instead of nbconvert's
     "No description has been provided for this image"."""
-    import html
-
-    from lab.book.plots.alt_text import png_alt
+    from lab.book.plots.alt_text import png_alt  # lazy: pulls in matplotlib
 
     def alt(m: re.Match) -> str:
         text = png_alt(base64.b64decode(m["data"]))
@@ -441,7 +443,6 @@ def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE
     missing = missing_local_references(body, page)
     if missing:
         raise LabError(f"{page.name}: the slides reference {missing[0]!r}, which does not exist")
-    from lab.store import write_atomic
 
     return write_atomic(page, lambda tmp: tmp.write_text(body, encoding="utf-8"))
 
@@ -479,8 +480,6 @@ class DeckLinks:
             self.rows.append((stem, title))
 
     def _repr_html_(self) -> str:
-        import html
-
         items = "".join(f'<li><a href="../slides/{stem}.slides.html">{html.escape(title)}</a></li>'
                         for stem, title in self.rows)
         return f'<ul class="lab-decks">{items}</ul>'
@@ -502,8 +501,6 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     from tqdm import tqdm
-
-    from lab.folders import check_output, dataset_lock
 
     check_output(args.out, "--out", [("the chapters folder", BOOK_DIR)])
     chapters = args.chapters or toc_chapters()

@@ -27,6 +27,7 @@ starting checks and rounds after that many seconds.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import statistics
 import sys
@@ -38,6 +39,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, env, store
 from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
+from lab.measure.attention.reference import attention_gradients_torch
 from lab.measure.candidates import Prepared, candidate_fn
 from lab.measure.timing import rounds_text, time_in_rounds
 
@@ -93,8 +95,6 @@ class Trainee:
 
 def fa4_backward() -> str:
     """Why FlashAttention 4 cannot run its backward here ("" when it can)."""
-    import importlib.util
-
     import torch
 
     version, why = env.fa4()
@@ -110,7 +110,7 @@ def trainee(name: str, forward=None) -> Trainee:
     """The candidate ``name``; ``forward`` replaces ours's forward (the CPU test's torch forward). A candidate
     that cannot run here is a LabError saying why."""
     if name == "ours":
-        from lab.measure.attention import backward
+        from lab.measure.attention import backward  # lazy: the kernels load triton and torch
 
         return Trainee(lambda q, k, v, causal: backward.attention(q, k, v, causal, forward=forward))
     if name not in CANDIDATES:
@@ -178,8 +178,7 @@ class Race:
         """Check every candidate at length ``n``, then time the checked ones in rounds."""
         import torch
 
-        from lab.measure.attention import backward
-        from lab.measure.attention.reference import attention_gradients_torch
+        from lab.measure.attention import backward  # lazy: the kernels load triton and torch
 
         q, k, v, do = self.inputs(n)
         reference = attention_gradients_torch(q, k, v, do, True)     # fp32 autograd, by query chunks
@@ -222,7 +221,7 @@ class Race:
             torch.cuda.empty_cache()
 
     def time_rounds(self, n: int, ready: list) -> None:
-        from lab.measure.attention import backward
+        from lab.measure.attention import backward  # lazy: the kernels load triton and torch
 
         if self.timer is None:
             from triton.testing import do_bench as timer
@@ -274,7 +273,7 @@ class Race:
     def write(self, complete: bool) -> None:
         import pandas as pd
 
-        from lab.measure.attention import backward
+        from lab.measure.attention import backward  # lazy: the kernels load triton and torch
 
         store.write_csv(self.args.out, "race.csv", pd.DataFrame(self.rows).reindex(columns=COLUMNS))
         fa4 = env.fa4()

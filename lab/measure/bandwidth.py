@@ -29,6 +29,7 @@ env.use_triton_interpreter_without_gpu()
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
 
 if env.use_triton_interpreter_without_gpu():
     from lab.measure import triton_interpreter
@@ -69,7 +70,6 @@ def read_ceiling_gbps(small: int = 256 << 20, large: int = 4 << 30, rep_ms: int 
     measurement for a run that reports a share of it (``python -m lab bench``); the ceiling the book's pages
     divide by is the full stream of this command's run of record (data/h200/bandwidth)."""
     import torch
-    from triton.testing import do_bench
 
     programs = PROGRAMS_PER_SM * torch.cuda.get_device_properties(0).multi_processor_count
     words = torch.ones(large // 4, dtype=torch.int32, device="cuda")
@@ -91,7 +91,6 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     import pandas as pd
     import torch
-    from triton.testing import do_bench
 
     buffer_sizes = sizes(args.sizes, option="--sizes")
     if args.rounds < 1 or args.rep_ms < 1 or any(size < 4 * BLOCK for size in buffer_sizes):

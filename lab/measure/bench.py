@@ -12,7 +12,8 @@ K/V come from HBM) and ``ms_eager`` launches from Python, where short contexts
 measure launch overhead. Decode's K/V read rate (from ``ms``) is given as a share of the GPU's read
 ceiling (``bw_fraction``; the read-stream slope measured at the start of the run, the denominator every page
 divides a read rate by), with a device-to-device copy's rate beside it (``copy_gbps``). Runs before 2026-12
-stored ``bw_fraction`` against the copy rate; their rows have no ``read_ceiling_gbps``.
+stored ``bw_fraction`` against the copy rate; their rows have no ``read_ceiling_gbps``, and the book
+recomputes their share from ``ms`` and ``bytes`` over the one ceiling (:func:`lab.results.kernel_runs.run_bars`).
 
 The candidates live in :mod:`lab.measure.candidates`, the timing in :mod:`lab.measure.timing`; this
 module is the command, the tables and the performance bars (and re-exports the names other modules use).

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lab import LabError
+from lab.measure.attention.reference import attention_flops
 
 CANDIDATES = ("naive", "sdpa-flash", "sdpa-cudnn", "flex", "ours-teaching", "ours-tuned")
 OURS = ("ours-teaching", "ours-tuned")
@@ -46,7 +47,6 @@ class Shape:
         return self.phase == "prefill"
 
     def flops(self) -> float:
-        from lab.measure.attention.reference import attention_flops
         return attention_flops(self.batch, self.q_heads, self.n_q, self.n, self.head_dim, self.causal)
 
     def min_bytes(self, element_bytes: int = 2) -> int:
@@ -158,7 +158,12 @@ def _flex(q, k, v, causal, kernel_options=None):
 
 
 def candidate_fn(name: str, phase: str) -> Callable:
-    from lab.measure.attention import split_kv, split_kv_tuned, teaching, tuned
+    from lab.measure.attention import (  # lazy: the kernels load triton and torch
+        split_kv,
+        split_kv_tuned,
+        teaching,
+        tuned,
+    )
 
     if name == "naive":
         return _sdpa("MATH")
@@ -175,7 +180,7 @@ def candidate_fn(name: str, phase: str) -> Callable:
     if name == "fa4":
         return _fa4()
     if name == "ours-hopper" and phase == "prefill":
-        from lab.measure.attention import hopper
+        from lab.measure.attention import hopper  # lazy: the kernels load triton and torch
         return lambda q, k, v, causal: hopper.hopper_forward(q, k, v, causal)
     if name not in OURS:
         raise LabError(f"no {phase} candidate {name!r}; choose from {', '.join(ALL_CANDIDATES + HOPPER_ONLY)}")
@@ -209,7 +214,7 @@ _inputs = inputs
 
 def tuned_config(shape: Shape, dtype) -> str:
     """The launch the tuned kernel chose for this shape, as 'KEY=value ...'."""
-    from lab.measure.attention import launch_policy, split_kv_tuned
+    from lab.measure.attention import launch_policy, split_kv_tuned  # lazy: the kernels load triton and torch
 
     if shape.phase == "prefill":
         config = launch_policy.best_config(shape.n, shape.n, shape.head_dim, True)

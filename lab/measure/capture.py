@@ -46,8 +46,9 @@ from lab.folders import check_output, dataset_lock
 from lab.measure import gpuclocks
 from lab.measure.trace_store import MAX_TRACE_MB, census_rows, keep_trace, trim_trace, write_rows
 from lab.measure.vllm import arms
-from lab.measure.vllm.probe import make_prompt
+from lab.measure.vllm.probe import make_prompt, stream_completion
 from lab.measure.vllm.replies import StreamError, check_usage, error_message, event_tokens, parse_event
+from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
 from lab.store import new_provenance, write_atomic, write_json_atomic, write_provenance
 
 #: The windows of the reference study, re-measured: prefill at 2k/8k/28k, decode at 2k/28k.
@@ -93,8 +94,6 @@ def prompt_ids(n: int, salt: int = 0) -> list[int]:
 
 def complete(base_url: str, model: str, ids: list[int], max_tokens: int, timeout: float = 600.0):
     """One whole request (greedy, exactly ``max_tokens`` tokens) through the probe's request primitive."""
-    from lab.measure.vllm.probe import StreamError, stream_completion
-
     try:
         return stream_completion(base_url, model, ids, max_tokens, timeout=timeout)
     except StreamError as exc:
@@ -259,8 +258,6 @@ def capture_vllm(arm: str, out: Path, windows: list[Window], *, model: str, max_
     With ``tensor_parallel_size`` > 1 each GPU's worker writes its own trace; the first one written
     (one rank's kernels, its all-reduces in the ``communication`` family) is kept.
     """
-    from lab.measure.vllm.server import DEFAULT_READY_TIMEOUT_S, Server
-
     chosen = arms.known(arm)
     longest = max(w.tokens for w in windows) + decode_tokens * 6 + 64
     if longest > max_model_len:

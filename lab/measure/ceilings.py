@@ -6,7 +6,10 @@ The roofs a reader's kernels actually live under (the GPU when there is one, oth
 
 from __future__ import annotations
 
+import csv
 import math
+import os
+import platform
 import statistics
 import time
 from dataclasses import dataclass
@@ -142,7 +145,6 @@ def measure(use_gpu: bool | None = None, matmul_sizes=None, copy_sizes=None, rep
         name, dtype, dev = torch.cuda.get_device_name(0), "bf16", "cuda"
         tdtype = torch.bfloat16
     else:
-        import platform
         name, dtype, dev = f"CPU ({platform.machine()})", "fp32", "cpu"
         tdtype = torch.float32 if torch is not None else None
     gen = torch.Generator(device=dev).manual_seed(0) if torch is not None else None
@@ -197,9 +199,6 @@ def write_measurement(ceilings: Ceilings, out: Path, command: str | None = None,
 
 def _write_rows_csv(path: Path, rows: list[dict]) -> None:
     """CSV without pandas (a bare GPU box may lack it), through a temporary file."""
-    import csv
-    import os
-
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))

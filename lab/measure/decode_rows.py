@@ -31,7 +31,8 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, env, store
 from lab.cli import module_cli, path_arg, positive_count, positive_number, sizes
 from lab.folders import writes_folder
-from lab.measure.candidates import Shape, timed_call
+from lab.measure.attention.reference import attention_torch
+from lab.measure.candidates import Shape, candidate_fn, timed_call
 from lab.measure.flex_decomposition import random_inputs
 from lab.measure.timing import graph_replay_ms, rotation
 
@@ -60,8 +61,7 @@ def counts(batch: int, q_heads: int, query_tokens: int, context: int) -> tuple[f
 
 
 def _call(candidate: str, query_tokens: int):
-    from lab.measure.attention import split_kv_tuned
-    from lab.measure.candidates import candidate_fn
+    from lab.measure.attention import split_kv_tuned  # lazy: the kernels load triton and torch
 
     if candidate == "ours-tuned":
         return lambda q, k, v, causal: split_kv_tuned.tuned_decode(q, k, v)
@@ -70,8 +70,6 @@ def _call(candidate: str, query_tokens: int):
 
 def measure_point(candidate: str, batch: int, q_heads: int, query_tokens: int, context: int, rep_ms: int) -> dict:
     import torch
-
-    from lab.measure.attention.reference import attention_torch
 
     flops, moved = counts(batch, q_heads, query_tokens, context)
     row = {"candidate": candidate, "rows": q_heads // KV_HEADS * query_tokens, "batch": batch, "context": context,

@@ -29,6 +29,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -153,8 +154,6 @@ def ncu_command(ncu: str, candidate: str, lengths, args, base_units: bool = True
 def run_group(command: list[str], timeout_s: float, env: dict) -> subprocess.CompletedProcess:
     """Run ``command`` in a process group of its own and end the whole group (ncu and the Python it
     launched) on a timeout or when this process is told to stop."""
-    import signal
-
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
                             env=env, start_new_session=True)
 

@@ -44,10 +44,14 @@ max_abs_err,note; ``kv_bytes`` = K and V once, ``gb_per_s`` = kv_bytes / ms for 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import inspect
+import json
 import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +59,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, store
 from lab.cli import count_or_zero, module_cli, path_arg, positive_count, sizes
 from lab.folders import writes_folder
+from lab.measure.attention.reference import attention_flops, attention_torch
 from lab.measure.candidates import Shape, candidate_fn
 from lab.measure.timing import rounds_text, time_in_rounds
 
@@ -239,7 +244,6 @@ def variant_fn(name: str, q, k, v, causal: bool):
     """A no-argument callable for one variant, and a function that maps its output to [B, Hq, n_q, d]."""
     import torch
 
-
     flex = _flex()
     mask = flex_block_mask(q.shape[2], k.shape[2], q.device) if causal else None
     same = lambda out: out  # noqa: E731
@@ -273,9 +277,6 @@ def variant_fn(name: str, q, k, v, causal: bool):
 
 def kernel_names(fn) -> str:
     """The GPU kernels one call launches, with their grids (torch profiler, one call)."""
-    import json
-    import tempfile
-
     import torch
 
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -334,8 +335,6 @@ def measure_phase(phase: str, batch: int, n: int, variants, rep_ms: int, rounds:
     (``device`` exists for the CPU test of the bookkeeping)."""
     import torch
 
-    from lab.measure.attention.reference import attention_flops, attention_torch
-
     causal = phase == "prefill"
     shape = Shape(phase, batch, q_heads, kv_heads, n, head_dim)
     q, k, v = random_inputs(batch, q_heads, kv_heads, shape.n_q, n, head_dim, seed=n + 7 * batch, device=device)
@@ -392,9 +391,6 @@ def measure_phase(phase: str, batch: int, n: int, variants, rep_ms: int, rounds:
 
 def source_markers() -> dict:
     """What the installed torch (and vLLM, when present) say about the choices this experiment isolates."""
-    import importlib.util
-    import inspect
-
     markers = {}
     try:
         from torch._inductor.kernel.flex import flex_decoding

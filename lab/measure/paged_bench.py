@@ -27,6 +27,7 @@ from lab import REPO_ROOT, LabError, env, store
 from lab.cli import number_or_zero, path_arg, positive_count, sizes
 from lab.folders import set_aside, writes_folder
 from lab.measure import timing
+from lab.measure.attention.reference import attention_torch
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "paged-decode"
 EXPERIMENT = "paged-decode"
@@ -79,7 +80,7 @@ def candidates(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, head
     """
     import torch
 
-    from lab.measure.attention import split_kv_tuned, triton_paged_decode
+    from lab.measure.attention import split_kv_tuned, triton_paged_decode  # lazy: the kernels load triton and torch
 
     gen = torch.Generator(device=device).manual_seed(n + 7 * batch)
     def randn(*shape):
@@ -133,8 +134,6 @@ def measure(batch: int, n: int, page_sizes, q_heads: int, kv_heads: int, rep_ms:
     ``device``, ``dtype`` and ``timer`` (in place of :func:`replay_ms`) exist for the CPU test.
     """
     import torch
-
-    from lab.measure.attention.reference import attention_torch
 
     timer = timer or replay_ms
     q, k, v, kernels = candidates(batch, n, page_sizes, q_heads, kv_heads, device=device, dtype=dtype,

@@ -14,6 +14,7 @@ import statistics
 import time
 
 from lab import LabError
+from lab.measure.attention.reference import attention_torch
 from lab.measure.attention.switches import DEFAULT_SWITCHES, Switches
 from lab.measure.candidates import (
     MAX_ABS_ERR,
@@ -152,8 +153,6 @@ def _check(row: dict, fn, qkv, shape: Shape, reference, device: str) -> None:
 def _check_all(shape: Shape, candidates, qkv, progress, device: str) -> tuple[list[dict], list[tuple]]:
     """Every candidate's row (in order) and (row, fn) for those whose output matched the reference."""
     import torch
-
-    from lab.measure.attention.reference import attention_torch
 
     reference = attention_torch(*qkv, shape.causal)  # fp32 math, query chunks
     rows, ready = [], []
@@ -346,7 +345,7 @@ ABLATION_STEPS = _with_fa3_steps(_BASE_STEPS)
 
 
 def _ablation_fn(options: dict, q, k, v):
-    from lab.measure.attention import launch_policy
+    from lab.measure.attention import launch_policy  # lazy: the kernels load triton and torch
     from lab.measure.attention.teaching import teaching_forward
     from lab.measure.attention.tuned import tuned_forward
 
@@ -369,8 +368,6 @@ def ablation(n: int, q_heads: int, kv_heads: int, rep_ms: int, rounds: int = 3) 
     """Time the teaching kernel, then the tuned kernel with its optimisations switched on one by one
     (checked first, then timed in interleaved rounds like :func:`measure_shape`)."""
     from triton.testing import do_bench
-
-    from lab.measure.attention.reference import attention_torch
 
     shape = Shape("prefill", 1, q_heads, kv_heads, n)
     q, k, v = inputs(shape, seed=n + 1)

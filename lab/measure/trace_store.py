@@ -6,6 +6,7 @@ is :func:`trim_trace`. The census of a trimmed file equals the census of the ori
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import os
@@ -120,8 +121,6 @@ def census_rows(result: dict, phase: str, tokens: int, arm: str) -> list[dict]:
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
     """Write census rows as CSV through a temporary file (plain csv: the GPU box may lack pandas)."""
-    import csv
-
     def write(tmp: Path) -> None:
         with open(tmp, "w", newline="", encoding="utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=["phase", "tokens", "arm", "metric", "value", "unit"])

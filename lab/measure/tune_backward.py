@@ -22,6 +22,7 @@ import statistics
 
 from lab import LabError, env
 from lab.cli import positive_count, sizes
+from lab.measure.attention.reference import attention_gradients_torch
 from lab.measure.timing import time_in_rounds
 
 #: tried by default: the autotuning spaces and the tiles next to them (64 x 128 is FlashAttention 3's for dK/dV)
@@ -53,8 +54,7 @@ def sweep(n: int, dkdv: list[dict], dq: list[dict], rounds: int, rep_ms: int, ti
     ``device``, the head shape and ``dtype`` exist for the CPU test (Triton's interpreter)."""
     import torch
 
-    from lab.measure.attention import backward
-    from lab.measure.attention.reference import attention_gradients_torch
+    from lab.measure.attention import backward  # lazy: the kernels load triton and torch
 
     if timer is None:
         from triton.testing import do_bench as timer

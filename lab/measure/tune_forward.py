@@ -82,7 +82,7 @@ def _tune(args, lengths: list[int]) -> int:
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from triton.testing import do_bench
 
-    from lab.measure.attention.launch_policy import launch_resources
+    from lab.measure.attention.launch_policy import launch_resources  # lazy: the kernels load triton and torch
     from lab.measure.attention.tuned import tuned_forward
 
     clocks = gpuclocks.ClockSampler(interval_ms=20) if gpuclocks.available() else None

@@ -28,6 +28,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, env, store
 from lab.cli import path_arg, positive_count, positive_number, sizes
 from lab.folders import dataset_lock
+from lab.measure.attention.reference import attention_flops, attention_torch
 from lab.measure.attention.switches import Switches
 from lab.measure.candidates import Prepared, candidate_fn, timed_call
 from lab.measure.timing import rounds_text, time_in_rounds
@@ -84,7 +85,7 @@ def variants() -> list[tuple[str, dict, object, str]]:
 
 def _gluon_entry(launch: tuple):
     """(q, k, v) -> (timed call, identity): the Gluon kernel with one fixed launch."""
-    from lab.measure.attention.hopper import hopper_forward
+    from lab.measure.attention.hopper import hopper_forward  # lazy: the kernels load triton and torch
 
     block_n, stages, overlap, pingpong = launch
 
@@ -138,8 +139,7 @@ class Race:
     def length(self, n: int, chosen) -> None:
         import torch
 
-        from lab.measure.attention.reference import attention_flops, attention_torch
-        from lab.measure.attention.tuned import tuned_forward
+        from lab.measure.attention.tuned import tuned_forward  # lazy: the kernels load triton and torch
 
         gen = torch.Generator(device=self.device).manual_seed(n)
         dtype = torch.bfloat16 if self.device == "cuda" else torch.float16  # the interpreter's bf16 dot is wrong

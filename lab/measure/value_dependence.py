@@ -29,6 +29,7 @@ from lab import REPO_ROOT, LabError, store
 from lab.cli import module_cli, path_arg, positive_count
 from lab.folders import writes_folder
 from lab.measure import gpuclocks
+from lab.measure.attention.reference import attention_torch
 from lab.measure.gpuclocks import row_fields, summarise
 from lab.measure.timing import rounds_text, time_in_rounds
 
@@ -57,8 +58,7 @@ def op_call(op: str, scale: float, seed: int, device: str = "cuda", size: int = 
         c = torch.empty(size, size, dtype=torch.bfloat16, device=device)
         return (lambda: torch.mm(a, b, out=c)), (lambda: a.float() @ b.float())
     if op == "ours-tuned-16k":
-        from lab.measure.attention.reference import attention_torch
-        from lab.measure.attention.tuned import tuned_forward
+        from lab.measure.attention.tuned import tuned_forward  # lazy: the kernels load triton and torch
 
         q = scaled_normal((1, 28, n, 128), scale, seed, device)
         k, v = (scaled_normal((1, 4, n, 128), scale, seed + i, device) for i in (1, 2))

@@ -26,6 +26,8 @@ its attention time, the stored trace for its kernel's grid). Everything returns 
 
 from __future__ import annotations
 
+import gzip
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -40,6 +42,7 @@ from lab.results.data import DATA_DIR, load
 from lab.results.facts import Fact
 from lab.results.hardware import device
 from lab.results.modelshape import qwen25_7b
+from lab.results.roofline import model_phase
 
 DATASET = "h200/flex-decomposition"
 FILE = "flex_decomposition.csv"
@@ -175,8 +178,6 @@ class VllmFlex:
 
 def vllm_flex(root: Path = DATA_DIR, backend: str = "FlexAttention", arm: str = FLEX.label) -> VllmFlex:
     """Attention time and rate of vLLM's arm from the H200 census windows (None where not captured)."""
-    from lab.results.roofline import model_phase
-
     try:
         table = cd.census_table(root)
     except LabError:  # no census under this root: nothing of vLLM's arm is measured
@@ -212,9 +213,6 @@ class VllmKernel:
 def vllm_kernels(window: str, root: Path = DATA_DIR) -> list[VllmKernel]:
     """The Flex attention kernels of one of our vLLM windows, one entry per grid, most calls first
     (empty when the trace is not on file). Read from the trace itself: the census keeps no grids."""
-    import gzip
-    import json
-
     path = Path(root) / VLLM_TRACES / f"{window}.trace.json.gz"
     if not path.exists():
         return []

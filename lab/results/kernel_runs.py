@@ -5,6 +5,9 @@ Pure functions over ``data/<gpu>/kernels*`` folders written by ``python -m lab b
 
 from __future__ import annotations
 
+import math
+import re
+import statistics
 from pathlib import Path
 
 from lab import LabError
@@ -101,6 +104,38 @@ def with_ceiling_share(decode, gpu: str, root: Path | None = None):
     return table
 
 
+#: The decode bar of lab.measure.bench.bars: its name since 2026-12 (the tuned kernel's read rate over the read
+#: ceiling), and the name a run before then gave it, when the bench divided by the copy rate it timed beside.
+READ_BAR = "decode 32k batch 16: tuned read rate / read ceiling"
+COPY_BAR = "decode 32k batch 16: tuned bandwidth / copy bandwidth"
+
+
+def read_fraction(decode, gpu: str, root: Path | None = None):
+    """Each decode row's K/V read rate (its ``bytes`` over its ``ms``) as a fraction of the GPU's one bandwidth
+    ceiling (lab.results.bandwidth.ceiling), never the ``bw_fraction`` the run stored: before 2026-12 the bench
+    divided by the copy rate there."""
+    return decode["bytes"] / (decode["ms"] * 1e-3) / ceiling(gpu, root)
+
+
+def run_bars(ds, file: str = "bars.csv", root: Path | None = None):
+    """A run's bars (``file``) with the decode bar as :data:`READ_BAR`, recomputed from the run's decode.csv (the tuned
+    kernel at 32k, batch 16) over the one ceiling. ``bars_first_call.csv`` has no decode table of its own: its decode
+    bar, stored over the copy rate, is left empty rather than mixed with the others."""
+    table = ds.csv(file, ("bar", "ratio", "need", "met"))
+    decode_bar = table.bar.isin((READ_BAR, COPY_BAR))
+    ratio = float("nan")
+    if file == "bars.csv" and (ds.path / "decode.csv").exists():   # a run with --skip-decode: an empty bar
+        decode = ds.csv("decode.csv", ("candidate", "batch", "n", "status", "ms", "bytes"))
+        row = decode[(decode.candidate == "ours-tuned") & (decode.n == 32768) & (decode.batch == 16)
+                     & (decode.status == "ok")]
+        if len(row) == 1:
+            ratio = float(read_fraction(row, ds.gpu, root).iloc[0])
+    table.loc[decode_bar, "bar"] = READ_BAR
+    table.loc[decode_bar, "ratio"] = ratio
+    table.loc[decode_bar, "met"] = bool(ratio >= table.loc[decode_bar, "need"].iloc[0]) if decode_bar.any() else False
+    return table
+
+
 #: One decode step's K/V read rate over the GPU's bandwidth ceiling: every "% of the ceiling" a decode page states.
 DECODE_SHARE = Quantity("h200.decode.pct_of_ceiling", "one layer's decode attention (one new token per sequence, "
                         "28 query heads over 4 KV heads, d=128, bf16, graph replay, K/V from HBM): the K/V bytes it reads "
@@ -157,8 +192,6 @@ def block_and_round_spread(blocks: dict, rounds: dict, n: int = 16384, fast: str
     ``fast`` over the block-timed runs (ms), ``fast``'s fastest round and median round over every round of
     the round-timed runs, the widest spread of ``ours``' rounds within one run (percent), rounds per run.
     """
-    import statistics
-
     timed = prefill_rows(blocks, n).pivot(index="run", columns="candidate", values="ms")
     inside = prefill_rows(rounds, n, ("candidate", "n", "ms", "ms_rounds"))
     if timed.empty or inside.empty:
@@ -209,8 +242,6 @@ PREFILL_MS = Quantity("h200.prefill.ms", f"one {_PREFILL} call: the median of in
 def speed_vs(prefill, candidate: str, reference: str, n: int) -> float:
     """How fast ``candidate`` ran relative to ``reference`` at ``n`` tokens in one run (reference ms / candidate ms;
     NaN when either did not run)."""
-    import math
-
     def ms(name):
         hit = prefill[(prefill.candidate == name) & (prefill.n == n) & (prefill.status == "ok")]
         return float(hit.ms.iloc[0]) if len(hit) else math.nan
@@ -243,8 +274,6 @@ def race_table(prefill, candidates, reference: str = "fa3"):
 def failed_allocation_gib(note: str) -> float | None:
     """The size of the allocation a CUDA out-of-memory error names ('Tried to allocate 128.00 GiB' -> 128.0),
     or None when the note is no such error."""
-    import re
-
     hit = re.search(r"Tried to allocate ([\d.]+) ([KMG]iB)", str(note))
     if hit is None:
         return None
@@ -255,8 +284,6 @@ def sdpa_hook_probe(console: str) -> dict:
     """What the console of the ``sdpa-fa4`` probe (python -m lab probe sdpa-fa4, in scripts/gpu_run.sh kernel-parts) says for each implementation handed to
     ``torch.nn.attention.activate_flash_attention_impl``: impl -> {"ok": bool, "detail": max abs error vs fp32
     (float) when it ran, else the exception's name and message}. Lines of other parts are ignored."""
-    import re
-
     found = {}
     for line in console.splitlines():
         ok = re.fullmatch(r"(FA\d) ok ([-+.\deE]+)", line.strip())

@@ -16,6 +16,7 @@ from lab.cli import path_arg
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm.arms import FLASH, FLEX
 from lab.names import BACKEND_ALIASES
+from lab.results.fit import fit_quadratic
 from lab.results.quantities import Quantity
 
 DEFAULT_SOURCE = REPO_ROOT.parent / "shared" / "reference" / "inference-wall-part8"
@@ -177,8 +178,6 @@ def _check_arm(arm: Arm, where: str) -> None:
         raise LabError(f"{at}: the decode line spans {arm.decode['short_len']}..{arm.decode['long_len']} tokens but "
                        f"the table {first}..{last}; rows are missing")
     if len(arm.rows) >= 4:
-        from lab.results.fit import fit_quadratic
-
         again = fit_quadratic([r["actual_len"] for r in arm.rows], [r["ttft_s"] for r in arm.rows])
         printed = arm.fit["c_ps_per_token2"]
         if abs(again.c_ps_per_token2 - printed) > _FIT_TOLERANCE * abs(printed):

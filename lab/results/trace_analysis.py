@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab import LabError
 from lab.measure.vllm import arms
 from lab.results import census_windows as cd
 from lab.results.data import DATA_DIR
@@ -78,8 +79,6 @@ class LaunchComparison:
 
 
 def matmul_launch_comparison(root: Path = DATA_DIR, gpu: str = "H200", window: str = f"prefill-{LONG}"):
-    from lab import LabError
-
     try:
         launches = cd.matmul_launches(root, window=window)
     except LabError:

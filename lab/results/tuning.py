@@ -12,7 +12,9 @@ Two questions a reader of a benchmark should ask, answered from the same files:
 
 from __future__ import annotations
 
+import json
 import math
+import re
 
 from lab import LabError
 from lab.results.facts import Fact
@@ -134,9 +136,6 @@ TABLE_COLUMNS = ("round", "code", "shape", "setting", "variant", "tma", "ms", "m
 
 def log_rows(lines, round_no: int, code: str, variant: str = "plain") -> list[dict]:
     """The lines of one ``tune.jsonl`` (python -m lab tune-forward) as rows of tuning_forward.csv."""
-    import json
-    import re
-
     rows = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab import names
 from lab.book.pages.busy_method import method_facts
 from lab.book.facts import Fact, shown
-from lab.book.pages.ch06b import CONC_SRC, GLUE_PREFIX, INTER_SRC, LOAD_SRC, LONG_CONTEXT, SLO
+from lab.book.pages.ch06b import CONC_SRC, INTER_SRC, LOAD_SRC, LONG_CONTEXT, SLO, STUDY_ARMS
 from lab.book.pages.ch06b import facts as chapter06b
 from lab.measure.vllm import arms
 from lab.results import concurrency as rc
@@ -57,7 +58,7 @@ def broken_metrics(row: dict | None, slo: dict = SLO) -> str | None:
 def slo_facts(study: rl.LoadStudy) -> dict:
     """Per arm: the rate within the SLO and the one that breaks it, with utilisation, p99s and requests in flight."""
     out = {}
-    for name, label in ((n, a.label) for n, a in GLUE_PREFIX.items()):
+    for name, label in ((names.key(a.label), a.label) for a in STUDY_ARMS):
         rows = study.points.get(label, [])
         cap = rl.capacity(rows)
         within, broke = slo_break(rows) if rows else (None, None)
@@ -83,7 +84,7 @@ def slo_facts(study: rl.LoadStudy) -> dict:
 def curve_facts(study: rl.LoadStudy) -> dict:
     """FA3's Poisson points, lowest rate first: rate, utilisation, p99 TTFT and p50 TPOT, and what the simplest
     queue (one server of fixed speed, M/M/1) predicts for the mean wait, 1 / (1 - rho) service times."""
-    rows = study.points.get(GLUE_PREFIX["fa3"].label, [])
+    rows = study.points.get(arms.FA3.label, [])
     cap, poisson = rl.capacity(rows), rl.poisson_points(rows)
     out = {}
     for i in range(CURVE_POINTS):
@@ -101,7 +102,7 @@ def curve_facts(study: rl.LoadStudy) -> dict:
 def prompt_facts(trials: list[ri.TrialSummary]) -> dict:
     """The longest prompt among FA3's decoders, beside chapter 6b's: the median gap while it prefills (every step
     then carries a chunk of it), the 32 decoders under it, and a decoder's tokens per second before and during."""
-    fa3 = GLUE_PREFIX["fa3"].label
+    fa3 = arms.FA3.label
     lengths = sorted({t.long_len for t in trials if t.arm == fa3})
     chunks = sorted({t.chunk for t in trials if t.arm == fa3 and t.chunk})
     out = {"inter_chunk_small": shown(chunks[0] if chunks else None, ",d", INTER_SRC, " tokens"),

@@ -20,6 +20,8 @@ from lab.book.interview.common import FA3, FLEX, missing_facts, shown_facts
 from lab.results import concurrency as rc
 from lab.results import data
 from lab.results.bandwidth import bandwidth_ceiling
+from lab.results import flex_decomposition as fd
+from lab.results import flex_counters as fc
 
 DECOMPOSITION = "h200/flex-decomposition/flex_decomposition.csv"
 GB_S = "{:,.0f} GB/s"
@@ -100,8 +102,6 @@ def decomposition_facts(root=None) -> dict:
     """Standalone Flex to vLLM's arm, one ingredient at a time (lab.results.flex_decomposition): decode at
     batch 1 as time ratios, vLLM's arm as read-rate ratios (its window is 28k tokens, the rest 32k), the
     decode template at batch 16, and prefill."""
-    from lab.results import flex_decomposition as fd
-
     root = data.DATA_DIR if root is None else root
     dec, vllm = fd.read(root), fd.vllm_flex(root)
     source = f"{fd.DATASET}/{fd.FILE} (lab.results.flex_decomposition) + vLLM's FLEX trace windows"
@@ -130,8 +130,6 @@ COUNTER_FORMATS = {"flex_ctr_tensor_pct": "{:.0f}%", "flex_ctr_read_pct": "{:.1f
 def counter_facts(root=None) -> dict:
     """Why Flex decodes slowly, from the ncu counters (lab.results.flex_counters): the general kernel's tensor pipe
     and DRAM rate at batch 1, the split template's working programs, and the factor chain over FA3."""
-    from lab.results import flex_counters as fc
-
     root = data.DATA_DIR if root is None else root
     rows = {(r["candidate"], r["batch"]): r for r in fc.table(root)}
     gap, source = fc.gap(1, root), "data/h200/kernel-counters*/raw.csv via lab.results.flex_counters"

@@ -29,6 +29,7 @@ import pkgutil
 from collections.abc import Iterator
 
 from lab.results.quantities import Quantity
+from lab import LabError
 
 #: The packages whose modules may declare quantities at module level.
 DECLARING = ("lab.results", "lab.book.pages")
@@ -55,8 +56,6 @@ def _quantities_in(values) -> Iterator[Quantity]:
 def declared() -> dict[str, tuple[Quantity, str]]:
     """Every quantity declared at module level in :data:`DECLARING`: name -> (quantity, declaring module).
     A LabError if two modules declare one name."""
-    from lab import LabError
-
     found: dict[str, tuple[Quantity, str]] = {}
     for package in DECLARING:
         for module in _modules(package):

@@ -23,7 +23,7 @@ from lab.results import census_windows as cd
 from lab.results import tuning as tuning_runs
 from lab.results.facts import Fact
 from lab.results.hardware import DEVICES
-from lab.results.kernel_runs import (ABLATION, CONTIGUOUS, PREFILL_MS, RACE, RECORD, TUNING_RACE, bars_over_runs,
+from lab.results.kernel_runs import (ABLATION, CONTIGUOUS, PREFILL_MS, RACE, RECORD, TUNING_RACE, bars_over_runs, run_bars,
                                      block_and_round_spread, clock_ranges, prefill_rows, runs_of_record, stored_runs,
                                      times_across_runs)
 from lab.results.quantities import Quantity, is_data_run
@@ -197,7 +197,7 @@ def clock_table():
 
 
 def _bars(runs: dict):
-    return bars_over_runs({label: ds.csv("bars.csv", BAR_COLUMNS) for label, ds in runs.items()})
+    return bars_over_runs({label: run_bars(ds) for label, ds in runs.items()})
 
 
 def bars_facts() -> dict[str, Fact]:
@@ -237,11 +237,11 @@ def blocks_bars_table():
 def decode_bars_table():
     """The decode bars of the project's first benchmark call (timed from Python) beside the graph-replayed run."""
     kernels = _kernels()
-    final, first = kernels.csv("bars.csv", BAR_COLUMNS), kernels.csv("bars_first_call.csv", BAR_COLUMNS)
+    final, first = run_bars(kernels), run_bars(kernels, "bars_first_call.csv")
     table = final[final.bar.str.startswith("decode")].rename(columns={"ratio": "graph replay"}).merge(
         first[["bar", "ratio"]].rename(columns={"ratio": "launched from Python (first call)"}), on="bar")
     return table[["bar", "need", "launched from Python (first call)", "graph replay", "met"]].style.hide(
-        axis="index").format(precision=3)
+        axis="index").format(precision=3, na_rep="—")
 
 
 def ceiling_facts() -> dict[str, Fact]:

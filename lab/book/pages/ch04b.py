@@ -30,7 +30,7 @@ from lab.book.facts import Fact
 from lab.book.plots import caption, figure, legend_above, token_axis
 from lab.measure.attention import backward as kernels
 from lab.measure.attention.reference import attention_gradients_torch
-from lab.names import colour, label
+from lab.names import colour, key, label
 from lab.results import backward, bandwidth, kernel_runs, roofline
 from lab.results.data import load
 from lab.results.hardware import device
@@ -40,7 +40,7 @@ from lab.results.units import power_of_ten
 
 N = 16384                    # the length the chapter reads the race and the counters at
 LONG = 32768                 # the longest the race timed, and the length of the memory arithmetic
-TAGS = {"ours": "ours", "sdpa-flash": "flash", "sdpa-cudnn": "cudnn"}
+RACED = ("ours", "sdpa-flash", "sdpa-cudnn")   # the backward race's kernels the chapter quotes
 MODEL = qwen25_7b()
 H200 = device("H200-SXM")
 MEMORY = "lab.results.backward.training_memory (Qwen2.5-7B: 28 layers x 28 query heads, batch 1)"
@@ -129,23 +129,23 @@ def _totals(candidate: str):
 
 def _race_facts() -> dict:
     facts = {}
-    for candidate, tag in TAGS.items():
+    for candidate in RACED:
         for n in (N, LONG):
-            key = f"{tag}_{n // 1024}k"
+            at = f"{key(candidate)}_{n // 1024}k"
             r = _r(candidate, n)
-            facts[f"bwd_ms_{key}"] = BWD_MS.fact(r.bwd_ms, candidate, n, fmt="{:.1f} ms")
-            facts[f"bwd_tflops_{key}"] = BWD_TFLOPS.fact(r.tflops_bwd, candidate, n, fmt="{:.0f} TFLOP/s")
-            facts[f"bwd_ratio_{key}"] = BWD_OVER_FWD.fact(r.bwd_over_fwd, candidate, n, fmt="{:.1f}×")
-        facts[f"fwd_ms_{tag}_16k"] = FWD_MS.fact(_r(candidate).fwd_ms, candidate, N, fmt="{:.2f} ms")
+            facts[f"bwd_ms_{at}"] = BWD_MS.fact(r.bwd_ms, candidate, n, fmt="{:.1f} ms")
+            facts[f"bwd_tflops_{at}"] = BWD_TFLOPS.fact(r.tflops_bwd, candidate, n, fmt="{:.0f} TFLOP/s")
+            facts[f"bwd_ratio_{at}"] = BWD_OVER_FWD.fact(r.bwd_over_fwd, candidate, n, fmt="{:.1f}×")
+        facts[f"fwd_ms_{key(candidate)}_16k"] = FWD_MS.fact(_r(candidate).fwd_ms, candidate, N, fmt="{:.2f} ms")
     for n in sorted(set(_race().n)):
-        for peer, tag in (("sdpa-flash", "flash"), ("sdpa-cudnn", "cudnn")):
-            facts[f"bwd_vs_{tag}_{n // 1024}k"] = BWD_SPEED.fact(_r("ours", n)[f"vs_{peer}"], peer, n, fmt="{:.2f}×")
+        for peer in ("sdpa-flash", "sdpa-cudnn"):
+            facts[f"bwd_vs_{key(peer)}_{n // 1024}k"] = BWD_SPEED.fact(_r("ours", n)[f"vs_{peer}"], peer, n, fmt="{:.2f}×")
     # the same two forwards in chapter 4's race of record: another process on another day, and inference calls
     # (no log-sum-exp kept for a backward), so the chapter names them as that run's
     race = _forward_race()
-    for candidate, tag in (("ours-tuned", "ours"), ("sdpa-cudnn", "cudnn")):
+    for candidate in ("ours-tuned", "sdpa-cudnn"):
         ms = float(race[(race.candidate == candidate) & (race.n == N) & (race.status == "ok")].ms.iloc[0])
-        facts[f"fwd_race_ms_{tag}_16k"] = kernel_runs.PREFILL_MS.fact(ms, candidate, f"{N // 1024}k",
+        facts[f"fwd_race_ms_{key(candidate)}_16k"] = kernel_runs.PREFILL_MS.fact(ms, candidate, f"{N // 1024}k",
                                                                         fmt="{:.2f} ms")
     chosen = backward.launch(_r("ours").config)
     facts["dkdv_rows"] = DKDV_ROWS.fact(chosen["dkdv"]["BLOCK_M"], "ours", N, fmt="{:d}")
@@ -172,9 +172,9 @@ def _counter_facts() -> dict:
         "ctr_flash_kernels": CTR_KERNELS.fact(int(_totals("sdpa-flash").kernels), "sdpa-flash", fmt="{:d}"),
         "ctr_cudnn_kernels": CTR_KERNELS.fact(int(_totals("sdpa-cudnn").kernels), "sdpa-cudnn", fmt="{:d}"),
     }
-    for candidate, tag in TAGS.items():
+    for candidate in RACED:
         t = _totals(candidate)
-        facts[f"ctr_{tag}_dram_gb"] = CTR_DRAM.fact((t.dram_read + t.dram_write) / 1e9, candidate, fmt=gb)
+        facts[f"ctr_{key(candidate)}_dram_gb"] = CTR_DRAM.fact((t.dram_read + t.dram_write) / 1e9, candidate, fmt=gb)
     return facts
 
 
@@ -267,7 +267,7 @@ def race_figure():
     """Backward TFLOP/s against length, one line per kernel (FA4 absent: not installed on the box)."""
     fig, ax = figure()
     table = _race()
-    for candidate in TAGS:
+    for candidate in RACED:
         rows = table[table.candidate == candidate].sort_values("n")
         ax.plot(rows.n, rows.tflops_bwd, marker="o", label=label(candidate), color=colour(candidate))
     ax.set_xscale("log", base=2)

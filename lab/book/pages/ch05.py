@@ -27,7 +27,7 @@ from lab.book.kernel_explorers import decode_explorer
 from lab.book.plots.kernels import plot_decode, plot_decode_rows
 from lab.measure.attention import split_kv
 from lab.measure.candidates import ALL_CANDIDATES
-from lab.names import label, labels
+from lab.names import key, label, labels
 from lab.results import data, decode_rows, roofline
 from lab.results.bandwidth import bandwidth_ceiling
 from lab.results.hardware import device
@@ -41,13 +41,11 @@ H200 = device("H200-SXM")
 CONTEXT = 32768                         # the cached context the chapter's arithmetic and its table use
 BATCHES = (1, 16)
 DECODE_COLUMNS = ("candidate", "batch", "n", "status", "ms", "ms_eager", "gbps")
-#: The candidates the chapter quotes at 32k, and their short glue names.
-QUOTED = {"ours-tuned": "tuned", "sdpa-flash": "flash", "sdpa-cudnn": "cudnn", "ours-teaching": "teaching",
-          "flex": "flex", "naive": "naive"}
+#: The candidates the chapter quotes at 32k (glue names by lab.names.key).
+QUOTED = ("ours-tuned", "sdpa-flash", "sdpa-cudnn", "ours-teaching", "flex", "naive")
 #: The decode-rows sweep's kernels (lab.measure.decode_rows), their rows the query heads of a group but for
 #: ``fa3-tokens``' (a group of 7 × query tokens).
 ROW_KERNELS = ("ours-tuned", "fa3", "fa3-tokens")
-ROWS_KEYS = {"ours-tuned": "ours", "fa3": "fa3", "fa3-tokens": "tok"}
 SPECS = "lab.results.hardware: NVIDIA H200 datasheet"
 SHAPE = "lab.results.modelshape: Qwen2.5-7B"
 MLA_SRC = "lab.results.roofline.mla_decode_attention_intensity, DeepSeek-V2's shape (lab.results.modelshape)"
@@ -142,15 +140,15 @@ def _shape_facts() -> dict:
 def _rows_facts() -> dict:
     points, _, cross = _rows()
     facts = {"rows_flat_pct": Fact(100 * decode_rows.FLAT, "lab.results.decode_rows.FLAT")}
-    for candidate, key in ROWS_KEYS.items():
-        c = cross.loc[candidate]
+    for candidate in ROW_KERNELS:
+        c, at_key = cross.loc[candidate], key(candidate)
         at = lambda quantity, value, who=candidate: quantity.fact(value, who, detail=ROWS_DETAIL)  # noqa: E731
-        facts |= {f"rows_{key}_flat": at(ROWS_LAST_FLAT, int(c.last_flat)),
-                  f"rows_{key}_off": at(ROWS_FIRST_OFF, int(c.first_off)),
-                  f"rows_{key}_most": at(ROWS_MOST, int(c.most_rows)),
-                  f"rows_{key}_most_tf": at(ROWS_MOST_TF, float(c.most_tflops)),
-                  f"rows_{key}_most_pct": at(ROWS_MOST_PCT, float(c.most_pct_of_matmul)),
-                  f"rows_{key}_read_pct": at(ROWS_READ_PCT, float(c.fewest_pct_of_read))}
+        facts |= {f"rows_{at_key}_flat": at(ROWS_LAST_FLAT, int(c.last_flat)),
+                  f"rows_{at_key}_off": at(ROWS_FIRST_OFF, int(c.first_off)),
+                  f"rows_{at_key}_most": at(ROWS_MOST, int(c.most_rows)),
+                  f"rows_{at_key}_most_tf": at(ROWS_MOST_TF, float(c.most_tflops)),
+                  f"rows_{at_key}_most_pct": at(ROWS_MOST_PCT, float(c.most_pct_of_matmul)),
+                  f"rows_{at_key}_read_pct": at(ROWS_READ_PCT, float(c.fewest_pct_of_read))}
     tokens = points[points.candidate == "fa3-tokens"].set_index("rows").query_tokens
     for end, column in (("flat", "last_flat"), ("off", "first_off")):
         rows = int(cross.loc["fa3-tokens", column])
@@ -167,11 +165,11 @@ def _plan_facts() -> dict:
 
 def _bench_facts() -> dict:
     facts = {}
-    for candidate, key in QUOTED.items():
+    for candidate in QUOTED:
         for batch in BATCHES:
-            facts[f"d_{key}_b{batch}_us"] = DECODE_US.fact(1e3 * float(_bench_row(candidate, batch, CONTEXT).ms),
+            facts[f"d_{key(candidate)}_b{batch}_us"] = DECODE_US.fact(1e3 * float(_bench_row(candidate, batch, CONTEXT).ms),
                                                            candidate, batch, CONTEXT)
-            facts[f"d_{key}_b{batch}_pct"] = decode_share(candidate, batch, CONTEXT)
+            facts[f"d_{key(candidate)}_b{batch}_pct"] = decode_share(candidate, batch, CONTEXT)
     short = _bench_row("ours-tuned", 1, 1024)
     return facts | {"d_tuned_1k_graph_us": DECODE_US.fact(1e3 * float(short.ms), "ours-tuned", 1, 1024),
                     "d_tuned_1k_eager_us": DECODE_EAGER_US.fact(1e3 * float(short.ms_eager), "ours-tuned", 1, 1024)}

@@ -23,6 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 import torch
+import matplotlib.colors
 
 from lab.book.facts import Fact
 from lab.book.paged_explorer import paged_explorer
@@ -322,8 +323,6 @@ def tile_counts():
 
 def block_mask_figure():
     """The document mask's BlockMask at 2,048 tokens, tile by tile: skipped, full or partial."""
-    import matplotlib.colors
-
     tile = 128
     dense = flex_masks.dense_mask(flex_masks.mask_mod_for("document", PICTURE_N), PICTURE_N, PICTURE_N)
     tiles = PICTURE_N // tile

@@ -30,12 +30,13 @@ from lab.results import load as rl
 from lab.results.bandwidth import ceiling
 from lab.results.modelshape import qwen25_7b
 from lab.results.quantities import Quantity
+from lab import names
 from lab.store import DATA_DIR
 
 #: The targets the chapter scores the load study against (vllm bench serve's --goodput of the run).
 SLO = {"ttft": 500.0, "tpot": 50.0}
-#: The glue-name prefix of each backend the study ran.
-GLUE_PREFIX = {"fa3": arms.FA3, "flex": arms.FLEX, "triton": arms.TRITON}
+#: The backends the study ran (each one's glue names begin with lab.names.key of its label).
+STUDY_ARMS = (arms.FA3, arms.FLEX, arms.TRITON)
 LOAD_RUN = f"h200/{rl.H200_STUDY}"
 INTER_RUN = f"h200/{ri.STUDY}"
 CONC_RUN = rc.H200_STUDY
@@ -152,8 +153,8 @@ def load_facts(root: Path = DATA_DIR) -> dict:
     """Per arm: capacity, the lightest and heaviest Poisson points, the highest rate within the targets and the
     point that breaks them."""
     study, out = _load(root), {}
-    for name, arm in GLUE_PREFIX.items():
-        rows = study.points.get(arm.label, [])
+    for arm in STUDY_ARMS:
+        name, rows = names.key(arm.label), study.points.get(arm.label, [])
         poisson, cap = rl.poisson_points(rows), rl.capacity(rows)
         low, high = (poisson[0], poisson[-1]) if poisson else (None, None)
         within, broke = _slo_break(rows) if rows else (None, None)
@@ -236,8 +237,8 @@ def interference_facts(root: Path = DATA_DIR) -> dict:
         out[f"inter_{tag}_ttft_cost"] = TTFT_COST.fact(100 * (small.long_ttft_s / big.long_ttft_s - 1) if both
                                                        else None, decoders, length, fmt="{:.0f}%")
         out |= chunk_cost_facts(tag, decoders, length, root)
-    for name, arm in GLUE_PREFIX.items():
-        trial = ri.find(trials, arm.label, CHUNKS[1], 8, LONG_CONTEXT)
+    for arm in STUDY_ARMS:
+        name, trial = names.key(arm.label), ri.find(trials, arm.label, CHUNKS[1], 8, LONG_CONTEXT)
         params = (arm.label, CHUNKS[1], 8, LONG_CONTEXT)
         out |= {f"inter_{name}_ttft": LONG_TTFT.fact(trial.long_ttft_s if trial else None, *params, fmt="{:.1f} s"),
                 f"inter_{name}_max": MAX_GAP.fact(trial.during_max_ms if trial else None, *params, fmt="{:,.0f} ms"),

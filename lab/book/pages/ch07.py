@@ -28,6 +28,7 @@ from lab.results.modelshape import qwen25_7b
 from lab.results.quantities import Quantity
 from lab.results.reference import DATASET as A10G_RUN
 from lab.results.reference import SOURCE_TITLE
+import statistics
 
 TRACES_RUN = cd.H200_TRACES
 FLASH, FLEX = cd.BACKENDS
@@ -263,8 +264,6 @@ def clock_facts() -> dict[str, Fact]:
 def _capped_clock(row) -> float | None:
     """The SM clock of the samples of one window (a row of the clocks table) that had the software power cap
     active (their median)."""
-    import statistics
-
     series = load(row.dataset).json(f"{row.name[1]}.clocks.json")["series"]
     capped = [mhz for mhz, mask in zip(series["sm_mhz"], series["reasons"], strict=True)
               if POWER_CAP in reason_names(mask)]

@@ -9,6 +9,12 @@ from __future__ import annotations
 import os
 
 import matplotlib
+import math
+import math
+from matplotlib.font_manager import FontProperties
+from matplotlib.textpath import text_to_path
+from matplotlib.ticker import FuncFormatter
+from matplotlib.lines import Line2D
 
 matplotlib.use("Agg") if not matplotlib.get_backend().lower().startswith(("module://", "nbagg", "ipympl", "widget")) else None
 import matplotlib.pyplot as plt  # noqa: E402
@@ -249,9 +255,6 @@ def caption(ax, source: str) -> None:
 
 def text_width_in(text: str, fontsize: float) -> float:
     """How wide ``text`` is (inches) at ``fontsize`` points, its widest line."""
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import text_to_path
-
     prop = FontProperties(size=fontsize)
     return max(text_to_path.get_text_width_height_descent(line, prop, ismath=False)[0] for line in text.split("\n")) / 72
 
@@ -288,10 +291,6 @@ def plain_log_axis(axis, unit: str = "", tokens: bool = False) -> None:
     ``tokens``: powers of two as 512, 1k, 32k (k = 1024), as the book writes token counts. An axis
     spanning less than two decades also labels its 2s and 5s, so it never shows a single tick.
     """
-    import math
-
-    from matplotlib.ticker import FuncFormatter
-
     def major(v, _pos):
         return token_label(v) if tokens else compact_number(v, unit)
 
@@ -311,8 +310,6 @@ def token_label(value: float) -> str:
 
 def token_axis(ax, values, max_ticks: int = 6, axis: str = "x") -> None:
     """A log-2 token axis over ``values``: ticks at powers of two (every other one if crowded), as 1k, 32k."""
-    import math
-
     lo, hi = min(values), max(values)
     ticks = [2 ** k for k in range(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 1)]
     ticks = [t for t in ticks if lo / 1.5 <= t <= hi * 1.5]
@@ -327,8 +324,6 @@ def token_axis(ax, values, max_ticks: int = 6, axis: str = "x") -> None:
 def style_legend(ax, groups: dict, styles: dict, **kwargs):
     """One legend that names colours and line styles apart (``groups``: label -> colour; ``styles``:
     label -> Line2D keywords), instead of one long entry per line: short rows that fit a phone."""
-    from matplotlib.lines import Line2D
-
     handles = [Line2D([], [], color=c, lw=2.5, label=label) for label, c in groups.items()]
     handles += [Line2D([], [], color="#555555", label=label, **kw) for label, kw in styles.items()]
     return legend_above(ax, handles=handles, **kwargs)

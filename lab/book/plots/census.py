@@ -6,6 +6,7 @@ from matplotlib.ticker import MaxNLocator
 
 from lab.book.plots import WIDTH_IN, caption, color, figure, floor_pt
 from lab.measure.census import FAMILIES
+import matplotlib.patches as mpatches
 
 UNBROKEN = "not broken down"
 
@@ -40,8 +41,6 @@ def plot_census_panels(groups: dict, source: str, seconds_above_ms: float = 2000
     split is only partly published gets a hatched "not broken down" segment for the rest, so the
     bar keeps its true length.
     """
-    import matplotlib.patches as mpatches
-
     titles = list(groups)
     fig, axes = figure(len(titles), 1, figsize=(WIDTH_IN, 1.45 * len(titles) + 1.2), squeeze=False)
     small = floor_pt(fig)

@@ -15,6 +15,9 @@ from lab.book.quizzes.common import (
 )
 from lab.results import data, sweeps
 from lab.results.sweeps import FA2, FA3
+from lab.results import flex_decomposition as fd
+from lab.results import flex_counters as fc
+from lab.results import concurrency as rc
 
 KEY = "06-vllm-sweeps"
 #: FlexAttention's masks against SDPA's backends (lab.measure.attention.flex_masks).
@@ -149,8 +152,6 @@ def _h200_questions() -> list[Question]:
 
 def _flex_decomposition_questions() -> list[Question]:
     """The H200 decomposition of vLLM's Flex recipe (lab.measure.flex_decomposition), once it is on file."""
-    from lab.results import flex_decomposition as fd
-
     dec = fd.read(data.DATA_DIR)  # looked up now, so a test's data tree applies
     if dec is None or dec.ms("decode", 1, "flex-paged") is None:
         return []
@@ -178,8 +179,6 @@ def _flex_decomposition_questions() -> list[Question]:
 
 def _flex_counter_questions() -> list[Question]:
     """What Nsight Compute says Flex's general kernel does in batch-1 decode (lab.results.flex_counters)."""
-    from lab.results import flex_counters as fc
-
     rows = {(r["candidate"], r["batch"]): r for r in fc.table(data.DATA_DIR)}
     if ("flex-default", 1) not in rows:
         return []
@@ -206,8 +205,6 @@ def _flex_counter_questions() -> list[Question]:
 
 def _batch_questions() -> list[Question]:
     """Decode against concurrent requests in vLLM on the H200 (FA3, 32k), each point beside its floor."""
-    from lab.results import concurrency as rc
-
     points = rc.load_points(root=data.DATA_DIR)
     fa3 = points[(points["arm"] == FA3) & (points["context"] == 32768)] if not points.empty else points
     if fa3.empty or not {1, 16, 64} <= set(int(c) for c in fa3["concurrency"]):

@@ -14,6 +14,7 @@ import threading
 
 from lab import REPO_ROOT, LabError, store
 from lab.book.run_panels.base import Plan, RunPanel, Stopped
+from lab.book.explorer import LiveExplorer
 
 OUT = store.LOCAL_DIR / "backward-race"
 #: What the race offers (lab.measure.backward_race: CANDIDATES, and the lengths the H200 run timed).
@@ -90,8 +91,7 @@ class BackwardPanel(RunPanel):
         box = getattr(self, "result_box", None)
         if box is None:
             return
-        from lab.book import backward_explorer
-        from lab.book.explorer import LiveExplorer
+        from lab.book import backward_explorer  # lazy: pulls in pandas
 
         backward_explorer.race_runs.cache_clear()   # the new run is a choice of its own in the explorer
         view = LiveExplorer(backward_explorer.backward_explorer())

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lab import REPO_ROOT, LabError, env
+from lab.book.run_panels.widget import build_widget
 
 
 class Stopped(Exception):
@@ -280,8 +281,6 @@ class RunPanel:
 
     # -- the live face
     def live_widget(self):
-        from lab.book.run_panels.widget import build_widget
-
         if self.widget is None:
             self.widget = build_widget(self)
         return self.widget

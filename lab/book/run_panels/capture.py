@@ -16,6 +16,14 @@ from lab.book.run_panels.base import Plan, RunPanel
 from lab.book.run_panels.servers import LOG_DIR, MAX_MODEL_LEN, ArmKey, available_arms, pool
 from lab.measure.vllm import arms
 from lab.store import LOCAL_DIR
+import csv
+from lab.book.run_panels.base import autorun_requested
+from lab.measure.capture import DECODE_TOKENS
+from lab.folders import dataset_lock
+from lab.measure.capture import DECODE_TOKENS, PROFILER_OPTIONS, TraceFolder, Window, capture_window
+from lab.measure.capture import DECODE_TOKENS
+from lab.measure.trace_store import census_rows, keep_trace, write_rows
+from lab.store import new_provenance, write_provenance
 
 LENGTHS = (1024, 2048, 8192, 28672)
 OUT_ROOT = LOCAL_DIR / "census-live"
@@ -48,8 +56,6 @@ class CapturePanel(RunPanel):
                                     value=self.defaults["phase"], description="Window", style=style)}
 
     def plan(self, values: dict) -> Plan:
-        from lab.measure.capture import DECODE_TOKENS
-
         arm, n, phase = values["backend"], int(values["tokens"]), values["phase"]
         arms.known(arm)
         if phase not in ("prefill", "decode"):
@@ -71,8 +77,6 @@ class CapturePanel(RunPanel):
             self.pool().stop(self.current)
 
     def run(self, values: dict) -> dict:
-        from lab.folders import dataset_lock
-        from lab.measure.capture import DECODE_TOKENS, PROFILER_OPTIONS, TraceFolder, Window, capture_window
 
         self.current = ArmKey(arms.known(values["backend"]), profiler=True)
         trace_dir = (LOG_DIR / f"{self.current.slug}-traces").resolve()
@@ -90,9 +94,6 @@ class CapturePanel(RunPanel):
             return self._store(server, raw, window, folder, values)
 
     def _store(self, server, raw, window, folder, values) -> dict:
-        from lab.measure.capture import DECODE_TOKENS
-        from lab.measure.trace_store import census_rows, keep_trace, write_rows
-        from lab.store import new_provenance, write_provenance
 
         self.progress.line(f"reading the trace ({raw.stat().st_size / 1e6:.0f} MB) into a census")
         kept = keep_trace(raw, folder / f"{window.name}.trace.json.gz",
@@ -149,16 +150,12 @@ class CapturePanel(RunPanel):
 
 def _other_windows(path, window) -> list[dict]:
     """Rows of census.csv for windows other than ``window`` (a re-capture replaces its own rows)."""
-    import csv
-
     with open(path, newline="") as fh:
         return [r for r in csv.DictReader(fh) if not (r["phase"] == window.phase and int(r["tokens"]) == window.tokens)]
 
 
 def capture_panel(**defaults) -> CapturePanel:
     """Chapter 07's "run it yourself": the panel (and, under ``LAB_PANEL_AUTORUN=1``, its default window)."""
-    from lab.book.run_panels.base import autorun_requested
-
     panel = CapturePanel(**defaults)
     if panel.reason is None and autorun_requested():
         panel.autorun()

@@ -16,6 +16,12 @@ from pathlib import Path
 from lab import LabError, store
 from lab.book.run_panels.base import Plan, RunPanel
 from lab.measure.bench import CANDIDATES, DECODE_CONTEXTS, PREFILL_LENGTHS
+from lab.folders import dataset_lock
+from lab.book.live_bench import run_live
+from lab.results import units
+from lab.measure.bench import write_tables
+from lab.book import kernel_explorers
+from lab.book.explorer import LiveExplorer
 
 OUT = store.LOCAL_DIR / "kernels-live"
 
@@ -75,14 +81,10 @@ class KernelPanel(RunPanel):
         return Plan(f"{len(candidates)} candidate(s) at {len(sizes)} size(s)", lines, command)
 
     def run(self, values: dict) -> list[dict]:
-        from lab.folders import dataset_lock
-
         with dataset_lock(self.out, option=""):   # a bench into the same folder is refused
             return self._run(values)
 
     def _run(self, values: dict) -> list[dict]:
-        from lab.book.live_bench import run_live
-
         started = time.time()
         new = []
         for n in sorted(values["sizes"]):
@@ -103,8 +105,6 @@ class KernelPanel(RunPanel):
         return new
 
     def note_of(self, rows) -> str:
-        from lab.results import units
-
         if not rows:
             return ""
         def one(r):
@@ -116,8 +116,6 @@ class KernelPanel(RunPanel):
         return f"{self.phase} at {', '.join(f'{n:,}' for n in sizes)} tokens: " + ", ".join(one(r) for r in rows)
 
     def _write(self, started: float) -> None:
-        from lab.measure.bench import write_tables
-
         self.out.mkdir(parents=True, exist_ok=True)
         write_tables(self.out, self.rows)
         flags = {"q_heads": self.defaults["q_heads"], "kv_heads": self.defaults["kv_heads"],
@@ -134,9 +132,6 @@ class KernelPanel(RunPanel):
         if box is None:
             return
         import ipywidgets as w
-
-        from lab.book import kernel_explorers
-        from lab.book.explorer import LiveExplorer
 
         kernel_explorers.kernel_runs.cache_clear()  # the new rows are a run of their own in the explorer
         explorer = (kernel_explorers.prefill_explorer() if self.phase == "prefill" else kernel_explorers.decode_explorer())

@@ -21,6 +21,10 @@ from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.server import Server
 from lab.measure.vllm.serverlog import read_text, start_phases_seen
 from lab.store import LOCAL_DIR
+from lab.measure.vllm.sweep import resolve_model
+from lab.measure.vllm.tokenizer import SUBFOLDER
+from lab.book.run_panels.base import Stopped
+from lab.book.run_panels.base import Stopped
 
 #: Fraction of GPU memory each panel server asks for: three arms fit beside each other on one GPU.
 MEMORY_SHARE = 0.28
@@ -111,7 +115,6 @@ class ServerPool:
             server.start()
         except BaseException:
             if cancelled():
-                from lab.book.run_panels.base import Stopped
                 raise Stopped() from None
             raise
         finally:
@@ -124,19 +127,14 @@ class ServerPool:
             self.servers[key] = server
         if cancelled():  # Stop pressed just as it became ready
             self.stop(key)
-            from lab.book.run_panels.base import Stopped
             raise Stopped()
         return server
 
     def model_dir(self) -> str:
-        from lab.measure.vllm.sweep import resolve_model
-
         return resolve_model(self.model)
 
     def tokenizer_dir(self) -> Path:
         """The synthetic tokenizer's folder inside the model folder (:mod:`lab.measure.vllm.tokenizer`)."""
-        from lab.measure.vllm.tokenizer import SUBFOLDER
-
         return Path(self.model_dir()) / SUBFOLDER
 
     def stop(self, key: ArmKey) -> None:

@@ -20,6 +20,9 @@ from lab.measure.vllm import arms
 from lab.measure.vllm.probe import ProbeEvents, ProbePlan, read_records, run_probe
 from lab.measure.vllm.sweep import write_dataset
 from lab.store import LOCAL_DIR
+from lab.book.run_panels.base import autorun_requested
+from lab.book.explorer import LiveExplorer
+from lab.book.sweep_explorer import sweep_explorer
 
 LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 OUTPUT_TOKENS = (16, 32, 64, 128)
@@ -159,8 +162,6 @@ class SweepPanel(RunPanel):
         box = getattr(self, "result_box", None)
         if box is None:
             return
-        from lab.book.explorer import LiveExplorer
-        from lab.book.sweep_explorer import sweep_explorer
 
         arm, length = result
         live = LiveExplorer(sweep_explorer(key="sweep-live"))
@@ -198,8 +199,6 @@ class _PanelEvents(ProbeEvents):
 
 def sweep_panel(**defaults) -> SweepPanel:
     """Chapter 06's "run it yourself": the panel (and, under ``LAB_PANEL_AUTORUN=1``, its default run)."""
-    from lab.book.run_panels.base import autorun_requested
-
     panel = SweepPanel(**defaults)
     if panel.reason is None and autorun_requested():
         panel.autorun()

@@ -36,6 +36,11 @@ where that forward is not available. It saves Q, K, V, O and L, nothing of size 
 
 from __future__ import annotations
 
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
 import torch
 
 from lab import LabError, env
@@ -45,6 +50,8 @@ env.use_triton_interpreter_without_gpu()
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
 
 from lab.measure.attention.kernel_inputs import interpreting  # noqa: E402
 from lab.measure.attention.tuned import tuned_forward  # noqa: E402
@@ -322,14 +329,6 @@ def compile_for_hopper(kernel: str, config: dict, head_dim: int = 128, causal: b
     says of it: {"registers": per thread, "spill_bytes": stored + loaded, "shared_bytes", "serialised":
     ptxas serialised the matrix products (advisory C7510-C7515)}. Needs Triton's compiler, not its
     interpreter: a process started with ``TRITON_INTERPRET=0``."""
-    import re
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     if interpreting():
         raise LabError("compile_for_hopper needs Triton's compiler, but its interpreter is on (TRITON_INTERPRET=1, "
                        "which lab sets without a GPU): run it in a process started with TRITON_INTERPRET=0")

@@ -24,10 +24,15 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
 
-from lab import LabError, env, store
+from lab import REPO_ROOT, LabError, env, store
 from lab.cli import number_or_zero, path_arg, positive_count
 from lab.folders import writes_folder
+from lab.measure.attention.reference import check_shapes, softmax_scale
 from lab.measure.timing import rounds_text, time_in_rounds
 
 #: The sliding window the book uses: each query sees itself and the previous WINDOW - 1 keys.
@@ -113,8 +118,6 @@ def masked_reference(q, k, v, mask, score_mod=None, scale: float | None = None, 
     """
     import torch
 
-    from lab.measure.attention.reference import check_shapes, softmax_scale
-
     batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal=False)
     if tuple(mask.shape) != (n_q, n_k):
         raise LabError(f"mask must be ({n_q}, {n_k}) for these inputs; got {tuple(mask.shape)}")
@@ -175,8 +178,6 @@ def block_counts(mask_mod, n_q: int, n_k: int, block_size: int = 128, device="cp
 
 def flex(q, k, v, mask=None, score_mod=None, compiled: bool = False):
     """flex_attention with GQA; ``compiled`` uses torch.compile (a fused kernel), else the eager reference path."""
-    import warnings
-
     from torch.nn.attention.flex_attention import flex_attention
 
     fn = _compiled_flex() if compiled else flex_attention
@@ -284,8 +285,6 @@ def time_mask(name: str, n: int, rep_ms: int = 90, rounds: int = 3, q_heads: int
 
 
 def add_arguments(parser) -> None:
-    from lab import REPO_ROOT
-
     parser.add_argument("--out", default=REPO_ROOT / "data" / "local" / "flex-masks", type=path_arg, help="output folder")
     parser.add_argument("--lengths", default="16384,4096", help="sequence lengths, most important first")
     parser.add_argument("--masks", default=",".join(MASKS), help=f"subset of {','.join(MASKS)}")
@@ -298,10 +297,6 @@ def add_arguments(parser) -> None:
 @writes_folder("--out")
 def main(args) -> int:
     """Time causal, sliding-window and document masks: FlexAttention vs SDPA; writes masks.csv + provenance."""
-    import sys
-    import time
-    from pathlib import Path
-
     import pandas as pd
 
     masks = [m for m in args.masks.split(",") if m]

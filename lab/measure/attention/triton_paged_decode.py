@@ -28,8 +28,10 @@ from lab.measure.attention.reference import softmax_scale
 
 env.use_triton_interpreter_without_gpu()
 
+import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
 
 from lab.measure.attention.kernel_inputs import interpreting  # noqa: E402 (also applies the interpreter fix)
 from lab.measure.attention.split_kv import combine  # noqa: E402
@@ -85,8 +87,6 @@ def paged_split_kernel(Q, K, V, BlockTable, SeqLens, O_part, LSE_part, qk_scale,
 
 def check_paged_inputs(q, k_cache, v_cache, block_table, seq_lens) -> tuple[int, int, int, int, int]:
     """Validate the paged layout; returns (batch, q_heads, kv_heads, page_size, head_dim)."""
-    import torch
-
     if q.dim() != 4 or q.shape[2] != 1:
         raise LabError(f"q must be (batch, q_heads, 1, head_dim) for decode; got shape {tuple(q.shape)}")
     batch, q_heads, _, d = q.shape
@@ -121,8 +121,6 @@ def check_paged_inputs(q, k_cache, v_cache, block_table, seq_lens) -> tuple[int,
 
 
 def _launch(q, k_cache, v_cache, block_table, seq_lens, scale, cfg, longest: int):
-    import torch
-
     batch, q_heads, kv_heads, page_size, d = q.shape[0], q.shape[1], k_cache.shape[2], k_cache.shape[1], q.shape[3]
     group = q_heads // kv_heads
     num_splits, keys_per_split, o_part, lse_part = split_buffers(q, longest, batch * kv_heads, cfg)
@@ -163,8 +161,6 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale: float | None
     if config is None:
         key = (batch, q_heads, kv_heads, page_size, max_seq_len, d, str(q.dtype))
         if key not in _BEST:
-            from triton.testing import do_bench
-
             times = [do_bench(lambda cfg=cfg: _launch(q, k_cache, v_cache, block_table, seq_lens, scale, cfg,
                                                       max_seq_len), warmup=5, rep=20, return_mode="median")
                      for cfg in PAGED_SPACE]
@@ -189,8 +185,6 @@ def paginate(k, v, page_size: int, seq_lens=None, shuffle: bool = True, seed: in
     pages are added to the pool. Returns (k_cache, v_cache, block_table, seq_lens); unused block-table
     entries point at page 0 and are never read.
     """
-    import torch
-
     if page_size < 1 or page_size & (page_size - 1):
         raise LabError(f"page size must be a power of two, got {page_size}")
     batch, kv_heads, n, d = k.shape

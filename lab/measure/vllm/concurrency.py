@@ -46,7 +46,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lab import LabError, env
@@ -314,8 +314,6 @@ def run_points(endpoint: Endpoint, points: list[tuple[int, int]], template: Poin
     A point that errored or whose server died is measured again on a rerun; one that ran is not.
     Raises LabError (after recording the point) when the server died during it.
     """
-    from dataclasses import replace
-
     records = check_resume(jsonl, template.run_key, RECORD_FIELDS, "points")
     done = {(r["context"], r["concurrency"]) for r in records if r.get("status") in ("ok", "no_window")}
     for context, n in points:

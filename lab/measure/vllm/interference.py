@@ -35,6 +35,7 @@ from lab.measure.vllm.arms import ARMS, Arm
 from lab.measure.vllm.concurrency import Stream
 from lab.measure.vllm.probe import check_resume, make_prompt
 from lab.measure.vllm.progress import Progress
+from lab.measure.vllm.server import Server
 from lab.measure.vllm.sweep import resolve_model
 from lab.store import LOCAL_DIR, append_jsonl, new_provenance, write_provenance
 
@@ -246,8 +247,6 @@ def run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out:
 
 def _run_chunk(arm: Arm, chunk: int | None, trials: list[Trial], model: str, out: Path, progress, ready_timeout: float,
                server_factory, longest: int, run_key: dict) -> int:
-    from lab.measure.vllm.server import Server
-
     check_resume(out / "trials.jsonl", run_key, RECORD_FIELDS, "trials")   # before the server or any file
     server = (server_factory or Server)(model, arm,
                                         max_model_len=int((longest + 255) // 256 * 256), max_num_batched_tokens=chunk,

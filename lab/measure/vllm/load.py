@@ -55,6 +55,7 @@ from lab.measure.vllm.probe import ProbePlan, run_probe
 from lab.measure.vllm.probe import check_resume as check
 from lab.measure.vllm.progress import Progress
 from lab.measure.vllm.replicas import Replicas, check_gpu_count
+from lab.measure.vllm.server import Server
 from lab.measure.vllm.spreader import POLICIES
 from lab.measure.vllm.sweep import resolve_model
 from lab.store import LOCAL_DIR, append_jsonl, new_provenance, read_jsonl
@@ -390,8 +391,6 @@ def run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float = 480
 
 def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, server_factory, bench: str,
              bench_env: dict | None) -> int:
-    from lab.measure.vllm.server import Server
-
     check_resume(plan, out)     # every refusal before the first file or server
     tok_dir = Path(model) / synthetic.SUBFOLDER
     if not (tok_dir / synthetic.FILES[0]).exists():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 
 from lab.measure.vllm.probe import make_prompt
@@ -19,8 +20,6 @@ def write_mix(path: Path, count: int, *, median_input: int = 1024, median_output
     are ten times the median, as in chat traffic), output lengths log-normal around ``median_output``
     with half that spread; each prompt is random token ids written as text of the synthetic tokenizer.
     """
-    import random
-
     rng = random.Random(seed)
     lines = []
     for index in range(count):

@@ -36,6 +36,7 @@ from lab.measure.vllm.replies import (  # noqa: F401  (StreamError: callers impo
     event_tokens,
     parse_event,
 )
+from lab.measure.vllm.server import request
 from lab.store import append_jsonl, read_jsonl
 
 #: Token ids are drawn from this range: real words of the Qwen2.5 vocabulary, clear of the special
@@ -217,7 +218,6 @@ class RemoteEndpoint:
     model_name: str
 
     def alive(self) -> bool:
-        from lab.measure.vllm.server import request
         try:
             return request(self.base_url, "/health", timeout=5)[0] == 200
         except LabError:

@@ -26,6 +26,8 @@ import atexit
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import LabError
+from lab.env import detect
 from lab.folders import open_server_log
 from lab.measure.vllm.arms import Arm
 from lab.measure.vllm.serverlog import LogFacts, error_summary, read_facts, read_text, tail
@@ -237,7 +240,6 @@ class Server:
 
     def command_line(self) -> str:
         """The command as one shell line (environment overrides first), for logs and provenance."""
-        import shlex
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env_overrides.items()))
         return (env + " " if env else "") + " ".join(shlex.quote(a) for a in self.argv)
 
@@ -461,8 +463,6 @@ def group_members(pgid: int) -> list[int]:
 
 def gpu_memory_fraction_free(gpu: str = "0") -> float | None:
     """Free memory of one GPU (nvidia-smi's ``--id``) as a fraction of its total (None when it cannot tell)."""
-    import shutil
-
     if shutil.which("nvidia-smi") is None:
         return None
     try:
@@ -491,8 +491,6 @@ def wait_for_gpu_memory(fraction: float, gpu: str = "0", timeout_s: float = 60.0
 
 
 def _installed_vllm_version() -> str:
-    from lab.env import detect
-
     version = detect().vllm
     if version is None:
         raise LabError("vLLM is not installed for this Python; on a machine with an NVIDIA GPU run "

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lab import REPO_ROOT, LabError, env
 from lab.cli import OneLineParser, fraction, path_arg, positive_count, positive_number, run_cli, text_arg
+from lab.env import detect
 from lab.folders import check_output, dataset_lock
 from lab.measure.vllm import arms
 from lab.measure.vllm.probe import DROP_FIRST_GAPS, ProbePlan, check_resume, read_records, run_probe, summarize
@@ -141,7 +142,6 @@ def dry_run_line(args, model: str, max_model_len: int) -> str:
                      max_num_batched_tokens=args.max_num_batched_tokens,
                      gpu_memory_utilization=args.gpu_memory_utilization, load_format=args.load_format,
                      tensor_parallel_size=getattr(args, "tensor_parallel_size", 1), port=8000)
-    from lab.env import detect
 
     version = args.vllm_version or detect().vllm or "0.26.0"   # a dry run needs no vLLM: 0.26.0's flags
     argv, env = build_command(spec, version)

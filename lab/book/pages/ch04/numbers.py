@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+from lab import names
 from lab.book.facts import Fact
 from lab.book.pages.ch04.sources import (
     ABLATION,
@@ -19,7 +20,7 @@ from lab.book.pages.ch04.sources import (
     LENGTHS,
     N_COUNTERS,
     RACE,
-    RACE_KEYS,
+    RACE_ORDER,
     TARGET,
     TRICKS,
     TUNING_RACE,
@@ -135,9 +136,9 @@ def race_facts() -> dict:
     r = runs()
     race = r.race_prefill
     out = {}
-    for name, key in RACE_KEYS.items():
+    for name in RACE_ORDER:
         for n in sorted(int(n) for n in race.n.unique()):
-            out[f"race_{key}_vs_fa3_{length_key(n)}"] = SPEED_VS_FA3.fact(kernel_runs.speed_vs(race, name, "fa3", n), name, length_key(n))
+            out[f"race_{names.key(name)}_vs_fa3_{length_key(n)}"] = SPEED_VS_FA3.fact(kernel_runs.speed_vs(race, name, "fa3", n), name, length_key(n))
     longest = int(race.n.max())
     flex_long = race[(race.candidate == "flex") & (race.n == longest)].iloc[0]
     request = kernel_runs.failed_allocation_gib(flex_long.note)

@@ -21,9 +21,6 @@ N_COUNTERS = 16384
 TARGET = 0.95
 #: The race's candidates as the table and the figure list them (fastest peers first).
 RACE_ORDER = ("fa3", "fa4", "flex-flash", "sdpa-cudnn", "ours-tuned", "flex", "fa2", "ours-teaching", "sdpa-flash")
-#: The glue-name key of each candidate (race_<key>_vs_fa3_<n>k).
-RACE_KEYS = {"ours-tuned": "tuned", "ours-teaching": "teaching", "sdpa-cudnn": "cudnn", "sdpa-flash": "flash",
-             "flex": "flex", "fa2": "fa2", "fa3": "fa3", "fa4": "fa4", "flex-flash": "flexflash"}
 #: The Gluon race's rows in the order the section builds them up (lab.names.VARIANTS: the Triton kernel, the Gluon
 #: kernel's parts), cuDNN last for scale.
 GLUON_STEPS = (*VARIANTS, "sdpa-cudnn")

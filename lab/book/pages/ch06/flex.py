@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from lab import names
 from lab.book.facts import Fact
 from lab.book.pages.ch06.quantities import (
     CAUSAL_N,
@@ -140,8 +141,6 @@ def flex_vs_cudnn_facts() -> dict:
 
 # --- facts: Nsight Compute on Flex's decode (lab.results.flex_counters) ----------------------------------------
 
-COUNTER_KEYS = {"flex-default": "default", "flex-pad8": "pad8", "flex-pad8-mask": "pad8mask", "flex-paged": "paged",
-                "sdpa-cudnn": "cudnn", "fa3": "fa3", "ours-tuned": "ours"}
 #: Factor names of lab.results.flex_counters and their short glue names.
 FACTORS = {"FA3 over the read floor": "fa3_floor", "useful work over the read floor": "useful",
            "rows computed per real row": "rows", "idle SMs": "idle_sms", "tensor pipe idle": "tensor_idle",
@@ -161,7 +160,7 @@ def counter_facts(root: Path | None = None) -> dict:
     factor chain of vLLM's recipe over FA3 at batch 1 and 16; the decode template's programs."""
     rows, out = {(r["candidate"], r["batch"]): r for r in fc.table(root)}, {}
     for candidate, batch in fc.ROWS:
-        row, key = rows.get((candidate, batch)), f"flexctr_{COUNTER_KEYS[candidate]}_b{batch}"
+        row, key = rows.get((candidate, batch)), f"flexctr_{names.key(candidate)}_b{batch}"
         src = row["source"] if row else COUNTER_SRC
         get = (lambda name, r=row: r[name]) if row else (lambda name: None)
         out |= {f"{key}_ms": _text(get("ms"), ".3f", src, " ms"), f"{key}_programs": _text(get("programs"), ",d", src),
