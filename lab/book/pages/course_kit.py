@@ -60,7 +60,7 @@ TEACHING = {
                         "conc_fa3_2k_tok_s_gain", "conc_fa3_32k_16_floor", "conc_fa3_32k_1_floor",
                         "conc_fa3_32k_4_floor", "flex_vs_cudnn_causal", "floor_extra_ms", "h200_ceiling_gbs",
                         "h200_common_len", "h200_ttft_common_fa", "h200_ttft_common_flex", "itl_flash_extra_ms",
-                        "itl_flex_extra_ms", "itl_ratio_long", "kv_bound_batch_2k", "kv_bound_batch_32k",
+                        "itl_flex_extra_ms", "itl_ratio_long", "batch_kv_bound_short", "batch_kv_bound_long",
                         "kv_extra_gb", "ttft_ratio_short"),
     "book/06b-busy-server": (
                         "bm_chunk", "curve_1_mm1", "curve_1_p50_tpot", "curve_1_p99_ttft", "curve_1_rate",

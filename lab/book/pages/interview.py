@@ -109,8 +109,8 @@ TAKEN = {
         "h200_fa_kv_rate", "h200_fa_long_len", "h200_flex_itl_long", "h200_flex_itl_short", "h200_flex_kv_pct",
         "h200_flex_kv_rate", "h200_flex_long_len", "h200_itl_fa3", "h200_short_len", "h200_ttft_common_fa",
         "h200_ttft_common_flex", "h200_ttft_fa2", "h200_ttft_ratio", "h200_vllm", "itl_flash_extra_ms",
-        "itl_flex_extra_ms", "itl_gap_2k", "itl_gap_long", "itl_ratio_long", "kv_bound_batch_2k",
-        "kv_bound_batch_32k", "kv_bound_below_32k", "kv_bound_from_32k", "kv_extra_gb", "request_ratio_long",
+        "itl_flex_extra_ms", "itl_gap_2k", "itl_gap_long", "itl_ratio_long", "batch_kv_bound_short",
+        "batch_kv_bound_long", "kv_bound_below_32k", "kv_bound_from_32k", "kv_extra_gb", "request_ratio_long",
         "share_len", "ttft_ratio_short", "vllm_over_default"),
     "book/06b-busy-server": (
         # the load study, the long prompt among decoders, the FP8 cache, and the method's settings the answers quote

@@ -1,6 +1,6 @@
 """Facts of chapter 6's runs that the interview page and the course kit state and the chapter's prose does not:
 differences and ratios of the sweep points the chapter glues, the concurrency points at 2k tokens and the floors
-beside them, where the batch turns KV-bound, vLLM's Flex arm against the default Flex call, and the decode
+beside them, the measured concurrencies either side of where the batch turns KV-bound, vLLM's Flex arm against the default Flex call, and the decode
 template's speed-up. The chapter glues them with its own facts, so a later page quotes them from this page
 (:mod:`lab.book.quoted`) and no page reads these runs again."""
 
@@ -20,6 +20,7 @@ from lab.book.pages.ch06.quantities import (
     concurrency_points,
     decomposition,
     h200_study,
+    kv_bound_batch,
     sweep_table,
 )
 from lab.results import concurrency as rc
@@ -44,15 +45,14 @@ FLOOR_EXTRA = Quantity("a10g.decode_floor.extra", "the A10G decode floor at the 
                        "A10G datasheet", unit="ms")
 KV_EXTRA = Quantity("qwen2.5-7b.kv_extra_gb", "the KV cache of the A10G sweep's longest context minus its shortest, "
                     "one sequence, bf16", run="lab.results.modelshape: Qwen2.5-7B config.json", unit="GB")
-KV_BOUND = Quantity("qwen2.5-7b.kv_bound_batch", "the batch at which a decode step's KV bytes equal its weight bytes "
-                    "at a context (KV-bound above it)", run="lab.results.concurrency: Qwen2.5-7B's shape", unit="requests")
 _CONC = dict(run=rc.H200_STUDY, file="<arm>/concurrency.csv")
 CONC_GAP = Quantity("h200.concurrency.itl_minus_floor", "a point's ITL minus the floor of the batch vLLM admitted",
                     unit="ms", **_CONC)
 CONC_GAIN = Quantity("h200.concurrency.tok_s_gain", "decode tokens per second of the most requests over one request, "
                      "at one context", unit="×", **_CONC)
 CONC_EITHER_SIDE = Quantity("h200.concurrency.either_side_of_kv_bound", "the measured concurrencies just below and "
-                            "just above the KV-bound batch at 32k (FA3)", unit="requests", **_CONC)
+                            "from the KV-bound batch at 32k (FA3; chapter 6's batch_kv_bound_long)", unit="requests",
+                            **_CONC)
 VLLM_OVER_DEFAULT = Quantity("h200.flex_decomposition.vllm_over_default", "vLLM's FLEX arm's K/V read rate (trace) "
                              "over the standalone flex-default call's", run=flexdec.DATASET, file=flexdec.FILE, unit="×")
 TEMPLATE_SPEEDUP = Quantity("h200.flex_counters.template_speedup", "the general Flex decode kernel's time over the "
@@ -110,7 +110,8 @@ def h200_facts() -> dict:
 
 def concurrency_facts() -> dict:
     """FA3 at 2k and 32k tokens with 1 to 64 requests: each point's ITL, its floor, the gap between, tokens per
-    second; where decode turns KV-bound, and the measured concurrencies either side of it at 32k."""
+    second; the measured concurrencies either side of where decode turns KV-bound at 32k (chapter 6's
+    ``batch_kv_bound_long``)."""
     table, out = concurrency_points(), {}
     for label, n in (("2k", 2048), ("32k", 32768)):
         for c in (1, 4, 16, 64):
@@ -127,13 +128,11 @@ def concurrency_facts() -> dict:
     out = {name: fact for name, fact in out.items() if name not in stated}
     low, high = out["conc_fa3_2k_1_tok_s"].value, out["conc_fa3_2k_64_tok_s"].value
     out["conc_fa3_2k_tok_s_gain"] = CONC_GAIN.fact(high / low if low and high else None, FA3, 2048, fmt="{:.0f}×")
-    threshold = rc.kv_bound_batch(32768)
+    first = kv_bound_batch(32768)
     measured = sorted(int(c) for c in table[(table["arm"] == FA3) & (table["context"] == 32768)]["concurrency"])
-    below, above = [c for c in measured if c <= threshold], [c for c in measured if c > threshold]
+    below, above = [c for c in measured if c < first], [c for c in measured if c >= first]
     either = below and above
     return out | {
-        "kv_bound_batch_2k": KV_BOUND.fact(rc.kv_bound_batch(2048), 2048, fmt=".0f"),
-        "kv_bound_batch_32k": KV_BOUND.fact(threshold, 32768, fmt=".1f"),
         "kv_bound_below_32k": CONC_EITHER_SIDE.fact(below[-1] if either else None, "below", fmt="{:d}"),
         "kv_bound_from_32k": CONC_EITHER_SIDE.fact(above[0] if either else None, "above", fmt="{:d}")}
 

@@ -25,6 +25,7 @@ from lab.book.pages.ch06.quantities import (
     H200_CEILINGS,
     ITL_CHECKS,
     ITL_RES,
+    KV_BOUND,
     ONE_WINDOW,
     SHAPE,
     SPECS,
@@ -41,6 +42,7 @@ from lab.book.pages.ch06.quantities import (
     concurrency_points,
     fit,
     h200_study,
+    kv_bound_batch,
     sweep_table,
 )
 from lab.results import census_windows as cw
@@ -305,8 +307,8 @@ def batch_facts() -> dict:
     contexts, concurrency = (2048, 32768), (1, 4, 16, 64)
     low, high, long = min(concurrency), max(concurrency), max(contexts)
     weights = rc.weight_bytes_per_step()
-    out = {"batch_kv_bound_long": Fact(math.floor(rc.kv_bound_batch(long)) + 1, src),
-           "batch_kv_bound_short": Fact(math.floor(rc.kv_bound_batch(min(contexts))) + 1, src),
+    out = {"batch_kv_bound_long": KV_BOUND.fact(kv_bound_batch(long), long, fmt="d"),
+           "batch_kv_bound_short": KV_BOUND.fact(kv_bound_batch(min(contexts)), min(contexts), fmt="d"),
            "batch_long": Fact(long, src), "batch_short": Fact(min(contexts), src),
            "batch_low": Fact(low, src), "batch_high": Fact(high, src), "batch_weights_gb": Fact(weights / 1e9, src)}
     at = lambda arm, b, key, q, fmt: q.fact(_get(rc.point(table, arm, long, b), key), arm, long, b, fmt=fmt)  # noqa: E731
