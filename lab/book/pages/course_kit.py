@@ -5,10 +5,10 @@
 
 The numbers are the teaching chapters' facts, quoted from what each page glued in this build
 (:mod:`lab.book.quoted`): chapters 1, 2, 4, 4b, 5, 5b, 6, 6b and 7, each under its own glue name, shown in the
-interview page's formats where that page glued a bare number (:data:`lab.book.pages.interview.SHOWN`). The worked
-solutions that compute something of their own (Exercises 3, 5 and 7) do
-it here, from those facts, except Exercise 3's fit, which is the exercise: it fits the A10G sweep as the student
-will (:func:`_fit_exercise`).
+interview page's formats where that page glued a bare number (:data:`lab.book.pages.interview.SHOWN`). Exercise
+3's worked fit is chapter 6's (the same function over the same sweep: its ``a10g_*_c`` and the fitted shares at the
+middle published length) beside chapter 2's published shares. The worked solutions that compute something of
+their own (Exercises 5 and 7) do it here, from those facts (:func:`_counted`).
 
 A session plan names each segment's deck and slide range. The ranges are counted from the decks as
 ``python -m lab slides`` makes them (:func:`lab.book.slides.to_slides_notebook` over each chapter as this
@@ -26,9 +26,6 @@ from lab.book import slides
 from lab.book.facts import Fact
 from lab.book.pages.interview import SHOWN
 from lab.book.quoted import quoted
-from lab.results import data, fit
-from lab.results.quantities import Quantity
-from lab.results.sweeps import A10G_STUDY, FLASH, FLEX
 
 # --- the facts ------------------------------------------------------------------------------------------
 
@@ -39,7 +36,8 @@ TEACHING = {
                          "weights_streamed_gb", "dec_ai", "fig_n", "flash_comp_ai", "flash_reread_ai"),
     "book/02-naive-attention": ("big_n", "big_sp_gb", "big_floor_gb", "big_flash_gb", "mem_a10g", "fit_a10g",
                                 "kv_kb", "dec_n", "chk_n", "chk_kernel", "chk_ms", "chk_reread_ms",
-                                "chk_margin_pct", "dram32k_bytes", "dram32k_where", "dram32k_ai"),
+                                "chk_margin_pct", "dram32k_bytes", "dram32k_where", "dram32k_ai", "fa_share_8192",
+                                "flex_share_8192"),
     "book/04-flashattention-triton": ("abl_16k_1_pct", "abl_16k_2_pct", "abl_16k_3_pct", "abl_16k_4_pct",
                                       "race_flex_vs_fa3_16k", "race_cudnn_vs_fa3_16k", "drift_pct"),
     "book/04b-backward-pass": ("bwd_ms_ours_16k", "bwd_ratio_ours_16k", "bwd_ratio_cudnn_16k", "ctr_dkdv_ms",
@@ -49,7 +47,8 @@ TEACHING = {
     "book/05b-paged-attention": ("kv_gb_32k", "p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "sw_speedup",
                                  "sw_sdpa", "doc_speedup", "causal_flex_vs_flash"),
     "book/06-vllm-sweeps": (
-                        "a10g_c_ratio", "a10g_chunk", "a10g_decode_floor_long", "a10g_decode_floor_short",
+                        "a10g_c_ratio", "a10g_chunk", "a10g_fa_share_mid", "a10g_flex_share_mid",
+                        "a10g_share_mid_len", "a10g_decode_floor_long", "a10g_decode_floor_short",
                         "a10g_fa_b", "a10g_fa_c", "a10g_fa_itl_growth", "a10g_fa_itl_long", "a10g_fa_itl_short",
                         "a10g_fa_kv_pct", "a10g_fa_kv_rate", "a10g_flex_b", "a10g_flex_c", "a10g_flex_itl_growth",
                         "a10g_flex_itl_long", "a10g_flex_itl_short", "a10g_flex_kv_pct", "a10g_flex_kv_rate",
@@ -82,29 +81,7 @@ TEACHING = {
                           "kv_heads", "group", "census_len"),
 }
 
-EXERCISE_FIT = Quantity("interim.course_kit.a10g_fit", "Exercise 3's worked solution: t = a + b·n + c·n² fitted to "
-                        "the A10G study's TTFT sweep (lab.results.fit.fit_quadratic), its c and its quadratic share "
-                        "at the middle length of the published shares, beside the published share; until chapter "
-                        "6's page module states the fit", run=A10G_STUDY, file="sweep.csv")
 PAGE = 16  # vLLM's default block size, the page of Exercise 7
-
-
-def _fit_exercise() -> dict[str, Fact]:
-    """Exercise 3, worked: fit the A10G sweep as the student will, then the quadratic share at a middle length."""
-    reference = data.load(A10G_STUDY)
-    sweep = reference.csv("sweep.csv", ["arm", "actual_len", "ttft_s"])
-    published = reference.csv("quad_share.csv", ["arm", "n", "share_pct"])
-    lengths = sorted(set(published["n"]))
-    mid = int(lengths[len(lengths) // 2])
-    facts = {"ex_mid_len": EXERCISE_FIT.fact(mid, "middle length", detail="quad_share.csv")}
-    for arm, key in ((FLASH, "flash"), (FLEX, "flex")):
-        rows = sweep[sweep["arm"] == arm]
-        ours = fit.fit_quadratic(rows["actual_len"], rows["ttft_s"])
-        share = float(published[(published["arm"] == arm) & (published["n"] == mid)]["share_pct"].iloc[0])
-        facts |= {f"ex_c_{key}": EXERCISE_FIT.fact(ours.c_ps_per_token2, arm, "c"),
-                  f"ex_share_{key}": EXERCISE_FIT.fact(100 * ours.quad_share(mid), arm, "share", mid),
-                  f"ex_share_{key}_pub": EXERCISE_FIT.fact(share, arm, "published share", mid, detail="quad_share.csv")}
-    return facts
 
 
 def _counted(f: dict[str, Fact]) -> dict[str, Fact]:
@@ -264,4 +241,4 @@ def print_views() -> PrintViews:
 def facts() -> dict[str, Fact]:
     """Every fact the course kit states, by glue name."""
     taken = quoted(TEACHING, shown=SHOWN)
-    return taken | _fit_exercise() | _counted(taken) | _segment_facts()
+    return taken | _counted(taken) | _segment_facts()

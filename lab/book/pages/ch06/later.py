@@ -19,6 +19,7 @@ from lab.book.pages.ch06.quantities import (
     H200,
     concurrency_points,
     decomposition,
+    fit,
     h200_study,
     kv_bound_batch,
     sweep_table,
@@ -62,7 +63,8 @@ VLLM_SRC = "data/h200/vllm0.26-qwen2.5-7b/*/provenance.json"
 
 
 def a10g_facts() -> dict:
-    """The A10G sweep's ends compared: ITL differences and ratios, a whole request, the floors' and KV's growth."""
+    """The A10G sweep's ends compared: ITL differences and ratios, a whole request, the floors' and KV's growth;
+    the fitted quadratic shares at the middle published length."""
     table = sweep_table()
     rows = {arm: report.arm_rows(table, A10G_RUN, arm).set_index("target_len") for arm in (FLASH, FLEX)}
     lengths = sorted(rows[FLASH].index)
@@ -88,6 +90,16 @@ def a10g_facts() -> dict:
            "kv_extra_gb": KV_EXTRA.fact((long - short) * kv / 1e9, short, long)}
     for key, arm in (("flash", FLASH), ("flex", FLEX)):
         out[f"itl_{key}_extra_ms"] = ITL_EXTRA.fact(itl(arm, long) - itl(arm, short), arm, long, short)
+    return out | _a10g_mid_shares(table)
+
+
+def _a10g_mid_shares(table) -> dict:
+    """The quadratic share of each arm's fit at the middle of the lengths the study published shares at (the
+    course kit's Exercise 3 sets it beside the published share)."""
+    fits, mid = fit(table, A10G_RUN), report.SHARE_AT[len(report.SHARE_AT) // 2]
+    out = {"a10g_share_mid_len": A10G["length"].fact(mid, "middle of the published shares")}
+    for key, arm in (("fa", FLASH), ("flex", FLEX)):
+        out[f"a10g_{key}_share_mid"] = A10G["share"].fact(fits.loc[arm, f"share_{mid}_pct"], arm, mid)
     return out
 
 
