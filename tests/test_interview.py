@@ -4,13 +4,9 @@ pages state of chapter 6's runs (lab.book.pages.ch06.later) checked against the 
 on them; and the course kit's slide ranges and print views."""
 
 import csv
-import functools
-import importlib
 import json
 import re
-import shutil
 
-import pandas as pd
 import pytest
 
 from lab import REPO_ROOT, LabError
@@ -18,10 +14,9 @@ from lab.book import fact_registry, quizzes, quoted
 from lab.book.facts import NOT_MEASURED, Fact, glue_all, glued_value
 from lab.book.pages import ch01, ch02, ch06, ch06b, course_kit, interview
 from lab.book.pages.ch06 import later
-from lab.results import bandwidth, data, dram_bytes, roofline, sweeps
+from lab.book.quiz import Cited
+from lab.results import bandwidth, dram_bytes, roofline, sweeps
 from lab.results.reference import DATASET as A10G
-
-BANDWIDTH_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "bandwidth"  # an H200 read stream (made-up numbers)
 
 
 def _raw(table: str, **where) -> dict:
@@ -153,43 +148,29 @@ def test_the_flex_template_claim_chapter_08_makes_holds_on_the_committed_counter
         assert speedup == pytest.approx(general["ms"] / template["ms"]) and speedup > 1
 
 
-# --- once H200 sweeps exist: facts and questions switch on, numbers from those files ----------------
+# --- chapter 6's self-check: its H200 questions quote the chapter's facts, and wait for the sweep ---------------
 
-@pytest.fixture
-def with_h200(tmp_path, monkeypatch):
-    """A data/ tree with the A10G reference and a synthetic H200 study of three arms (FA3 fastest)."""
-    root = tmp_path / "data"
-    shutil.copytree(REPO_ROOT / "data" / A10G, root / A10G)
-    shutil.copytree(BANDWIDTH_FIXTURE, root, dirs_exist_ok=True)  # the H200's bandwidth ceiling
-    lengths = [256, 2048, 8192, 32768]
-    arms = {"FLASH_ATTN/FA3": (0.5, 5.0, 0.05), "FLASH_ATTN/FA2": (0.8, 5.5, 0.06), "FLEX_ATTENTION": (2.0, 6.0, 1.5)}
-    for arm, (ttft_scale, itl0, itl_slope) in arms.items():
-        folder = root / "h200" / "vllm0.26-qwen2.5-7b" / arm.replace("/", "-")
-        folder.mkdir(parents=True)
-        rows = [dict(arm=arm, backend=arm.split("/")[0], target_len=n, actual_len=n, ttft_s=ttft_scale * n / 8192,
-                     prefill_ms_per_token=ttft_scale / 8.192, itl_ms=itl0 + itl_slope * n / 1024, status="ok")
-                for n in lengths]
-        pd.DataFrame(rows).to_csv(folder / "sweep.csv", index=False)
-        (folder / "provenance.json").write_text(json.dumps(dict(
-            kind="vllm-sweep", gpu="NVIDIA H200", driver="x", cuda="x", torch="x", triton="x", vllm="0.26.0",
-            model="Qwen2.5-7B", dtype="bfloat16", flags={"max_num_batched_tokens": 8192}, date="2026-11-30",
-            command="python -m lab vllm-sweep ...")))
-    # lab.results.paged binds data.DATA_DIR when first imported: import it before the patch, or it keeps this tree
-    importlib.import_module("lab.results.paged")
-    monkeypatch.setattr(data, "DATA_DIR", root)
-    monkeypatch.setattr(data, "load_sweeps", functools.partial(data.load_sweeps, root=root))
-    original_datasets = data.datasets
-    monkeypatch.setattr(data, "datasets", lambda kind=None, root=root: original_datasets(kind, root=root))
-    return root
+def _h200_sweep_questions() -> list:
+    """The questions of chapter 6's self-check that cite its H200 sweep's facts."""
+    return [q for q in quizzes.module_of("06-vllm-sweeps").questions()
+            if any(isinstance(n, Cited) and (n.fact.quantity or "").startswith("h200.sweep.") for n in q.cites.values())]
 
 
-def test_h200_sweeps_switch_on_questions(with_h200):
-    extra = [q for q in quizzes.module_of("06-vllm-sweeps").questions() if any(d.startswith("h200/") for n in q.cites.values()
-                                                     for d in n.datasets())]
-    assert len(extra) == 2
-    for question in extra:
+def test_h200_sweep_questions_quote_chapter_six_and_switch_off_without_the_sweep(monkeypatch):
+    facts = ch06.facts()
+    if not facts["h200_ttft_fa2"].measured:
+        pytest.skip("no H200 sweep committed")
+    asked = _h200_sweep_questions()
+    assert len(asked) == 2
+    for question in asked:
         question.validate()
-    assert "2.00 s with FlashAttention 3 and 3.20 s" in extra[0].render().prompt
+    fa3, fa2 = facts["h200_ttft_fa3_fa2_len"].value, facts["h200_ttft_fa2"].value
+    assert f"{fa3:.2f} s with FlashAttention 3 and {fa2:.2f} s" in asked[0].render().prompt  # the chapter's numbers
+    # the sweep not on file: its facts say "not measured yet", and the questions on it are not asked
+    unmeasured = {name: Fact(None, fact.source) if (fact.quantity or "").startswith("h200.sweep.") else fact
+                  for name, fact in facts.items()}
+    monkeypatch.setattr(ch06, "facts", lambda: unmeasured)
+    assert _h200_sweep_questions() == []
 
 
 def test_format_templates_carry_the_unit():

@@ -27,7 +27,7 @@ import functools
 
 from lab.book.facts import Fact
 from lab.book.pages.ch06 import later
-from lab.book.pages.ch06.flex import counter_facts, flex_arm_facts, flex_vs_cudnn_facts
+from lab.book.pages.ch06.flex import counter_facts, flex_arm_facts, flex_vs_cudnn_facts, window_mask_facts
 from lab.book.pages.ch06.quantities import CAUSAL_N
 from lab.book.pages.ch06.sweeps import (
     a10g_prefill_facts,
@@ -65,5 +65,5 @@ __all__ = ["CAUSAL_N", "concurrency_explorer", "counter_facts", "counter_table",
 def facts() -> dict[str, Fact]:
     """Every fact chapter 6 and its self-check state, by glue name."""
     return (setup_facts() | a10g_prefill_facts() | h200_prefill_facts() | decode_facts() | itl_resolution_facts()
-            | flex_arm_facts() | flex_vs_cudnn_facts() | values_facts() | chunk_facts() | fa2_facts() | floor_facts()
+            | flex_arm_facts() | flex_vs_cudnn_facts() | window_mask_facts() | values_facts() | chunk_facts() | fa2_facts() | floor_facts()
             | batch_facts() | tensor_parallel_facts() | counter_facts() | later.facts())

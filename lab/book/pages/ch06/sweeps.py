@@ -322,6 +322,8 @@ def batch_facts() -> dict:
         for name, arm in (("fa", FA3), ("flex", FLEX)):  # its floor is that of the batch vLLM admitted
             out[f"batch_{b}_{name}_itl"] = at(arm, b, "itl_ms", rc.POINT_ITL, "{:.1f} ms")
             out[f"batch_{b}_{name}_x_floor"] = at(arm, b, "itl_x_floor", rc.POINT_X_FLOOR, "{:.1f}×")
+    # the KV cache holds fewer than the most requests sent: how many vLLM ran at once
+    out[f"batch_{high}_fa_admitted"] = at(FA3, high, "admitted", rc.POINT_ADMITTED, "d")
     # the FLEX arm was run only up to a few requests at the long context (a quarter of a second per step there)
     flex = table[(table["arm"] == FLEX) & (table["context"] == long)] if not table.empty else table
     top = int(flex["concurrency"].max()) if not flex.empty else None
