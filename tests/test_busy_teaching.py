@@ -1,5 +1,5 @@
-"""The busy server's teaching material (interview Q24-Q26, the quiz of chapter 06b, the course kit's Exercise 12,
-the method appendix's section): its facts read by value against the files (json and csv read here, not through
+"""The busy server's teaching material (chapter 6b's page module, whose facts interview Q24-Q26 and the course kit's
+Exercise 12 quote; the quiz of chapter 06b; the method appendix's section): its facts read by value against the files (json and csv read here, not through
 lab), "not measured yet" without data, and the claims the pages make on them holding on the committed run."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lab import REPO_ROOT, LabError
-from lab.book.interview import busy
+from lab.book.pages import ch06b
 from lab.book.pages.busy_method import method_facts, serial_ttft_table
 from lab.results import load as rl
 
@@ -25,12 +25,14 @@ ARM_DIRS = {"fa3": "flash_attn-fa3", "flex": "flex_attention", "triton": "triton
 ALWAYS = {"slo_ttft_ms", "slo_tpot_ms", "fp8_context", "kv_token_bf16", "kv_token_fp8",
           "fp8_e4m3_max"}  # the rules and constants, not measurements
 
+CURVE_POINTS = 6  # the load study's Poisson rates per backend
+
 pytestmark = pytest.mark.skipif(not LOAD.exists(), reason="the H200 busy-server study is not in this checkout")
 
 
 @pytest.fixture(scope="module")
 def f():
-    return {name: fact.value for name, fact in busy.facts().items()}
+    return {name: fact.value for name, fact in ch06b.facts().items()}
 
 
 def _points(arm: str) -> list[dict]:
@@ -60,8 +62,8 @@ def test_the_load_claims_of_q24_and_exercise_12_hold(f):
     assert f["fa3_slo_rho"] >= 1  # "within the target where M/M/1 has no steady state at all"
     assert f["flex_break_metric"] == "TPOT" and f["flex_break_rho"] < 1 and f["flex_slo_rate"] < f["fa3_slo_rate"]
     assert f["flex_low_p50_tpot"] > 2 * f["fa3_low_p50_tpot"]
-    ttft = [f[f"curve_{i}_p99_ttft"] for i in range(1, busy.CURVE_POINTS + 1)]
-    rate = [f[f"curve_{i}_rate"] for i in range(1, busy.CURVE_POINTS + 1)]
+    ttft = [f[f"curve_{i}_p99_ttft"] for i in range(1, CURVE_POINTS + 1)]
+    rate = [f[f"curve_{i}_rate"] for i in range(1, CURVE_POINTS + 1)]
     assert ttft == sorted(ttft) and (ttft[5] - ttft[4]) / (rate[5] - rate[4]) > 3 * (ttft[2] - ttft[0]) / (rate[2] - rate[0])
     assert f["curve_2_mm1"] == pytest.approx(1 / (1 - f["curve_2_rho"])) and f["curve_6_mm1"] == "no steady state"
     assert f["fa3_high_goodput"] < 0.5 * f["fa3_high_throughput"]  # "past the knee they part"
@@ -79,7 +81,7 @@ def test_the_long_prompt_claims_of_q25_and_exercise_12_hold(f):
     assert f["inter_fa3_2048_8l_ttft"] > f["inter_fa3_8192_8l_ttft"]
     assert f["inter_fa3_max"] < f["inter_triton_max"] < f["inter_flex_max"]  # the backend sets the chunk's step
     assert f["inter_fa3_8192_8l_max"] > f["inter_fa3_max"]  # a longer prefix, a longer last step
-    assert f["inter_fa3_2048_32l_max"] is None  # not run: the page glues "not measured yet", never a guess
+    assert "inter_fa3_2048_32l_max" not in f  # not run, and no page states it
 
 
 def test_the_fp8_claims_of_q26_and_exercise_12_hold(f):
@@ -145,7 +147,7 @@ def test_the_appendix_explains_the_medians_with_the_data():
 
 
 def test_without_data_every_busy_fact_is_not_measured(tmp_path):
-    facts = busy.facts(root=tmp_path)
+    facts = ch06b.facts(tmp_path)
     assert {name for name, fact in facts.items() if fact.measured} == ALWAYS
     method = method_facts(root=tmp_path)
     assert {name for name, fact in method.items() if fact.measured} == {"bm_steady_gaps", "bm_vocab_size",
@@ -165,7 +167,7 @@ def test_a_broken_serial_result_is_an_error_not_a_number(tmp_path):
 def test_busy_facts_that_may_be_missing_carry_their_own_units(chapter):
     """A fact that reads "not measured yet" without its data must not be followed by a unit or a format spec."""
     text = (REPO_ROOT / "book" / f"{chapter}.md").read_text(encoding="utf-8")
-    absent = [name for name, fact in busy.facts(root=REPO_ROOT / "nowhere").items() if not fact.measured]
+    absent = [name for name, fact in ch06b.facts(REPO_ROOT / "nowhere").items() if not fact.measured]
     for name in absent:
         for m in re.finditer(r"\{glue(?::\w+)?\}`" + re.escape(name) + r"(:[^`]*)?`(.{0,8})", text):
             assert not m.group(1), f"{chapter}: {name} has a format spec in the markdown"

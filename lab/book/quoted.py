@@ -8,6 +8,7 @@ the later page glues exactly what the teaching page glued (the registry refuses 
 none of the teaching page's modules, figures or kernels to do it (``tests/test_reach.py``).
 
     quoted({"book/05-decode-split-kv": ("dec_tokens_at_ridge", "h200_ridge_measured")})
+    quoted({"book/06-vllm-sweeps": ("h200_common_len",)}, shown={"h200_common_len": ",d"})   # 32,768
 
 The pages a page quotes must build before it (the book builds in file order: 01 ... 09, then the appendix).
 A page executed on its own (jupytext, nbclient) quotes the last site build's registry.
@@ -45,9 +46,11 @@ def as_fact(entry: fact_registry.Entry) -> Fact:
                 unit=entry.unit, method=entry.method, run=entry.run)
 
 
-def quoted(wanted: Mapping[str, tuple[str, ...]], folder: Path | None = None) -> dict[str, Fact]:
+def quoted(wanted: Mapping[str, tuple[str, ...]], folder: Path | None = None,
+           shown: Mapping[str, str] | None = None) -> dict[str, Fact]:
     """Each glue name of ``wanted`` (page -> names) as the fact that page glued; a LabError naming every name
-    a page did not glue."""
+    a page did not glue. ``shown`` (glue name -> format) shows a fact its page glued as a bare number in the
+    quoting page's format (the same value, quantity and source: the registry compares the numbers shown)."""
     entries = fact_registry.read(folder or registry_folder())
     glued = {(e.page, e.name): e for e in entries if not e.name.startswith("quiz ")}
     out, missing = {}, []
@@ -55,19 +58,11 @@ def quoted(wanted: Mapping[str, tuple[str, ...]], folder: Path | None = None) ->
         for name in names:
             if (page, name) in glued:
                 out[name] = as_fact(glued[(page, name)])
+                if shown and name in shown:
+                    out[name] = out[name].shown_as(shown[name])
             else:
                 missing.append(f"{page}: {name}")
     if missing:
         raise LabError("nothing glued as " + ", ".join(missing) + " (those pages build before this one)")
     return out
 
-
-def taught_elsewhere(names: set[str], page: str, folder: Path | None = None) -> dict[str, Fact]:
-    """Those of ``names`` that a page other than ``page`` already glued in this build, each as that page's fact
-    (the registry holds one value per name, so the first page's is every page's)."""
-    entries = fact_registry.read(folder or registry_folder())
-    out: dict[str, Fact] = {}
-    for e in entries:
-        if e.name in names and e.page != page and e.name not in out:
-            out[e.name] = as_fact(e)
-    return out

@@ -23,6 +23,14 @@ from lab.results.quantities import Quantity
 
 PAGED_RUN = "h200/paged-decode"
 MASKS_RUN = "h200/flex-masks"
+_MASKS = dict(run=MASKS_RUN, file="masks.csv")
+#: The mask study's quantities: chapter 5b teaches the study, chapter 6's Flex section quotes its window mask.
+MASK_TIME = Quantity("h200.flex_masks.time", "one causal-GQA attention (28 query heads over 4 KV heads, d=128, bf16) "
+                     "with a mask, interleaved rounds", unit="ms", **_MASKS)
+SDPA_OVER_FLEX = Quantity("h200.flex_masks.sdpa_over_flex", "the fastest SDPA backend that accepts the mask: its time "
+                          "over FlexAttention's", unit="×", **_MASKS)
+MASK_WINDOW = Quantity("h200.flex_masks.window", "the window of the mask study's sliding-window mask (each query "
+                       "sees that many keys back, causal)", run=MASKS_RUN, file="provenance.json", unit="tokens")
 BLOCK_TABLE_ENTRY_BYTES = 4  # int32 page ids, as vLLM's block tables
 
 
@@ -99,6 +107,12 @@ def _table(run: str, name: str, columns: tuple[str, ...], root=None):
     if not (folder / "provenance.json").exists() or not (folder / name).exists():
         return None
     return load(folder).csv(name, columns)
+
+
+def mask_window(root=None) -> int | None:
+    """The sliding window the mask study ran (its provenance's flags.window), or None before the study exists."""
+    folder = (root or DATA_DIR) / MASKS_RUN
+    return int(load(folder).provenance["flags"]["window"]) if (folder / "provenance.json").exists() else None
 
 
 def paged_table(root=None):

@@ -397,6 +397,7 @@ def _share_facts() -> dict:
                                                 fits.loc[arm, "c_ps_per_token2"] * 1e-12) for arm in fits.index}
     facts |= {"fa_gap": FIT_GAP.fact(float((shares[model_col] - shares[fa_col]).abs().max())),
               "longest_measured": STUDY.fact(int(sweep["actual_len"].max()), "longest prompt"),
+              "share_longest_n": STUDY.fact(int(shares.iloc[-1, 0]), "longest published quadratic share"),
               "n_points": STUDY.fact(int(len(sweep) // sweep["arm"].nunique()), "prompt lengths per arm"),
               "fa_flex_ratio": FLEX_SLOWER.fact(float(implied["FLASH_ATTN"]["attention_flops"] /
                                                       implied["FLEX_ATTENTION"]["attention_flops"])),

@@ -65,10 +65,7 @@ COUNTER_OTHERS = {batch: Quantity(f"h200.decode_counters.b{batch}.other_kernels"
 COUNTER_LAUNCHES = Quantity("h200.decode_counters.b1.other_launches", "kernels a decode job launches besides its main "
                             "one (batch 1, 32k)", run=_COUNTERS[1], file="raw.csv", unit="kernels")
 _MASKS = dict(run=paged.MASKS_RUN, file="masks.csv")
-MASK_TIME = Quantity("h200.flex_masks.time", "one causal-GQA attention (28 query heads over 4 KV heads, d=128, bf16) "
-                     "with a mask, interleaved rounds", unit="ms", **_MASKS)
-SDPA_OVER_FLEX = Quantity("h200.flex_masks.sdpa_over_flex", "the fastest SDPA backend that accepts the mask: its time "
-                          "over FlexAttention's", unit="×", **_MASKS)
+MASK_TIME, SDPA_OVER_FLEX = paged.MASK_TIME, paged.SDPA_OVER_FLEX  # chapter 6's Flex section quotes them too
 FLEX_OVER_FLASH = Quantity("h200.flex_masks.flex_over_sdpa_flash", "FlexAttention's time over SDPA's flash backend "
                            "on plain causal attention (is_causal=True)", unit="×", **_MASKS)
 MASK_TFLOPS = Quantity("h200.flex_masks.effective_tflops", "FLOP/s counted over the visible scores only",

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from lab.book.facts import Fact
 from lab.book.load_explorer import load_explorer, missing_note
+from lab.book.pages.busy_method import method_facts
 from lab.book.plots.busy import plot_fp8, plot_interference, plot_load_curves
 from lab.measure.vllm import arms
 from lab.results import concurrency as rc
@@ -47,6 +48,8 @@ LONG_CONTEXT = 32768
 #: second case it names (32 decoders, the shorter prompt).
 CHUNKS = (2048, 8192)
 SLO_SRC = "lab.book.pages.ch06b.SLO"
+#: The method appendix's settings the interview quotes from this page (lab.book.pages.busy_method).
+QUOTED_SETTINGS = ("bm_input_len", "bm_output_len", "bm_chunk", "bm_inter_ctx_lo", "bm_inter_ctx_hi")
 
 # --- the quantities chapter 6b teaches ---------------------------------------------------------------------
 _LOAD = dict(run=LOAD_RUN, file=WORKLOAD)
@@ -97,7 +100,17 @@ REREAD = Quantity("h200.interference.reread", "the bytes the small chunk's extra
                   unit="ms", **_INTER)
 REREAD_SHARE = Quantity("h200.interference.reread_share", "that re-read time over the TTFT the small chunk added",
                         unit="%", **_INTER)
+DURING_GAP = Quantity("h200.interference.during_median", "the decoders' median gap while the long prompt is "
+                      "prefilled (every step then carries a chunk of it)", unit="ms", **_INTER)
+DECODER_RATE = Quantity("h200.interference.decoder_tok_s", "a decoder's tokens per second, 1000 over its median gap "
+                        "just before the long prompt arrives or while it is prefilled", unit="tokens/s", **_INTER)
 _CONC = dict(run=CONC_RUN, file="<arm>/concurrency.csv")
+CACHE_RATIO = Quantity("h200.fp8.cache_ratio", "the FP8 server's KV cache in tokens over the bf16 server's",
+                       unit="×", run=CONC_RUN, file="<arm>/server.log")
+TOK_S_GAIN = Quantity("h200.fp8.tok_s_gain", "the FP8 server's decode tokens per second over the bf16 server's at "
+                      "64 requests of 32k tokens", unit="×", **_CONC)
+FP8_CUT = Quantity("h200.fp8.cut_pct", "how much shorter the FP8 server's step (or its floor) is than the bf16 "
+                   "server's, at the largest batch both admitted whole at 32k", unit="%", **_CONC)
 FITS = Quantity("h200.fp8.fits", "requests of the server's context limit that fit in its KV cache at once",
                 unit="requests", run=CONC_RUN, file="<arm>/server.log")
 _AGREE = dict(run=LOAD_RUN, file=f"{WORKLOAD}/{arms.FA3.slug}/rate-inf-c1.json + probe.jsonl")
@@ -181,8 +194,19 @@ def load_facts(root: Path = DATA_DIR) -> dict:
                 f"{name}_break_p99_ttft": at(P99_TTFT, broke, "p99_ttft_ms", "{:.0f} ms"),
                 f"{name}_break_p99_tpot": at(P99_TPOT, broke, "p99_tpot_ms", "{:.0f} ms"),
                 f"{name}_break_throughput": at(THROUGHPUT, broke, "request_throughput", ".1f"),
-                f"{name}_low_in_flight": flight(low), f"{name}_break_in_flight": flight(broke)}
+                f"{name}_low_in_flight": flight(low), f"{name}_break_in_flight": flight(broke),
+                # the point within the targets, and which p99 the next point broke (the interview's answers)
+                f"{name}_slo_rho": rho(within), f"{name}_slo_in_flight": flight(within),
+                f"{name}_slo_p99_ttft": at(P99_TTFT, within, "p99_ttft_ms", "{:.0f} ms"),
+                f"{name}_slo_p99_tpot": at(P99_TPOT, within, "p99_tpot_ms", "{:.0f} ms"),
+                f"{name}_break_metric": Fact(_broken(broke), LOAD_SRC)}
     return out
+
+
+def _broken(row: dict | None) -> str | None:
+    """Which p99 of ``row`` is over its target ("TTFT", "TPOT", "TTFT and TPOT"); None without a row."""
+    over = [metric.upper() for metric, limit in SLO.items() if row and row[f"p99_{metric}_ms"] > limit]
+    return " and ".join(over) or None
 
 
 def curve_facts(root: Path = DATA_DIR) -> dict:
@@ -195,6 +219,8 @@ def curve_facts(root: Path = DATA_DIR) -> dict:
                 f"curve_{i}_rho": UTILISATION.fact(rho, arms.FA3.label, row["rate"], fmt=".2f"),
                 f"curve_{i}_p99_ttft": P99_TTFT.fact(row["p99_ttft_ms"], arms.FA3.label, row["rate"],
                                                      fmt="{:.0f} ms"),
+                f"curve_{i}_p50_tpot": P50_TPOT.fact(row["p50_tpot_ms"], arms.FA3.label, row["rate"],
+                                                     fmt="{:.1f} ms"),
                 f"curve_{i}_mm1": _mm1(rho)}
     return out
 
@@ -237,6 +263,7 @@ def interference_facts(root: Path = DATA_DIR) -> dict:
         out[f"inter_{tag}_ttft_cost"] = TTFT_COST.fact(100 * (small.long_ttft_s / big.long_ttft_s - 1) if both
                                                        else None, decoders, length, fmt="{:.0f}%")
         out |= chunk_cost_facts(tag, decoders, length, root)
+    out |= _crowd_facts(trials, longest)
     for arm in STUDY_ARMS:
         name, trial = names.key(arm.label), ri.find(trials, arm.label, CHUNKS[1], 8, LONG_CONTEXT)
         params = (arm.label, CHUNKS[1], 8, LONG_CONTEXT)
@@ -245,6 +272,26 @@ def interference_facts(root: Path = DATA_DIR) -> dict:
                 f"inter_{name}_steady": STEADY_GAP.fact(trial.steady_ms if trial else None, *params,
                                                         fmt="{:.1f} ms")}
     return out
+
+
+def _crowd_facts(trials: list[ri.TrialSummary], longest: int | None) -> dict:
+    """The median gap of 8 decoders under the longest prompt at each chunk, and 32 decoders under it at the large
+    chunk: what a decoder's stream slows to (the interview's answers)."""
+    fa3, out = arms.FA3.label, {"inter_32l_decoders": DECODERS.fact(32 if longest else None, "32l", fmt="d")}
+    for chunk in CHUNKS:
+        trial = ri.find(trials, fa3, chunk, 8, longest) if longest else None
+        out[f"inter_fa3_{chunk}_8l_median"] = DURING_GAP.fact(trial.during_median_ms if trial else None, fa3, chunk,
+                                                              8, longest, fmt="{:.0f} ms")
+    chunk = CHUNKS[1]
+    trial = ri.find(trials, fa3, chunk, 32, longest) if longest else None
+    params, key = (fa3, chunk, 32, longest), f"inter_fa3_{chunk}_32l"
+    rate = lambda ms: 1000 / ms if trial else None  # noqa: E731
+    return out | _trial_facts(trial, key, chunk, 32, longest) | {
+        f"{key}_median": DURING_GAP.fact(trial.during_median_ms if trial else None, *params, fmt="{:.0f} ms"),
+        f"{key}_steady_tok_s": DECODER_RATE.fact(rate(trial.steady_ms) if trial else None, *params, "before",
+                                                 fmt="{:.0f} tokens/s"),
+        f"{key}_during_tok_s": DECODER_RATE.fact(rate(trial.during_median_ms) if trial else None, *params, "during",
+                                                 fmt="{:.0f} tokens/s")}
 
 
 def chunk_cost_facts(tag: str, decoders: int, length: int | None, root: Path = DATA_DIR) -> dict:
@@ -311,6 +358,7 @@ def fp8_facts(root: Path = DATA_DIR) -> dict:
                 f"fp8_{tag}_top_tok_s": at(rc.POINT_TOK_S, "decode_tok_s", "{:,.0f}"),
                 f"fp8_{tag}_one_itl": rc.POINT_ITL.fact(_value(ones[tag], "itl_ms"), arm.label, LONG_CONTEXT, 1,
                                                fmt="{:.2f} ms")}
+    out |= _fp8_same_batch(table, root)
     out["fp8_limit"] = rc.MAX_MODEL_LEN.fact(rc.max_model_len(arms.FA3_FP8.label, root=root), arms.FA3_FP8.label, fmt="{:,d}")
     both = ones["bf16"] and ones["fp8"]
     out["fp8_one_ratio"] = ONE_RATIO.fact(ones["fp8"]["itl_ms"] / ones["bf16"]["itl_ms"] if both else None,
@@ -318,12 +366,57 @@ def fp8_facts(root: Path = DATA_DIR) -> dict:
     return out
 
 
+def _fp8_same_batch(table, root: Path) -> dict:
+    """FP8 against bf16 at the largest concurrency both ran whole at 32k (each step, its floor, how much shorter),
+    the cache's growth, the throughput gain at 64 requests, and the range of the FP8 format vLLM stores (E4M3)."""
+    bf16, fp8 = arms.FA3.label, arms.FA3_FP8.label
+    tokens = {tag: rc.kv_cache_tokens(label, root=root) for tag, label in (("bf16", bf16), ("fp8", fp8))}
+    whole = set()
+    if not table.empty:
+        rows = table[(table["context"] == LONG_CONTEXT) & (table["admitted"] == table["concurrency"])]
+        whole = set(rows[rows["arm"] == bf16]["concurrency"]) & set(rows[rows["arm"] == fp8]["concurrency"])
+    same = int(max(whole)) if whole else None
+    at = {tag: rc.point(table, label, LONG_CONTEXT, same) if same else None for tag, label in (("bf16", bf16),
+                                                                                               ("fp8", fp8))}
+    tops = {tag: rc.point(table, label, LONG_CONTEXT, 64) for tag, label in (("bf16", bf16), ("fp8", fp8))}
+    both = at["bf16"] is not None and at["fp8"] is not None
+    cut = lambda key: 100 * (1 - at["fp8"][key] / at["bf16"][key]) if both else None  # noqa: E731
+    gain = tops["fp8"]["decode_tok_s"] / tops["bf16"]["decode_tok_s"] if tops["fp8"] and tops["bf16"] else None
+    out = {"fp8_same_n": rc.POINT_SENT.fact(same, "both whole", LONG_CONTEXT, same, fmt="d"),
+           "fp8_cache_x": CACHE_RATIO.fact(tokens["fp8"] / tokens["bf16"] if tokens["fp8"] and tokens["bf16"]
+                                           else None, fmt="{:.2f}×"),
+           "fp8_tok_s_gain": TOK_S_GAIN.fact(gain, fmt="{:.2f}×"),
+           "fp8_same_itl_cut_pct": FP8_CUT.fact(cut("itl_ms"), "step", same, fmt="{:.0f}%"),
+           "fp8_same_floor_cut_pct": FP8_CUT.fact(cut("floor_ms"), "floor", same, fmt="{:.0f}%"),
+           "fp8_e4m3_max": Fact(_e4m3_max(), "torch.finfo(torch.float8_e4m3fn).max", "{:.0f}")}
+    for tag, label in (("bf16", bf16), ("fp8", fp8)):
+        get = lambda key, tag=tag: at[tag][key] if at[tag] else None  # noqa: E731
+        out |= {f"fp8_{tag}_same_itl": rc.POINT_ITL.fact(get("itl_ms"), label, LONG_CONTEXT, same, fmt="{:.1f} ms"),
+                f"fp8_{tag}_same_floor": rc.POINT_FLOOR.fact(get("floor_ms"), label, LONG_CONTEXT, same,
+                                                             fmt="{:.1f} ms"),
+                f"fp8_{tag}_same_x_floor": rc.POINT_X_FLOOR.fact(get("itl_x_floor"), label, LONG_CONTEXT, same,
+                                                                 fmt="{:.2f}×")}
+    return out
+
+
+def _e4m3_max() -> float:
+    """The largest finite value of the FP8 format vLLM's FA3 path stores and computes in (float8_e4m3fn)."""
+    import torch  # only here: the rest of the chapter's facts need no torch
+
+    return float(torch.finfo(torch.float8_e4m3fn).max)
+
+
+def method_settings(root: Path = DATA_DIR) -> dict:
+    """The method appendix's settings the interview's answers quote (that page builds after the interview)."""
+    return {name: fact for name, fact in method_facts(root).items() if name in QUOTED_SETTINGS}
+
+
 @functools.cache
 def facts(root: Path = DATA_DIR) -> dict[str, Fact]:
     """Every fact chapter 6b and its self-check state, by glue name."""
     root = Path(root)
     return (slo_facts() | load_facts(root) | curve_facts(root) | agreement_facts(root) | interference_facts(root)
-            | fp8_facts(root))
+            | fp8_facts(root) | method_settings(root))
 
 
 # --- figures and the explorer ----------------------------------------------------------------------------------

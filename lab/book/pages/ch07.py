@@ -53,6 +53,8 @@ def _census(prefix: str, run: str, file: str, where: str) -> dict[str, Quantity]
 
 #: The A10G study's published census (figures it did not publish are completed by arithmetic, and say so).
 A10G = _census("a10g", A10G_RUN, "census.csv", "as the A10G study published it (or completed by arithmetic)") | {
+    "window_tokens": Quantity("a10g.census.window_tokens", "the prompt tokens of one prefill window as the A10G "
+                              "study's census records them", run=A10G_RUN, file="census.csv", unit="tokens"),
     "attention_extra_s": Quantity("a10g.census.attention_extra_s", "FlexAttention's attention time minus "
                                   "FlashAttention's in one kind of window of the A10G study", run=A10G_RUN,
                                   file="census.csv", unit="s"),
@@ -183,6 +185,12 @@ def _control(gpu: str, make) -> dict[str, Fact]:
             "share_fx": make("share_pct", c.share_flex, FLEX, "attention", *window)}
 
 
+def _a10g_window_tokens() -> int:
+    """The prompt tokens of the A10G study's long prefill window as its census records them (a token past 28k)."""
+    census = load(A10G_RUN).csv("census.csv", ["phase", "tokens"])
+    return int(census.query("phase == 'prefill'")["tokens"].max())
+
+
 def a10g_facts() -> dict[str, Fact]:
     """The A10G study's census: the matmul control, attention at 28k and 2k, the scaled 2k matmul."""
     a10g = lambda key, value, backend, *params: (  # noqa: E731
@@ -190,6 +198,7 @@ def a10g_facts() -> dict[str, Fact]:
     facts = {f"a10g_{name}": fact for name, fact in _control("A10G", a10g).items() if not name.startswith("share")}
     c, short = ta.control(_table(), "A10G"), ta.attention_pair(_table(), "A10G", "prefill", SHORT)
     return facts | {
+        "census_len": A10G["window_tokens"].fact(_a10g_window_tokens(), "prefill", LONG),
         "a10g_at28_extra_s": _a10g("attention_extra_s", c.extra_attention_s, "prefill", LONG),
         "a10g_at2_fa": _a10g("family_ms", short[0], FLASH, "attention", "prefill", SHORT),
         "a10g_at2_fx": _a10g("family_ms", short[1], FLEX, "attention", "prefill", SHORT),

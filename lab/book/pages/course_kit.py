@@ -4,11 +4,11 @@
     course_kit.print_views()             # the two printable views: student handout, teacher's answer sheet
 
 The numbers are the teaching chapters' facts, quoted from what each page glued in this build
-(:mod:`lab.book.quoted`): chapters 1, 2, 4, 4b, 5, 5b and 7 directly; the facts of chapters 6 and 6b, which have
-no page module yet, as the interview page glued them (:data:`FROM_INTERVIEW`, its interim readers), with the
-interview's own derivations. The worked solutions that compute something of their own (Exercises 3, 5 and 7) do
-it here, from those facts, except Exercise 3's fit, which is the exercise: it fits the A10G sweep as the student
-will (:func:`_fit_exercise`).
+(:mod:`lab.book.quoted`): chapters 1, 2, 4, 4b, 5, 5b, 6, 6b and 7, each under its own glue name, shown in the
+interview page's formats where that page glued a bare number (:data:`lab.book.pages.interview.SHOWN`). Exercise
+3's worked fit is chapter 6's (the same function over the same sweep: its ``a10g_*_c`` and the fitted shares at the
+middle published length) beside chapter 2's published shares. The worked solutions that compute something of
+their own (Exercises 5 and 7) do it here, from those facts (:func:`_counted`).
 
 A session plan names each segment's deck and slide range. The ranges are counted from the decks as
 ``python -m lab slides`` makes them (:func:`lab.book.slides.to_slides_notebook` over each chapter as this
@@ -24,10 +24,8 @@ import math
 from lab import LabError
 from lab.book import slides
 from lab.book.facts import Fact
+from lab.book.pages.interview import SHOWN
 from lab.book.quoted import quoted
-from lab.results import data, fit
-from lab.results.quantities import Quantity
-from lab.results.sweeps import A10G_STUDY, FLASH, FLEX
 
 # --- the facts ------------------------------------------------------------------------------------------
 
@@ -38,7 +36,8 @@ TEACHING = {
                          "weights_streamed_gb", "dec_ai", "fig_n", "flash_comp_ai", "flash_reread_ai"),
     "book/02-naive-attention": ("big_n", "big_sp_gb", "big_floor_gb", "big_flash_gb", "mem_a10g", "fit_a10g",
                                 "kv_kb", "dec_n", "chk_n", "chk_kernel", "chk_ms", "chk_reread_ms",
-                                "chk_margin_pct", "dram32k_bytes", "dram32k_where", "dram32k_ai"),
+                                "chk_margin_pct", "dram32k_bytes", "dram32k_where", "dram32k_ai", "fa_share_8192",
+                                "flex_share_8192"),
     "book/04-flashattention-triton": ("abl_16k_1_pct", "abl_16k_2_pct", "abl_16k_3_pct", "abl_16k_4_pct",
                                       "race_flex_vs_fa3_16k", "race_cudnn_vs_fa3_16k", "drift_pct"),
     "book/04b-backward-pass": ("bwd_ms_ours_16k", "bwd_ratio_ours_16k", "bwd_ratio_cudnn_16k", "ctr_dkdv_ms",
@@ -47,66 +46,49 @@ TEACHING = {
     "book/05-decode-split-kv": ("dec_intensity", "h200_ridge_measured"),
     "book/05b-paged-attention": ("kv_gb_32k", "p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "sw_speedup",
                                  "sw_sdpa", "doc_speedup", "causal_flex_vs_flash"),
+    "book/06-vllm-sweeps": (
+                        "a10g_c_ratio", "a10g_chunk", "a10g_fa_share_mid", "a10g_flex_share_mid",
+                        "a10g_share_mid_len", "a10g_decode_floor_long", "a10g_decode_floor_short",
+                        "a10g_fa_b", "a10g_fa_c", "a10g_fa_itl_growth", "a10g_fa_itl_long", "a10g_fa_itl_short",
+                        "a10g_fa_kv_pct", "a10g_fa_kv_rate", "a10g_flex_b", "a10g_flex_c", "a10g_flex_itl_growth",
+                        "a10g_flex_itl_long", "a10g_flex_itl_short", "a10g_flex_kv_pct", "a10g_flex_kv_rate",
+                        "a10g_longest", "a10g_short_len", "a10g_ttft_long_fa", "a10g_ttft_long_flex",
+                        "a10g_ttft_long_ratio", "batch_16_fa_itl", "batch_1_fa_itl", "batch_1_floor_itl",
+                        "batch_4_fa_itl", "batch_64_fa_itl", "batch_64_fa_x_floor", "batch_64_floor_itl",
+                        "batch_64_kv_share", "chunks_long", "conc_fa3_2k_1", "conc_fa3_2k_64",
+                        "conc_fa3_2k_tok_s_gain", "conc_fa3_32k_16_floor", "conc_fa3_32k_1_floor",
+                        "conc_fa3_32k_4_floor", "flex_vs_cudnn_causal", "floor_extra_ms", "h200_ceiling_gbs",
+                        "h200_common_len", "h200_ttft_common_fa", "h200_ttft_common_flex", "itl_flash_extra_ms",
+                        "itl_flex_extra_ms", "itl_ratio_long", "batch_kv_bound_short", "batch_kv_bound_long",
+                        "kv_extra_gb", "ttft_ratio_short"),
+    "book/06b-busy-server": (
+                        "bm_chunk", "curve_1_mm1", "curve_1_p50_tpot", "curve_1_p99_ttft", "curve_1_rate",
+                        "curve_1_rho", "curve_2_mm1", "curve_2_p50_tpot", "curve_2_p99_ttft", "curve_2_rate",
+                        "curve_2_rho", "curve_3_mm1", "curve_3_p50_tpot", "curve_3_p99_ttft", "curve_3_rate",
+                        "curve_3_rho", "curve_4_mm1", "curve_4_p50_tpot", "curve_4_p99_ttft", "curve_4_rate",
+                        "curve_4_rho", "curve_5_mm1", "curve_5_p50_tpot", "curve_5_p99_ttft", "curve_5_rate",
+                        "curve_5_rho", "curve_6_mm1", "curve_6_p50_tpot", "curve_6_p99_ttft", "curve_6_rate",
+                        "curve_6_rho", "fa3_break_rate", "fa3_break_throughput", "fa3_capacity", "fa3_slo_rate",
+                        "flex_break_rate", "fp8_bf16_cache_tokens", "fp8_bf16_top_admitted", "fp8_bf16_top_floor",
+                        "fp8_bf16_top_itl", "fp8_bf16_top_n", "fp8_cache_x", "fp8_context", "fp8_fp8_cache_tokens",
+                        "fp8_fp8_top_admitted", "fp8_fp8_top_floor", "fp8_fp8_top_itl", "fp8_fp8_top_x_floor",
+                        "inter_8l_decoders", "inter_8l_stall_cut", "inter_8l_ttft_cost", "inter_chunk_big",
+                        "inter_chunk_small", "inter_fa3_2048_8l_max", "inter_fa3_2048_8l_ttft",
+                        "inter_fa3_8192_8l_max", "inter_fa3_8192_8l_ttft", "inter_long_len", "kv_token_bf16",
+                        "kv_token_fp8", "slo_ttft_ms"),
     "book/07-the-trace": ("a10g_mm28_fa", "a10g_mm28_fx", "a10g_at28_fa", "a10g_at28_fx", "a10g_mm28_diff_pct",
                           "a10g_decode_fa", "a10g_decode_fx", "naive_fa_s", "naive_fa_prefill_s", "q_heads",
-                          "kv_heads", "group"),
+                          "kv_heads", "group", "census_len"),
 }
-#: Facts of chapters 6 and 6b (no page module yet) and the interview's own derivations, as the interview page
-#: glued them; each of 6 and 6b moves to TEACHING when its chapter states it from a page module.
-FROM_INTERVIEW = (
-    # chapter 6: the A10G sweep and fits, its decode floors, the H200 sweep, the concurrency sweep, the batch floors
-    "floor_short_ms", "floor_long_ms", "a10g_long_len", "a10g_short_len", "b_flash", "b_flex", "c_flash", "c_flex",
-    "c_ratio", "census_len", "chunk_a10g", "chunks_long", "floor_extra_ms", "itl_flash_extra_ms", "itl_flash_growth_pct", "itl_flash_long",
-    "itl_flash_short", "itl_flex_extra_ms", "itl_flex_growth_pct", "itl_flex_long", "itl_flex_short",
-    "itl_ratio_long", "kv_bw_flash_gb_s", "kv_bw_flash_pct", "kv_bw_flex_gb_s", "kv_bw_flex_pct", "kv_extra_gb",
-    "ttft_flash_long", "ttft_flex_long", "ttft_ratio_long", "ttft_ratio_short", "h200_pair_len", "h200_ttft_fa3",
-    "h200_ttft_flex", "kv_bound_batch_2k", "kv_bound_batch_32k", "kv_share_64_32k_pct", "floor_gb_s",
-    "floor_h200_1_32k_ms", "floor_h200_64_32k_ms",
-    *(f"conc_fa3_32k_{c}{what}" for c in (1, 4, 16, 64) for what in ("", "_floor")), "conc_fa3_32k_64_x",
-    "conc_fa3_32k_64_admitted", "conc_fa3_2k_1", "conc_fa3_2k_64", "conc_fa3_2k_tok_s_gain",
-    # chapter 6b: the load curve, the long prompt, the FP8 cache
-    "fa3_capacity", "fa3_slo_rate", "fa3_break_rate", "fa3_break_throughput", "flex_break_rate", "slo_ttft_ms",
-    "bm_chunk", *(f"curve_{i}_{what}" for i in range(1, 7) for what in ("rate", "rho", "mm1", "p99_ttft", "p50_tpot")),
-    "inter_long_len", "inter_8l_decoders", "inter_chunk_big", "inter_chunk_small", "inter_fa3_2048_8l_max",
-    "inter_fa3_2048_8l_ttft", "inter_fa3_8192_8l_max", "inter_fa3_8192_8l_ttft", "inter_8l_stall_cut",
-    "inter_8l_ttft_cost", "kv_token_bf16", "kv_token_fp8", "fp8_context", "fp8_bf16_top_n", "fp8_bf16_cache_tokens",
-    "fp8_fp8_cache_tokens", "fp8_cache_x", "fp8_bf16_top_admitted", "fp8_fp8_top_admitted", "fp8_fp8_top_floor",
-    "fp8_fp8_top_itl", "fp8_fp8_top_x_floor", "fp8_bf16_top_itl",
-    # the interview's ratio of two of chapter 4's facts (Flex over cuDNN on plain causal)
-    "race_flex_vs_cudnn_16k",
-)
-INTERVIEW = "book/08-interview-prep"
 
-EXERCISE_FIT = Quantity("interim.course_kit.a10g_fit", "Exercise 3's worked solution: t = a + b·n + c·n² fitted to "
-                        "the A10G study's TTFT sweep (lab.results.fit.fit_quadratic), its c and its quadratic share "
-                        "at the middle length of the published shares, beside the published share; until chapter "
-                        "6's page module states the fit", run=A10G_STUDY, file="sweep.csv")
 PAGE = 16  # vLLM's default block size, the page of Exercise 7
-
-
-def _fit_exercise() -> dict[str, Fact]:
-    """Exercise 3, worked: fit the A10G sweep as the student will, then the quadratic share at a middle length."""
-    reference = data.load(A10G_STUDY)
-    sweep = reference.csv("sweep.csv", ["arm", "actual_len", "ttft_s"])
-    published = reference.csv("quad_share.csv", ["arm", "n", "share_pct"])
-    lengths = sorted(set(published["n"]))
-    mid = int(lengths[len(lengths) // 2])
-    facts = {"ex_mid_len": EXERCISE_FIT.fact(mid, "middle length", detail="quad_share.csv")}
-    for arm, key in ((FLASH, "flash"), (FLEX, "flex")):
-        rows = sweep[sweep["arm"] == arm]
-        ours = fit.fit_quadratic(rows["actual_len"], rows["ttft_s"])
-        share = float(published[(published["arm"] == arm) & (published["n"] == mid)]["share_pct"].iloc[0])
-        facts |= {f"ex_c_{key}": EXERCISE_FIT.fact(ours.c_ps_per_token2, arm, "c"),
-                  f"ex_share_{key}": EXERCISE_FIT.fact(100 * ours.quad_share(mid), arm, "share", mid),
-                  f"ex_share_{key}_pub": EXERCISE_FIT.fact(share, arm, "published share", mid, detail="quad_share.csv")}
-    return facts
 
 
 def _counted(f: dict[str, Fact]) -> dict[str, Fact]:
     """Exercises 5 and 7, worked from the facts they start from."""
-    n, chunk = int(f["a10g_long_len"].value), int(f["chunk_a10g"].value)
+    n, chunk = int(f["a10g_longest"].value), int(f["a10g_chunk"].value)
     pairs = sum(min(chunk, n - start) * min(start + chunk, n) for start in range(0, n, chunk))
-    where = "lab.book.pages.course_kit, counted from the A10G study's longest prompt and chunk (interview facts)"
+    where = "lab.book.pages.course_kit, counted from the A10G study's longest prompt and chunk (chapter 6's facts)"
     return {"ex_pairs_ratio": Fact(pairs / (n * n / 2), where),
             "ex_pages": Fact(math.ceil(n / PAGE), where),
             "ex_page_waste_max_kib": Fact((PAGE - 1) * f["kv_kb"].value,
@@ -258,5 +240,5 @@ def print_views() -> PrintViews:
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact the course kit states, by glue name."""
-    taken = quoted({**TEACHING, INTERVIEW: FROM_INTERVIEW})
-    return taken | _fit_exercise() | _counted(taken) | _segment_facts()
+    taken = quoted(TEACHING, shown=SHOWN)
+    return taken | _counted(taken) | _segment_facts()

@@ -8,25 +8,24 @@ speculative-decoding crossover), quoted from what that page glued in this build
 (:mod:`lab.book.quoted`: the fact registry holds each page's facts as it stated them); the chapters build
 before this page. :data:`TAKEN` lists them, chapter by chapter. Importing the chapters'
 page modules instead would bring their figures, explorers and kernels along (more than two fifths of lab:
-``tests/test_reach.py``). The few numbers the answers derive and no chapter states (Flex against cuDNN on
-plain causal; the KV cache of one sequence without GQA, where a KV cache's tokens equal the streamed weights) are
+``tests/test_reach.py``). The few numbers the answers derive and no chapter states (the KV cache of one sequence
+without GQA, where a KV cache's tokens equal the streamed weights) are
 quantities declared here, computed from those facts (:func:`derived`), never from a file.
 
-Chapters 6 and 6b have no page module yet. Their facts are read as the interview always read them
-(:mod:`lab.book.interview`), in one marked place below (``_from_ch06``, ``_from_ch06b``), each number from data
-named by an interim quantity of its run (:data:`INTERIM`) until those chapters' page modules state it; then each
-function becomes an entry of :data:`TAKEN`.
+Chapters 6 and 6b are quoted the same way: what the interview states of their runs and the chapters' prose does
+not (the sweeps' ends compared, FA3's concurrency points with their floors, the load study's point within the
+targets, 32 decoders under the longest prompt, the FP8 cache at one batch) their page modules state too
+(:mod:`lab.book.pages.ch06.later`, :mod:`lab.book.pages.ch06b`), so every number here is a teaching page's fact.
+Where this page shows a number in another format than its teaching page glued it (a length with thousands
+separators, a rate rounded), :data:`SHOWN` says how; the fact stays that page's.
 """
 
 from __future__ import annotations
 
 import functools
 
-from lab import LabError
 from lab.book.facts import Fact
-from lab.book.interview import a10g, busy, h200, studies
-from lab.book.quoted import quoted, taught_elsewhere
-from lab.results import records
+from lab.book.quoted import quoted
 from lab.results.quantities import Quantity
 
 # --- facts taken from the chapters that teach them ------------------------------------------------------
@@ -40,7 +39,7 @@ TAKEN = {
         # the serving kernels at fig_n tokens on the H100's roof: a decode matmul, QK^T's cap, a fused kernel
         "dec_ai", "qk_limit", "fig_n", "flash_comp_ai", "flash_reread_ai",
         # the A10G study's shortest decode against its floor (data/reference/a10g-vllm0.11-qwen2.5-7b)
-        "ref_short_len", "ref_short_itl", "ref_short_bound"),
+        "ref_short_itl", "ref_short_bound"),
     "book/02-naive-attention": (
         # the byte model at big_n tokens (tiles sized for the H200's shared memory) and what fits in memory
         "big_n", "big_sp_gb", "big_naive_gb", "big_flash_gb", "big_floor_gb", "big_ratio", "mem_a10g", "fit_a10g",
@@ -85,19 +84,93 @@ TAKEN = {
         "kv_gb_32k", "p16_b16_gbps", "contig_b16_gbps", "p16_b16_share", "pbig_b16_share", "p16_b1_share", "p16_b16_of_read",
         "big_page", "sw_speedup", "sw_sdpa", "doc_speedup", "sw_flex_tflops", "causal_flex_vs_flash",
         "cudnn_dense_16k"),
+    "book/06-vllm-sweeps": (
+        # the A10G and H200 sweeps, their fits, decode and floors, the concurrency sweep, Flex's decomposition and
+        # counters, Flex against cuDNN on plain causal (lab.book.pages.ch06, with what only later pages state of
+        # its runs: lab.book.pages.ch06.later)
+        "a10g_c_ratio", "a10g_chunk", "a10g_fa_b", "a10g_fa_itl_2k", "a10g_fa_itl_growth", "a10g_fa_itl_long",
+        "a10g_fa_kv_pct", "a10g_fa_kv_rate", "a10g_fa_share_32k", "a10g_flex_b", "a10g_flex_itl_2k",
+        "a10g_flex_itl_growth", "a10g_flex_itl_long", "a10g_flex_kv_pct", "a10g_flex_kv_rate", "a10g_flex_share_32k",
+        "a10g_longest", "a10g_short_len", "a10g_sms", "a10g_ttft_long_fa", "a10g_ttft_long_flex",
+        "a10g_ttft_long_ratio", "a10g_two_k_len", "batch_16_fa_itl", "batch_16_fa_x_floor", "batch_1_fa_itl",
+        "batch_1_fa_x_floor", "batch_1_flex_itl", "batch_1_flex_x_floor", "batch_4_fa_itl", "batch_4_fa_x_floor",
+        "batch_64_fa_itl", "batch_64_fa_x_floor", "batch_flex_top_itl", "batch_flex_top_n", "batch_flex_top_x_floor",
+        "chunks_long", "conc_fa3_2k_1", "conc_fa3_2k_1_floor", "conc_fa3_2k_1_tok_s", "conc_fa3_2k_64",
+        "conc_fa3_2k_64_floor", "conc_fa3_2k_64_tok_s", "conc_fa3_2k_tok_s_gain", "conc_fa3_32k_16_floor",
+        "conc_fa3_32k_16_gap", "conc_fa3_32k_1_floor", "conc_fa3_32k_1_gap", "conc_fa3_32k_1_tok_s",
+        "conc_fa3_32k_4_floor", "decode_equals_prefill_tokens", "fa2_long_n", "fa2_ttft_ratio_long",
+        "flex_ctr_template_speedup_b1", "flex_vs_cudnn_causal", "flexctr_default_b1_ms",
+        "flexctr_default_b1_read_pct", "flexctr_default_b1_tensor", "flexctr_pad8_b1_busy", "flexctr_pad8mask_b1_ms",
+        "flexdec_b1_default_over_cudnn", "flexdec_b1_forced_x", "flexdec_b1_paged_x", "flexdec_b1_tiles16_x",
+        "flexdec_prefill_flex_default_tflops", "flexdec_prefill_n", "flexdec_prefill_tiles16_x",
+        "flexdec_vllm_vs_paged_x", "flexgap_b1_product", "flexgap_b1_recipe", "flexgap_b1_rows",
+        "flexgap_b1_split_inst", "flexgap_b1_total", "flexgap_b1_useful", "floor_extra_ms", "h200_ceiling_gbs",
+        "h200_chunks", "h200_common_len", "h200_fa_itl_long", "h200_fa_itl_short", "h200_fa_kv_pct",
+        "h200_fa_kv_rate", "h200_fa_long_len", "h200_flex_itl_long", "h200_flex_itl_short", "h200_flex_kv_pct",
+        "h200_flex_kv_rate", "h200_flex_long_len", "h200_itl_fa3", "h200_short_len", "h200_ttft_common_fa",
+        "h200_ttft_common_flex", "h200_ttft_fa2", "h200_ttft_ratio", "h200_vllm", "itl_flash_extra_ms",
+        "itl_flex_extra_ms", "itl_gap_2k", "itl_gap_long", "itl_ratio_long", "batch_kv_bound_short",
+        "batch_kv_bound_long", "kv_bound_below_32k", "kv_bound_from_32k", "kv_extra_gb", "request_ratio_long",
+        "share_len", "ttft_ratio_short", "vllm_over_default"),
+    "book/06b-busy-server": (
+        # the load study, the long prompt among decoders, the FP8 cache, and the method's settings the answers quote
+        "bm_chunk", "bm_input_len", "bm_inter_ctx_hi", "bm_inter_ctx_lo", "bm_output_len", "curve_1_p99_ttft",
+        "curve_1_rho", "curve_2_mm1", "curve_2_rho", "curve_3_p99_ttft", "curve_3_rho", "curve_4_mm1", "curve_4_rho",
+        "curve_5_p99_ttft", "curve_5_rho", "curve_6_p50_tpot", "curve_6_p99_ttft", "curve_6_rho",
+        "fa3_break_in_flight", "fa3_break_metric", "fa3_break_p99_tpot", "fa3_break_p99_ttft", "fa3_break_rate",
+        "fa3_break_rho", "fa3_break_throughput", "fa3_capacity", "fa3_high_goodput", "fa3_high_rate",
+        "fa3_high_throughput", "fa3_low_in_flight", "fa3_low_p50_tpot", "fa3_low_rate", "fa3_slo_in_flight",
+        "fa3_slo_p99_tpot", "fa3_slo_p99_ttft", "fa3_slo_rate", "fa3_slo_rho", "flex_break_in_flight",
+        "flex_break_metric", "flex_break_p99_tpot", "flex_break_p99_ttft", "flex_break_rate", "flex_break_rho",
+        "flex_capacity", "flex_low_p50_tpot", "flex_slo_p99_tpot", "flex_slo_p99_ttft", "flex_slo_rate",
+        "flex_slo_rho", "fp8_bf16_cache_tokens", "fp8_bf16_one_itl", "fp8_bf16_same_floor", "fp8_bf16_same_itl",
+        "fp8_bf16_same_x_floor", "fp8_bf16_top_admitted", "fp8_bf16_top_floor", "fp8_bf16_top_n",
+        "fp8_bf16_top_tok_s", "fp8_cache_x", "fp8_context", "fp8_e4m3_max", "fp8_fp8_cache_tokens", "fp8_fp8_one_itl",
+        "fp8_fp8_same_floor", "fp8_fp8_same_itl", "fp8_fp8_same_x_floor", "fp8_fp8_top_admitted", "fp8_fp8_top_n",
+        "fp8_fp8_top_tok_s", "fp8_same_floor_cut_pct", "fp8_same_itl_cut_pct", "fp8_same_n", "fp8_tok_s_gain",
+        "inter_32l_decoders", "inter_32s_stall_cut", "inter_32s_ttft_cost", "inter_8l_decoders", "inter_8l_stall_cut",
+        "inter_8l_ttft_cost", "inter_chunk_big", "inter_chunk_small", "inter_fa3_2048_32s_max",
+        "inter_fa3_2048_32s_ttft", "inter_fa3_2048_8l_max", "inter_fa3_2048_8l_median", "inter_fa3_2048_8l_ttft",
+        "inter_fa3_8192_32l_during_tok_s", "inter_fa3_8192_32l_max", "inter_fa3_8192_32l_median",
+        "inter_fa3_8192_32l_steady", "inter_fa3_8192_32l_steady_tok_s", "inter_fa3_8192_32l_ttft",
+        "inter_fa3_8192_32s_max", "inter_fa3_8192_32s_ttft", "inter_fa3_8192_8l_max", "inter_fa3_8192_8l_median",
+        "inter_fa3_8192_8l_ttft", "inter_fa3_max", "inter_fa3_ttft", "inter_flex_max", "inter_flex_ttft",
+        "inter_long_len", "inter_short_len", "inter_triton_max", "inter_triton_ttft", "kv_token_bf16", "kv_token_fp8",
+        "slo_tpot_ms", "slo_ttft_ms", "triton_break_metric", "triton_break_p99_tpot", "triton_break_p99_ttft",
+        "triton_break_rate", "triton_break_rho", "triton_capacity", "triton_slo_p99_tpot", "triton_slo_p99_ttft",
+        "triton_slo_rate", "triton_slo_rho"),
     "book/07-the-trace": (
         "a10g_mm28_fa", "a10g_mm28_fx", "a10g_at28_fa", "a10g_at28_fx", "a10g_mm28_diff_pct", "a10g_at28_ratio",
         "a10g_decode_fa", "a10g_decode_fx", "naive_fa_s", "naive_fa_prefill_s", "q_heads", "kv_heads", "group",
         "h200_mm28_fa", "h200_mm28_fx", "h200_mm28_diff_pct", "h200_same_launches", "clock_fa_28k_mhz",
         "clock_fx_28k_mhz", "clock_fa_28k_capped", "clock_fa_28k_samples", "clock_fx_28k_capped",
-        "clock_fx_28k_samples"),
+        "clock_fx_28k_samples", "census_len"),
+}
+#: glue name -> the format this page shows it in, where its teaching page glued the bare number
+SHOWN = {
+    "h200_common_len": ",d",
+    "h200_ttft_common_fa": ".2f",
+    "h200_ttft_common_flex": ".2f",
+    "h200_flex_itl_long": ".1f",
+    "fa2_long_n": ",d",
+    "fa2_ttft_ratio_long": ".2f",
+    "h200_short_len": ",d",
+    "h200_fa_long_len": ",d",
+    "h200_fa_itl_short": ".1f",
+    "h200_fa_itl_long": ".1f",
+    "h200_flex_long_len": ",d",
+    "h200_flex_itl_short": ".1f",
+    "h200_ceiling_gbs": "{:,.0f} GB/s",
+    "h200_fa_kv_rate": ",.0f",
+    "h200_fa_kv_pct": ".0f",
+    "h200_flex_kv_rate": ",.0f",
+    "h200_flex_kv_pct": ".0f",
+    "batch_64_kv_share": ".0f",
+    "batch_1_floor_itl": "{:.1f} ms",
+    "batch_64_floor_itl": "{:.1f} ms",
 }
 #: this page, as the fact registry names it
 PAGE = "book/08-interview-prep"
-FLEX_OVER_CUDNN = Quantity("h200.prefill.flex_over_cudnn", "FlexAttention's speed over SDPA's cuDNN backend "
-                           "(is_causal=True) on plain causal prefill, both timed against FA3 in the race of record "
-                           "(chapter 4's race_flex_vs_fa3 over race_cudnn_vs_fa3)", run="h200/kernels-race",
-                           file="prefill.csv", unit="×", fmt="{:.2f}×")
 #: What the answers derive from chapter 1's and chapter 2's model facts (Qwen2.5-7B's shape, bf16): no data read.
 FROM_THE_MODEL = "lab.book.pages.interview: from chapters 1, 2 and 5b's facts of Qwen2.5-7B's shape (bf16)"
 KV_IF_MHA = Quantity("qwen2.5-7b.kv_cache_gb_without_gqa", "the KV cache of one 32k-token sequence of Qwen2.5-7B "
@@ -112,82 +185,16 @@ PAGE_TOKENS = 16  # vLLM's default block size
 
 
 def derived(taken: dict[str, Fact]) -> dict[str, Fact]:
-    """What the answers derive from taught facts and no chapter states: ratios of two facts of one run, and the
-    KV cache's size from the model's facts."""
-    flex, cudnn = taken["race_flex_vs_fa3_16k"], taken["race_cudnn_vs_fa3_16k"]
-    ratio = flex.value / cudnn.value if flex.measured and cudnn.measured else None
+    """What the answers derive from taught facts and no chapter states: the KV cache's size from the model's
+    facts."""
     kv_bytes = taken["kv_kb"].value * 1024  # chapter 2's KiB per token, all layers
-    return {"race_flex_vs_cudnn_16k": FLEX_OVER_CUDNN.fact(ratio, "16k"),
-            "kv_mha_gb_32k": KV_IF_MHA.fact(taken["kv_gb_32k"].value * taken["group"].value, "32k"),
+    return {"kv_mha_gb_32k": KV_IF_MHA.fact(taken["kv_gb_32k"].value * taken["group"].value, "32k"),
             "kv_equals_weights_tokens": KV_EQUALS_WEIGHTS.fact(taken["weights_streamed_gb"].value * 1e9 / kv_bytes),
             "page_kib_per_head": PAGE_PER_HEAD.fact(PAGE_TOKENS * taken["head_dim"].value * 2 / 1024)}
-
-
-# --- interim: chapters 6 and 6b, read as the interview reads them until their page modules exist -----------
-
-_INTERIM_RUNS = ("h200/kernel-counters", "h200/flex-decomposition",
-                 "h200/vllm0.26-qwen2.5-7b", "h200/vllm0.26-qwen2.5-7b-concurrency",
-                 "h200/vllm0.26-qwen2.5-7b-load", "h200/vllm0.26-qwen2.5-7b-interference")
-#: run -> the interim quantity that names a number of it which only lab.book.interview reads (one member
-#: per glue name); each goes when the chapter that teaches the number states it from its page module.
-INTERIM = {run: Quantity(f"interim.{run.replace('/', '.')}", f"a figure of data/{run} as lab.book.interview "
-                         "reads it (one member per glue name), until the chapter that teaches it states it from "
-                         "its page module", run=run) for run in _INTERIM_RUNS}
-
-
-def _named(facts: dict[str, Fact]) -> dict[str, Fact]:
-    """Each number read from data/ without a quantity, as a member of its run's interim quantity."""
-    out = {}
-    for name, fact in facts.items():
-        number = isinstance(fact.value, (int, float)) and not isinstance(fact.value, bool)
-        if fact.quantity or not number or not (fact.source or "").startswith("data/"):
-            out[name] = fact
-            continue
-        run = records.run_holding(fact.source.split()[0].rstrip(","))
-        if run is None or run.folder not in INTERIM:
-            raise LabError(f"{name}: {fact.source} is no run with an interim quantity (lab.book.pages.interview)")
-        out[name] = INTERIM[run.folder].fact(fact.value, name, fmt=fact.fmt, detail=fact.source)
-    return out
-
-
-_a10g = functools.cache(a10g.a10g_facts)  # the A10G study's facts, chapter 6 quotes parts of them
-
-
-def _from_ch06() -> dict[str, Fact]:
-    """Live vLLM sweeps: the A10G study's sweep, fits and shares, the H200 sweeps, the concurrency sweep,
-    the decode floor against the batch, Flex's decomposition and its counters."""
-    sweep = {name: fact for name, fact in _a10g().items() if name in _CH06_A10G}
-    return (sweep | h200.sweep_facts() | studies.concurrency_facts() | studies.roofline_batch_facts()
-            | studies.decomposition_facts() | studies.counter_facts())
-
-
-_CH06_A10G = ("a10g_sms", "a10g_short_len", "a10g_two_k_len", "a10g_long_len", "b_flash", "b_flex", "c_flash", "c_flex",
-              "c_ratio", "ttft_flash_short", "ttft_flash_long", "ttft_flex_short", "ttft_flex_long",
-              "ttft_ratio_short", "ttft_ratio_long", "itl_flash_short", "itl_flash_2k", "itl_flash_long",
-              "itl_flex_short", "itl_flex_2k", "itl_flex_long", "itl_flash_growth_pct", "itl_flex_growth_pct",
-              "itl_flash_extra_ms", "itl_flex_extra_ms", "itl_ratio_long", "itl_gap_2k", "itl_gap_long",
-              "decode_equals_prefill_tokens", "request_ratio_long", "floor_short_ms", "floor_long_ms", "floor_extra_ms", "kv_extra_gb", "chunk_a10g",
-              "kv_bw_flash_gb_s", "kv_bw_flex_gb_s", "kv_bw_flash_pct", "kv_bw_flex_pct",
-              "chunks_long", "census_len", "share_len", "share_flash_pct", "share_flex_pct", "attn_flop_share_share_len_pct")
-
-
-def _from_ch06b() -> dict[str, Fact]:
-    """A busy server: load, a long prompt among decoders, an FP8 KV cache (chapter 6b and its method)."""
-    return busy.facts()
-
-
-def interim_facts() -> dict[str, Fact]:
-    """The facts of chapters 6 and 6b as the interview reads them, each number from data named."""
-    return _named(_from_ch06() | _from_ch06b())
 
 
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact the interview page states, by glue name."""
-    teaching, interim = quoted(TAKEN), interim_facts()
-    # an interim name that a chapter already states is that chapter's fact (glued once, one value)
-    interim |= taught_elsewhere(set(interim), PAGE)
-    clash = sorted(set(teaching) & set(interim))
-    if clash:
-        raise LabError(f"{', '.join(clash)}: taken from a teaching page and read again here")
-    return teaching | derived(teaching) | interim
+    teaching = quoted(TAKEN, shown=SHOWN)
+    return teaching | derived(teaching)

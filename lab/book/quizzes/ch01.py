@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from lab.book.pages import ch01
 from lab.book.quiz import Computed, Question, Quiz, chapter_quiz
-from lab.book.quizzes.common import length, ridge, shape_number, sweep_lengths
+from lab.book.quizzes.common import ridge, shape_number
 from lab.results import hardware, iomodel
 from lab.results.modelshape import qwen25_7b
 
@@ -30,7 +31,7 @@ def questions() -> list[Question]:
     decode_intensity = shape_number("decode matmul FLOP per weight byte at batch 1",
                                     lambda s: s.linear_flops_per_token() / (s.layers * s.linear_weights_per_layer * 2),
                                     ".1f")
-    _, _, longest = sweep_lengths()
+    longest = ch01.LONG_N  # the chapter's long prompt
     return [
         Question(
             "From datasheet figures alone, where is the ridge point of an H100 SXM (dense bf16)?",
@@ -80,7 +81,7 @@ def questions() -> list[Question]:
             "the same time, so L2 absorbs most re-reads and the traffic sits near the compulsory count, far right of "
             "the ridge. At long prompts the fused forward pass is limited by tensor cores and exponentials, which "
             "is why FA2, FA3 and FA4 chase tensor-core utilisation.",
-            cites={"n": length("longest sweep length", longest, ",d"),
+            cites={"n": Computed("lab.book.pages.ch01.LONG_N", lambda: longest, (), ",d"),
                    "compulsory": _prefill_intensity("compulsory", longest),
                    "reread": _prefill_intensity("reread", longest), "ridge": ridge("H100-SXM")},
             holds=lambda v: v["reread"] < v["ridge"] < v["compulsory"],

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from lab.book.pages import ch02 as page
-from lab.book.quiz import Computed, Question, Quiz, chapter_quiz, measured
-from lab.book.quizzes.common import A10G, FLASH, FLEX, GB, device_number, length, shape_number, sweep_lengths
-from lab.results import data, hardware, iomodel
-from lab.results.modelshape import qwen25_7b
+from lab.book.quiz import Cited, Computed, Question, Quiz, chapter_quiz
+from lab.results import iomodel
+from lab.results.hardware import GB
 
 KEY = "02-naive-attention"
 
 
-def _share_len() -> int:
-    """Longest length at which the study published quadratic shares."""
-    return int(data.load(A10G).csv("quad_share.csv", ["n"])["n"].max())
+def _cite(**names) -> dict:
+    """placeholder -> Cited(the page's fact, format), for ``placeholder=(glue name, format)``."""
+    facts = page.facts()
+    return {key: Cited(facts[name], fmt) for key, (name, fmt) in names.items()}
 
 
 def _reading_the_counters() -> list[Question]:
@@ -47,14 +47,10 @@ def _reading_the_counters() -> list[Question]:
 
 
 def questions() -> list[Question]:
-    s_and_p = lambda n: Computed(f"lab.results.iomodel.naive_intermediate_bytes(Qwen2.5-7B, n={n}) in GB",
-                                 lambda: iomodel.naive_intermediate_bytes(qwen25_7b(), n) / GB, (), ".1f")
-    _, _, longest = sweep_lengths()
-    heads = shape_number("query heads", lambda s: s.q_heads)
-    a10g_mem = device_number("A10G", "memory (GB)", lambda d: d.memory_bytes / GB)
-    max_len = Computed("lab.results.iomodel.max_naive_length(Qwen2.5-7B, A10G memory)",
-                       lambda: iomodel.max_naive_length(qwen25_7b(), hardware.device("A10G").memory_bytes), (), ",.0f")
-    share_n = _share_len()
+    facts = page.facts()
+    big_n, share_n = int(facts["big_n"].value), int(facts["share_longest_n"].value)
+    quarter = Computed(f"lab.results.iomodel.naive_intermediate_bytes(Qwen2.5-7B, n={big_n // 2}) in GB",
+                       lambda: iomodel.naive_intermediate_bytes(page.MODEL, big_n // 2) / GB, (), ".1f")
     return [
         Question(
             "Standard attention keeps the scores S and the probabilities P, n×n per query head, in bf16. For one "
@@ -65,8 +61,7 @@ def questions() -> list[Question]:
             0,
             "Two matrices × {heads} heads × n² × two bytes. At n = {n} that is {big} GB for a single layer; a prompt of "
             "half the length needs a quarter of it ({quarter} GB): the bill is quadratic.",
-            cites={"n": length("longest sweep length", longest), "heads": heads,
-                   "big": s_and_p(longest), "quarter": s_and_p(longest // 2)},
+            cites={**_cite(n=("big_n", ",d"), heads=("heads", "d"), big=("big_sp_gb", ".1f")), "quarter": quarter},
             holds=lambda v: abs(v["big"] / v["quarter"] - 4) < 0.01,
         ),
         Question(
@@ -90,7 +85,7 @@ def questions() -> list[Question]:
             0,
             "Free memory ÷ (two matrices × {heads} heads × two bytes) = n², so n ≈ {n}. FlashAttention removes this wall "
             "because it never stores the n×n matrix at all.",
-            cites={"mem": a10g_mem, "n": max_len, "heads": heads},
+            cites=_cite(mem=("mem_a10g", ".0f"), n=("fit_a10g", ",.0f"), heads=("heads", "d")),
         ),
         Question(
             "At {n} tokens attention is {model}% of Qwen2.5-7B's prefill FLOPs. The A10G fits give the quadratic "
@@ -103,11 +98,8 @@ def questions() -> list[Question]:
             "Both backends do the same attention FLOPs ({model}% of the total). A time share matches the FLOP share "
             "when attention runs as fast per FLOP as the matmuls, as FLASH_ATTN nearly does ({flash}%); FLEX's "
             "slower kernel turns the same work into {flex}% of the time. The share measures efficiency as much as work.",
-            cites={"n": Computed(f"{A10G}/quad_share.csv: longest n", lambda: share_n, (), ",d"),
-                   "model": Computed("lab.results.iomodel.attention_flop_share(Qwen2.5-7B, n), in %",
-                                     lambda: 100 * iomodel.attention_flop_share(qwen25_7b(), share_n), (), ".1f"),
-                   "flash": measured(A10G, "quad_share.csv", "share_pct", ".1f", arm=FLASH, n=share_n),
-                   "flex": measured(A10G, "quad_share.csv", "share_pct", ".1f", arm=FLEX, n=share_n)},
+            cites=_cite(n=("share_longest_n", ",d"), model=(f"model_share_{share_n}", ".1f"),
+                        flash=(f"fa_share_{share_n}", ".1f"), flex=(f"flex_share_{share_n}", ".1f")),
             holds=lambda v: abs(v["model"] - v["flash"]) < abs(v["model"] - v["flex"]) and v["flex"] > v["flash"],
         ),
     ] + _reading_the_counters()

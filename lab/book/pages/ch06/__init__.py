@@ -16,7 +16,9 @@ Glue names other pages take from here (the interview page, the course kit): the 
 decode facts (``h200_flex_kv_rate``: vLLM's FLEX arm's KV read rate, the sweep's ITL slope; ``h200_fa_kv_rate``),
 ``flex_vs_cudnn_causal`` (Flex's speed over cuDNN's with is_causal=True, race of record) with
 ``flex_causal_ms`` / ``cudnn_causal_ms``, the ``flexdec_*``, ``flexctr_*`` and ``flexgap_*`` facts of the Flex
-section, ``chunk_*``, ``fa2_*``, ``batch_*``, ``tp_*`` and ``itlres_*`` (how finely an ITL median resolves).
+section, ``chunk_*``, ``fa2_*``, ``batch_*``, ``tp_*`` and ``itlres_*`` (how finely an ITL median resolves), and
+what only those pages state of these runs (:mod:`lab.book.pages.ch06.later`: the sweeps' ends compared, FA3's
+concurrency points with their floors, where decode turns KV-bound).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from __future__ import annotations
 import functools
 
 from lab.book.facts import Fact
-from lab.book.pages.ch06.flex import counter_facts, flex_arm_facts, flex_vs_cudnn_facts
+from lab.book.pages.ch06 import later
+from lab.book.pages.ch06.flex import counter_facts, flex_arm_facts, flex_vs_cudnn_facts, window_mask_facts
 from lab.book.pages.ch06.quantities import CAUSAL_N
 from lab.book.pages.ch06.sweeps import (
     a10g_prefill_facts,
@@ -62,5 +65,5 @@ __all__ = ["CAUSAL_N", "concurrency_explorer", "counter_facts", "counter_table",
 def facts() -> dict[str, Fact]:
     """Every fact chapter 6 and its self-check state, by glue name."""
     return (setup_facts() | a10g_prefill_facts() | h200_prefill_facts() | decode_facts() | itl_resolution_facts()
-            | flex_arm_facts() | flex_vs_cudnn_facts() | values_facts() | chunk_facts() | fa2_facts() | floor_facts()
-            | batch_facts() | tensor_parallel_facts() | counter_facts())
+            | flex_arm_facts() | flex_vs_cudnn_facts() | window_mask_facts() | values_facts() | chunk_facts() | fa2_facts() | floor_facts()
+            | batch_facts() | tensor_parallel_facts() | counter_facts() | later.facts())

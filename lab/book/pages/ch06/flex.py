@@ -36,7 +36,7 @@ from lab.book.pages.ch06.quantities import (
 from lab.results import concurrency as rc
 from lab.results import flex_counters as fc
 from lab.results import flex_decomposition as flexdec
-from lab.results import kernel_runs
+from lab.results import kernel_runs, paged
 from lab.results import sweeps as report
 from lab.results.bandwidth import bandwidth_ceiling, ceiling
 from lab.results.data import DATA_DIR, load
@@ -137,6 +137,20 @@ def flex_vs_cudnn_facts() -> dict:
                                                                     "flex", length, fmt="{:.2f}×"),
             "flex_causal_ms": kernel_runs.PREFILL_MS.fact(ms("flex"), "flex", length, fmt="{:.2f} ms"),
             "cudnn_causal_ms": kernel_runs.PREFILL_MS.fact(ms("sdpa-cudnn"), "sdpa-cudnn", length, fmt="{:.2f} ms")}
+
+
+def window_mask_facts() -> dict:
+    """Flex with a causal sliding window against the fastest SDPA backend that accepts that mask (a dense boolean
+    mask), at the same shape, in the mask study (chapter 5b's run, under its quantities)."""
+    impl, sdpa_ms = paged.fastest_sdpa("sliding-window", CAUSAL_N)
+    flex = paged.masks_table()
+    flex = flex[(flex["mask"] == "sliding-window") & (flex.impl == "flex") & (flex.n == CAUSAL_N)] if flex is not None else None
+    flex_ms = float(flex.ms.iloc[0]) if flex is not None and len(flex) and not math.isnan(flex.ms.iloc[0]) else None
+    window = paged.mask_window()
+    return {"mask_window": paged.MASK_WINDOW.fact(window, fmt="{:,d}"),
+            "window_flex_ms": paged.MASK_TIME.fact(flex_ms, "sliding-window", "flex", CAUSAL_N, fmt="{:.2f} ms"),
+            "window_sdpa_ms": paged.MASK_TIME.fact(sdpa_ms, "sliding-window", impl, CAUSAL_N, fmt="{:.2f} ms"),
+            "window_sdpa_impl": Fact(impl, paged.source(paged.MASKS_RUN))}
 
 
 # --- facts: Nsight Compute on Flex's decode (lab.results.flex_counters) ----------------------------------------

@@ -4,6 +4,7 @@ H200 study, the Flex decomposition and the concurrency points."""
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 from lab.measure.vllm import arms
@@ -96,6 +97,9 @@ DEC_VLLM = Quantity("h200.flex_decomposition.vllm_over_paged", "vLLM's FLEX arm'
                     "standalone flex-paged call's", unit="×", **_DEC)
 VALUES_PCT = Quantity("h200.value_dependence.largest_change", "the largest change of an op's time against random "
                       "inputs, over the input kinds", run=value_dependence.DATASET, file=value_dependence.FILE, unit="%")
+KV_BOUND = Quantity("qwen2.5-7b.kv_bound_batch", "the fewest sequences of one context whose KV bytes in a decode "
+                    "step exceed the weight bytes the step streams: decode is KV-bound from that batch on",
+                    run="lab.results.concurrency: Qwen2.5-7B's shape", unit="sequences")
 B_AT_MATMUL_RATE = Quantity("h200.sweep.b_at_matmul_rate", "the matmul FLOPs of one Qwen2.5-7B token at the "
                             "H200's measured matmul rate: the least b can be at that rate", run=roofline.MATMUL_RUN,
                             file="measurements.json", unit="µs/token")
@@ -128,6 +132,12 @@ def decomposition(root: Path = DATA_DIR):
 def concurrency_points():
     bandwidth, _ = rc.floor_bandwidth()
     return rc.with_floor(rc.load_points(), bandwidth)
+
+
+def kv_bound_batch(context: int) -> int:
+    """The first whole batch whose KV bytes exceed the weights' at ``context`` (:data:`KV_BOUND`): the one
+    definition the book uses (lab.results.concurrency.kv_bound_batch gives the fractional batch of equality)."""
+    return math.floor(rc.kv_bound_batch(context)) + 1
 
 
 def fit(table, study: str):

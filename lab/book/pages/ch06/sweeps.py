@@ -25,6 +25,7 @@ from lab.book.pages.ch06.quantities import (
     H200_CEILINGS,
     ITL_CHECKS,
     ITL_RES,
+    KV_BOUND,
     ONE_WINDOW,
     SHAPE,
     SPECS,
@@ -41,6 +42,7 @@ from lab.book.pages.ch06.quantities import (
     concurrency_points,
     fit,
     h200_study,
+    kv_bound_batch,
     sweep_table,
 )
 from lab.results import census_windows as cw
@@ -317,8 +319,8 @@ def batch_facts() -> dict:
     contexts, concurrency = (2048, 32768), (1, 4, 16, 64)
     low, high, long = min(concurrency), max(concurrency), max(contexts)
     weights = rc.weight_bytes_per_step()
-    out = {"batch_kv_bound_long": Fact(math.floor(rc.kv_bound_batch(long)) + 1, src),
-           "batch_kv_bound_short": Fact(math.floor(rc.kv_bound_batch(min(contexts))) + 1, src),
+    out = {"batch_kv_bound_long": KV_BOUND.fact(kv_bound_batch(long), long, fmt="d"),
+           "batch_kv_bound_short": KV_BOUND.fact(kv_bound_batch(min(contexts)), min(contexts), fmt="d"),
            "batch_long": Fact(long, src), "batch_short": Fact(min(contexts), src),
            "batch_low": Fact(low, src), "batch_high": Fact(high, src),
            # chapter 1's streamed weights, the same bytes the floors above count
@@ -334,6 +336,8 @@ def batch_facts() -> dict:
         for name, arm in (("fa", FA3), ("flex", FLEX)):  # its floor is that of the batch vLLM admitted
             out[f"batch_{b}_{name}_itl"] = at(arm, b, "itl_ms", rc.POINT_ITL, "{:.1f} ms")
             out[f"batch_{b}_{name}_x_floor"] = at(arm, b, "itl_x_floor", rc.POINT_X_FLOOR, "{:.1f}×")
+    # the KV cache holds fewer than the most requests sent: how many vLLM ran at once
+    out[f"batch_{high}_fa_admitted"] = at(FA3, high, "admitted", rc.POINT_ADMITTED, "d")
     # the FLEX arm was run only up to a few requests at the long context (a quarter of a second per step there)
     flex = table[(table["arm"] == FLEX) & (table["context"] == long)] if not table.empty else table
     top = int(flex["concurrency"].max()) if not flex.empty else None
