@@ -348,7 +348,7 @@ def chapter_quiz(key: str, questions: Callable[[], list[Question]]) -> Quiz:
     """A chapter's self-check: its questions under its key (the chapter's file stem). The numbers its options
     cite are recorded in the page's fact registry, so the consistency test holds the quiz to the chapter."""
     quiz = Quiz(key=key, questions=questions())
-    cited = {f"quiz {qi + 1}: {name}": found for qi, question in enumerate(quiz.questions)
+    cited = {f"quiz {qi + 1} of {key}: {name}": found for qi, question in enumerate(quiz.questions)
              for name, number in question.cites.items() for found in _facts_in(number)}
     fact_registry.record({name: number.fact for name, number in cited.items()},
                          {name: number.text() for name, number in cited.items()})
