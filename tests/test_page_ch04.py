@@ -76,7 +76,7 @@ def test_the_gluon_kernel_is_held_to_one_criterion(facts):
 
 def test_a_launch_of_one_program_per_tile_runs_at_fa3s_speed_in_fa4(facts):
     """The prose: FA4 launches one program per query tile too and its main kernel is within the drift of FA3's."""
-    assert facts["ctr_fa4_programs"].value == facts["hk_ours_programs"].value > facts["ctr_fa3_programs"].value
+    assert facts["ctr_fa4_programs"].value == facts["hk_gluon_programs"].value > facts["ctr_fa3_programs"].value
     assert facts["ctr_fa4_vs_fa3"].value == "inside the drift"
 
 
@@ -100,24 +100,24 @@ def test_the_counters_report_time_cycles_and_clocks_from_one_run(facts):
     assert facts["hk_ctr_speed"].value == pytest.approx(fa3.main["ms"] / ours.main["ms"])
     assert facts["hk_ctr_cycles"].value == pytest.approx(fa3.main["sm_cycles_sum"] / ours.main["sm_cycles_sum"])
     assert facts["hk_ctr_cycles"].value < facts["hk_ctr_speed"].value < facts["hk_vs_16k"].value
-    assert facts["hk_ours_clock"].value > facts["hk_fa3_clock"].value   # why cycles and time differ
+    assert facts["hk_gluon_clock"].value > facts["hk_fa3_clock"].value   # why cycles and time differ
     assert facts["hk_tensor_apart_pct"].value < 0.1                       # the same tensor-busy cycles
-    assert {f.source for k, f in facts.items() if k.startswith(("hk_ctr", "hk_fa3_t", "hk_ours_t"))} == \
+    assert {f.source for k, f in facts.items() if k.startswith(("hk_ctr", "hk_fa3_t", "hk_gluon_t"))} == \
         {f"data/{ch04.HOPPER_COUNTERS}/raw.csv"}
 
 
 def test_waves_are_programs_over_sms_times_programs_per_sm(facts):
-    assert facts["hk_ours_waves"].value == pytest.approx(
-        facts["hk_ours_programs"].value / (facts["hk_sms"].value * facts["hk_ours_per_sm"].value))
-    assert facts["hk_ours_rounds"].value == math.ceil(facts["hk_ours_waves"].value)
-    assert 0 < facts["hk_ours_last_full"].value <= 100
+    assert facts["hk_gluon_waves"].value == pytest.approx(
+        facts["hk_gluon_programs"].value / (facts["hk_sms"].value * facts["hk_gluon_per_sm"].value))
+    assert facts["hk_gluon_rounds"].value == math.ceil(facts["hk_gluon_waves"].value)
+    assert 0 < facts["hk_gluon_last_full"].value <= 100
     job = kernel_counters.run_jobs(ch04.HOPPER_COUNTERS)["prefill:ours-hopper:1:16384"]
-    assert facts["hk_ours_waves"].value == pytest.approx(job.main["waves"], abs=0.01)  # what ncu printed
+    assert facts["hk_gluon_waves"].value == pytest.approx(job.main["waves"], abs=0.01)  # what ncu printed
 
 
 def test_the_producer_warp_is_padded_to_a_warpgroup(facts):
     assert facts["hk_producer_warps"].value == 1
-    assert facts["hk_launch_warps"].value == facts["hk_ours_threads"].value // 32 == 12
+    assert facts["hk_launch_warps"].value == facts["hk_gluon_threads"].value // 32 == 12
     assert facts["hk_padding_warps"].value == 12 - (4 + 4 + 1)
 
 

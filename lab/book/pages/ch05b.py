@@ -33,6 +33,7 @@ from lab.measure.attention.reference import attention_torch
 from lab.results import kernel_counters, paged
 from lab.results.modelshape import kv_per_token, qwen25_7b
 from lab.results.quantities import Quantity
+from lab.names import key
 from lab.results.units import power_of_ten
 
 MODEL = qwen25_7b()
@@ -147,7 +148,8 @@ def _paged_facts() -> dict:
 
 def _counter_facts() -> dict:
     jobs, facts = kernel_counters.jobs(), {}
-    for who, tag in (("fa3", "fa3"), ("ours-tuned", "ours")):
+    for who in ("fa3", "ours-tuned"):
+        tag = key(who)
         for batch in (1, 16):
             job = jobs[f"decode:{who}:{batch}:32768"]
             facts |= {f"ctr_{tag}_b{batch}_main_us": COUNTER_MAIN[batch].fact(1e3 * job.main["ms"], who),

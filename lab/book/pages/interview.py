@@ -62,12 +62,12 @@ TAKEN = {
         "cap_launch", "cap_regs", "cap_progs", "cap_ms", "cap_cap", "cap_progs_capped", "cap_ms_capped",
         "cap_speedup",
         # chapter 2's counters as chapter 4 states them (data/h200/kernel-counters)
-        "ctr_fa3_tensor", "ctr_ours_tensor",
+        "ctr_fa3_tensor", "ctr_tuned_tensor",
         # FA3's schedule by hand: the Gluon race, its launch and its counters
         "hk_vs_16k", "hk_vs_32k", "hk_triton_vs_16k", "hk_triton_vs_32k", "hk_neither_vs_16k",
         "hk_overlap_pct_16k", "hk_pingpong_16k", "hk_producer_regs", "hk_consumer_regs", "hk_rows",
         "hk_producer_warps", "hk_padding_warps", "hk_launch_warps", "hk_ctr_speed", "hk_ctr_cycles",
-        "hk_fa3_clock", "hk_ours_clock", "hk_tensor_apart_pct", "drift_pct"),
+        "hk_fa3_clock", "hk_gluon_clock", "hk_tensor_apart_pct", "drift_pct"),
     "book/04b-backward-pass": (
         # the backward race at 16k (data/h200/backward-race) and its counters (data/h200/backward-counters)
         "bwd_ms_ours_16k", "bwd_ms_flash_16k", "bwd_ms_cudnn_16k", "bwd_vs_flash_16k", "bwd_vs_cudnn_16k",

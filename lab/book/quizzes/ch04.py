@@ -117,7 +117,7 @@ def _hand_schedule() -> Question:
 
 def _counters() -> Question:
     cites = _cite(time=("hk_ctr_speed", ".2f"), cycles=("hk_ctr_cycles", ".2f"), apart=("hk_tensor_apart_pct", ".1f"),
-                  fa3_clock=("hk_fa3_clock", ".2f"), ours_clock=("hk_ours_clock", ".2f"))
+                  fa3_clock=("hk_fa3_clock", ".2f"), ours_clock=("hk_gluon_clock", ".2f"))
     return Question(
         "Under Nsight Compute at 16k the Gluon kernel ran at {time}× FA3's speed in time and {cycles}× in SM-cycles "
         "(FA3's clock {fa3_clock} GHz, ours {ours_clock} GHz), and the tensor pipe was busy for the same number of "

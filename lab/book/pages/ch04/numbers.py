@@ -269,13 +269,13 @@ def counter_facts() -> dict:
     states them: the same quantities (:mod:`lab.results.kernel_counters`)."""
     jobs = runs().counters
     out = {}
-    for key, candidate in (("fa3", "fa3"), ("ours", "ours-tuned"), ("fa4", "fa4")):
-        job = jobs[f"prefill:{candidate}:1:{N_COUNTERS}"]
-        out |= {f"ctr_{key}_tensor": counter_fact(kernel_counters.TENSOR_BUSY, job.main["tensor_pct"], job),
-                f"ctr_{key}_warps": counter_fact(kernel_counters.WARPS_PER_SM, job.main["warps_per_sm"], job),
-                f"ctr_{key}_ms": counter_fact(kernel_counters.MAIN_MS, job.main["ms"], job),
-                f"ctr_{key}_programs": counter_fact(kernel_counters.PROGRAMS, int(job.main["programs"]), job),
-                f"ctr_{key}_stall": Fact(job.stalls[0][0], job.source)}
+    for candidate in ("fa3", "ours-tuned", "fa4"):
+        job, name = jobs[f"prefill:{candidate}:1:{N_COUNTERS}"], names.key(candidate)
+        out |= {f"ctr_{name}_tensor": counter_fact(kernel_counters.TENSOR_BUSY, job.main["tensor_pct"], job),
+                f"ctr_{name}_warps": counter_fact(kernel_counters.WARPS_PER_SM, job.main["warps_per_sm"], job),
+                f"ctr_{name}_ms": counter_fact(kernel_counters.MAIN_MS, job.main["ms"], job),
+                f"ctr_{name}_programs": counter_fact(kernel_counters.PROGRAMS, int(job.main["programs"]), job),
+                f"ctr_{name}_stall": Fact(job.stalls[0][0], job.source)}
     fa3, fa4 = (jobs[f"prefill:{c}:1:{N_COUNTERS}"] for c in ("fa3", "fa4"))
     out["ctr_fa4_vs_fa3"] = Fact(verdict(fa3.main["ms"] / fa4.main["ms"]), fa3.source)
     return out
@@ -333,13 +333,13 @@ def gluon_counter_facts() -> dict:
     jobs = runs().hopper_counters
     fa3, ours = (jobs[f"prefill:{c}:1:{N_COUNTERS}"] for c in ("fa3", "ours-hopper"))
     out = {}
-    for key, job in (("fa3", fa3), ("ours", ours)):
-        out |= {f"hk_{key}_tensor": counter_fact(kernel_counters.TENSOR_BUSY, job.main["tensor_pct"], job),
-                f"hk_{key}_warps": counter_fact(kernel_counters.WARPS_PER_SM, job.main["warps_per_sm"], job),
-                f"hk_{key}_ms": counter_fact(kernel_counters.MAIN_MS, job.main["ms"], job),
-                f"hk_{key}_clock": counter_fact(kernel_counters.CLOCK, job.main["clock_hz"] / 1e9, job),
-                f"hk_{key}_programs": counter_fact(kernel_counters.PROGRAMS, int(job.main["programs"]), job),
-                f"hk_{key}_stall": Fact(job.stalls[0][0], job.source)}
+    for name, job in ((names.key("fa3"), fa3), (names.key("ours-hopper"), ours)):
+        out |= {f"hk_{name}_tensor": counter_fact(kernel_counters.TENSOR_BUSY, job.main["tensor_pct"], job),
+                f"hk_{name}_warps": counter_fact(kernel_counters.WARPS_PER_SM, job.main["warps_per_sm"], job),
+                f"hk_{name}_ms": counter_fact(kernel_counters.MAIN_MS, job.main["ms"], job),
+                f"hk_{name}_clock": counter_fact(kernel_counters.CLOCK, job.main["clock_hz"] / 1e9, job),
+                f"hk_{name}_programs": counter_fact(kernel_counters.PROGRAMS, int(job.main["programs"]), job),
+                f"hk_{name}_stall": Fact(job.stalls[0][0], job.source)}
     launch = kernel_counters.waves(ours)
     warps = int(ours.main["threads"]) // 32
     partitions = hopper.NUM_WARPS + int(hopper.CONSUMER_WARPS.value) + int(hopper.PRODUCER_WARPS.value)
@@ -348,14 +348,14 @@ def gluon_counter_facts() -> dict:
             "hk_ctr_cycles": COUNTER_CYCLES.fact(fa3.main["sm_cycles_sum"] / ours.main["sm_cycles_sum"]),
             "hk_extra_cycles_pct": EXTRA_CYCLES.fact(100 * (ours.main["sm_cycles_sum"] / fa3.main["sm_cycles_sum"] - 1)),
             "hk_tensor_apart_pct": TENSOR_CYCLES_APART.fact(apart),
-            "hk_ours_threads": counter_fact(kernel_counters.THREADS, int(ours.main["threads"]), ours),
+            "hk_gluon_threads": counter_fact(kernel_counters.THREADS, int(ours.main["threads"]), ours),
             "hk_launch_warps": GLUON_LAUNCH.fact(warps, "warps per program"),
             "hk_padding_warps": GLUON_LAUNCH.fact(warps - partitions, "padding warps", detail=f"against {CODE_HOPPER}"),
             "hk_sms": GLUON_LAUNCH.fact(int(ours.main["sms"]), "SMs"),
-            "hk_ours_per_sm": GLUON_LAUNCH.fact(kernel_counters.programs_per_sm(ours), "programs per SM"),
-            "hk_ours_waves": counter_fact(kernel_counters.WAVES, launch["waves"], ours),
-            "hk_ours_rounds": GLUON_LAUNCH.fact(launch["rounds"], "rounds"),
-            "hk_ours_last_full": LAST_ROUND.fact(100 * launch["last_full"])}
+            "hk_gluon_per_sm": GLUON_LAUNCH.fact(kernel_counters.programs_per_sm(ours), "programs per SM"),
+            "hk_gluon_waves": counter_fact(kernel_counters.WAVES, launch["waves"], ours),
+            "hk_gluon_rounds": GLUON_LAUNCH.fact(launch["rounds"], "rounds"),
+            "hk_gluon_last_full": LAST_ROUND.fact(100 * launch["last_full"])}
     return out
 
 
