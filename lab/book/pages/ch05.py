@@ -181,7 +181,8 @@ def _bench_facts() -> dict:
 def _split_facts() -> dict:
     errors = _split_errors()
     where = "on this machine's GPU" if _device() == "cuda" else "in Triton's interpreter on this machine's CPU"
-    return {"split_worst": Fact(max(errors.values()), "computed on this machine when the page was built"),
+    return {"split_worst": Fact(max(errors.values()), "computed on this machine when the page was built",
+                                 power_of_ten),
             "split_where": Fact(where, "the machine that built the page")}
 
 
