@@ -39,3 +39,11 @@ def test_glue_all_shows_nothing_as_a_cells_last_expression(monkeypatch):
     shell = InteractiveShell.instance()
     format_dict, _ = shell.display_formatter.format(book_facts.glue_all({"a": 1}))
     assert format_dict == {}, format_dict
+
+
+def test_a_fact_written_by_a_function_is_glued_as_the_tables_write_it():
+    from lab.units import power_of_ten
+
+    assert book_facts.glued_value(Fact(4.768372e-07, "x", power_of_ten)) == "4.8 × 10⁻⁷"
+    assert book_facts.glued_value(Fact(np.float64(0.0), "x", power_of_ten)) == "0"
+    assert book_facts.glued_value(Fact(None, "x", power_of_ten)) == NOT_MEASURED

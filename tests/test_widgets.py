@@ -44,7 +44,7 @@ def embedded_json(fragment: str) -> dict:
 # --- formatting ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value, fmt, expected", [
-    (1.23456, ".3f", "1.235"), (12345.678, ",.1f", "12,345.7"), (0.000123, ".2e", "1.23e-04"),
+    (1.23456, ".3f", "1.235"), (12345.678, ",.1f", "12,345.7"), (0.000123, ".2e", "1.23 × 10⁻⁴"),
     (2048.0, "d", "2048"), (2047.6, "d", "2048"), (0.5, ".3g", "0.5"),
     (None, ".3f", "n/a"), (float("nan"), ".3f", "n/a"), ("text", ".3f", "text"),
 ])
@@ -145,7 +145,7 @@ def test_static_json_equals_view_for_every_combination():
 def test_static_json_by_hand_for_one_combination():
     data = embedded_json(toy().static_html())
     view = data["views"][2 * 2 + 1]  # n=3 (index 2), shape=cube (index 1)
-    assert view["r"] == ["27.0 units", "1.35e+01"]
+    assert view["r"] == ["27.0 units", "1.35 × 10¹"]
     assert view["m"] == [3, 27, "here"]
 
 

@@ -257,29 +257,31 @@
       svg("title", {}, ring).textContent = (view.m[2] ? view.m[2] + ": " : "") + chart.xl + " " + num(view.m[0]) +
         ", " + chart.yl + " " + num(view.m[1]);
       if (view.m[2]) {
-        // the label where it covers the fewest points of the curves (beside the ring: above or below it, to the
-        // right or the left), drawn over a halo of the chart's background so that a curve under it never hides it
-        var wide = view.m[2].length * FONT.legend * 0.56, high = FONT.legend * 1.1;
-        var pts = [];
-        series.forEach(function (s) {
-          for (var q = 0; q < s.x.length; q++) {
-            if (X.ok(s.x[q]) && Y.ok(s.y[q])) pts.push([X.at(s.x[q]), Y.at(s.y[q])]);
-          }
-        });
-        var spots = [[1, -1], [-1, -1], [1, 1], [-1, 1]].map(function (d) {
-          var left = d[0] > 0 ? mx + 11 : mx - 11 - wide, base = d[1] < 0 ? my - 9 : my + 9 + high;
-          var box = [left, base - high, left + wide, base + 2];
-          var inside = box[0] >= 0 && box[2] <= W && box[1] >= 0;
-          var covered = pts.filter(function (pt) {
-            return pt[0] >= box[0] - 3 && pt[0] <= box[2] + 3 && pt[1] >= box[1] - 3 && pt[1] <= box[3] + 3;
+        // the label, measured as drawn (its font may be the page's), in the spot beside the ring where it covers the
+        // fewest points of the curves (a point under it counts first, then one within 3 px), inside the plot, over a
+        // halo of the chart's background so that a curve under it never hides it
+        var tag = text(mk, 0, 0, view.m[2], { "font-size": FONT.legend, "font-family": "sans-serif",
+          "class": "lab-marker-label", style: "paint-order:stroke;stroke:var(--lab-bg);stroke-width:4px;stroke-linejoin:round" });
+        var b = { x: 0, y: 0, width: 0, height: 0 };
+        try { b = tag.getBBox(); } catch (e) { /* not laid out (a hidden chart): the label's size is guessed */ }
+        var wide = b.width || view.m[2].length * FONT.legend * 0.56, high = b.height || FONT.legend * 1.3;
+        var count = function (l, t, pad) {
+          return el.labPoints.filter(function (p) {
+            return p.x >= l - pad && p.x <= l + wide + pad && p.y >= t - pad && p.y <= t + high + pad;
           }).length;
-          return {d: d, x: d[0] > 0 ? mx + 11 : mx - 11, y: base, cost: covered + (inside ? 0 : 1000)};
+        };
+        var spots = [];
+        [my - 9 - high, my + 9, my - high / 2].forEach(function (t, i) {  // above the ring, below it, level with it
+          [mx + 11, mx - 11 - wide, mx - wide / 2].forEach(function (l, j) {  // to its right, its left, centred on it
+            if (i < 2 || j < 2) {
+              spots.push([(l >= 0 && l + wide <= W && t >= 0 && t + high <= PH - M.b ? 0 : 1e4) + 100 * count(l, t, 0) +
+                count(l, t, 3), l, t]);
+            }
+          });
         });
-        var spot = spots.reduce(function (a, b) { return b.cost < a.cost ? b : a; });
-        text(mk, spot.x, spot.y, view.m[2],
-          { "font-size": FONT.legend, "font-family": "sans-serif", "text-anchor": spot.d[0] > 0 ? "start" : "end",
-            "class": "lab-marker-label",
-            style: "paint-order:stroke;stroke:var(--lab-bg);stroke-width:4px;stroke-linejoin:round" });
+        var spot = spots.reduce(function (a, c) { return c[0] < a[0] ? c : a; });
+        tag.setAttribute("x", spot[1] - b.x);
+        tag.setAttribute("y", spot[2] - (b.height ? b.y : -FONT.legend));
       }
       el.setAttribute("data-marker-x", String(view.m[0]));
       el.setAttribute("data-marker-y", String(view.m[1]));

@@ -38,6 +38,7 @@ from lab import LabError
 
 from lab import env
 from lab.book.explorer_live import LiveExplorer, readouts_html
+from lab.units import power_of_ten
 
 #: Most combinations of control values one static explorer may embed (page size stays small).
 MAX_COMBINATIONS = 1500
@@ -66,7 +67,8 @@ def _finite_or_none(value: Any) -> float | int | None:
 
 
 def format_value(value: Any, fmt: str) -> str:
-    """Format a readout value with a restricted spec (``.Nf``, ``.Ne``, ``.Ng``, ``,.Nf``, ``d``)."""
+    """Format a readout value with a restricted spec (``.Nf``, ``.Ne``, ``.Ng``, ``,.Nf``, ``d``); ``.Ne`` writes
+    a power of ten as the tables and the prose do (``.1e``: 4.8 × 10⁻⁷, not 4.8e-07)."""
     value = _native(value)
     if isinstance(value, str):
         return value
@@ -74,6 +76,8 @@ def format_value(value: Any, fmt: str) -> str:
         return "n/a"
     if fmt == "d":
         return format(int(round(value)), "d")
+    if fmt.endswith("e"):
+        return power_of_ten(float(value), digits=int(fmt[1:-1]) + 1)
     return format(float(value), fmt)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +36,10 @@ class Fact:
     """One value for the prose and its source (a data file under data/, or the lab function that computed it).
 
     ``value`` None means the measurement is not on file: :attr:`measured` is False and the glued text says
-    so instead of printing a number that does not exist. ``fmt``, when set, is how the value is glued (a
-    format spec, ".1f", or a template that carries the unit, "{:.1f}×"): a format spec in the markdown would
-    fail on the words "not measured yet", so the format travels with the fact. ``quantity`` names what the
+    so instead of printing a number that does not exist. ``fmt``, when set, is how the value is glued: a
+    format spec, ".1f"; a template that carries the unit, "{:.1f}×"; or a function that writes the value,
+    :func:`lab.units.power_of_ten` for a tiny error (4.8 × 10⁻⁷, as the tables write it, not 4.8e-07). A
+    format spec in the markdown would fail on the words "not measured yet", so the format travels with the fact. ``quantity`` names what the
     number means wherever it appears, ``unit`` is the unit of ``value`` (a key of :data:`UNITS` where it has
     one), ``method`` says how it was obtained, ``run`` the run it was read from (a folder under data/; set by
     :meth:`lab.results.quantities.Quantity.fact`).
@@ -45,7 +47,7 @@ class Fact:
 
     value: Any
     source: str
-    fmt: str = ""
+    fmt: str | Callable[[Any], str] = ""
     quantity: str | None = None
     unit: str = ""
     method: str = ""
@@ -65,10 +67,13 @@ class Fact:
         if not self.measured:
             return dataclasses.replace(self, value=None, fmt="")
         value = plain(self.value)
-        shown = self.fmt.format(value) if "{" in self.fmt else format(value, self.fmt)
+        if callable(self.fmt):
+            shown = self.fmt(value)
+        else:
+            shown = self.fmt.format(value) if "{" in self.fmt else format(value, self.fmt)
         return dataclasses.replace(self, value=shown, fmt="")
 
-    def shown_as(self, fmt: str) -> Fact:
+    def shown_as(self, fmt: str | Callable[[Any], str]) -> Fact:
         """This fact glued in ``fmt`` (a format spec, or a template that carries the unit)."""
         return dataclasses.replace(self, fmt=fmt)
 

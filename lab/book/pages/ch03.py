@@ -94,7 +94,7 @@ def trace_table():
 def _trace_facts() -> dict:
     steps, err = _trace()
     return {"trace_rescale": Fact(steps[1]["rescale"], CODE), "trace_l": Fact(steps[1]["l"], CODE),
-            "trace_err": Fact(err, CODE)}
+            "trace_err": Fact(err, CODE, units.power_of_ten)}
 
 
 # --- exactness ------------------------------------------------------------------------------------------------
@@ -121,7 +121,8 @@ def exactness_table():
 def _exact_facts() -> dict:
     errors = _errors()
     return {"exact_n": EXACT_N, "exact_bq": EXACT_TILES[0], "exact_bk": EXACT_TILES[1],
-            "exact_err_full": Fact(errors[False], CODE), "exact_err_causal": Fact(errors[True], CODE)}
+            "exact_err_full": Fact(errors[False], CODE, units.power_of_ten),
+            "exact_err_causal": Fact(errors[True], CODE, units.power_of_ten)}
 
 
 # --- counting the bytes ---------------------------------------------------------------------------------------

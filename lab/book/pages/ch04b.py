@@ -248,9 +248,11 @@ def _check() -> tuple[dict, ...]:
 
 def _check_facts() -> dict:
     where = "lab.measure.attention.backward on the machine that built the page, against fp64 autograd"
-    return {"check_worst": Fact(max(r["worst share of largest"] for r in _check()), where, "{:.1e}"),
+    return {"check_worst": Fact(max(r["worst share of largest"] for r in _check()), where, power_of_ten),
             "check_tolerance": Fact(kernels.GRAD_TOLERANCE[torch.float32], "lab.measure.attention.backward."
-                                    "GRAD_TOLERANCE", "{:.0e}")}
+                                    "GRAD_TOLERANCE", power_of_ten),
+            "check_tolerance_bf16": Fact(kernels.GRAD_TOLERANCE[torch.bfloat16], "lab.measure.attention.backward."
+                                         "GRAD_TOLERANCE", power_of_ten)}
 
 
 def cpu_check():

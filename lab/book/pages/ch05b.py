@@ -185,9 +185,10 @@ def _mask_facts() -> dict:
 def _check_facts() -> dict:
     worst = _paged_errors()
     return {"paged_interp_worst": Fact(max(worst["by page size"].values()), "triton_paged_decode on the machine that "
-                                       "built the page", ".1e"),
-            "interp_vs_contiguous": Fact(worst["vs contiguous"], "triton_paged_decode vs split_kv_tuned", ".1e"),
-            "flex_cpu_worst": Fact(max(_mask_errors().values()), "flex_masks on CPU", ".1e")}
+                                       "built the page", power_of_ten),
+            "interp_vs_contiguous": Fact(worst["vs contiguous"], "triton_paged_decode vs split_kv_tuned",
+                                         power_of_ten),
+            "flex_cpu_worst": Fact(max(_mask_errors().values()), "flex_masks on CPU", power_of_ten)}
 
 
 @functools.cache
