@@ -14,7 +14,7 @@ Glue names other pages take from here (the interview page, the course kit): ``bw
 ``bwd_vs_cudnn_16k`` (our backward's speed against SDPA-flash and cuDNN at 16k), ``bwd_ms_ours_16k``,
 ``bwd_ms_flash_16k``, ``bwd_ms_cudnn_16k``, ``bwd_tflops_*_16k``, ``bwd_ratio_*_16k`` (backward / forward),
 ``ctr_dkdv_tensor``, ``ctr_dq_tensor``, ``ctr_cudnn_tensor``, ``ctr_flash_tensor`` (tensor-pipe busy shares),
-``ctr_tuned_dram_gb``, ``ctr_cudnn_dram_gb``, ``p_gb_16k``, ``p_traffic_ms_16k``, ``recompute_ms_16k``,
+``ctr_ours_dram_gb``, ``ctr_cudnn_dram_gb``, ``p_gb_16k``, ``p_traffic_ms_16k``, ``recompute_ms_16k``,
 ``recompute_intensity``, ``p_model_tb_32k``, ``lse_model_mb_32k``.
 """
 
