@@ -177,3 +177,32 @@ def decode_errors(decode, n_k: int = 300, splits=(1, 3, 7), dtype=None, device: 
     exact = attention_torch(q.double(), k.double(), v.double(), compute_dtype=torch.float64)
     return {f"{pieces} piece{'s' if pieces > 1 else ''}": (decode(q, k, v, pieces).double() - exact).abs().max().item()
             for pieces in splits}
+
+
+def paged_varlen_attention_torch(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale: float | None = None,
+                                 *, compute_dtype=None):
+    """The same for a server's batch: packed queries of many sequences over a paged KV cache (vLLM's layout).
+
+    ``q`` is (total query tokens, q_heads, d), sequence ``b``'s queries being rows ``cu_seqlens_q[b] ..
+    cu_seqlens_q[b + 1]``; ``k_cache``, ``v_cache`` are (num_pages, page_size, kv_heads, d), token ``t`` of
+    sequence ``b`` at row ``t % page_size`` of page ``block_table[b, t // page_size]``; ``seq_lens[b]`` counts
+    its keys, the cached prefix and the new queries together. Each sequence's pages are gathered into one
+    contiguous K and V and run through :func:`attention_torch` with its causal mask aligned to the end of the
+    keys (bottom-right): query ``i`` of a chunk of ``q_len`` sees keys ``0 .. seq_len - q_len + i``.
+    Returns the packed output, q's shape and dtype.
+    """
+    import torch
+
+    out = torch.empty_like(q)
+    page_size = k_cache.shape[1]
+    starts = cu_seqlens_q.tolist()
+    for b, n_k in enumerate(seq_lens.tolist()):
+        start, stop = starts[b], starts[b + 1]
+        if stop == start:
+            continue
+        pages = block_table[b, : -(-n_k // page_size)].long()
+        # (pages, page_size, kv_heads, d) -> (1, kv_heads, n_k, d)
+        k, v = (cache[pages].flatten(0, 1)[:n_k].transpose(0, 1)[None] for cache in (k_cache, v_cache))
+        out[start:stop] = attention_torch(q[start:stop].transpose(0, 1)[None], k, v, causal=True, scale=scale,
+                                          compute_dtype=compute_dtype)[0].transpose(0, 1)
+    return out
