@@ -160,18 +160,23 @@ def check_prefill_inputs(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tabl
             raise LabError(f"{name} must have a contiguous last dimension")
     if not interpreting() and not q.is_cuda:
         raise LabError("tensors must be on the GPU (or run without a GPU, where Triton's interpreter is used)")
-    if not read_lengths:
-        return None
+    return check_lengths(q.shape[0], cu_seqlens_q, seq_lens, block_table.shape[1] * page_size) if read_lengths \
+        else None
+
+
+def check_lengths(tokens: int, cu_seqlens_q, seq_lens, capacity: int) -> int:
+    """Refuse lengths the batch cannot have (read back to the host): the chunks must tile the ``tokens`` packed
+    queries, and each sequence hold its chunk and fit its block table (``capacity`` keys). Returns the longest chunk."""
     starts, lengths = cu_seqlens_q.tolist(), seq_lens.tolist()
-    if starts[0] != 0 or starts[-1] != q.shape[0]:
-        raise LabError(f"cu_seqlens_q must run from 0 to the {q.shape[0]} query tokens; got {starts[0]} .. {starts[-1]}")
+    if starts[0] != 0 or starts[-1] != tokens:
+        raise LabError(f"cu_seqlens_q must run from 0 to the {tokens} query tokens; got {starts[0]} .. {starts[-1]}")
     for b, n_k in enumerate(lengths):
         q_len = starts[b + 1] - starts[b]
-        if q_len < 0 or n_k < q_len or n_k > block_table.shape[1] * page_size:
+        if q_len < 0 or n_k < q_len or n_k > capacity:
             raise LabError(f"sequence {b}: {q_len} new queries over seq_lens {n_k} keys; seq_lens counts the cached "
                            f"prefix and the new tokens, so it must lie in {max(q_len, 0)} .. max_pages x page_size = "
-                           f"{block_table.shape[1] * page_size}")
-    return max((stop - start for start, stop in zip(starts, starts[1:])), default=0)
+                           f"{capacity}")
+    return max((stop - start for start, stop in zip(starts, starts[1:], strict=False)), default=0)
 
 
 def paged_prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scale: float | None = None,
@@ -212,7 +217,7 @@ def paged_batch(q_lens, prefix_lens, q_heads: int = 4, kv_heads: int = 2, head_d
     if len(q_lens) != len(prefix_lens):
         raise LabError(f"one prefix length per chunk; got {len(q_lens)} chunks and {len(prefix_lens)} prefixes")
     gen = torch.Generator(device=device).manual_seed(seed)
-    seq_lens = [prefix + q_len for prefix, q_len in zip(prefix_lens, q_lens)]
+    seq_lens = [prefix + q_len for prefix, q_len in zip(prefix_lens, q_lens, strict=True)]
     k, v = (torch.randn(len(q_lens), kv_heads, max(seq_lens), head_dim, generator=gen, device=device).to(dtype)
             for _ in range(2))
     q = torch.randn(sum(q_lens), q_heads, head_dim, generator=gen, device=device).to(dtype)
