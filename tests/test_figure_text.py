@@ -10,6 +10,9 @@ import matplotlib.pyplot as plt
 import pytest
 
 from lab.book.plots import MIN_TEXT_PX, PHONE_COLUMN_PX, PNG_TEXT_KEY, figure, min_font_pt
+from lab.book.plots.roofline import plot_roofline
+from lab.results.hardware import device
+from lab.results.roofline import Kernel, datasheet_roof
 
 
 def png_text(data: bytes) -> dict[str, str]:
@@ -109,3 +112,13 @@ def test_the_png_says_what_the_figure_shows():
         "Chart. Panel 'prefill': time to first token (s) against prompt length (tokens); series: FLASH_ATTN, "
         "n^2 term. GPU time (ms) for FlashAttention, FlexAttention. Source: NVIDIA A10G, vLLM 0.11.0")
     assert png_alt(b"not a png") is None
+
+
+def test_roofline_legend_writes_intensities_as_the_prose_does():
+    """Thousands separators, never the exponent form (2.12e+03) the legend once showed beside the prose's 2,115."""
+    kernels = [Kernel("matmuls", 2115.0 * 1e6, 1e6), Kernel("softmax", 0.625 * 1e6, 1e6)]
+    ax = plot_roofline(datasheet_roof(device("H100-SXM"), "bf16"), kernels)
+    texts = [t.get_text().replace("\n", " ") for t in ax.get_legend().get_texts()]
+    plt.close(ax.figure)
+    assert any("2,115 FLOP/B" in t for t in texts) and any("0.625 FLOP/B" in t for t in texts), texts
+    assert not any("e+" in t for t in texts), texts

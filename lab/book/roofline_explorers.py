@@ -124,7 +124,8 @@ def roofline_view(length: int, gpu: str, dtype: str) -> View:
                              kind="points"))  # a colour of its own, not the model's blue
     readouts = [
         Readout("ridge", "ridge point of this GPU and dtype", r.ridge, "FLOP/B", ".0f"),
-        Readout("ai_mlp", "MLP matmul intensity", kernels["MLP matmul"].intensity, "FLOP/B", ",.0f"),
+        Readout("ai_mlp", "one MLP matmul alone (tokens × hidden → intermediate), intensity",
+                kernels["MLP matmul"].intensity, "FLOP/B", ",.0f"),
         Readout("ai_softmax", "naive softmax intensity", kernels["naive softmax"].intensity, "FLOP/B", ".3g"),
         Readout("ai_naive", "naive attention intensity (one layer)", kernels["naive attention"].intensity, "FLOP/B", ".3g"),
         Readout("ai_compulsory", "flash attention, compulsory bytes (Q, K, V, O once)", compulsory.intensity,

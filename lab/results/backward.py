@@ -137,11 +137,13 @@ def recompute_intensity(head_dim: int = HEAD_DIM, bytes_per_element: int = 2) ->
 
 
 def training_memory(n: int, shape: ModelShape, batch: int = 1) -> dict:
-    """Bytes kept from the forward to the backward for the attention probabilities at ``n`` tokens: ``p_bf16`` and
-    ``p_fp32`` (P dense, n x n per query head, as an unfused softmax saves it), ``lse`` (one fp32 per query row,
-    what FlashAttention keeps instead), each ``per_head_layer`` and over the model (``model``: every layer and
-    query head, times ``batch``)."""
+    """Bytes kept from the forward to the backward for the attention probabilities at ``n`` tokens of causal
+    attention: ``p_bf16`` and ``p_fp32`` (P's causal half, the pairs the mask keeps, the least a causal backward
+    that stores P must keep: the same count :func:`stored_p` moves), ``lse`` (one fp32 per query row, what
+    FlashAttention keeps instead), each ``per_head_layer`` and over the model (``model``: every layer and query
+    head, times ``batch``)."""
     n, batch = positive_int("n", n), positive_int("batch", batch)
-    per = {"p_bf16": 2 * n * n, "p_fp32": 4 * n * n, "lse": 4 * n}
+    pairs = iomodel.kept_pairs(n, n, True)
+    per = {"p_bf16": 2 * pairs, "p_fp32": 4 * pairs, "lse": 4 * n}
     heads = shape.layers * shape.q_heads * batch
     return {"per_head_layer": per, "model": {key: value * heads for key, value in per.items()}}

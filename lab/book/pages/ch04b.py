@@ -43,7 +43,7 @@ LONG = 32768                 # the longest the race timed, and the length of the
 RACED = ("ours", "sdpa-flash", "sdpa-cudnn")   # the backward race's kernels the chapter quotes
 MODEL = qwen25_7b()
 H200 = device("H200-SXM")
-MEMORY = "lab.results.backward.training_memory (Qwen2.5-7B: 28 layers x 28 query heads, batch 1)"
+MEMORY = "lab.results.backward.training_memory (causal half, Qwen2.5-7B: 28 layers x 28 query heads, batch 1)"
 IO = "lab.results.backward.stored_p (causal, 28 query / 4 KV heads, d=128, bf16)"
 
 # --- the quantities chapter 4b teaches ---------------------------------------------------------------
@@ -203,10 +203,10 @@ def _memory_facts() -> dict:
     long = backward.training_memory(LONG, MODEL)
     per, model = long["per_head_layer"], long["model"]
     return {
-        "p_head_gib_32k": Fact(per["p_bf16"] / 2**30, MEMORY, "{:.0f} GiB"),
-        "p32_head_gib_32k": Fact(per["p_fp32"] / 2**30, MEMORY, "{:.0f} GiB"),
+        "p_head_gib_32k": Fact(per["p_bf16"] / 2**30, MEMORY, "{:.1f} GiB"),
+        "p32_head_gib_32k": Fact(per["p_fp32"] / 2**30, MEMORY, "{:.1f} GiB"),
         "lse_head_kib_32k": Fact(per["lse"] / 2**10, MEMORY, "{:.0f} KiB"),
-        "p_model_tb_32k": Fact(model["p_bf16"] / 1e12, MEMORY, "{:.1f} TB"),
+        "p_model_tb_32k": Fact(model["p_bf16"] / 1e12, MEMORY, "{:.2f} TB"),
         "lse_model_mb_32k": Fact(model["lse"] / 1e6, MEMORY, "{:.0f} MB"),
         "h200_memory_gb": Fact(H200.memory_bytes / 1e9, "datasheet: lab.results.hardware (H200-SXM)", "{:.0f} GB"),
         "model_heads": Fact(MODEL.layers * MODEL.q_heads, MEMORY, "{:d}"),
@@ -266,7 +266,7 @@ def cpu_check():
 # --- the race ----------------------------------------------------------------------------------------
 
 def race_figure():
-    """Backward TFLOP/s against length, one line per kernel (FA4 absent: not installed on the box)."""
+    """Backward TFLOP/s against length, one line per kernel (FA4 was not part of this race)."""
     fig, ax = figure()
     table = _race()
     for candidate in RACED:
@@ -317,27 +317,29 @@ def io_table():
     rows = []
     for n in sorted(set(_race().n)):
         io = backward.stored_p(n)
-        rows.append({"tokens": n, "P, one layer (GB)": io["p_bytes"] / 1e9,
+        rows.append({"tokens": n, "P causal half, one layer (GB)": io["p_bytes"] / 1e9,
                      "P written + read (ms at the bandwidth ceiling)": io["p_traffic"] / least * 1e3,
                      "rebuilding S instead (ms at the matmul rate)": io["recompute_flops"] / matmul * 1e3,
                      "least a recomputing backward moves (GB)": io["recompute"] / 1e9})
     return pd.DataFrame(rows).style.hide(axis="index").format(
-        {"tokens": "{:,}", "P, one layer (GB)": "{:.2f}", "P written + read (ms at the bandwidth ceiling)": "{:.2f}",
+        {"tokens": "{:,}", "P causal half, one layer (GB)": "{:.2f}", "P written + read (ms at the bandwidth ceiling)": "{:.2f}",
          "rebuilding S instead (ms at the matmul rate)": "{:.2f}", "least a recomputing backward moves (GB)": "{:.3f}"})
 
 
 def memory_table():
-    """What the backward needs kept from the forward, per head per layer and over Qwen2.5-7B, P against the LSE."""
+    """What the backward needs kept from the forward, per head per layer and over Qwen2.5-7B, P (its causal half,
+    as the IO table counts it) against the LSE."""
     rows = []
     for n in (4096, 16384, 32768, 131072):
         m = backward.training_memory(n, MODEL)
-        rows.append({"tokens": n, "P bf16, one head, one layer (GiB)": m["per_head_layer"]["p_bf16"] / 2**30,
-                     "P fp32, one head, one layer (GiB)": m["per_head_layer"]["p_fp32"] / 2**30,
-                     "P bf16, whole model (GB)": m["model"]["p_bf16"] / 1e9,
+        rows.append({"tokens": n, "P causal half bf16, one head, one layer (GiB)": m["per_head_layer"]["p_bf16"] / 2**30,
+                     "P causal half fp32, one head, one layer (GiB)": m["per_head_layer"]["p_fp32"] / 2**30,
+                     "P causal half bf16, whole model (GB)": m["model"]["p_bf16"] / 1e9,
                      "log-sum-exp, whole model (MB)": m["model"]["lse"] / 1e6})
     return pd.DataFrame(rows).style.hide(axis="index").format(
-        {"tokens": "{:,}", "P bf16, one head, one layer (GiB)": "{:.3f}", "P fp32, one head, one layer (GiB)": "{:.3f}",
-         "P bf16, whole model (GB)": "{:,.0f}", "log-sum-exp, whole model (MB)": "{:.1f}"})
+        {"tokens": "{:,}", "P causal half bf16, one head, one layer (GiB)": "{:.3f}",
+         "P causal half fp32, one head, one layer (GiB)": "{:.3f}", "P causal half bf16, whole model (GB)": "{:,.0f}",
+         "log-sum-exp, whole model (MB)": "{:.1f}"})
 
 
 def explorer():

@@ -39,6 +39,7 @@ from lab.results.units import power_of_ten
 MODEL = qwen25_7b()
 H200 = device("H200-SXM")
 CONTEXT = 32768                         # the cached context the chapter's arithmetic and its table use
+SHORT = 2048                            # a short context, where launching from Python is most of a decode step
 BATCHES = (1, 16)
 DECODE_COLUMNS = ("candidate", "batch", "n", "status", "ms", "ms_eager", "gbps")
 #: The candidates the chapter quotes at 32k (glue names by lab.names.key).
@@ -73,6 +74,9 @@ DECODE_US = Quantity("h200.decode.time", "one layer's decode attention (one new 
                      run=RECORD, file="decode.csv", unit="us")
 DECODE_EAGER_US = Quantity("h200.decode.time_eager", "the same decode step launched from Python (do_bench median, "
                            "L2 flushed): the host's launch work included", run=RECORD, file="decode.csv", unit="us")
+FIRST_LENGTH = Quantity("h200.decode.first_length", "the shortest cached context the kernel benchmark timed decode at, "
+                        "its first decode shape (lengths are timed in ascending order)", run=RECORD, file="decode.csv",
+                        unit="tokens")
 _ROWS = dict(run=decode_rows.RUNS[0], file="rows.csv")
 ROWS_LAST_FLAT = Quantity("h200.decode_rows.last_flat", "the most query rows per KV head at which a candidate's decode "
                           "step (batch 8 × 32k, 4 KV heads) stays within lab.results.decode_rows.FLAT of its fastest",
@@ -170,9 +174,35 @@ def _bench_facts() -> dict:
             facts[f"d_{key(candidate)}_b{batch}_us"] = DECODE_US.fact(1e3 * float(_bench_row(candidate, batch, CONTEXT).ms),
                                                            candidate, batch, CONTEXT)
             facts[f"d_{key(candidate)}_b{batch}_pct"] = decode_share(candidate, batch, CONTEXT)
-    short = _bench_row("ours-tuned", 1, 1024)
-    return facts | {"d_tuned_1k_graph_us": DECODE_US.fact(1e3 * float(short.ms), "ours-tuned", 1, 1024),
-                    "d_tuned_1k_eager_us": DECODE_EAGER_US.fact(1e3 * float(short.ms_eager), "ours-tuned", 1, 1024)}
+    return facts | _launch_facts()
+
+
+def _launch_facts() -> dict:
+    """The tuned kernel at batch 1 replayed from a graph against launched from Python: at SHORT, over the lengths
+    after the first, and at the first decode shape the run timed (the smallest length), where every kernel's
+    Python-launched time stands apart from the next length's."""
+    table = _bench()[1]
+    one = table[(table.batch == 1) & (table.status == "ok")]
+    first, second = sorted(set(one.n))[:2]
+    tuned = one[one.candidate == "ours-tuned"].set_index("n").sort_index()
+    later = tuned[tuned.index > first]
+    short = tuned.loc[SHORT]
+    eager = one.pivot(index="candidate", columns="n", values="ms_eager")
+    slower = int((eager[first] > eager[second]).sum())
+    us = lambda quantity, ms, n: quantity.fact(1e3 * float(ms), "ours-tuned", 1, n)  # noqa: E731
+    lengths = f"{later.index.min()}-{later.index.max()}"
+    return {"d_short_n": Fact(SHORT, "lab.book.pages.ch05.SHORT"),
+            "d_tuned_short_graph_us": us(DECODE_US, short.ms, SHORT),
+            "d_tuned_short_eager_us": us(DECODE_EAGER_US, short.ms_eager, SHORT),
+            "d_tuned_later_eager_min_us": us(DECODE_EAGER_US, later.ms_eager.min(), lengths),
+            "d_tuned_later_eager_max_us": us(DECODE_EAGER_US, later.ms_eager.max(), lengths),
+            "d_tuned_later_graph_min_us": us(DECODE_US, later.ms.min(), lengths),
+            "d_tuned_later_graph_max_us": us(DECODE_US, later.ms.max(), lengths),
+            "d_first_n": FIRST_LENGTH.fact(int(first), 1),
+            "d_tuned_first_eager_us": us(DECODE_EAGER_US, tuned.loc[first].ms_eager, first),
+            "d_first_slower": Fact(f"all {slower}" if slower == len(eager) else f"{slower} of the {len(eager)}",
+                                   f"data/{RECORD}/decode.csv: kernels slower launched from Python at the first length "
+                                   "than at the next, of those timed at batch 1")}
 
 
 @functools.cache

@@ -26,6 +26,12 @@ def _intensity_range(roofs, kernels) -> tuple[float, float]:
     return min(points + [1.0]) / 3, max(points + [1e3]) * 3
 
 
+def intensity_text(intensity: float) -> str:
+    """An intensity as the prose writes it: whole FLOP/B with thousands separators from 100 up, three significant
+    digits below (no exponent form: 2,115, not 2.12e+03)."""
+    return f"{intensity:,.0f}" if intensity >= 100 else f"{intensity:.3g}"
+
+
 def plot_roofline(roofs: Roof | list[Roof], kernels: list[Kernel] = (), source: str = "", ax=None,
                   title: str | None = None):
     """Log-log roofline: attainable FLOP/s vs arithmetic intensity; kernels as labelled points on the first roof.
@@ -55,7 +61,7 @@ def plot_roofline(roofs: Roof | list[Roof], kernels: list[Kernel] = (), source: 
     colors = distinct_colors([k.name for k in finite], fixed={r.name: color(r.name) for r in roofs})
     for i, k in enumerate(sorted(finite, key=lambda k: k.intensity)):
         kind = k.bound(main)
-        label = f"{k.name}: {k.intensity:,.3g} FLOP/B, {kind}-bound"
+        label = f"{k.name}: {intensity_text(k.intensity)} FLOP/B, {kind}-bound"
         handle, = ax.plot([k.intensity], [main.attainable(k.intensity)], markers[i % len(markers)], ms=7,
                           color=colors[k.name], mec="black", mew=0.6,
                           label=wrap_to_width(label, small, WIDTH_IN - 0.8))
