@@ -53,7 +53,7 @@ def race_table():
                           **{f"{length_key(n)}, ms": raced[f"ms_{n}"] for n in lengths},
                           "speed vs FA3, 32k": raced.vs_32768})
     formats = {column: "{:.2f}" for column in table.columns if column != "kernel"}
-    return _styled(table, formats, f"The race of record (data/{RACE}): median of interleaved rounds, one process",
+    return _styled(table, formats, f"The race (data/{RACE}): median of interleaved rounds, one process",
                    na="failed")
 
 
