@@ -22,8 +22,8 @@ def _measured(*names: str) -> bool:
 
 
 def questions() -> list[Question]:
-    fits = _cite(b_flash=("a10g_fa_b", ".1f"), b_flex=("a10g_flex_b", ".1f"), c_flash=("a10g_fa_c", ".1f"),
-                 c_flex=("a10g_flex_c", ".1f"), c_ratio=("a10g_c_ratio", ".1f"))
+    fits = _cite(b_flash=("a10g_fa_b", ".1f"), b_flex=("a10g_flex_b", ".1f"), c_flash=("a10g_fa_c", ",.0f"),
+                 c_flex=("a10g_flex_c", ",.0f"), c_ratio=("a10g_c_ratio", ".1f"))
     itl = _cite(two_k=("a10g_two_k_len", "d"), long=("a10g_fa_long_len", "d"), flash_2k=("a10g_fa_itl_2k", ".1f"),
                 flex_2k=("a10g_flex_itl_2k", ".1f"), flash_long=("a10g_fa_itl_long", ".1f"),
                 flex_long=("a10g_flex_itl_long", ".1f"), gap_2k=("itl_gap_2k", ".1f"), gap_long=("itl_gap_long", ".1f"))
