@@ -23,7 +23,7 @@ INTER = DATA / "h200" / "vllm0.26-qwen2.5-7b-interference"
 ARM_DIRS = {"fa3": "flash_attn-fa3", "flex": "flex_attention", "triton": "triton_attn"}
 #: Facts that hold without any measurement: the SLO, model shapes, lab's constants, a format's range.
 ALWAYS = {"slo_ttft_ms", "slo_tpot_ms", "fp8_context", "kv_token_bf16", "kv_token_fp8",
-          "fp8_e4m3_max"}  # the rules and constants, not measurements
+          "fp8_e4m3_max", "bm_steady_gaps"}  # the rules and constants, not measurements
 
 CURVE_POINTS = 6  # the load study's Poisson rates per backend
 

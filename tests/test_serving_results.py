@@ -193,5 +193,5 @@ def test_chapter_facts_fill_in_when_the_data_lands(tmp_path):
     assert text("flexdec_b1_tiles16_x") == "3.00×" and text("flexdec_b1_flex_pad8_programs") == "264"
     assert text("flexdec_b1_pad8_combine") == "1" and text("vllm_flex_decode_programs") == "28"
     assert text("flexdec_b1_flex_default_pct") == f"{100 * 4000e9 / ceiling('H200-SXM'):.1f}%"
-    assert present["flexdec_status"].value.endswith(f"({present['flexdec_status'].source})")
+    assert present["flexdec_status"].value.endswith(f", {present['flexdec_status'].source}")
     assert text("values_matmul_max_pct") == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"

@@ -70,8 +70,9 @@ def summarize_trial(record: dict, arm: str, chunk: int | None, source: str) -> T
         after += [g for t, g in own if t > ttft]
     if not (steady and during and after):
         return None
-    return TrialSummary(arm, chunk, record["decoders"], record["long_len"], ttft, statistics.median(steady),
-                        statistics.median(during), max(during), statistics.median(after), len(during), source)
+    return TrialSummary(arm, chunk, record["decoders"], record["long_len"], ttft,
+                        statistics.median(steady), statistics.median(during), max(during),
+                        statistics.median(after), len(during), source)
 
 
 def read_trials(root: Path = DATA_DIR / "h200", study: str = STUDY) -> list[TrialSummary]:

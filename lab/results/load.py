@@ -158,9 +158,12 @@ def point_goodputs(row: dict, slos) -> dict[tuple, float]:
 def highest_rate_meeting(rows: list[dict], limits_ms: dict[str, float], percentile: int = 99) -> float | None:
     """The highest Poisson rate measured whose p<percentile> of every metric in ``limits_ms`` (``{"ttft": 500,
     "tpot": 50}``) is within its limit (None: no measured rate is)."""
-    ok = [r["rate"] for r in poisson_points(rows)
-          if all(r[f"p{percentile}_{metric}_ms"] <= limit for metric, limit in limits_ms.items())]
-    return max(ok) if ok else None
+    def meets(row: dict) -> bool:
+        return all(row[f"p{percentile}_{metric}_ms"] <= limit
+                   for metric, limit in limits_ms.items())
+
+    rates = [row["rate"] for row in poisson_points(rows) if meets(row)]
+    return max(rates) if rates else None
 
 
 def in_flight(row: dict) -> float | None:

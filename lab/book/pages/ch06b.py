@@ -48,8 +48,9 @@ LONG_CONTEXT = 32768
 #: second case it names (32 decoders, the shorter prompt).
 CHUNKS = (2048, 8192)
 SLO_SRC = "lab.book.pages.ch06b.SLO"
-#: The method appendix's settings the interview quotes from this page (lab.book.pages.busy_method).
-QUOTED_SETTINGS = ("bm_input_len", "bm_output_len", "bm_chunk", "bm_inter_ctx_lo", "bm_inter_ctx_hi")
+#: The method appendix's settings the interview quotes from this page (lab.book.pages.busy_method), and the steady
+#: window's length, which this page's prose names beside summarize_trial.
+QUOTED_SETTINGS = ("bm_input_len", "bm_output_len", "bm_chunk", "bm_inter_ctx_lo", "bm_inter_ctx_hi", "bm_steady_gaps")
 
 # --- the quantities chapter 6b teaches ---------------------------------------------------------------------
 _LOAD = dict(run=LOAD_RUN, file=WORKLOAD)
@@ -407,7 +408,8 @@ def _e4m3_max() -> float:
 
 
 def method_settings(root: Path = DATA_DIR) -> dict:
-    """The method appendix's settings the interview's answers quote (that page builds after the interview)."""
+    """The method appendix's settings the interview's answers and this page's prose quote (that page builds after
+    the interview)."""
     return {name: fact for name, fact in method_facts(root).items() if name in QUOTED_SETTINGS}
 
 

@@ -53,7 +53,7 @@ TAKEN = {
         "kc_n", "kc_fa3_xu", *(f"kc_{key}_{end}" for key in ("rate_pct", "read_over_compulsory", "tensor_pct")
                                for end in ("min", "max"))),
     "book/04-flashattention-triton": (
-        # the race of record (data/h200/kernels-race): Flex, cuDNN and our kernel against FA3
+        # chapter 4's race (data/h200/kernels-race): Flex, cuDNN and our kernel against FA3
         "race_flex_vs_fa3_16k", "race_cudnn_vs_fa3_16k", "race_tuned_vs_fa3_16k", "race_tuned_vs_fa3_32k",
         "h200_peak_tf",
         # the ablation of record (data/h200/kernels-ablation), steps 1-6 at 16k, as chapter 4's table

@@ -22,8 +22,8 @@ def _measured(*names: str) -> bool:
 
 
 def questions() -> list[Question]:
-    fits = _cite(b_flash=("a10g_fa_b", ".1f"), b_flex=("a10g_flex_b", ".1f"), c_flash=("a10g_fa_c", ".1f"),
-                 c_flex=("a10g_flex_c", ".1f"), c_ratio=("a10g_c_ratio", ".1f"))
+    fits = _cite(b_flash=("a10g_fa_b", ".1f"), b_flex=("a10g_flex_b", ".1f"), c_flash=("a10g_fa_c", ",.0f"),
+                 c_flex=("a10g_flex_c", ",.0f"), c_ratio=("a10g_c_ratio", ".1f"))
     itl = _cite(two_k=("a10g_two_k_len", "d"), long=("a10g_fa_long_len", "d"), flash_2k=("a10g_fa_itl_2k", ".1f"),
                 flex_2k=("a10g_flex_itl_2k", ".1f"), flash_long=("a10g_fa_itl_long", ".1f"),
                 flex_long=("a10g_flex_itl_long", ".1f"), gap_2k=("itl_gap_2k", ".1f"), gap_long=("itl_gap_long", ".1f"))
@@ -209,16 +209,17 @@ def _batch_questions() -> list[Question]:
 
 
 def _mask_questions() -> list[Question]:
-    """Flex on plain causal attention against SDPA's fastest backend there (cuDNN, is_causal=True, race of record),
+    """Flex on plain causal attention against SDPA's fastest backend there (cuDNN, is_causal=True, chapter 4's race),
     and Flex's window mask against the SDPA backend that takes it as a dense mask (the mask study)."""
     if not _measured("window_flex_ms", "window_sdpa_ms"):
         return []
     return [Question(
         "On the H200 at {n} tokens, FlexAttention took {flex_causal} ms on plain causal attention, and SDPA's fastest "
-        "backend there, cuDNN with is_causal=True, {cudnn_causal} ms: Flex ran at {speed}× cuDNN's speed (both in "
-        "the prefill race of record). With a causal window of {w} tokens Flex took {flex_window} ms against "
+        "backend there, cuDNN with is_causal=True, {cudnn_causal} ms: Flex ran at {speed}× cuDNN's speed (both timed "
+        "in chapter 4's race). With a causal window of {w} tokens Flex took {flex_window} ms against "
         "{sdpa_window} ms for the fastest SDPA backend that accepts that mask ({window_impl}, a dense boolean mask; "
-        "the mask study's own run). Where does Flex's large win on the window come from?",
+        "both timed in chapter 5b's mask study, whose plain causal row gave cuDNN a dense mask too, hence the causal "
+        "pair from chapter 4's race). Where does Flex's large win on the window come from?",
         ["Its BlockMask skips the blocks the mask empties; a dense mask visits all",
          "Flex computes its scores in a lower precision than any of SDPA's backends",
          "SDPA recompiles its kernel on every call, while Flex is compiled only once",

@@ -50,7 +50,7 @@ def flex_arm_facts(root: Path = DATA_DIR) -> dict:
            "vllm_flex_step_ms": VLLM_STEP_MS.fact(vllm.decode_ms_per_step, vllm.tokens, fmt="{:.0f} ms"),
            "vllm_flex_prefill_tflops": VLLM_PREFILL_TFLOPS.fact(vllm.prefill_tflops, FLEX, vllm.tokens, fmt=".0f"),
            "vllm_fa3_prefill_tflops": VLLM_PREFILL_TFLOPS.fact(fa3.prefill_tflops, FA3, vllm.tokens, fmt=".0f"),
-           "flexdec_status": Fact(f"measured on the {dec.gpu} ({dec.source})" if dec else None, DEC_MS.source),
+           "flexdec_status": Fact(f"measured on the {dec.gpu}, {dec.source}" if dec else None, DEC_MS.source),
            "flexdec_decode_n": DEC_LENGTH.fact(dec.length("decode") if dec else None, "decode", fmt=",d"),
            "flexdec_prefill_n": DEC_LENGTH.fact(dec.length("prefill") if dec else None, "prefill", fmt=",d"),
            "flexdec_pow2_checked": Fact({True: "does", False: "does not"}.get(dec.torch_checks_power_of_two() if dec else None),
@@ -102,16 +102,21 @@ def _factor(dec, phase: str, batch: int, slow: str, fast: str, fmt: str) -> Fact
     return (dec.factor_fact(phase, batch, slow, fast) if dec else Fact(None, DEC_MS.source)).shown_as("{:" + fmt + "}×")
 
 
+def _grid_text(grid) -> str:
+    """A launch grid as prose writes it: "512 × 1 × 28"."""
+    return " × ".join(f"{size:,}" for size in grid)
+
+
 def _vllm_flex_kernels() -> dict:
     """vLLM's own Flex kernel in the 28k windows: its grid, and the query rows per program it implies."""
     tokens = flexdec.VLLM_WINDOW_TOKENS
     decode, prefill = flexdec.vllm_kernels(f"decode-{tokens}"), flexdec.vllm_kernels(f"prefill-{tokens}")
     main, chunk = (decode[0] if decode else None), (prefill[0] if prefill else None)  # most calls: the full chunks
     rows = report.chunk_size(sweep_table(), h200_study()) / chunk.grid[0] if chunk else None
-    return {"vllm_flex_decode_grid": Fact(list(main.grid) if main else None, VLLM_PROGRAMS.source),
+    return {"vllm_flex_decode_grid": Fact(_grid_text(main.grid) if main else None, VLLM_PROGRAMS.source),
             "vllm_flex_decode_programs": VLLM_PROGRAMS.fact(main.programs if main else None, "decode", fmt="d"),
             "vllm_flex_decode_kernel_ms": VLLM_KERNEL_MS.fact(main.ms_per_call if main else None, fmt="{:.2f} ms"),
-            "vllm_flex_prefill_grid": Fact(list(chunk.grid) if chunk else None, VLLM_PROGRAMS.source),
+            "vllm_flex_prefill_grid": Fact(_grid_text(chunk.grid) if chunk else None, VLLM_PROGRAMS.source),
             "vllm_flex_prefill_rows": VLLM_ROWS.fact(rows, fmt=".0f")}
 
 

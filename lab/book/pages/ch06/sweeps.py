@@ -225,7 +225,7 @@ def itl_resolution_facts() -> dict:
 
 def values_facts(root: Path = DATA_DIR) -> dict:
     data = value_dependence.read(root)
-    out = {"values_status": Fact(f"measured ({data.source})" if data else None, VALUES_PCT.source)}
+    out = {"values_status": Fact(f"measured, {data.source}" if data else None, VALUES_PCT.source)}
     ops = data.ops() if data else []
     matmul = next((op for op in ops if "matmul" in op.lower() or "mm" in op.lower()), None)
     kernel = next((op for op in ops if op != matmul), None)  # the other op: our attention kernel

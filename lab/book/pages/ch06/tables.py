@@ -59,7 +59,7 @@ def fit_table():
         shown_fits = pd.DataFrame({
             "backend": fits["arm"], "a (s)": fits["a_s"].map(lambda v: f"{v:.3f}"),
             "b (µs/token), 95% CI": [f"{b:.1f} [{lo:.1f}, {hi:.1f}]" for b, lo, hi in zip(fits["b_us_per_token"], fits["b_lo"], fits["b_hi"], strict=True)],
-            "c (ps/token²), 95% CI": [f"{c:.0f} [{lo:.0f}, {hi:.0f}]" for c, lo, hi in zip(fits["c_ps_per_token2"], fits["c_lo"], fits["c_hi"], strict=True)],
+            "c (ps/token²), 95% CI": [f"{c:,.0f} [{lo:,.0f}, {hi:,.0f}]" for c, lo, hi in zip(fits["c_ps_per_token2"], fits["c_lo"], fits["c_hi"], strict=True)],
             "quad share @ 8k": fits["share_8192_pct"].map(lambda v: f"{v:.1f}%"),
             "quad share @ 32k": fits["share_32768_pct"].map(lambda v: f"{v:.1f}%"), "points": fits["points"]})
         shown_fits.insert(0, "GPU", report.study_label(sweep_table(), study))
