@@ -874,7 +874,42 @@ MAX_STICKY_SHARE = 0.4
 #: Cell text that reads as a number (aligned right); anything else is text (aligned left).
 _NUMBER = re.compile(r"^[−\-+~≈<>±]?\s*[\d.,  ]*\d(?:e[−\-+]?\d+)?\s*(?:%|×|[A-Za-zµ°/²·]{1,12})?(?:\s*[\[(][^\])]*[\])])?$")
 
-_TABLES = """() => [...document.querySelectorAll('.bd-article table:not(.lab-readouts)')].filter(t => t.offsetParent).map(t => {
+#: A word of a table cell that the browser wrapped inside itself (not after a hyphen, a dash or a slash, where
+#: a reader expects it): the cell was squeezed narrower than the word. Words are runs of text between
+#: spaces, line breaks, block elements and the <wbr>s shown at this width (lab.book.long_names' places to wrap).
+_BROKEN_WORD_IN = """function brokenWordIn(cell) {
+  if (!cell.getClientRects().length) return null;  // not drawn (a phone's link table hides its header row)
+  const words = [[]];
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT | NodeFilter.SHOW_ELEMENT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.nodeType === 1) {
+      const display = getComputedStyle(node).display;
+      if (node.tagName === 'BR' || (node.tagName === 'WBR' ? display !== 'none' : !display.startsWith('inline'))) words.push([]);
+      continue;
+    }
+    for (let i = 0; i < node.data.length; i++) {
+      if (/\\s/.test(node.data[i])) words.push([]);
+      else words[words.length - 1].push([node, i]);
+    }
+  }
+  const lineOf = ([node, i]) => {  // the vertical middle of one character as drawn
+    const range = document.createRange();
+    range.setStart(node, i); range.setEnd(node, i + 1);
+    const rect = [...range.getClientRects()].find(r => r.width > 0);
+    return rect ? rect.top + rect.height / 2 : null;
+  };
+  for (const word of words.filter(w => w.length > 1)) {
+    const text = word.map(([node, i]) => node.data[i]).join('');
+    const lines = word.map(lineOf);
+    const broken = lines.some((y, k) => k > 0 && y !== null && lines[k - 1] !== null && y > lines[k - 1] + 2
+                                       && !/[-\u2010\u2013\u2014\\/]/.test(text[k - 1]));
+    if (broken) return {word: text.slice(0, 40), cell: Math.round(cell.getBoundingClientRect().width)};
+  }
+  return null;
+}"""
+
+_TABLES = """() => { """ + _BROKEN_WORD_IN + """
+return [...document.querySelectorAll('.bd-article table:not(.lab-readouts)')].filter(t => t.offsetParent).map(t => {
   const sideways = t.scrollWidth > t.clientWidth + 2;
   const next = t.nextElementSibling;
   const hint = !!next && next.classList.contains('lab-scroll-hint') && next.getBoundingClientRect().height > 0
@@ -883,9 +918,11 @@ _TABLES = """() => [...document.querySelectorAll('.bd-article table:not(.lab-rea
   const sticky = first.length && getComputedStyle(first[0]).position === 'sticky';
   const widest = Math.max(0, ...first.map(c => c.getBoundingClientRect().width));
   const labels = [...t.querySelectorAll('tbody tr > :first-child')].map(c => [c.textContent.trim(), getComputedStyle(c).textAlign]);
+  // a cell squeezed narrower than one of its words wraps it letter by letter: the first such word, if any
+  const brokenWord = [...t.querySelectorAll('td, th')].map(brokenWordIn).find(w => w) || null;
   return {what: (t.querySelector('th, td') || t).textContent.trim().slice(0, 40), sideways, hint,
-          share: sticky ? widest / t.clientWidth : 0, labels};
-})"""
+          share: sticky ? widest / t.clientWidth : 0, labels, brokenWord};
+}); }"""
 
 
 def table_problems(tables: list[dict]) -> list[str]:
@@ -899,17 +936,22 @@ def table_problems(tables: list[dict]) -> list[str]:
         right = [text for text, align in t["labels"] if text and not _NUMBER.match(text) and align in ("right", "end")]
         if right:
             found.append(f"table {t['what']!r}: text row labels aligned right ({right[0][:30]!r})")
+        if t["brokenWord"]:
+            found.append(f"table {t['what']!r}: {t['brokenWord']['word']!r} wraps inside the word, "
+                         f"its cell squeezed to {t['brokenWord']['cell']} px")
     return found
 
 
 def test_table_problems_are_named():
-    wide = {"what": "kernel", "sideways": True, "hint": False, "share": 0.6, "labels": [["flash", "right"], ["1.5 ms", "right"]]}
-    assert len(table_problems([wide])) == 3
-    assert table_problems([{**wide, "hint": True, "share": 0.3, "labels": [["flash", "left"], ["2.0×", "right"]]}]) == []
+    wide = {"what": "kernel", "sideways": True, "hint": False, "share": 0.6, "labels": [["flash", "right"], ["1.5 ms", "right"]],
+            "brokenWord": {"word": "FlashAttention", "cell": 14}}
+    assert len(table_problems([wide])) == 4
+    assert table_problems([{**wide, "hint": True, "share": 0.3, "labels": [["flash", "left"], ["2.0×", "right"]],
+                            "brokenWord": None}]) == []
 
 
 @pytest.mark.slow
-def test_phone_tables_say_they_scroll_keep_a_narrow_first_column_and_text_left(browser_context, served_site):
+def test_phone_tables_say_they_scroll_keep_a_narrow_first_column_and_text_left_and_never_break_a_word(browser_context, served_site):
     base, html = served_site
     problems, sideways = [], 0
     for name in chapter_pages(html):
