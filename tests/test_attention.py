@@ -144,21 +144,17 @@ def test_tiled_traffic_hand_count():
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-import os  # noqa: E402
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from kernel_device import DEVICE, ON_GPU, TOLERANCE  # noqa: E402
 
 from lab.measure.attention import launch_policy, split_kv, split_kv_tuned, teaching, tuned  # noqa: E402
 from lab.measure.attention.exp_tricks import exp2_fma  # noqa: E402
 from lab.measure.attention.reference import attention_torch, decode_errors, max_errors  # noqa: E402
 from lab.measure.attention.switches import Switches  # noqa: E402
 
-ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
-DEVICE = "cuda" if ON_GPU else "cpu"
-# the interpreter's tl.dot is wrong for bf16, so bf16 is tested on a GPU only
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if ON_GPU else [])
-TOLERANCE = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 2e-2}
 gpu_only = pytest.mark.skipif(not ON_GPU, reason="needs a GPU (long shapes are too slow for the interpreter)")
 
 

@@ -17,13 +17,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from kernel_device import DEVICE, ON_GPU
 
 from lab import LabError
 from lab.measure.attention import backward
 from lab.measure.attention.reference import attention_flops, attention_gradients_torch, attention_torch
-
-ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
-DEVICE = "cuda" if ON_GPU else "cpu"
 
 
 def _inputs(batch, q_heads, kv_heads, n_q, n_k, d, dtype, seed):

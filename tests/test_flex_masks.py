@@ -1,7 +1,6 @@
 """FlexAttention masks and score_mods against the naive reference with the same dense boolean mask
 (FlexAttention uncompiled on CPU; compiled, bf16, on a GPU: marked gpu), and what a BlockMask skips."""
 
-import os
 import time
 
 import pytest
@@ -9,10 +8,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch.nn.attention.flex_attention")
 
+from kernel_device import ON_GPU  # noqa: E402
+
 from lab import LabError  # noqa: E402
 from lab.measure.attention import flex_masks as fm  # noqa: E402
-
-ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
 
 
 def _qkv(q_heads, kv_heads, n, d, dtype, device="cpu", seed=0):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from lab import LabError
@@ -51,9 +49,7 @@ def test_progress_lines_carry_the_elapsed_time_and_explain_the_first_call():
 
 def test_a_live_run_checks_and_times_through_the_bench():
     import torch
-
-    # the interpreter on CPU tensors; on a GPU box the compiled kernels (CPU tensors cannot reach them there)
-    on_gpu = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+    from kernel_device import ON_GPU as on_gpu  # the interpreter on CPU tensors; on a GPU box the compiled kernels
 
     made_up = iter([2.0, 1.0])
     lines = []

@@ -1,7 +1,6 @@
 """The paged split-KV decode kernel against the contiguous kernel and the naive reference (Triton's interpreter
 on CPU in fp32/fp16; bf16 at real sizes on a GPU, marked gpu), the paginate helper, and the benchmark's rows."""
 
-import os
 import time
 
 import pytest
@@ -9,15 +8,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from kernel_device import DEVICE, ON_GPU, TOLERANCE  # noqa: E402
+
 from lab import LabError  # noqa: E402
 from lab.measure import paged_bench  # noqa: E402
 from lab.measure.attention import split_kv_tuned, triton_paged_decode  # noqa: E402
 from lab.measure.attention.reference import attention_torch  # noqa: E402
 from lab.measure.attention.triton_paged_decode import paged_decode, paginate  # noqa: E402
 
-ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
-DEVICE = "cuda" if ON_GPU else "cpu"
-TOLERANCE = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 2e-2}
 needs_gpu = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
 
 

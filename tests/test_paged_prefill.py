@@ -2,21 +2,18 @@
 decode rows in one batch, GQA, page sizes smaller and larger than a key tile, shuffled pages (Triton's interpreter on
 CPU in fp32/fp16; bf16 at real sizes on a GPU, marked gpu), its one-line refusals, and planted bugs the check catches."""
 
-import os
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from kernel_device import DEVICE, ON_GPU, TOLERANCE  # noqa: E402
+
 from lab import LabError  # noqa: E402
 from lab.measure.attention import paged_prefill as pp  # noqa: E402
 from lab.measure.attention.reference import attention_torch, paged_varlen_attention_torch  # noqa: E402
 
-ON_GPU = torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
-DEVICE = "cuda" if ON_GPU else "cpu"
-# the interpreter's tl.dot is wrong for bf16, so bf16 is tested on a GPU only
-TOLERANCE = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 2e-2}
 needs_gpu = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
 
 
