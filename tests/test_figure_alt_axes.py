@@ -5,18 +5,15 @@ what it is plotted against (issue 36: two alt texts said "against position" wher
 from __future__ import annotations
 
 import importlib
-import re
 
 import matplotlib.pyplot as plt
 import pytest
+from chapter_calls import PAGE_CALLS
 
-from lab import REPO_ROOT
 from lab.book.plots.alt_text import _plain, describe
 
 #: ``ch05.decode_figure()`` in a chapter's code cells: the page module and the function that draws a figure.
-FIGURE_CALL = re.compile(r"\b(intro|ch\d\d[a-z]?)\.(\w+_figure)\(\)")
-CHAPTER_FIGURES = sorted({m.groups() for page in (REPO_ROOT / "book").glob("*.md")
-                          for m in FIGURE_CALL.finditer(page.read_text(encoding="utf-8"))})
+CHAPTER_FIGURES = [(page, name) for page, name in PAGE_CALLS if name.endswith("_figure")]
 
 
 def _drawn_x_label(ax) -> str:

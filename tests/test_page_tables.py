@@ -10,16 +10,14 @@ import re
 
 import pandas as pd
 import pytest
+from chapter_calls import PAGE_CALLS
 from pandas.io.formats.style import Styler
 
 from lab import REPO_ROOT
 
-#: ``ch04.race_table()`` in a chapter's code cells: a page module's function called with no arguments.
-CALL = re.compile(r"\b(intro|appendix|ch\d\d[a-z]?)\.(\w+)\(\)")
 #: What a chapter calls that is not a table (figures and explorers are tested elsewhere).
 NOT_TABLES = re.compile(r"facts|_figure$|explorer$|^quiz$")
-CHAPTER_CALLS = sorted({m.groups() for page in (REPO_ROOT / "book").glob("*.md")
-                        for m in CALL.finditer(page.read_text(encoding="utf-8")) if not NOT_TABLES.search(m[2])})
+CHAPTER_CALLS = [(page, name) for page, name in PAGE_CALLS if not NOT_TABLES.search(name)]
 
 CELL = re.compile(r"<t([dh])[^>]*>(.*?)</t[dh]>", re.S)
 MISSING = re.compile(r"^(nan|NaN|None|<NA>|NaT|inf|-inf)$")
