@@ -84,7 +84,7 @@ FLEX_STEPS = {v.id: v for v in (
 #: The vLLM arms the serving studies run (lab.measure.vllm.arms, by label) -> their short word in glue names. An arm
 #: is a backend with its FlashAttention version: ``fa3`` is the same FA3 as the kernel candidate of that key.
 ARM_KEYS = {"FLASH_ATTN": "flash", "FLASH_ATTN/FA3": "fa3", "FLASH_ATTN/FA2": "fa2", "FLASH_ATTN/FA3-FP8": "fa3fp8",
-            "FLEX_ATTENTION": "flex", "TRITON_ATTN": "triton"}
+            "FLEX_ATTENTION": "flex", "TRITON_ATTN": "triton", "OURS": "ours"}
 
 #: vLLM's attention backends by registry name, each with the words a release before 0.13 logged for it
 #: ("Using Flash Attention backend on V1 engine"; the A10G study's logs also say "FlashAttention", "Flex Attention").
@@ -93,6 +93,7 @@ BACKENDS = {
     "FLEX_ATTENTION": ("FlexAttention", "Flex Attention"),
     "FLASHINFER": ("FlashInfer",),
     "TRITON_ATTN": ("Triton",),
+    "CUSTOM": (),  # a third-party backend's slot (0.26): the lab's plugin puts the book's kernels there
     "TREE_ATTN": ("TreeAttention",),
     "XFORMERS": ("XFormers",),
 }

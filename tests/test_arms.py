@@ -5,13 +5,26 @@ import argparse
 import pytest
 
 from lab import LabError
-from lab.measure.vllm.arms import ARMS, FA2, FA3, FA3_FP8, FLEX, TRITON, Arm, add_arguments, from_args, known, options
+from lab.measure.vllm.arms import (
+    ARMS,
+    FA2,
+    FA3,
+    FA3_FP8,
+    FLEX,
+    OURS,
+    TRITON,
+    Arm,
+    add_arguments,
+    from_args,
+    known,
+    options,
+)
 
 
 def test_known_arms_keep_the_labels_and_folder_names_the_data_already_uses():
     assert [(a.label, a.slug) for a in ARMS.values()] == [
         ("FLASH_ATTN/FA3", "flash_attn-fa3"), ("FLASH_ATTN/FA2", "flash_attn-fa2"),
-        ("FLEX_ATTENTION", "flex_attention"), ("TRITON_ATTN", "triton_attn"),
+        ("FLEX_ATTENTION", "flex_attention"), ("TRITON_ATTN", "triton_attn"), ("OURS", "ours"),
         ("FLASH_ATTN/FA3-FP8", "flash_attn-fa3-fp8")]
     assert Arm.of("FLASH_ATTN").slug == "flash_attn"  # vLLM's choice of version, as the A10G study ran it
 
@@ -29,6 +42,14 @@ def test_server_args_select_backend_version_and_kv_cache_dtype():
     assert FA3_FP8.server_args(cli_config=False) == ["--kv-cache-dtype", "fp8"]
     assert FA3.server_env(cli_config=False) == {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN", "VLLM_FLASH_ATTN_VERSION": "3"}
     assert TRITON.server_env(cli_config=False) == {"VLLM_ATTENTION_BACKEND": "TRITON_ATTN"}
+
+
+def test_our_kernels_take_vllms_custom_slot():
+    # the plugin registers the book's kernels as vLLM's CUSTOM backend; before 0.13 there was no such flag
+    assert OURS.server_args() == ["--attention-backend", "CUSTOM"] and OURS.vllm_backend == "CUSTOM"
+    assert FA3.vllm_backend == "FLASH_ATTN"
+    with pytest.raises(LabError, match="needs vLLM 0.13"):
+        OURS.server_env(cli_config=False)
 
 
 def test_the_log_confirms_a_flash_attention_version():

@@ -76,8 +76,9 @@ def combine_kernel(O_part, LSE_part, Out, num_splits, q_heads, sob, soh,
     splits = tl.arange(0, SPLITS)
     dims = tl.arange(0, HEAD_DIM)
     lse = tl.load(LSE_part + bh * num_splits + splits, mask=splits < num_splits, other=float("-inf"))
-    w = tl.exp(lse - tl.max(lse, 0))
-    w = w / tl.sum(w, 0)
+    top = tl.max(lse, 0)
+    w = tl.exp(lse - tl.where(top == float("-inf"), 0.0, top))  # no keys at all (a padded row): every w is 0
+    w = w / tl.maximum(tl.sum(w, 0), 1e-30)                        # ... and the output is 0, not 0/0
     o = tl.load(O_part + (bh * num_splits + splits[:, None]) * HEAD_DIM + dims[None, :],
                 mask=splits[:, None] < num_splits, other=0.0)
     tl.store(Out + b * sob + h * soh + dims, tl.sum(w[:, None] * o, 0).to(Out.dtype.element_ty))

@@ -42,7 +42,7 @@ from lab.measure.attention.split_kv_tuned import DECODE_SPACE, LOG2E, split_buff
 def paged_split_kernel(Q, K, V, BlockTable, SeqLens, O_part, LSE_part, qk_scale, keys_per_split, num_splits,
                        kv_heads, group, sqb, sqh, s_bt, skp, skt, skh, svp, svt, svh,
                        HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_PAD: tl.constexpr,
-                       PAGE_SIZE: tl.constexpr, PRECISION: tl.constexpr):
+                       PAGE_SIZE: tl.constexpr, PRECISION: tl.constexpr, SPLIT_EACH_SEQUENCE: tl.constexpr = False):
     split, bkv = tl.program_id(0), tl.program_id(1)
     b, kv_h = bkv // kv_heads, bkv % kv_heads
     heads = tl.arange(0, GROUP_PAD)                                    # the query heads of this KV head
@@ -52,6 +52,8 @@ def paged_split_kernel(Q, K, V, BlockTable, SeqLens, O_part, LSE_part, qk_scale,
     q = tl.load(Q + b * sqb + (kv_h * group + heads)[:, None] * sqh + dims[None, :],
                 mask=heads[:, None] < group, other=0.0)                # GROUP_PAD x HEAD_DIM
     n_k = tl.load(SeqLens + b)                                         # this sequence's length
+    if SPLIT_EACH_SEQUENCE:  # a grid fixed for the longest allowed sequence (a CUDA graph): spread this one's keys
+        keys_per_split = tl.cdiv(tl.cdiv(n_k, num_splits), BLOCK_N) * BLOCK_N
     pages = BlockTable + b * s_bt
     k_head, v_head = K + kv_h * skh, V + kv_h * svh
     start = split * keys_per_split
@@ -120,7 +122,7 @@ def check_paged_inputs(q, k_cache, v_cache, block_table, seq_lens) -> tuple[int,
     return batch, q_heads, kv_heads, page_size, d
 
 
-def _launch(q, k_cache, v_cache, block_table, seq_lens, scale, cfg, longest: int):
+def _launch(q, k_cache, v_cache, block_table, seq_lens, scale, cfg, longest: int, out=None):
     batch, q_heads, kv_heads, page_size, d = q.shape[0], q.shape[1], k_cache.shape[2], k_cache.shape[1], q.shape[3]
     group = q_heads // kv_heads
     num_splits, keys_per_split, o_part, lse_part = split_buffers(q, longest, batch * kv_heads, cfg)
@@ -129,8 +131,9 @@ def _launch(q, k_cache, v_cache, block_table, seq_lens, scale, cfg, longest: int
         kv_heads, group, q.stride(0), q.stride(1), block_table.stride(0), *k_cache.stride()[:3],
         *v_cache.stride()[:3], HEAD_DIM=d, BLOCK_N=cfg["BLOCK_N"], GROUP_PAD=max(16, triton.next_power_of_2(group)),
         PAGE_SIZE=page_size, PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        SPLIT_EACH_SEQUENCE=cfg.get("split_each_sequence", False),
         num_warps=cfg.get("num_warps", 4), num_stages=cfg.get("num_stages", 3))
-    return combine(o_part, lse_part, torch.empty_like(q), num_splits)
+    return combine(o_part, lse_part, torch.empty_like(q) if out is None else out, num_splits)
 
 
 #: Launch settings timed once per shape on a GPU (the fastest kept): the contiguous kernel's space
@@ -140,14 +143,16 @@ _BEST: dict[tuple, dict] = {}
 
 
 def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale: float | None = None, config: dict | None = None,
-                 max_seq_len: int | None = None):
+                 max_seq_len: int | None = None, out=None):
     """Split-KV decode over a paged KV cache (see the module docstring for the layout).
 
-    ``config`` fixes the launch (BLOCK_N, num_warps, num_stages, and programs_per_sm or num_splits);
+    ``config`` fixes the launch (BLOCK_N, num_warps, num_stages, and programs_per_sm or num_splits; with
+    ``split_each_sequence`` each sequence divides its own keys evenly among the splits instead of every
+    split taking a fixed share of the longest);
     without it a GPU times every setting of :data:`PAGED_SPACE` on the first call for a shape and keeps
     the fastest (:func:`best_paged_config`); the interpreter uses 16-key tiles. ``max_seq_len`` (the
-    longest sequence) sizes the splits; pass it to skip reading ``seq_lens`` back to the host, which a
-    CUDA graph cannot do.
+    longest sequence, or a bound on it) sizes the splits; pass it to skip reading ``seq_lens`` back to the host,
+    which a CUDA graph cannot do. ``out`` (q's shape) receives the result.
     """
     if max_seq_len is None:
         batch, q_heads, kv_heads, page_size, d = check_paged_inputs(q, k_cache, v_cache, block_table, seq_lens)
@@ -167,7 +172,7 @@ def paged_decode(q, k_cache, v_cache, block_table, seq_lens, scale: float | None
             _BEST[key] = PAGED_SPACE[min(range(len(times)), key=times.__getitem__)]
         config = _BEST[key]
     return _launch(q, k_cache, v_cache, block_table, seq_lens, scale, {"BLOCK_N": 64, "programs_per_sm": 4, **config},
-                   max_seq_len)
+                   max_seq_len, out)
 
 
 def best_paged_config(batch: int, q_heads: int, kv_heads: int, page_size: int, max_seq_len: int, head_dim: int,

@@ -22,8 +22,11 @@ from dataclasses import dataclass
 
 from lab import LabError
 
-#: Backends a dense decoder can run on an NVIDIA GPU, by vLLM's registry names.
-BACKENDS = ("FLASH_ATTN", "FLEX_ATTENTION", "TRITON_ATTN", "FLASHINFER")
+#: Backends a dense decoder can run on an NVIDIA GPU, by vLLM's registry names, and OURS: the book's kernels,
+#: which the lab's plugin (lab.measure.vllm.plugin) registers in vLLM's CUSTOM slot.
+BACKENDS = ("FLASH_ATTN", "FLEX_ATTENTION", "TRITON_ATTN", "FLASHINFER", "OURS")
+#: A backend's name in vLLM's registry where it differs from the lab's.
+VLLM_NAMES = {"OURS": "CUSTOM"}
 #: FlashAttention versions vLLM's FLASH_ATTN backend can be told to use (``flash_attn_version``).
 FA_VERSIONS = (2, 3, 4)
 #: KV-cache dtypes this project runs: a subset of vLLM 0.26's ``CacheDType`` (vllm/config/cache.py);
@@ -93,6 +96,11 @@ class Arm:
             return self
         return Arm.of(self.backend, fa_version_seen, self.kv_cache_dtype)
 
+    @property
+    def vllm_backend(self) -> str:
+        """The backend's name in vLLM's registry, as ``--attention-backend`` takes it and its log names it."""
+        return VLLM_NAMES.get(self.backend, self.backend)
+
     def server_args(self, cli_config: bool = True) -> list[str]:
         """The ``vllm serve`` flags that select this arm.
 
@@ -101,7 +109,7 @@ class Arm:
         """
         argv = []
         if cli_config:
-            argv += ["--attention-backend", self.backend]
+            argv += ["--attention-backend", self.vllm_backend]
             if self.fa_version is not None:
                 argv += ["--attention-config.flash_attn_version", str(self.fa_version)]
         if self.kv_cache_dtype != "auto":
@@ -112,6 +120,8 @@ class Arm:
         """Environment variables that select this arm on a release before 0.13 (none from 0.13 on)."""
         if cli_config:
             return {}
+        if self.backend in VLLM_NAMES:
+            raise LabError(f"{self.backend} needs vLLM 0.13 or later (--attention-backend {self.vllm_backend})")
         env = {"VLLM_ATTENTION_BACKEND": self.backend}
         if self.fa_version is not None:
             env["VLLM_FLASH_ATTN_VERSION"] = str(self.fa_version)
@@ -125,9 +135,11 @@ FA2 = Arm("FLASH_ATTN/FA2", "FLASH_ATTN", 2)
 FLEX = Arm("FLEX_ATTENTION", "FLEX_ATTENTION")
 TRITON = Arm("TRITON_ATTN", "TRITON_ATTN")
 FA3_FP8 = Arm("FLASH_ATTN/FA3-FP8", "FLASH_ATTN", 3, "fp8")
+#: The book's own kernels (lab.measure.vllm.backend) serving.
+OURS = Arm("OURS", "OURS")
 
 #: The arms the book measures and the panels offer, by label, in the order they are shown.
-ARMS = {arm.label: arm for arm in (FA3, FA2, FLEX, TRITON, FA3_FP8)}
+ARMS = {arm.label: arm for arm in (FA3, FA2, FLEX, TRITON, OURS, FA3_FP8)}
 
 
 def book_order(labels) -> list[str]:

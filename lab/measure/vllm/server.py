@@ -42,7 +42,8 @@ from pathlib import Path
 from lab import LabError
 from lab.env import detect
 from lab.folders import open_server_log
-from lab.measure.vllm.arms import Arm
+from lab.measure.vllm.arms import OURS, Arm
+from lab.measure.vllm.plugin import PLUGIN_PATH
 from lab.measure.vllm.serverlog import LogFacts, error_summary, read_facts, read_text, tail
 
 #: First release with --attention-backend, --attention-config and --profiler-config.
@@ -137,6 +138,11 @@ def build_command(spec: ServeSpec, vllm_version: str,
         argv += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
     argv += spec.arm.server_args(cli_config=modern)
     env.update(spec.arm.server_env(cli_config=modern))
+    if spec.arm.backend == OURS.backend:  # every vLLM process must find the lab and its plugin's entry point
+        env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_PATH.parent), str(PLUGIN_PATH),
+                                             *filter(None, [os.environ.get("PYTHONPATH")])])
+        if os.environ.get("LAB_OURS_PREFILL_CONFIG"):  # in the command line, so provenance records the setting
+            env["LAB_OURS_PREFILL_CONFIG"] = os.environ["LAB_OURS_PREFILL_CONFIG"]
     if spec.profiler_dir is not None:
         if modern:
             config = {"profiler": "torch", "torch_profiler_dir": spec.profiler_dir, **spec.profiler_options}
@@ -385,9 +391,9 @@ class Server:
         facts, spec = self.facts, self.spec
         if facts.backend is None:
             self.warnings.append(f"the log names no attention backend; {spec.backend} was asked for")
-        elif spec.backend in facts.backends_seen:
-            facts.backend = spec.backend
-            others = [b for b in facts.backends_seen if b != spec.backend]
+        elif spec.arm.vllm_backend in facts.backends_seen:
+            facts.backend = spec.arm.vllm_backend
+            others = [b for b in facts.backends_seen if b != facts.backend]
             if others:
                 self.warnings.append(f"the log also names {', '.join(others)} besides {spec.backend}")
         else:

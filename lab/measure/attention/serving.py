@@ -1,0 +1,54 @@
+"""One server step's attention with the book's kernels: what the vLLM backend (:mod:`lab.measure.vllm.backend`) runs.
+
+A step of a serving engine hands the attention layer three things besides the new tokens' queries: where each
+sequence's queries start in the packed batch (``query_start_loc``), how many keys each sequence has, cached prefix
+and new tokens together (``seq_lens``), and its block table into the paged KV cache. The new keys and values are
+already in the cache (the engine's cache write ran first). :func:`server_step` picks the kernel:
+
+* every sequence brings one new token (a decode step): the paged split-KV kernel
+  (:func:`~lab.measure.attention.triton_paged_decode.paged_decode`), which splits each sequence's keys over
+  many programs so that a small batch still fills the GPU;
+* otherwise (a prompt, a chunk of one, or prompts and decodes mixed): the paged varlen prefill kernel
+  (:func:`~lab.measure.attention.paged_prefill.paged_prefill`), causal from the end of each sequence's keys.
+
+Nothing here reads a tensor back to the host, so a decode step can be captured into a CUDA graph. A graph
+fixes the grid, so the split count comes from ``split_keys``, a bound on the longest sequence (the server's longest
+allowed), not from the lengths of the step that was captured; each sequence then spreads its own keys evenly over
+those splits (``split_each_sequence``), so a short one still uses them all.
+"""
+
+from __future__ import annotations
+
+from lab import LabError
+from lab.measure.attention.kernel_inputs import interpreting
+from lab.measure.attention.paged_prefill import paged_prefill
+from lab.measure.attention.triton_paged_decode import paged_decode
+
+#: Launch settings in a server, one per kernel (a server cannot time settings per step as the benchmarks do):
+#: the prefill kernel's 64 x 64 tiles and the first setting of the decode kernel's search space.
+PREFILL_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+DECODE_CONFIG = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "programs_per_sm": 4, "split_each_sequence": True}
+INTERPRETER_PREFILL = {"BLOCK_M": 16, "BLOCK_N": 16}
+INTERPRETER_DECODE = {"BLOCK_N": 16, "num_stages": 1, "programs_per_sm": 4, "split_each_sequence": True}
+
+
+def server_step(query, key_cache, value_cache, out, query_start_loc, seq_lens, block_table, *, max_query_len: int,
+                split_keys: int, scale: float, prefill_config: dict | None = None, decode_config: dict | None = None):
+    """Attention of one engine step into ``out`` (the packed queries' shape, (tokens, q_heads, head_dim)).
+
+    ``max_query_len`` is the longest sequence's new tokens (1: a decode step); ``split_keys`` bounds the longest
+    sequence's keys and sizes the decode kernel's splits. Sequences with no keys (padding rows of a captured
+    graph) get zeros. Returns ``out``.
+    """
+    if max_query_len < 1:
+        raise LabError(f"a step has at least one new token per sequence; got max_query_len {max_query_len}")
+    if max_query_len == 1:
+        batch = seq_lens.shape[0]
+        config = decode_config or (INTERPRETER_DECODE if interpreting() else DECODE_CONFIG)
+        paged_decode(query[:batch].unsqueeze(2), key_cache, value_cache, block_table, seq_lens, scale, config=config,
+                     max_seq_len=split_keys, out=out[:batch].unsqueeze(2))
+        return out
+    config = prefill_config or (INTERPRETER_PREFILL if interpreting() else PREFILL_CONFIG)
+    paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, config=config,
+                  max_seqlen_q=max_query_len, out=out)
+    return out

@@ -1,0 +1,158 @@
+"""The server's attention steps, our kernels against FlashAttention 3 on the same paged cache, in one run.
+
+The steps a vLLM server running a 32k prompt issues (``--max-num-batched-tokens 8192``): prefill chunks of 8,192
+tokens over a cached prefix of 0 and of 24,576 tokens (the first and the last chunk), and decode at 32,768 keys for
+one sequence and for 16. Each step is built once (Qwen2.5-7B's attention: 28 query heads, 4 KV heads, head dim
+128, bfloat16, 16-token pages scattered over the pool) and run by:
+
+* ``fa3``: vLLM's FlashAttention 3 (``flash_attn_varlen_func`` with the block table), what its FLASH_ATTN backend
+  calls;
+* ``ours``: :func:`lab.measure.attention.serving.server_step` under each prefill setting of :data:`PREFILL_SPACE`
+  (prefill steps), or with the decode splits planned for the step's longest sequence and for a captured graph's
+  bound, the server's longest sequence (decode steps).
+
+Every output is compared with FA3's first (largest difference; the kernels' exactness against an fp64 reference is
+tested at smaller sizes), then all are timed in interleaved rounds, each a median of CUDA-graph replays.
+Writes ``race.csv`` (step, candidate, ms, ms_rounds, vs_fa3, max_abs_diff, config), ``best_prefill.json`` (the
+fastest prefill setting, what the backend's ``LAB_OURS_PREFILL_CONFIG`` takes) and ``provenance.json``; prints each
+step's ratios against FA3.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+from lab import REPO_ROOT, LabError, env, store
+from lab.cli import path_arg, positive_count
+from lab.folders import writes_folder
+from lab.measure.timing import replay_ms, rounds_text, time_in_rounds
+
+DEFAULT_OUT = REPO_ROOT / "data" / "local" / "serving-race"
+#: (name, query tokens per sequence, cached prefix per sequence)
+STEPS = (("prefill 8192 over 0", [8192], [0]),
+         ("prefill 8192 over 24576", [8192], [24576]),
+         ("decode 1 x 32768", [1], [32767]),
+         ("decode 16 x 32768", [1] * 16, [32767] * 16))
+#: Prefill launch settings raced (the tuned kernel's space without its register cap, which the paged kernel
+#: does not take).
+PREFILL_SPACE = ({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2},
+                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
+                 {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
+                 {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3})
+COLUMNS = ("step", "candidate", "ms", "ms_rounds", "vs_fa3", "max_abs_diff", "config")
+
+
+def _candidates(step, inputs, split_bound: int):
+    import torch
+    from vllm.v1.attention.backends.fa_utils import flash_attn_varlen_func
+
+    from lab.measure.attention.serving import DECODE_CONFIG, server_step
+
+    q, k_cache, v_cache, cu, seq_lens, table = inputs
+    name, q_lens, prefixes = step
+    longest_q, longest_k = max(q_lens), max(p + n for p, n in zip(prefixes, q_lens, strict=True))
+    scale = q.shape[-1] ** -0.5
+
+    def fa3():
+        out = torch.empty_like(q)
+        flash_attn_varlen_func(q=q, k=k_cache, v=v_cache, out=out, cu_seqlens_q=cu, max_seqlen_q=longest_q,
+                               seqused_k=seq_lens, max_seqlen_k=longest_k, softmax_scale=scale, causal=True,
+                               block_table=table, fa_version=3)
+        return out
+
+    def ours(config: dict | None = None, split_keys: int = longest_k):
+        def call():
+            out = torch.empty_like(q)
+            return server_step(q, k_cache, v_cache, out, cu, seq_lens, table, max_query_len=longest_q,
+                               split_keys=split_keys, scale=scale, prefill_config=config)
+        return call
+
+    found = [("fa3", fa3, None)]
+    if longest_q > 1:
+        found += [(f"ours {c['BLOCK_M']}x{c['BLOCK_N']} w{c['num_warps']} s{c['num_stages']}", ours(c), c)
+                  for c in PREFILL_SPACE]
+    else:
+        found += [("ours, splits for the step", ours(), DECODE_CONFIG),
+                  (f"ours, splits for {split_bound} keys (a captured graph)", ours(split_keys=split_bound),
+                   DECODE_CONFIG)]
+    return found
+
+
+def race(rounds: int, rep_ms: int, split_bound: int, progress=print) -> list[dict]:
+    import torch
+
+    from lab.measure.attention.paged_prefill import paged_batch
+
+    rows = []
+    for step in STEPS:
+        name, q_lens, prefixes = step
+        inputs = paged_batch(q_lens, prefixes, 28, 4, 128, 16, torch.bfloat16, "cuda", seed=0, spare_pages=64)
+        candidates = _candidates(step, inputs, split_bound)
+        reference = candidates[0][1]()
+        step_rows = []
+        for label, fn, config in candidates:
+            row = {"step": name, "candidate": label, "config": json.dumps(config) if config else ""}
+            try:
+                row["max_abs_diff"] = (fn().float() - reference.float()).abs().max().item()
+                step_rows.append((row, fn))
+            except Exception as exc:  # a setting that does not compile or fit is a row, not the end of the race
+                row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                rows.append(row)
+        times = time_in_rounds(step_rows, lambda item, turn: replay_ms([item[1]], rep_ms), rounds)
+        fa3_ms = statistics.median(times[0]) if times[0] else None
+        for (row, _), measured in zip(step_rows, times, strict=True):
+            row["ms"] = statistics.median(measured) if measured else None
+            row["ms_rounds"] = rounds_text(measured)
+            row["vs_fa3"] = fa3_ms / row["ms"] if fa3_ms and row["ms"] else None
+            rows.append(row)
+            progress(f"{name:26s} {row['candidate']:44s} {row['ms']:8.3f} ms  {row['vs_fa3']:.3f}x FA3  "
+                     f"(largest difference {row['max_abs_diff']:.2e})")
+        del inputs, candidates, reference
+        torch.cuda.empty_cache()
+    return rows
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    parser.add_argument("--rounds", type=positive_count, default=3)
+    parser.add_argument("--rep-ms", type=positive_count, default=100, help="ms of graph replays per candidate and round")
+    parser.add_argument("--split-bound", type=positive_count, default=131072 + 64,
+                        help="keys a captured decode graph plans its splits for (default: the sweep's max_model_len)")
+
+
+@writes_folder("--out", kinds=("serving-race",))
+def main(args) -> int:
+    import pandas as pd
+
+    if not env.detect().gpu:
+        raise LabError("serving-race times kernels on a GPU; this machine has none")
+    started = time.time()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = race(args.rounds, args.rep_ms, args.split_bound, progress=lambda line: print(line, flush=True))
+    store.write_csv(out, "race.csv", pd.DataFrame(rows, columns=[*COLUMNS, "error"]))
+    store.write_json_atomic(out / "best_prefill.json", best_prefill_config(out / "race.csv"))
+    store.write_provenance(out, store.new_provenance(
+            "serving-race", model="Qwen2.5-7B attention (28 query heads, 4 KV heads, head dim 128)", dtype="bfloat16",
+        flags={"rounds": args.rounds, "rep_ms": args.rep_ms, "split_bound": args.split_bound, "page_size": 16,
+               "steps": [list(map(str, s)) for s in STEPS], "prefill_space": list(PREFILL_SPACE)},
+        elapsed_s=round(time.time() - started, 1),
+        files={"race.csv": "one row per step and candidate: median ms of graph replays, ratio to FA3",
+               "best_prefill.json": "the fastest prefill setting at the last chunk of a 32k prompt "
+                                    "(what LAB_OURS_PREFILL_CONFIG takes)"}))
+    return 0
+
+
+def best_prefill_config(race_csv: Path, step: str = "prefill 8192 over 24576") -> dict:
+    """The fastest prefill setting of a race at ``step`` (what ``LAB_OURS_PREFILL_CONFIG`` should say)."""
+    import pandas as pd
+
+    table = pd.read_csv(race_csv)
+    ours = table[(table.step == step) & table.candidate.str.startswith("ours") & table.ms.notna()]
+    if ours.empty:
+        raise LabError(f"{race_csv} has no timed setting of ours at {step!r}")
+    return json.loads(ours.sort_values("ms").iloc[0].config)
+

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Study: the book's kernels as vLLM's attention backend (OURS), against FA3 in the same lease.
+#
+# Run from the repository root on the GPU box, with vLLM importable (the offline bundle in $VLLM_SITE, default
+# /tmp/site, or a .venv from scripts/gpu_setup.sh --offline with PYTHON=.venv/bin/python):
+#     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm kernels     # GPU tests of the serving kernels, then
+#                                                                 # python -m lab serving-race (ours vs FA3 per step)
+#     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm agreement   # vllm-agreement, then the same with a planted bug
+#     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm sweep       # vllm-sweep FLASH_ATTN/FA3 and OURS, 256..32768
+#     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm census      # capture vllm --arm OURS: prefill and decode windows
+# The sweep and census run OURS with the prefill setting the race found fastest (LAB_OURS_PREFILL_CONFIG, read
+# from $WORK/serving-race/best_prefill.json when the kernels part ran in this lease). DEADLINE_S (default 560) is the
+# time after which nothing new starts, so results are packed before a 10-minute call ends.
+#
+# What comes back (2 files per call):
+#   $OUT/ours-<part>.tar.gz   serving-race/, vllm-agreement{,-planted-bug}/, <study>-ours/{flash_attn-fa3,ours}/,
+#                             <study>/traces/ours/
+#   $OUT/ours-<part>.txt      the console
+# Commit: tar -xzf ours-<part>.tar.gz -C data/h200/
+set -uo pipefail
+PART=${1:-kernels}
+OUT=${OUT:-/tmp/ours-out}
+WORK=${WORK:-/tmp/ours-work}
+PYTHON=${PYTHON:-python3}
+DEADLINE_S=${DEADLINE_S:-560}
+MODEL=${MODEL:-data/models/qwen2.5-7b-128k}
+LENGTHS=${LENGTHS:-256,1024,4096,8192,16384,32768}
+TAG=ours
+log="$OUT/ours-$PART.txt"
+source "$(dirname "$0")/env.sh"
+say "part $PART, vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null)"
+
+# capped CAP_S COMMAND...: one step, never past the deadline
+capped() {
+  local cap=$1; shift
+  local left=$((DEADLINE_S - SECONDS))
+  [ "$cap" -gt "$left" ] && cap=$left
+  if [ "$cap" -lt 60 ]; then say "SKIP (only ${left}s left): $*"; return; fi
+  say "START (at most ${cap}s): $*"
+  timeout -k 20 "$cap" "$@" 2>&1 | grep --line-buffered -v '^  waiting for vLLM' | tee -a "$log"
+  say "END status ${PIPESTATUS[0]}: $1 $2 $3"
+}
+best="$WORK/serving-race/best_prefill.json"
+export LAB_OURS_PREFILL_CONFIG=${LAB_OURS_PREFILL_CONFIG:-$(cat "$best" 2>/dev/null)}
+say "prefill setting of OURS: ${LAB_OURS_PREFILL_CONFIG:-the default}"
+
+case "$PART" in
+  kernels)
+    capped 200 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_serving.py tests/test_paged_prefill.py tests/test_paged.py
+    capped 300 "$PYTHON" -m lab serving-race --out "$WORK/serving-race" --rounds 3 --rep-ms 100 ;;
+  agreement)
+    capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/vllm-agreement"
+    capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/vllm-agreement-planted-bug" \
+        --planted-bug ;;
+  sweep)
+    for arm in "--backend FLASH_ATTN --fa-version 3" "--backend OURS"; do
+      folder=$(echo "$arm" | awk '{print ($2 == "OURS") ? "ours" : "flash_attn-fa3"}')
+      # shellcheck disable=SC2086
+      capped 270 "$PYTHON" -m lab vllm-sweep --out "$WORK/$study-ours/$folder" --model "$MODEL" \
+          --max-num-batched-tokens 8192 --gpu-memory-utilization 0.85 --reps 3 --max-tokens 64 --warmup-tokens 16 \
+          --lengths "$LENGTHS" $arm
+    done ;;
+  census)
+    capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$study/traces" --windows prefill:8192,decode:8192 \
+        --model data/models/qwen2.5-7b ;;
+  *) say "unknown part '$PART': use kernels, agreement, sweep or census"; exit 2 ;;
+esac
+
+( cd "$WORK" && tar -czf "$OUT/ours-$PART.tar.gz" --exclude='*.tmp' --exclude='*.pgid' . )
+say "packed $(du -h "$OUT/ours-$PART.tar.gz" | cut -f1) into $OUT/ours-$PART.tar.gz; total ${SECONDS}s"

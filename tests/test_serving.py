@@ -1,0 +1,76 @@
+"""One server step with the book's kernels (lab.measure.attention.serving), as the vLLM backend calls it: a decode
+step goes to the split-KV kernel, anything else to the varlen prefill kernel, results land in the engine's output
+buffer, padding rows of a captured graph (sequences with no keys) come out as zeros, and the split plan may be
+sized for a longer bound than the step's longest sequence. Triton's interpreter on CPU in fp32/fp16; bf16 on a GPU."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kernel_device import DEVICE, ON_GPU, TOLERANCE  # noqa: E402
+
+from lab import LabError  # noqa: E402
+from lab.measure.attention.paged_prefill import paged_batch  # noqa: E402
+from lab.measure.attention.reference import paged_varlen_attention_torch, softmax_scale  # noqa: E402
+from lab.measure.attention.serving import server_step  # noqa: E402
+
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if ON_GPU else [])
+
+
+def _step(q_lens, prefixes, dtype, split_keys=None, pad_rows: int = 0, head_dim: int = 64, q_heads=4, kv_heads=2):
+    q, k_cache, v_cache, cu, seq_lens, table = paged_batch(q_lens, prefixes, q_heads, kv_heads, head_dim, 16, dtype,
+                                                           DEVICE, seed=3)
+    exact = paged_varlen_attention_torch(*(t.double() if t.is_floating_point() else t
+                                           for t in (q, k_cache, v_cache, cu, seq_lens, table)),
+                                         compute_dtype=torch.float64)
+    if pad_rows:  # a captured graph's padding: extra rows with no keys and one (ignored) query each
+        q = torch.cat([q, torch.randn(pad_rows, *q.shape[1:], device=DEVICE).to(dtype)])
+        seq_lens = torch.cat([seq_lens, torch.zeros(pad_rows, dtype=torch.int32, device=DEVICE)])
+        table = torch.cat([table, torch.zeros(pad_rows, table.shape[1], dtype=torch.int32, device=DEVICE)])
+        cu = torch.arange(q.shape[0] + 1, dtype=torch.int32, device=DEVICE)
+    out = torch.full_like(q, float("nan"))
+    server_step(q, k_cache, v_cache, out, cu, seq_lens, table, max_query_len=max(q_lens), scale=softmax_scale(head_dim),
+                split_keys=split_keys or int(seq_lens.max()))
+    return out, exact
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_decode_step_uses_the_engines_buffer(dtype):
+    out, exact = _step([1, 1, 1], [40, 7, 129], dtype)
+    assert torch.isfinite(out).all()
+    assert (out.double() - exact).abs().max().item() < TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mixed_step_prefill_chunk_and_decodes(dtype):
+    out, exact = _step([1, 37, 1, 20], [99, 0, 250, 12], dtype)
+    assert (out.double() - exact).abs().max().item() < TOLERANCE[dtype]
+
+
+def test_decode_split_for_a_longer_bound_than_the_step():
+    # a captured graph plans its splits for the longest sequence the server allows; most splits then see no keys
+    out, exact = _step([1, 1], [30, 90], torch.float32, split_keys=2048)
+    assert (out.double() - exact).abs().max().item() < TOLERANCE[torch.float32]
+
+
+def test_padding_rows_come_out_zero():
+    out, exact = _step([1, 1], [30, 90], torch.float32, split_keys=512, pad_rows=2)
+    assert (out[:2].double() - exact).abs().max().item() < TOLERANCE[torch.float32]
+    assert torch.equal(out[2:], torch.zeros_like(out[2:]))
+
+
+def test_a_planted_bug_fails_the_comparison():
+    # one key short per sequence (seq_lens off by one): the check must see it
+    q, k_cache, v_cache, cu, seq_lens, table = paged_batch([1, 1], [30, 90], 4, 2, 64, 16, torch.float32, DEVICE)
+    exact = paged_varlen_attention_torch(q, k_cache, v_cache, cu, seq_lens, table, compute_dtype=torch.float64)
+    out = torch.empty_like(q)
+    server_step(q, k_cache, v_cache, out, cu, seq_lens - 1, table, max_query_len=1, split_keys=128, scale=0.125)
+    assert (out.double() - exact).abs().max().item() > 100 * TOLERANCE[torch.float32]
+
+
+def test_an_empty_step_is_refused():
+    q, k_cache, v_cache, cu, seq_lens, table = paged_batch([1], [3], 4, 2, 64, 16, torch.float32, DEVICE)
+    with pytest.raises(LabError, match="at least one new token"):
+        server_step(q, k_cache, v_cache, torch.empty_like(q), cu, seq_lens, table, max_query_len=0, split_keys=8,
+                    scale=0.125)
