@@ -39,8 +39,11 @@ PROVENANCE_FIELDS: dict[str, tuple[type, ...]] = {
     "date": _STR,        # ISO 8601 date or date-time
     "command": _STR,     # the exact command that produced the folder
 }
-#: "device-log": what a batch of device runs printed, kept beside the datasets those runs wrote
-KINDS = ("reference", "vllm-sweep", "vllm-load", "kernels", "hardware", "census", "live-check", "device-log")
+#: "device-log": what a batch of device runs printed, kept beside the datasets those runs wrote; "serving-race": the
+#: server's attention steps, our kernels against FA3 (lab.measure.serving_race); "vllm-agreement": our kernels checked
+#: against FA3 inside a server (lab.measure.vllm.agreement)
+KINDS = ("reference", "vllm-sweep", "vllm-load", "kernels", "hardware", "census", "live-check", "device-log",
+         "serving-race", "vllm-agreement")
 #: The provenance format this lab writes and reads (a record without the field is version 1).
 SCHEMA_VERSION = 1
 _TYPE_NAMES = {str: "a string", type(None): "null", dict: "an object"}

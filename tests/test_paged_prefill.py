@@ -36,8 +36,8 @@ def _repaged(inputs, page_size: int, seed: int = 0):
     per_seq = [-(-n // page_size) for n in seq_lens.tolist()]
     order = torch.randperm(sum(per_seq), generator=gen)
     shape = (sum(per_seq), page_size, *k_cache.shape[2:])
-    caches = [torch.zeros(shape, dtype=k_cache.dtype) for _ in range(2)]
-    new_table = torch.zeros(len(per_seq), max(per_seq), dtype=torch.int32)
+    caches = [torch.zeros(shape, dtype=k_cache.dtype, device=k_cache.device) for _ in range(2)]
+    new_table = torch.zeros(len(per_seq), max(per_seq), dtype=torch.int32, device=k_cache.device)
     used = 0
     for b, (n, count) in enumerate(zip(seq_lens.tolist(), per_seq, strict=True)):
         ids = order[used:used + count]
@@ -45,9 +45,9 @@ def _repaged(inputs, page_size: int, seed: int = 0):
         new_table[b, :count] = ids.to(torch.int32)
         for new, src in zip(caches, (k_cache, v_cache), strict=True):
             rows = src[table[b, : -(-n // old)].long()].flatten(0, 1)[:n]
-            padded = torch.zeros(count * page_size, *rows.shape[1:], dtype=rows.dtype)
+            padded = torch.zeros(count * page_size, *rows.shape[1:], dtype=rows.dtype, device=rows.device)
             padded[:n] = rows
-            new[ids] = padded.view(count, page_size, *rows.shape[1:])
+            new[ids.to(rows.device)] = padded.view(count, page_size, *rows.shape[1:])
     return q, *caches, cu, seq_lens, new_table
 
 
@@ -90,27 +90,29 @@ def test_check_cases_match_reference(dtype, head_dim, page_size):
 @pytest.mark.parametrize("config", [{"BLOCK_M": 32, "BLOCK_N": 32}, {"BLOCK_M": 16, "BLOCK_N": 64}],
                          ids=["32x32", "16x64"])
 def test_other_tiles_with_pages_smaller_than_a_tile(config):
-    inputs = pp.paged_batch([1, 45, 18], [70, 3, 0], 4, 2, 64, 16, torch.float32, seed=3)
+    inputs = pp.paged_batch([1, 45, 18], [70, 3, 0], 4, 2, 64, 16, torch.float32, DEVICE, seed=3)
     out = pp.paged_prefill(*inputs, config=config)
     assert _error(inputs, out) <= TOLERANCE[torch.float32]
 
 
 def test_page_size_a_multiple_of_the_tile_but_not_a_power_of_two():
-    inputs = _repaged(pp.paged_batch([9, 1, 30], [40, 60, 7], 4, 2, 64, 16, torch.float32, seed=4), 48)
+    # 48-token pages: three 16-key tiles each in the interpreter; a GPU's 64-key tiles need pages of 64 or 128
+    page = 48 if not ON_GPU else 128
+    inputs = _repaged(pp.paged_batch([9, 1, 30], [40, 60, 7], 4, 2, 64, 16, torch.float32, DEVICE, seed=4), page)
     assert _error(inputs) <= TOLERANCE[torch.float32]
 
 
 def test_shuffled_pages_give_the_same_output_as_pages_in_order():
     lens, prefixes = [5, 33, 1], [50, 0, 77]
-    in_order = pp.paged_batch(lens, prefixes, 4, 2, 64, 8, torch.float32, seed=5, shuffle=False)
-    shuffled = pp.paged_batch(lens, prefixes, 4, 2, 64, 8, torch.float32, seed=5, shuffle=True)
+    in_order = pp.paged_batch(lens, prefixes, 4, 2, 64, 8, torch.float32, DEVICE, seed=5, shuffle=False)
+    shuffled = pp.paged_batch(lens, prefixes, 4, 2, 64, 8, torch.float32, DEVICE, seed=5, shuffle=True)
     assert not torch.equal(in_order[-1], shuffled[-1])
     assert torch.equal(pp.paged_prefill(*in_order), pp.paged_prefill(*shuffled))
 
 
 def test_empty_chunk_known_longest_chunk_and_output_buffer():
     # a sequence with no new tokens this step writes nothing; max_seqlen_q skips the read-back; out is filled in place
-    inputs = pp.paged_batch([0, 17, 1], [12, 9, 30], 2, 2, 64, 16, torch.float16, seed=6)
+    inputs = pp.paged_batch([0, 17, 1], [12, 9, 30], 2, 2, 64, 16, torch.float16, DEVICE, seed=6)
     out = torch.full_like(inputs[0], float("nan"))
     assert pp.paged_prefill(*inputs, max_seqlen_q=17, out=out) is out
     assert _error(inputs, out) <= TOLERANCE[torch.float16]
@@ -125,9 +127,10 @@ def _one_line_refusal(match, *args, **kwargs):
 
 
 def test_refuses_a_page_size_that_does_not_fit_the_tile():
-    q, _, _, cu, lens, table = pp.paged_batch([4], [0], 2, 1, 64, 16)
-    cache = torch.zeros(2, 24, 1, 64)
-    _one_line_refusal("page size 24 does not fit 16-key tiles: use a page size that divides 16 or is a multiple",
+    q, _, _, cu, lens, table = pp.paged_batch([4], [0], 2, 1, 64, 16, device=DEVICE)
+    cache = torch.zeros(2, 24, 1, 64, device=DEVICE)
+    tile = 64 if ON_GPU else 16
+    _one_line_refusal(f"page size 24 does not fit {tile}-key tiles: use a page size that divides {tile} or is a multiple",
                       q, cache, cache, cu, lens, table)
 
 
@@ -144,7 +147,7 @@ def test_refuses_query_heads_not_a_multiple_of_kv_heads():
 
 
 def test_refuses_seq_lens_shorter_than_the_chunk():
-    q, k_cache, v_cache, cu, lens, table = pp.paged_batch([1, 10], [3, 2], 2, 1, 64, 16)
+    q, k_cache, v_cache, cu, lens, table = pp.paged_batch([1, 10], [3, 2], 2, 1, 64, 16, device=DEVICE)
     _one_line_refusal("sequence 1: 10 new queries over seq_lens 9 keys; seq_lens counts the cached prefix",
                       q, k_cache, v_cache, cu, lens - 3, table)
 

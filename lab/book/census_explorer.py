@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lab.book.explorer import Chart, Control, Explorer, Marker, Readout, Series, View
 from lab.measure.census import FAMILIES
-from lab.results.census_windows import (BACKENDS, LENGTHS, PHASE_LABELS, PHASES, census_table, gpus, nearest_window,
+from lab.results.census_windows import (EXPLORED_BACKENDS, LENGTHS, PHASE_LABELS, PHASES, census_table, gpus, nearest_window,
                                         window)
 from lab.results.data import DATA_DIR, skipped_note
 
@@ -71,6 +71,6 @@ def census_explorer(root: Path = DATA_DIR):
         title="Where the GPU time of a window goes",
         controls=[Control("phase", "Window", values=list(PHASES), default="prefill"),
                   Control("length", "Tokens in the window", values=list(LENGTHS), default=28672),
-                  Control("backend", "Attention backend", values=list(BACKENDS)),
+                  Control("backend", "Attention backend", values=list(EXPLORED_BACKENDS)),
                   Control("gpu", "GPU", values=gpu_values)],
         view=view, why_missing=why_missing, skipped=skipped_note(root, "census.csv"))

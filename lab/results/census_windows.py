@@ -37,6 +37,9 @@ PHASE_LABELS = {"prefill": "prefill window", "decode": "decode steps only",
 #: Nominal window lengths; the study's exact counts (2050, 8193, 28673) round to these in units of 1024.
 LENGTHS = (2048, 8192, 28672)
 BACKENDS = ("FlashAttention", "FlexAttention")
+#: What the explorer offers: those two, and OURS, the book's kernels as vLLM's backend (lab.measure.vllm.backend),
+#: captured on the H100 of that lease only.
+EXPLORED_BACKENDS = (*BACKENDS, "OURS")
 #: Tokens generated inside the reference study's decode window (its method, FACTS.md: "a 30-token generation").
 REFERENCE_DECODE_WINDOW_TOKENS = 30
 

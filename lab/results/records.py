@@ -70,6 +70,19 @@ RUNS = (
     Run("h200/clock-probe", "the H200's clock, power and limit flags sampled through idle time and matrix-product "
         "bursts"),
     Run("h200/live-check", "every chapter executed live on the H200"),
+    Run("h100/vllm0.26-qwen2.5-7b-ours", "the book's kernels serving in vLLM 0.26 (the OURS arm, through the lab's "
+        "plugin) against FA3, one H100 lease: prompt-length sweeps of both arms and the OURS server's profiler "
+        "windows", names=("OURS sweep", "one H100 lease")),
+    Run("h100/serving-race", "a server's attention steps (8,192-token prefill chunks, decode at 32,768 keys) on one "
+        "paged cache, our kernels against FA3, in the same H100 lease", names=("serving race",)),
+    Run("h100/agreement", "the OURS server with FA3 run beside every attention call on the same inputs "
+        "(same H100 lease)", names=("agreement check",)),
+    Run("h100/agreement-planted-bug", "the same check with every sequence handed to our kernels one key short",
+        names=("planted bug",)),
+    Run("h100/live-check", "every chapter executed live on a fresh H100 with the defaults of 2026-12-06 "
+        "(the run that found two faults of those defaults)"),
+    Run("h100/jupyter-check", "JupyterLab from the offline wheels on a fresh H100: chapter 04 opened and its panel run"),
+    Run("h100/device-logs", "the consoles of the H100 calls"),
     Run("h200/device-logs", "the consoles of the H200 calls"),
 )
 

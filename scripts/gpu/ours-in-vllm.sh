@@ -13,10 +13,10 @@
 # time after which nothing new starts, so results are packed before a 10-minute call ends.
 #
 # What comes back (2 files per call):
-#   $OUT/ours-<part>.tar.gz   serving-race/, vllm-agreement{,-planted-bug}/, <study>-ours/{flash_attn-fa3,ours}/,
-#                             <study>/traces/ours/
+#   $OUT/ours-<part>.tar.gz   serving-race/, agreement{,-planted-bug}/, <study>-ours/{flash_attn-fa3,ours,traces/ours}/
+#                             (the data/h100 folders of 2026-12-06)
 #   $OUT/ours-<part>.txt      the console
-# Commit: tar -xzf ours-<part>.tar.gz -C data/h200/
+# Commit: tar -xzf ours-<part>.tar.gz -C data/<gpu>/ (the run of 2026-12-06 ran on an H100: data/h100/)
 set -uo pipefail
 PART=${1:-kernels}
 OUT=${OUT:-/tmp/ours-out}
@@ -50,8 +50,8 @@ case "$PART" in
         tests/test_vllm_backend.py tests/test_vllm_plugin.py
     capped 300 "$PYTHON" -m lab serving-race --out "$WORK/serving-race" --rounds 3 --rep-ms 100 ;;
   agreement)
-    capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/vllm-agreement"
-    capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/vllm-agreement-planted-bug" \
+    capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/agreement"
+    capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/agreement-planted-bug" \
         --planted-bug ;;
   sweep)
     for arm in "--backend FLASH_ATTN --fa-version 3" "--backend OURS"; do
@@ -62,7 +62,7 @@ case "$PART" in
           --lengths "$LENGTHS" $arm
     done ;;
   census)
-    capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$study/traces" --windows prefill:8192,decode:8192 \
+    capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$study-ours/traces" --windows prefill:8192,decode:8192 \
         --model data/models/qwen2.5-7b ;;
   *) say "unknown part '$PART': use kernels, agreement, sweep or census"; exit 2 ;;
 esac

@@ -111,7 +111,11 @@ TAKEN = {
         "h200_ttft_common_flex", "h200_ttft_fa2", "h200_ttft_ratio", "h200_vllm", "itl_flash_extra_ms",
         "itl_flex_extra_ms", "itl_gap_2k", "itl_gap_long", "itl_ratio_long", "batch_kv_bound_short",
         "batch_kv_bound_long", "kv_bound_below_32k", "kv_bound_from_32k", "kv_extra_gb", "request_ratio_long",
-        "share_len", "ttft_ratio_short", "vllm_over_default"),
+        "share_len", "ttft_ratio_short", "vllm_over_default",
+        # the book's kernels as vLLM's backend (lab.book.pages.ch06.ours)
+        "agree_calls", "agree_worst", "agree_tolerance", "bug_not_finite", "bug_calls", "ours_flash_kernels",
+        "ours_long_n", "ours_ttft_ratio_long", "ours_itl_ratio_long", "race_last_chunk_speed", "race_decode1_speed",
+        "race_decode16_speed"),
     "book/06b-busy-server": (
         # the load study, the long prompt among decoders, the FP8 cache, and the method's settings the answers quote
         "bm_chunk", "bm_input_len", "bm_inter_ctx_hi", "bm_inter_ctx_lo", "bm_output_len", "curve_1_p99_ttft",

@@ -36,8 +36,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from lab.measure.attention.kernel_inputs import dot_precision, interpreting  # noqa: E402 (applies the interpreter fix)
+from lab.measure.attention.split_kv_tuned import LOG2E  # noqa: E402
 from lab.measure.attention.triton_paged_decode import paginate  # noqa: E402
-from lab.measure.attention.tuned import LOG2E  # noqa: E402
 
 HEAD_DIMS = (64, 128)
 

@@ -1,20 +1,12 @@
 """One server step's attention with the book's kernels: what the vLLM backend (:mod:`lab.measure.vllm.backend`) runs.
 
-A step of a serving engine hands the attention layer three things besides the new tokens' queries: where each
-sequence's queries start in the packed batch (``query_start_loc``), how many keys each sequence has, cached prefix
-and new tokens together (``seq_lens``), and its block table into the paged KV cache. The new keys and values are
-already in the cache (the engine's cache write ran first). :func:`server_step` picks the kernel:
-
-* every sequence brings one new token (a decode step): the paged split-KV kernel
-  (:func:`~lab.measure.attention.triton_paged_decode.paged_decode`), which splits each sequence's keys over
-  many programs so that a small batch still fills the GPU;
-* otherwise (a prompt, a chunk of one, or prompts and decodes mixed): the paged varlen prefill kernel
-  (:func:`~lab.measure.attention.paged_prefill.paged_prefill`), causal from the end of each sequence's keys.
-
-Nothing here reads a tensor back to the host, so a decode step can be captured into a CUDA graph. A graph
-fixes the grid, so the split count comes from ``split_keys``, a bound on the longest sequence (the server's longest
-allowed), not from the lengths of the step that was captured; each sequence then spreads its own keys evenly over
-those splits (``split_each_sequence``), so a short one still uses them all.
+A step packs the new tokens of many sequences; besides their queries the layer gets where each sequence's queries
+start (``query_start_loc``), its keys, cached prefix and new tokens together (``seq_lens``), and its block table; the
+engine's cache write already stored the new keys and values. :func:`server_step` sends a decode step (one new token
+per sequence) to the paged split-KV kernel and anything else (prompts, chunks over a prefix, prompts and decodes
+mixed) to the paged varlen prefill kernel. Nothing is read back to the host, so a decode step can be captured into a
+CUDA graph: its split count then comes from ``split_keys``, a bound on the longest sequence, and each sequence spreads
+its own keys over those splits (``split_each_sequence``).
 """
 
 from __future__ import annotations

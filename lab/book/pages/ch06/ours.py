@@ -1,0 +1,152 @@
+"""Chapter 6's section "Our kernels in a real server": its facts, its two tables and the code it shows. Every number
+is from one lease on an H100 (lab.results.ours_serving reads the runs); the chapter's other runs are the H200's."""
+
+from __future__ import annotations
+
+import functools
+
+import pandas as pd
+
+from lab.book.facts import Fact
+from lab.measure.attention.serving import server_step
+from lab.results import ours_serving as serving
+from lab.results.quantities import Quantity
+
+__all__ = ["facts", "race_table", "server_step", "sweep_table"]
+LONG = 32768                              # the longest prompt both arms ran: where the section compares them
+LAST_CHUNK, FIRST_CHUNK = "prefill 8192 over 24576", "prefill 8192 over 0"
+DECODE_ONE, DECODE_16 = "decode 1 x 32768", "decode 16 x 32768"
+_SWEEP = dict(run=serving.SWEEP_RUN, file="ours/sweep.csv")
+TTFT_RATIO = Quantity("h100.ours.ttft_ratio", "OURS's TTFT over FA3's at one prompt length, both arms served in one "
+                      "lease", unit="×", **_SWEEP)
+ITL_RATIO = Quantity("h100.ours.itl_ratio", "OURS's decode ITL over FA3's after a prompt of that length, same lease",
+                     unit="×", **_SWEEP)
+TTFT = Quantity("h100.ours.ttft", "time to first token of one arm of the OURS lease at a prompt length", unit="s",
+                **_SWEEP)
+ITL = Quantity("h100.ours.itl", "decode ITL (median) of one arm of the OURS lease after a prompt of that length",
+               unit="ms", **_SWEEP)
+RACE_SPEED = Quantity("h100.serving_race.speed", "a candidate's speed over FA3's at one step of a server (FA3's time "
+                      "over its own)", run=serving.RACE_RUN, file="race.csv", unit="×")
+RACE_MS = Quantity("h100.serving_race.ms", "a candidate's time at one step of a server (median of graph replays)",
+                   run=serving.RACE_RUN, file="race.csv", unit="ms")
+CALLS = Quantity("h100.agreement.calls", "attention calls the agreement check compared, per kind of step",
+                 run=serving.AGREEMENT_RUN, file="summary.json", unit="calls")
+WORST = Quantity("h100.agreement.worst", "the largest difference between our output and FA3's on the same inputs, "
+                 "over every call, as a share of the largest output", run=serving.AGREEMENT_RUN, file="summary.json",
+                 unit="%")
+TOLERANCE = Quantity("h100.agreement.tolerance", "the largest difference the agreement check allows, as a share of "
+                     "the largest output", run=serving.AGREEMENT_RUN, file="summary.json", unit="%")
+BROKEN = Quantity("h100.agreement_bug.not_finite", "attention calls whose output was not finite with every sequence "
+                  "one key short", run=serving.PLANTED_RUN, file="summary.json", unit="calls")
+LENGTH = Quantity("h100.ours.length", "a prompt length both arms of the OURS lease ran", unit="tokens", **_SWEEP)
+FLASH_KERNELS = Quantity("h100.ours.flash_kernels", "FlashAttention kernels among the attention kernels of the OURS "
+                         "server's profiler windows", run=serving.SWEEP_RUN, file="traces/ours/*.census.json",
+                         unit="kernels")
+WINDOW_SHARE = Quantity("h100.ours.window_attention_share", "attention's share of the GPU time in one profiler "
+                        "window of the OURS server", run=serving.SWEEP_RUN, file="traces/ours/census.csv", unit="%")
+
+
+@functools.cache
+def _pair():
+    return serving.sweep_pair()
+
+
+@functools.cache
+def _race():
+    return serving.race_table()
+
+
+def _row(step: str, candidate: str = "fa3"):
+    race = _race()
+    return race[(race.step == step) & (race.candidate == candidate)].iloc[0]
+
+
+def _served(step: str):
+    """Our candidate at a step as the server ran it: prefill with the fastest setting (the server took the race's
+    pick), decode with its splits planned for a captured graph's bound."""
+    race = _race()
+    if step.startswith("decode"):
+        return race[(race.step == step) & race.candidate.str.contains("captured graph")].iloc[0]
+    return serving.best_of_ours(race, step)
+
+
+def sweep_facts() -> dict[str, Fact]:
+    pair = _pair()
+    at = pair.loc[LONG]
+    out = {"ours_long_n": LENGTH.fact(LONG, "longest", fmt=",d"),
+           "ours_ttft_ratio_long": TTFT_RATIO.fact(at.ttft_ratio, LONG, fmt="{:.2f}×"),
+           "ours_itl_ratio_long": ITL_RATIO.fact(at.itl_ratio, LONG, fmt="{:.2f}×"),
+           "ours_ttft_long_s": TTFT.fact(at.ttft_s_ours, "OURS", LONG, fmt="{:.2f} s"),
+           "ours_fa3_ttft_long_s": TTFT.fact(at.ttft_s_fa3, "FA3", LONG, fmt="{:.2f} s"),
+           "ours_itl_long_ms": ITL.fact(at.itl_ms_ours, "OURS", LONG, fmt="{:.2f} ms"),
+           "ours_fa3_itl_long_ms": ITL.fact(at.itl_ms_fa3, "FA3", LONG, fmt="{:.2f} ms")}
+    short = int(pair.index.min())
+    out |= {"ours_short_n": LENGTH.fact(short, "shortest", fmt=",d"),
+            "ours_ttft_ratio_short": TTFT_RATIO.fact(pair.loc[short].ttft_ratio, short, fmt="{:.2f}×"),
+            "ours_itl_ratio_max": ITL_RATIO.fact(pair.itl_ratio.max(), "largest", fmt="{:.2f}×")}
+    return out
+
+
+def race_facts() -> dict[str, Fact]:
+    last, first, one, sixteen = (_served(step) for step in (LAST_CHUNK, FIRST_CHUNK, DECODE_ONE, DECODE_16))
+    return {"race_last_chunk_speed": RACE_SPEED.fact(last.vs_fa3, LAST_CHUNK, "ours", fmt="{:.2f}×"),
+            "race_last_chunk_ms": RACE_MS.fact(last.ms, LAST_CHUNK, "ours", fmt="{:.2f} ms"),
+            "race_last_chunk_fa3_ms": RACE_MS.fact(_row(LAST_CHUNK).ms, LAST_CHUNK, "fa3", fmt="{:.2f} ms"),
+            "race_first_chunk_speed": RACE_SPEED.fact(first.vs_fa3, FIRST_CHUNK, "ours", fmt="{:.2f}×"),
+            "race_best_tiles": Fact(first.candidate.removeprefix("ours ") if first.candidate == last.candidate
+                                    else None, RACE_SPEED.source),
+            "race_decode1_speed": RACE_SPEED.fact(one.vs_fa3, DECODE_ONE, "ours", fmt="{:.2f}×"),
+            "race_decode16_speed": RACE_SPEED.fact(sixteen.vs_fa3, DECODE_16, "ours", fmt="{:.2f}×")}
+
+
+def agreement_facts() -> dict[str, Fact]:
+    honest, planted = serving.agreement(), serving.agreement(run=serving.PLANTED_RUN)
+    kinds = honest["kinds"]
+    out = {f"agree_{kind}_calls": CALLS.fact(kinds[kind]["calls"], kind, fmt=",d") for kind in kinds}
+    out |= {"agree_calls": CALLS.fact(honest["calls"], "all", fmt=",d"),
+            "agree_worst": WORST.fact(100 * max(k["worst_relative_error"] for k in kinds.values()), fmt="{:.2f}%"),
+            "agree_tolerance": TOLERANCE.fact(100 * honest["tolerance"], fmt="{:.0f}%"),
+            "agree_passed": Fact("passed" if honest["passed"] else "failed", CALLS.source),
+            "bug_passed": Fact("passed" if planted["passed"] else "failed", BROKEN.source),
+            "bug_not_finite": BROKEN.fact(sum(k["not_finite"] for k in planted["kinds"].values()), fmt=",d"),
+            "bug_calls": BROKEN.fact(planted["calls"], "all", fmt=",d")}
+    return out
+
+
+def census_facts() -> dict[str, Fact]:
+    windows = serving.attention_kernels()
+    flash = sorted({name for w in windows.values() for name in w["flash"]})
+    return {"ours_flash_kernels": FLASH_KERNELS.fact(len(flash), fmt="d"),
+            "ours_prefill_share": WINDOW_SHARE.fact(100 * windows["prefill-8192"]["attention_share"], "prefill-8192",
+                                                    fmt="{:.1f}%"),
+            "ours_decode_share": WINDOW_SHARE.fact(100 * windows["decode-8192"]["attention_share"], "decode-8192",
+                                                   fmt="{:.1f}%")}
+
+
+def facts() -> dict[str, Fact]:
+    return sweep_facts() | race_facts() | agreement_facts() | census_facts()
+
+
+def sweep_table():
+    """Both arms at every prompt length they ran, and OURS over FA3."""
+    pair = _pair().reset_index()
+    table = pd.DataFrame({"prompt (tokens)": pair.target_len, "FA3 TTFT (s)": pair.ttft_s_fa3,
+                          "OURS TTFT (s)": pair.ttft_s_ours, "TTFT, OURS / FA3": pair.ttft_ratio,
+                          "FA3 ITL (ms)": pair.itl_ms_fa3, "OURS ITL (ms)": pair.itl_ms_ours,
+                          "ITL, OURS / FA3": pair.itl_ratio})
+    return table.style.hide(axis="index").format({"prompt (tokens)": "{:,d}", "FA3 TTFT (s)": "{:.3f}",
+                                                  "OURS TTFT (s)": "{:.3f}", "TTFT, OURS / FA3": "{:.2f}×",
+                                                  "FA3 ITL (ms)": "{:.2f}", "OURS ITL (ms)": "{:.2f}",
+                                                  "ITL, OURS / FA3": "{:.2f}×"})
+
+
+def race_table():
+    """The serving race: each step, FA3 and ours as the server ran it, their times and our speed over FA3's."""
+    rows = []
+    for step in (FIRST_CHUNK, LAST_CHUNK, DECODE_ONE, DECODE_16):
+        ours = _served(step)
+        rows.append({"step": step.replace(" x ", " × "), "FA3 (ms)": _row(step).ms, "ours (ms)": ours.ms,
+                     "ours, speed over FA3": ours.vs_fa3, "our setting": ours.candidate.removeprefix("ours")
+                     .strip(" ,")})
+    return pd.DataFrame(rows).style.hide(axis="index").format({"FA3 (ms)": "{:.3f}", "ours (ms)": "{:.3f}",
+                                                               "ours, speed over FA3": "{:.2f}×"})

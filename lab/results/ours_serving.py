@@ -1,0 +1,83 @@
+"""Our kernels serving in vLLM, read from the runs of one lease: the two arms' sweeps side by side, the serving race,
+the agreement check (and its planted bug), and which attention kernels the OURS server's profiler windows hold.
+
+    pair = sweep_pair()            # one row per prompt length: FA3's and OURS's TTFT and ITL, and OURS over FA3
+    race_table()                   # the serving race: each step, each candidate, ms and speed over FA3
+    agreement()                    # the agreement check's verdict per kind of step
+    attention_kernels()            # window -> the attention kernels it ran (names) and the FlashAttention ones
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from lab import LabError
+from lab.measure.vllm.arms import FA3, OURS
+from lab.results.data import DATA_DIR
+from lab.store import read_json
+
+SWEEP_RUN = "h100/vllm0.26-qwen2.5-7b-ours"
+RACE_RUN = "h100/serving-race"
+AGREEMENT_RUN, PLANTED_RUN = "h100/agreement", "h100/agreement-planted-bug"
+#: Kernel-name words of FlashAttention's own kernels (lab.measure.census.rules: fa2, fa3, flash helpers).
+FLASH_WORDS = ("flash_fwd", "FlashAttn", "flash::", "flash_attn")
+
+
+def _sweep(root: Path, arm) -> pd.DataFrame:
+    path = root / SWEEP_RUN / arm.slug / "sweep.csv"
+    if not path.is_file():
+        raise LabError(f"{path}: no sweep of {arm.label} in the OURS lease")
+    rows = pd.read_csv(path)
+    return rows[rows.status == "ok"].set_index("target_len")[["ttft_s", "itl_ms"]]
+
+
+def sweep_pair(root: Path = DATA_DIR) -> pd.DataFrame:
+    """Prompt lengths both arms measured: TTFT (s) and ITL (ms) of each, and OURS over FA3 (above 1: ours slower)."""
+    fa3, ours = _sweep(root, FA3), _sweep(root, OURS)
+    pair = fa3.add_suffix("_fa3").join(ours.add_suffix("_ours"), how="inner")
+    pair["ttft_ratio"] = pair.ttft_s_ours / pair.ttft_s_fa3
+    pair["itl_ratio"] = pair.itl_ms_ours / pair.itl_ms_fa3
+    return pair
+
+
+def race_table(root: Path = DATA_DIR) -> pd.DataFrame:
+    """The serving race's timed rows: step, candidate, ms, speed over FA3 (above 1: faster), config."""
+    rows = pd.read_csv(root / RACE_RUN / "race.csv")
+    return rows[rows.ms.notna()][["step", "candidate", "ms", "vs_fa3", "max_abs_diff", "config"]]
+
+
+def best_of_ours(race: pd.DataFrame, step: str) -> pd.Series:
+    """Our fastest candidate at one step of the race."""
+    ours = race[(race.step == step) & race.candidate.str.startswith("ours")]
+    if ours.empty:
+        raise LabError(f"the serving race has no timed candidate of ours at {step!r}")
+    return ours.sort_values("ms").iloc[0]
+
+
+def agreement(root: Path = DATA_DIR, run: str = AGREEMENT_RUN) -> dict:
+    """The agreement check's summary: passed, tolerance, and per kind of step its calls, worst relative difference
+    (inf where an output was not finite) and how many outputs were not finite."""
+    summary = read_json(root / run / "summary.json")
+    for kind in summary["kinds"].values():
+        if kind["worst_relative_error"] is None or kind["not_finite"]:
+            kind["worst_relative_error"] = math.inf
+    return summary
+
+
+def attention_kernels(root: Path = DATA_DIR, arm=OURS) -> dict[str, dict]:
+    """Each profiler window of the OURS server: the attention kernels it ran with their GPU time, and which of them
+    are FlashAttention's (none, when our kernels did every attention call)."""
+    folder = root / SWEEP_RUN / "traces" / arm.slug
+    windows = {}
+    for path in sorted(folder.glob("*.census.json")):
+        census = read_json(path)
+        kernels = {k["name"]: k["ms"] for k in census["attention_kernels"]}
+        windows[path.name.removesuffix(".census.json")] = {
+            "kernels": kernels, "attention_share": census["families"]["attention"]["share"],
+            "flash": [name for name in kernels if any(word in name for word in FLASH_WORDS)]}
+    if not windows:
+        raise LabError(f"{folder}: no census of the OURS server's windows")
+    return windows
