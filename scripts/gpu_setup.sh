@@ -183,7 +183,8 @@ Done. Open the book live (chapters are MyST notebooks; JupyterLab opens them thr
 
     .venv/bin/jupyter lab book/
 
-Check every chapter live on this machine (about 5 minutes on an H200; summary in data/local/live-check/),
+Check every chapter live on this machine (about ten minutes on an H100, at most 31 if every chapter runs to
+its limit; no site build needed; summary in data/local/live-check/),
 and that JupyterLab opens a chapter and runs its panel (about a minute; data/local/jupyter-check/):
 
     scripts/check_live.sh

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -27,7 +28,54 @@ def test_the_book_chapters_are_read_from_the_toc_and_the_gpu_ones_are_found():
     lanes = {p.stem: live_check.lane_of(p) for p in live_check.toc_chapters()}
     assert {name for name, lane in lanes.items() if lane == "gpu"} >= {"01-roofline", "04-flashattention-triton",
                                                                        "05-decode-split-kv", "06-vllm-sweeps", "07-the-trace"}
-    assert lanes["02-naive-attention"] == "cpu"
+    # its page module takes chapter 1's facts, which measure the GPU when live (an H100 run measured it twice at once)
+    assert lanes["02-naive-attention"] == "gpu"
+    assert {p.stem for p in live_check.toc_chapters() if live_check.quotes(p)} == {"08-interview-prep", "09-course-kit"}
+
+
+def test_a_chapter_whose_page_modules_measure_on_the_gpu_is_in_the_gpu_lane(tmp_path):
+    """The lane follows the page modules a chapter's cells import, and those they import: ch02 imports ch01, whose
+    facts measure this machine; ch03 measures nothing. A name imported from a page module is no module."""
+    via = _chapter(tmp_path, "via", "from lab.book.pages import ch02")
+    direct = _chapter(tmp_path, "direct", "from lab.book.pages.ch01 import facts")
+    quiet = _chapter(tmp_path, "quiet", "from lab.book.pages import ch03")
+    assert [live_check.lane_of(md) for md in (via, direct, quiet)] == ["gpu", "gpu", "cpu"]
+    assert {"lab.book.pages.ch01", "lab.book.pages.ch02", "lab.book.pages"} <= set(live_check.page_modules(via))
+    assert "lab.book.pages.ch01" not in live_check.page_modules(quiet)
+    assert not live_check.quotes(via)
+    assert live_check.quotes(_chapter(tmp_path, "kit", "from lab.book.pages import course_kit"))
+
+
+def test_quoting_pages_run_after_the_pages_they_quote_and_find_their_facts_without_a_built_site(tmp_path):
+    """The pages glue into the run's own registry (OUT/facts); a quoting page listed first still runs last and
+    reads what was glued there (a value no site build holds); one whose page failed names the facts missing."""
+    quote = "from lab.book.quoted import quoted\n"
+    chapters = [
+        _chapter(tmp_path, "q-ok", quote + "assert quoted({'book/a-glues': ('lc_answer',)})['lc_answer'].value == 41"),
+        _chapter(tmp_path, "a-glues", "from lab import env\nenv.detect()\nfrom lab.book.facts import glue_all\n"
+                                      "glue_all({'lc_answer': 41})"),
+        _chapter(tmp_path, "b-fails", "raise ValueError('no data')\nfrom lab.book.facts import glue_all\n"
+                                      "glue_all({'lc_other': 1})"),
+        _chapter(tmp_path, "q-missing", quote + "quoted({'book/b-fails': ('lc_other',)})"),
+    ]
+    out = tmp_path / "out"
+    (out / "facts" / "book").mkdir(parents=True)
+    (out / "facts" / "book" / "b-fails.json").write_text(       # an earlier run's: not quoted from
+        json.dumps({"page": "book/b-fails", "facts": [{"page": "book/b-fails", "name": "lc_other", "value": 1,
+                                                       "shown": 1}]}))
+    lines = []
+    results = live_check.check_all(chapters, out, default=120, overrides={}, budget_s=None, jobs=2,
+                                   say=lines.append)
+    by_name = {r.chapter: r for r in results}
+    assert [r.chapter for r in results] == ["q-ok", "a-glues", "b-fails", "q-missing"]
+    assert (by_name["a-glues"].lane, by_name["q-ok"].lane) == ("gpu", "cpu")
+    assert [by_name[n].status for n in ("q-ok", "a-glues", "b-fails")] == ["ok", "ok", "error"], results
+    assert by_name["q-missing"].status == "error" and "book/b-fails: lc_other" in by_name["q-missing"].error
+    events = [m.groups() for m in map(re.compile(r"\[live-check\] (\S+): (started|ok|error)").match, lines) if m]
+    order = [f"{name} {what}" for name, what in events]
+    assert order[-4:] == ["q-ok started", "q-ok ok", "q-missing started", "q-missing error"]
+    assert {"a-glues ok", "b-fails error"} <= set(order[:-4])
+    assert json.loads((out / "facts" / "book" / "a-glues.json").read_text())["facts"][0]["value"] == 41
 
 
 def test_a_chapter_runs_in_its_own_kernel_and_reports_what_it_measured(tmp_path):
@@ -122,5 +170,62 @@ def test_every_chapter_that_starts_a_vllm_server_has_a_limit_that_covers_a_cold_
     seen["06b-busy-server"] = max(seen.get("06b-busy-server", 0.0), 134.0)   # its pass with a longer limit (issue 36)
     for name, seconds in seen.items():
         assert seconds < live_check.default_limit(chapters[name]), name
-    gpu_lane = sum(seconds for name, seconds in seen.items() if live_check.lane_of(chapters[name]) == "gpu")
-    assert gpu_lane < live_check.DEFAULT_BUDGET_S < 600    # one device call on the lent H200 is at most 10 minutes
+
+
+class _Clock:
+    """Time as the fake chapters spend it: each runs to the limit it is given (no test waits on the real clock)."""
+
+    def __init__(self):
+        self.now, self.lock = 0.0, __import__("threading").Lock()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def run_chapter(self, md, lane, limit_s, out, say):
+        with self.lock:
+            self.now += limit_s
+        return live_check.ChapterResult(md.stem, lane, "ok", limit_s, limit_s)
+
+
+def _defaults():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    live_check.add_arguments(parser)
+    return parser.parse_args([])
+
+
+def test_the_default_budget_never_cuts_a_chapter_short(monkeypatch, tmp_path):
+    """On a fresh H100 the budget of 540 s left chapter 07 a 77 s limit (its cold vLLM start alone takes longer).
+    With the defaults every chapter gets its whole limit even when every one before it used all of its own, and the
+    check says at the start how long that is: the GPU lane's limits, then the quoting pages' (README.md says so)."""
+    clock, lines = _Clock(), []
+    monkeypatch.setattr(live_check, "time", clock)
+    monkeypatch.setattr(live_check, "run_chapter", clock.run_chapter)
+    args, chapters = _defaults(), live_check.toc_chapters()
+    results = live_check.check_all(chapters, tmp_path / "out", default=args.limit_s, overrides=dict(args.limit),
+                                   budget_s=args.budget_s, jobs=args.jobs, say=lines.append)
+    for md, result in zip(chapters, results, strict=True):
+        if result.lane != "text":
+            assert (result.status, result.limit_s) == ("ok", live_check.default_limit(md)), md.stem
+    gpu = sum(r.limit_s for md, r in zip(chapters, results, strict=True) if r.lane == "gpu" and not live_check.quotes(md))
+    quoting = sum(r.limit_s for md, r in zip(chapters, results, strict=True) if live_check.quotes(md))
+    assert lines[0].startswith(f"[live-check] {len(chapters)} chapters; at most {gpu + quoting:.0f} s")
+    section = (REPO_ROOT / "README.md").read_text(encoding="utf-8").split("## Running chapters live on a GPU box")[1]
+    script = subprocess.run([str(REPO_ROOT / "scripts" / "check_live.sh"), "--help"], capture_output=True, text=True)
+    for where, text in {"README.md": section.split("\n## ")[0], "check_live.sh --help": script.stdout,
+                        "live-check --help": live_check.__doc__}.items():
+        assert f"{gpu + quoting:,.0f} s" in " ".join(text.split()), where
+
+
+def test_a_budget_still_caps_the_check(monkeypatch, tmp_path):
+    """--budget-s (a ten-minute device call): a chapter gets what is left of it, and one left under MIN_START_S is
+    skipped."""
+    clock = _Clock()
+    monkeypatch.setattr(live_check, "time", clock)
+    monkeypatch.setattr(live_check, "run_chapter", clock.run_chapter)
+    chapters = [_chapter(tmp_path, name, "from lab import env\nenv.detect()") for name in "abcd"]
+    results = live_check.check_all(chapters, tmp_path / "out", default=150, overrides={}, budget_s=350, jobs=1,
+                                   say=lambda line: None)
+    assert [(r.lane, r.status, r.limit_s) for r in results] == [
+        ("gpu", "ok", 150), ("gpu", "ok", 150), ("gpu", "ok", 50), ("gpu", "skipped", 0.0)]

@@ -2,24 +2,40 @@
 
 ``scripts/check_live.sh`` runs this on a GPU box; on a CPU machine it checks the same notebooks take their
 "no GPU here" paths. Each chapter runs in a kernel of its own (jupytext reads the MyST file, nbclient runs
-it, as the book build does) under a time limit; chapters that measure on the GPU (they ask
-``lab.env.detect()`` or open a run panel) run one after another, the rest in parallel beside them, and a
-total budget stops starting new chapters once it is spent (they are recorded as skipped).
+it, as the book build does) under a time limit: 150 s, or a cold vLLM start and its work (160 + 110 s) for a
+chapter that starts a server. A chapter's code is its cells and the page modules (``lab.book.pages``) they
+import, and those import in turn; a chapter whose code measures on the GPU (it asks ``lab.env.detect()`` or
+opens a run panel) is in the GPU lane, whose chapters run one after another, the rest in parallel beside them.
+
+No site build is needed. The chapters glue their facts into a fact registry of this run's own
+(``OUT/facts``, emptied first; ``LAB_FACTS_DIR`` and ``LAB_BOOK_PAGE`` set per chapter, as the site build
+sets them), and a page that quotes other pages (its page modules import ``lab.book.quoted``: the interview
+page, the course kit) runs after both lanes are done, one at a time in reading order, so every page it
+quotes has glued what it will glue (one that failed did not: the quoting page then names the facts missing).
+
+There is no total budget unless ``--budget-s`` sets one: every chapter gets its whole limit, so the check
+takes at most the GPU lane's limits (or the CPU lane's, if longer) and then the quoting pages' (printed at
+the start; 1,860 s for the whole book, of which its chapters used about ten minutes on an H100). A caller
+that must finish sooner (one ten-minute device call: ``--budget-s 540``) sets a budget: no chapter then runs
+past it, and a chapter that would start with under 30 s of it left is recorded as skipped.
 
 What each chapter measured comes from the chapter itself: live cells call ``lab.env.note_live(...)``,
 which appends to the file named by ``LAB_LIVE_LOG`` that this command sets per chapter. It also sets
 ``LAB_PANEL_AUTORUN=1``, so each run panel (chapters 04-07) runs its default plan while the cell executes.
 
 Writes ``summary.csv``, ``summary.json`` and ``provenance.json`` to ``--out`` (default
-data/local/live-check), plus each executed notebook under ``notebooks/``.
+data/local/live-check), plus each executed notebook under ``notebooks/`` and the glued facts under ``facts/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import heapq
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +49,7 @@ from lab import REPO_ROOT, LabError
 from lab.cli import path_arg, positive_count, positive_number
 from lab.folders import check_output, dataset_lock
 from lab.store import write_atomic
+from lab.book import fact_registry
 from lab.book.run_panels.servers import LOG_DIR
 from lab.store import new_provenance, write_csv, write_json_atomic, write_provenance
 from lab.cli import OneLineParser, run_cli
@@ -49,12 +66,15 @@ VLLM_COLD_START_S = 160
 #: What such a chapter does once its server is ready (a sweep, a load point, a capture: 30-70 s on the H200),
 #: its kernel's start and its other cells, with room.
 VLLM_CHAPTER_WORK_S = 110
-#: Seconds for the whole check: the H200's GPU lane took 425 s (warm starts); this leaves a minute inside one
-#: ten-minute device call.
-DEFAULT_BUDGET_S = 540
-#: A chapter that calls one of these measures on the GPU: such chapters never run two at a time.
+#: A chapter whose code calls one of these measures on the GPU: such chapters never run two at a time.
 GPU_MARKERS = ("env.detect(", "run_live(", "_panel(", "this_machine_figure(")  # the last: chapter 1 measures the GPU
-#: A GPU chapter is not started with less than this left of the budget (it would only time out).
+#: Where a chapter's own code lives besides its cells (the README: a chapter's facts come from its page module).
+#: Only these are followed: lab's other modules measure only when a page calls them (lab.store asks
+#: env.detect() for every provenance), so following them would put every chapter in the GPU lane.
+PAGES = "lab.book.pages"
+#: A page module that imports this quotes what other pages glued (the interview page, the course kit).
+QUOTED = "lab.book.quoted"
+#: With --budget-s, a chapter is not started with less than this left of it (it would only time out).
 MIN_START_S = 30
 COLUMNS = ("chapter", "lane", "status", "seconds", "limit_s", "measured", "error")
 
@@ -80,9 +100,65 @@ def toc_chapters(toc: Path = REPO_ROOT / "_toc.yml") -> list[Path]:
     return paths
 
 
+_CELL = re.compile(r"```\{code-cell\}[^\n]*\n(.*?)```", re.DOTALL)
+
+
+def _imports(code: str) -> set[str]:
+    """Every module a piece of code imports, inside functions too (``from a import b``: ``a`` and ``a.b``)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _cells(text: str) -> list[str]:
+    """A MyST chapter's code cells as Python (the cell's YAML options and IPython magics left out)."""
+    cells = []
+    for cell in _CELL.findall(text):
+        if cell.startswith("---"):
+            cell = cell.split("\n---\n", 1)[-1]
+        cells.append("\n".join(line for line in cell.splitlines() if not line.startswith((":", "%", "!"))))
+    return cells
+
+
+def _module_file(name: str) -> Path | None:
+    path = REPO_ROOT.joinpath(*name.split("."))
+    return next((p for p in (path / "__init__.py", path.with_suffix(".py")) if p.is_file()), None)
+
+
+def page_modules(path: Path) -> dict[str, str]:
+    """The page modules a chapter's code cells import, and those they import in turn (with the packages
+    above them, which run on import): module name -> source."""
+    todo = [name for cell in _cells(path.read_text(encoding="utf-8")) for name in _imports(cell)]
+    sources: dict[str, str] = {}
+    while todo:
+        name = todo.pop()
+        if name in sources or not (name == PAGES or name.startswith(PAGES + ".")):
+            continue
+        file = _module_file(name)
+        if file is None:            # ``from lab.book.pages.ch06 import FA3``: a name, not a module
+            continue
+        sources[name] = file.read_text(encoding="utf-8")
+        todo += [*_imports(sources[name]), name.rpartition(".")[0]]
+    return sources
+
+
+def chapter_code(path: Path) -> str:
+    """What a chapter runs, as text: its own file and the source of every page module it reaches."""
+    return "\n".join([path.read_text(encoding="utf-8"), *page_modules(path).values()])
+
+
 def starts_vllm(path: Path) -> bool:
-    """Whether a chapter's cells start a vLLM server (then its limit covers a cold start)."""
-    return any(marker in path.read_text(encoding="utf-8") for marker in VLLM_MARKERS)
+    """Whether a chapter's code starts a vLLM server (then its limit covers a cold start)."""
+    code = chapter_code(path)
+    return any(marker in code for marker in VLLM_MARKERS)
 
 
 def default_limit(path: Path, default: float = DEFAULT_LIMIT_S) -> float:
@@ -92,11 +168,26 @@ def default_limit(path: Path, default: float = DEFAULT_LIMIT_S) -> float:
 
 
 def lane_of(path: Path) -> str:
-    """'gpu' (measures on the GPU: one at a time), 'cpu', or 'text' (a page with no code cell: nothing to run)."""
-    text = path.read_text(encoding="utf-8")
-    if "{code-cell}" not in text:
+    """'gpu' (its code measures on the GPU: one at a time), 'cpu', or 'text' (no code cell: nothing to run).
+
+    Its code includes the page modules it reaches: chapter 2 measures nothing in its cells, but its page module
+    takes facts of chapter 1's, which measure this machine's ceilings when live."""
+    if "{code-cell}" not in path.read_text(encoding="utf-8"):
         return "text"
-    return "gpu" if any(marker in text for marker in GPU_MARKERS) else "cpu"
+    code = chapter_code(path)
+    return "gpu" if any(marker in code for marker in GPU_MARKERS) else "cpu"
+
+
+def quotes(path: Path) -> bool:
+    """Whether a chapter quotes facts other pages glued (its cells or a page module it reaches import
+    lab.book.quoted): it runs once the pages before it have."""
+    sources = [*_cells(path.read_text(encoding="utf-8")), *page_modules(path).values()]
+    return any(QUOTED in _imports(source) for source in sources)
+
+
+def page_name(path: Path) -> str:
+    """The chapter's name in the fact registry, as the site build names it (Sphinx's docname: book/<stem>)."""
+    return f"{BOOK.name}/{path.stem}"
 
 
 def execute_notebook(md: Path, notebook_out: Path, cell_timeout: float) -> None:
@@ -177,10 +268,14 @@ def run_chapter(md: Path, lane: str, limit_s: float, out: Path, say=None) -> Cha
     log = out / "notes" / f"{name}.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
+    facts = out / "facts"
+    facts.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "LAB_STATIC"}
-    # LAB_PANEL_AUTORUN: each run panel runs its default plan as the cell executes (lab.book.run_panels.base)
+    # LAB_PANEL_AUTORUN: each run panel runs its default plan as the cell executes (lab.book.run_panels.base);
+    # the fact registry's two variables as lab.book.sphinxext sets them, so glue_all records and quoted() reads here
     env.update(LAB_LIVE_LOG=str(log), LAB_PANEL_AUTORUN="1", MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+               **{fact_registry.FOLDER_ENV: str(facts), fact_registry.PAGE_ENV: page_name(md)})
     argv = [sys.executable, "-m", "lab.book.live_check", "--one", str(md), "--limit-s", str(limit_s),
             "--notebook", str(out / "notebooks" / f"{name}.ipynb")]
     say(f"[live-check] {name}: started ({lane} lane, limit {limit_s:.0f} s)")
@@ -204,23 +299,39 @@ def run_chapter(md: Path, lane: str, limit_s: float, out: Path, say=None) -> Cha
     return result
 
 
+def longest_s(limits: dict[Path, float], lanes: dict[Path, str], quoting: set[Path], jobs: int) -> float:
+    """How long :func:`check_all` takes if every chapter runs to its limit and no budget cuts it: the GPU lane
+    or the CPU lane's pool beside it, whichever is longer, then the quoting pages one after another."""
+    gpu = sum(limit for md, limit in limits.items() if lanes[md] == "gpu" and md not in quoting)
+    workers = [0.0] * max(1, jobs)
+    for md, limit in limits.items():
+        if lanes[md] == "cpu" and md not in quoting:
+            heapq.heapreplace(workers, workers[0] + limit)  # the first worker free takes the next chapter
+    return max(gpu, max(workers)) + sum(limits[md] for md in quoting)
 
 
 def check_all(chapters: list[Path], out: Path, *, default: float, overrides: dict[str, float],
-              budget_s: float, jobs: int, say=None) -> list[ChapterResult]:
-    """Run the GPU lane in order in this thread and the CPU lane in a pool beside it."""
+              budget_s: float | None, jobs: int, say=None) -> list[ChapterResult]:
+    """Run the GPU lane in order in this thread and the CPU lane in a pool beside it, then the pages that quote
+    others in reading order; ``budget_s`` None: no total budget, every chapter gets its own limit."""
     say = say or _say
-    deadline = time.monotonic() + budget_s
     lanes = {md: lane_of(md) for md in chapters}
+    limits = {md: 0.0 if lanes[md] == "text" else overrides.get(md.stem, default_limit(md, default)) for md in chapters}
+    quoting = {md for md in chapters if lanes[md] != "text" and quotes(md)}
+    longest = longest_s(limits, lanes, quoting, jobs)
+    say(f"[live-check] {len(chapters)} chapters; at most {longest:.0f} s if each runs to its limit"
+        + (f", cut at the budget of {budget_s:.0f} s" if budget_s is not None and budget_s < longest else ""))
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    shutil.rmtree(out / "facts", ignore_errors=True)  # this run's registry: no page quotes an earlier run's facts
     results: dict[Path, ChapterResult] = {}
     lock = threading.Lock()
 
     def one(md: Path) -> None:
-        left = deadline - time.monotonic()
-        limit = min(overrides.get(md.stem, default_limit(md, default)), left)
+        left = float("inf") if deadline is None else deadline - time.monotonic()
+        limit = min(limits[md], left)
         if lanes[md] == "text":
             result = ChapterResult(md.stem, "text", "ok", 0.0, 0.0, measured="", error="")
-        elif limit < MIN_START_S:
+        elif left < min(MIN_START_S, limits[md]):   # the budget leaves it too little to do anything
             result = ChapterResult(md.stem, lanes[md], "skipped", 0.0, 0.0, error=f"budget of {budget_s:.0f} s spent")
             say(f"[live-check] {md.stem}: skipped (budget spent)")
         else:
@@ -228,12 +339,16 @@ def check_all(chapters: list[Path], out: Path, *, default: float, overrides: dic
         with lock:
             results[md] = result
 
+    first = [md for md in chapters if md not in quoting]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(one, md) for md in chapters if lanes[md] in ("cpu", "text")]
-        for md in (md for md in chapters if lanes[md] == "gpu"):
+        futures = [pool.submit(one, md) for md in first if lanes[md] in ("cpu", "text")]
+        for md in (md for md in first if lanes[md] == "gpu"):
             one(md)
         for future in futures:
             future.result()
+    # one at a time, in reading order: the site build's order, in which a page may quote a quoting page before it
+    for md in (md for md in chapters if md in quoting):
+        one(md)
     return [results[md] for md in chapters]
 
 
@@ -289,8 +404,10 @@ def add_arguments(parser) -> None:
                              f"{VLLM_COLD_START_S + VLLM_CHAPTER_WORK_S}, a cold start and its work)")
     parser.add_argument("--limit", type=chapter_limit, action="append", default=[], metavar="CHAPTER=S",
                         help="one chapter's limit")
-    parser.add_argument("--budget-s", type=positive_number, default=DEFAULT_BUDGET_S,
-                        help=f"total seconds; later chapters are skipped (default {DEFAULT_BUDGET_S})")
+    parser.add_argument("--budget-s", type=positive_number, default=None,
+                        help="total seconds: no chapter runs past them, and one that would start with under "
+                             f"{MIN_START_S} s left is skipped (default: none, every chapter gets its whole limit; "
+                             "540 fits one ten-minute device call)")
     parser.add_argument("--jobs", type=positive_count, default=4, help="chapters without GPU work run this many at a time (default 4)")
     parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"summary folder (default {DEFAULT_OUT})")
     parser.add_argument("--one", type=path_arg, help=argparse.SUPPRESS)       # internal: execute one chapter
