@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import OneLineParser, positive_number, run_cli
+from lab.cli import OneLineParser, path_arg, positive_number, run_cli, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.store import new_provenance, read_jsonl, write_json_atomic, write_provenance
 
@@ -64,8 +64,9 @@ def verdict(calls: list[dict], tolerance: float) -> dict:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--model", required=True, help="model folder (config.json; weights are random: dummy)")
-    parser.add_argument("--out", required=True, type=Path, help="new folder for the check's files")
+    parser.add_argument("--model", required=True, type=text_arg,
+                        help="model folder (config.json; weights are random: dummy)")
+    parser.add_argument("--out", required=True, type=path_arg, help="new folder for the check's files")
     parser.add_argument("--planted-bug", action="store_true", help="hand the kernels every sequence one key short "
                                                                    "(the check must fail)")
     parser.add_argument("--tolerance", type=positive_number, default=DEFAULT_TOLERANCE,
