@@ -75,7 +75,8 @@ def test_measured_rows_read_back(root):
 
 def test_explorer_covers_every_combination(root):
     explorer = census_explorer(root)
-    assert len(explorer.combinations()) == 3 * 3 * 2 * 2
+    # phases x lengths x backends (FlashAttention, FlexAttention, OURS) x GPUs
+    assert len(explorer.combinations()) == 3 * 3 * 3 * 2
     for combo in explorer.combinations():
         explorer.compute(**combo)
     missing = explorer.compute(phase="prefill", length=2048, backend="FlexAttention", gpu="H200")
