@@ -18,7 +18,6 @@ Writes ``calls.jsonl`` (one line per attention call), ``summary.json`` (the verd
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import threading
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 
 from lab import LabError
-from lab.cli import OneLineParser, path_arg, positive_number, run_cli, text_arg
+from lab.cli import module_cli, path_arg, positive_number, text_arg
 from lab.folders import check_output, dataset_lock
 from lab.store import new_provenance, read_jsonl, write_json_atomic, write_provenance
 
@@ -135,12 +134,5 @@ def main(args) -> int:
     return 0 if result["passed"] else 1
 
 
-def cli(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m lab.measure.vllm.agreement", description=__doc__.strip().splitlines()[0],
-                           epilog=__doc__.split("\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    return run_cli(parser, main, argv)
-
-
 if __name__ == "__main__":
-    sys.exit(cli())
+    sys.exit(module_cli(sys.modules[__name__], "python -m lab.measure.vllm.agreement"))
