@@ -2,7 +2,8 @@
 
 A browser breaks a line only at spaces, so a kernel or file name of 60 characters makes its column 60
 characters wide (a table wider than a phone, or than a slide). :func:`add_breaks` puts a <wbr> after
-each ``::``, ``<``, ``,``, ``/`` and ``_`` inside words longer than :data:`LONG_WORD` characters; the
+each ``::``, ``<``, ``,``, ``/``, ``_``, ``.`` and ``=`` inside words longer than :data:`LONG_WORD` characters
+(``h200.load.agreement.requests``, ``BACKEND="FLASH"`` in a kernel's options); the
 text reads and copies the same. Used on the site's table cells (lab.book.sphinxext) and on slides
 (lab.book.slide_tables, which also needs :func:`pieces` to estimate how wide a column must be).
 """
@@ -15,8 +16,8 @@ import re
 #: A word longer than this gets break opportunities.
 LONG_WORD = 16
 
-_AFTER = re.compile(r"(::|&lt;|,|/|_)(?=\S)")
-_PIECE = re.compile(r"(?<=::)|(?<=<)|(?<=,)|(?<=/)|(?<=_)")
+_AFTER = re.compile(r"(::|&lt;|,|/|_|\.|=)(?=\S)")
+_PIECE = re.compile(r"(?<=::)|(?<=<)|(?<=,)|(?<=/)|(?<=_)|(?<=\.)|(?<==)")
 _CELL = re.compile(r"(<t[hd]\b[^>]*>)(.*?)(</t[hd]>)", re.S | re.I)
 
 
