@@ -50,7 +50,9 @@ from vllm.v1.kv_cache_interface import AttentionSpec
 from lab.measure.attention.paged_prefill import HEAD_DIMS
 from lab.measure.attention.serving import server_step
 
-logger = init_logger(__name__)
+# a child of vLLM's own logger, so the line lands in the server log (vLLM configures handlers for "vllm" only: this
+# module's own name printed nothing in the run of 2026-12-06)
+logger = init_logger("vllm.lab_attention")
 
 NAME = "CUSTOM"  # the registry slot vLLM keeps for a third-party backend (AttentionBackendEnum.CUSTOM)
 BLOCK_SIZES = (16, 32, 64, 128, 256)
