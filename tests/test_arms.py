@@ -95,3 +95,31 @@ def test_the_book_shows_flash_attention_first_and_unknown_labels_last():
 
     shown = book_order(["TRITON_ATTN", "FAKE", "FLEX_ATTENTION", "FLASH_ATTN/FA2", "FLASH_ATTN/FA3", "FLASH_ATTN", "FLEX_ATTENTION"])
     assert shown == ["FLASH_ATTN", "FLASH_ATTN/FA3", "FLASH_ATTN/FA2", "FLEX_ATTENTION", "TRITON_ATTN", "FAKE"]
+
+
+QWEN = {"hidden_size": 3584, "num_attention_heads": 28, "use_sliding_window": False}
+
+
+@pytest.mark.parametrize("config, words", [
+    ({**QWEN, "hidden_size": 2688}, "head sizes 64 and 128; this model's is 96: use --backend FLASH_ATTN"),
+    ({**QWEN, "head_dim": 256}, "this model's is 256"),
+    ({**QWEN, "use_sliding_window": True}, "no sliding window"),
+    ({**QWEN, "head_dim": 128, "layer_types": ["full_attention", "sliding_attention"]}, "no sliding window"),
+])
+def test_what_our_kernels_cannot_serve_is_said_before_a_server_starts(config, words, tmp_path):
+    from lab.measure.vllm.arms import refusal
+    from lab.measure.vllm.server import ServeSpec
+
+    assert words in refusal(OURS, config) and refusal(FA3, config) is None
+    (tmp_path / "config.json").write_text(__import__("json").dumps(config))
+    with pytest.raises(LabError, match=words.split(":")[0]) as raised:
+        ServeSpec(model=str(tmp_path), backend="OURS").check()
+    assert "\n" not in str(raised.value)
+
+
+def test_our_kernels_serve_qwen_and_refuse_an_fp8_cache():
+    from lab.measure.vllm.arms import refusal
+
+    assert refusal(OURS, QWEN) is None
+    with pytest.raises(LabError, match="KV cache in the model's dtype, not fp8: use --backend FLASH_ATTN"):
+        Arm.of("OURS", kv_cache_dtype="fp8")

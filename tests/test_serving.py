@@ -74,3 +74,11 @@ def test_an_empty_step_is_refused():
     with pytest.raises(LabError, match="at least one new token"):
         server_step(q, k_cache, v_cache, torch.empty_like(q), cu, seq_lens, table, max_query_len=0, split_keys=8,
                     scale=0.125)
+
+
+def test_the_arm_refuses_the_head_sizes_the_kernels_refuse():
+    # lab.measure.vllm.arms says it before a server starts, without importing the kernels: the same sizes
+    from lab.measure.attention.paged_prefill import HEAD_DIMS
+    from lab.measure.vllm.arms import OURS_HEAD_SIZES
+
+    assert tuple(OURS_HEAD_SIZES) == tuple(HEAD_DIMS)

@@ -27,6 +27,9 @@ from lab import LabError
 BACKENDS = ("FLASH_ATTN", "FLEX_ATTENTION", "TRITON_ATTN", "FLASHINFER", "OURS")
 #: A backend's name in vLLM's registry where it differs from the lab's.
 VLLM_NAMES = {"OURS": "CUSTOM"}
+#: What the book's kernels take (lab.measure.attention.paged_prefill.HEAD_DIMS; the backend refuses the rest when
+#: vLLM starts): head sizes, and the KV cache in the model's own dtype.
+OURS_HEAD_SIZES = (64, 128)
 #: FlashAttention versions vLLM's FLASH_ATTN backend can be told to use (``flash_attn_version``).
 FA_VERSIONS = (2, 3, 4)
 #: KV-cache dtypes this project runs: a subset of vLLM 0.26's ``CacheDType`` (vllm/config/cache.py);
@@ -60,6 +63,9 @@ class Arm:
             raise LabError(f"FlashAttention version {self.fa_version} does not exist; use 2, 3 or 4")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
             raise LabError(f"KV-cache dtype {self.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+        if self.backend == "OURS" and self.kv_cache_dtype not in ("auto", "bfloat16"):
+            raise LabError(f"the book's kernels read the KV cache in the model's dtype, not {self.kv_cache_dtype}: "
+                           "use --backend FLASH_ATTN for an FP8 cache")
         expected = label_of(self.backend, self.fa_version, self.kv_cache_dtype)
         if self.label != expected:
             raise LabError(f"arm label {self.label!r} does not match its settings (expected {expected!r})")
@@ -140,6 +146,21 @@ OURS = Arm("OURS", "OURS")
 
 #: The arms the book measures and the panels offer, by label, in the order they are shown.
 ARMS = {arm.label: arm for arm in (FA3, FA2, FLEX, TRITON, OURS, FA3_FP8)}
+
+
+def refusal(arm: Arm, config: dict) -> str | None:
+    """Why ``arm`` cannot serve a model of this ``config.json`` (None when it can): the book's kernels take head sizes
+    64 and 128 and no sliding window. Said before a server starts, in one line; vLLM itself refuses the same."""
+    if arm.backend != "OURS":
+        return None
+    heads = config.get("num_attention_heads") or 1
+    head_size = config.get("head_dim") or config.get("hidden_size", 0) // heads
+    if head_size not in OURS_HEAD_SIZES:
+        return (f"the book's kernels take head sizes {' and '.join(map(str, OURS_HEAD_SIZES))}; this model's is "
+                f"{head_size}: use --backend FLASH_ATTN")
+    if config.get("use_sliding_window") or config.get("layer_types") and "sliding_attention" in config["layer_types"]:
+        return "the book's kernels have no sliding window, which this model uses: use --backend FLASH_ATTN"
+    return None
 
 
 def book_order(labels) -> list[str]:

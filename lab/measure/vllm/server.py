@@ -42,9 +42,10 @@ from pathlib import Path
 from lab import LabError
 from lab.env import detect
 from lab.folders import open_server_log
-from lab.measure.vllm.arms import OURS, Arm
+from lab.measure.vllm.arms import OURS, Arm, refusal
 from lab.measure.vllm.plugin import PLUGIN_PATH
 from lab.measure.vllm.serverlog import LogFacts, error_summary, read_facts, read_text, tail
+from lab.store import read_json
 
 #: First release with --attention-backend, --attention-config and --profiler-config.
 CLI_CONFIG_SINCE = (0, 13)
@@ -111,6 +112,11 @@ class ServeSpec:
             raise LabError(f"tensor parallel size {self.tensor_parallel_size} must be at least 1")
         if self.profiler_dir is not None and not os.path.isabs(self.profiler_dir):
             raise LabError(f"profiler folder {self.profiler_dir!r} must be an absolute path (vLLM requires it)")
+        config = Path(self.model) / "config.json"
+        if self.arm.backend == OURS.backend and config.is_file():  # refused here, before any server starts
+            why = refusal(self.arm, read_json(config))
+            if why:
+                raise LabError(f"{self.model}: {why}")
 
 
 def build_command(spec: ServeSpec, vllm_version: str,
