@@ -1,11 +1,5 @@
-"""Our kernels serving in vLLM, read from the runs of one lease: the two arms' sweeps side by side, the serving race,
-the agreement check (and its planted bug), and which attention kernels the OURS server's profiler windows hold.
-
-    pair = sweep_pair()            # one row per prompt length: FA3's and OURS's TTFT and ITL, and OURS over FA3
-    race_table()                   # the serving race: each step, each candidate, ms and speed over FA3
-    agreement()                    # the agreement check's verdict per kind of step
-    attention_kernels()            # window -> the attention kernels it ran (names) and the FlashAttention ones
-"""
+"""Our kernels serving in vLLM, read from the runs of one lease: both arms' sweeps side by side (``sweep_pair``), the
+serving race, the agreement check and its planted bug, the attention kernels of the OURS server's profiler windows."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
-"""One server step's attention with the book's kernels: what the vLLM backend (:mod:`lab.measure.vllm.backend`) runs.
-
-A step packs the new tokens of many sequences; besides their queries the layer gets where each sequence's queries
-start (``query_start_loc``), its keys, cached prefix and new tokens together (``seq_lens``), and its block table; the
-engine's cache write already stored the new keys and values. :func:`server_step` sends a decode step (one new token
-per sequence) to the paged split-KV kernel and anything else (prompts, chunks over a prefix, prompts and decodes
-mixed) to the paged varlen prefill kernel. Nothing is read back to the host, so a decode step can be captured into a
-CUDA graph: its split count then comes from ``split_keys``, a bound on the longest sequence, and each sequence spreads
-its own keys over those splits (``split_each_sequence``).
-"""
+"""One server step's attention with the book's kernels, as the vLLM backend (:mod:`lab.measure.vllm.backend`) runs it:
+a decode step to the paged split-KV kernel, anything else to the paged varlen prefill kernel (:func:`server_step`);
+nothing is read back to the host, so a decode step can be captured into a CUDA graph."""
 
 from __future__ import annotations
 

@@ -149,8 +149,7 @@ ARMS = {arm.label: arm for arm in (FA3, FA2, FLEX, TRITON, OURS, FA3_FP8)}
 
 
 def refusal(arm: Arm, config: dict) -> str | None:
-    """Why ``arm`` cannot serve a model of this ``config.json`` (None when it can): the book's kernels take head sizes
-    64 and 128 and no sliding window. Said before a server starts, in one line; vLLM itself refuses the same."""
+    """Why ``arm`` cannot serve a model of this ``config.json`` (None if it can), said before a server starts."""
     if arm.backend != "OURS":
         return None
     heads = config.get("num_attention_heads") or 1

@@ -46,14 +46,7 @@ WINDOW_SHARE = Quantity("h100.ours.window_attention_share", "attention's share o
                         "window of the OURS server", run=serving.SWEEP_RUN, file="traces/ours/census.csv", unit="%")
 
 
-@functools.cache
-def _pair():
-    return serving.sweep_pair()
-
-
-@functools.cache
-def _race():
-    return serving.race_table()
+_pair, _race = functools.cache(serving.sweep_pair), functools.cache(serving.race_table)
 
 
 def _row(step: str, candidate: str = "fa3"):
@@ -62,8 +55,7 @@ def _row(step: str, candidate: str = "fa3"):
 
 
 def _served(step: str):
-    """Our candidate at a step as the server ran it: prefill with the fastest setting (the server took the race's
-    pick), decode with its splits planned for a captured graph's bound."""
+    """Ours at a step as the server ran it: the fastest prefill setting, decode splits planned for a graph."""
     race = _race()
     if step.startswith("decode"):
         return race[(race.step == step) & race.candidate.str.contains("captured graph")].iloc[0]
@@ -129,15 +121,13 @@ def facts() -> dict[str, Fact]:
 
 def sweep_table():
     """Both arms at every prompt length they ran, and OURS over FA3."""
-    pair = _pair().reset_index()
-    table = pd.DataFrame({"prompt (tokens)": pair.target_len, "FA3 TTFT (s)": pair.ttft_s_fa3,
-                          "OURS TTFT (s)": pair.ttft_s_ours, "TTFT, OURS / FA3": pair.ttft_ratio,
-                          "FA3 ITL (ms)": pair.itl_ms_fa3, "OURS ITL (ms)": pair.itl_ms_ours,
-                          "ITL, OURS / FA3": pair.itl_ratio})
-    return table.style.hide(axis="index").format({"prompt (tokens)": "{:,d}", "FA3 TTFT (s)": "{:.3f}",
-                                                  "OURS TTFT (s)": "{:.3f}", "TTFT, OURS / FA3": "{:.2f}×",
-                                                  "FA3 ITL (ms)": "{:.2f}", "OURS ITL (ms)": "{:.2f}",
-                                                  "ITL, OURS / FA3": "{:.2f}×"})
+    p = _pair().reset_index()
+    columns = {"prompt (tokens)": (p.target_len, "{:,d}"), "FA3 TTFT (s)": (p.ttft_s_fa3, "{:.3f}"),
+               "OURS TTFT (s)": (p.ttft_s_ours, "{:.3f}"), "TTFT, OURS / FA3": (p.ttft_ratio, "{:.2f}×"),
+               "FA3 ITL (ms)": (p.itl_ms_fa3, "{:.2f}"), "OURS ITL (ms)": (p.itl_ms_ours, "{:.2f}"),
+               "ITL, OURS / FA3": (p.itl_ratio, "{:.2f}×")}
+    table = pd.DataFrame({name: values for name, (values, _) in columns.items()})
+    return table.style.hide(axis="index").format({name: fmt for name, (_, fmt) in columns.items()})
 
 
 def race_table():
@@ -146,7 +136,6 @@ def race_table():
     for step in (FIRST_CHUNK, LAST_CHUNK, DECODE_ONE, DECODE_16):
         ours = _served(step)
         rows.append({"step": step.replace(" x ", " × "), "FA3 (ms)": _row(step).ms, "ours (ms)": ours.ms,
-                     "ours, speed over FA3": ours.vs_fa3, "our setting": ours.candidate.removeprefix("ours")
-                     .strip(" ,")})
-    return pd.DataFrame(rows).style.hide(axis="index").format({"FA3 (ms)": "{:.3f}", "ours (ms)": "{:.3f}",
-                                                               "ours, speed over FA3": "{:.2f}×"})
+                     "ours, speed over FA3": ours.vs_fa3, "our setting": ours.candidate[4:].strip(" ,")})
+    fmt = {"FA3 (ms)": "{:.3f}", "ours (ms)": "{:.3f}", "ours, speed over FA3": "{:.2f}×"}
+    return pd.DataFrame(rows).style.hide(axis="index").format(fmt)
