@@ -133,8 +133,9 @@ def main(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = race(args.rounds, args.rep_ms, args.split_bound, progress=lambda line: print(line, flush=True))
-    store.write_csv(out, "race.csv", pd.DataFrame(rows, columns=[*COLUMNS, "error"]))
-    store.write_json_atomic(out / "best_prefill.json", best_prefill_config(out / "race.csv"))
+    table = pd.DataFrame(rows, columns=[*COLUMNS, "error"])
+    store.write_csv(out, "race.csv", table)
+    store.write_json_atomic(out / "best_prefill.json", best_prefill_config(table))
     store.write_provenance(out, store.new_provenance(
             "serving-race", model="Qwen2.5-7B attention (28 query heads, 4 KV heads, head dim 128)", dtype="bfloat16",
         flags={"rounds": args.rounds, "rep_ms": args.rep_ms, "split_bound": args.split_bound, "page_size": 16,
@@ -146,13 +147,9 @@ def main(args) -> int:
     return 0
 
 
-def best_prefill_config(race_csv: Path, step: str = "prefill 8192 over 24576") -> dict:
-    """The fastest prefill setting of a race at ``step`` (what ``LAB_OURS_PREFILL_CONFIG`` should say)."""
-    import pandas as pd
-
-    table = pd.read_csv(race_csv)
+def best_prefill_config(table, step: str = "prefill 8192 over 24576") -> dict:
+    """The fastest prefill setting of a race's rows at ``step`` (what ``LAB_OURS_PREFILL_CONFIG`` should say)."""
     ours = table[(table.step == step) & table.candidate.str.startswith("ours") & table.ms.notna()]
     if ours.empty:
-        raise LabError(f"{race_csv} has no timed setting of ours at {step!r}")
+        raise LabError(f"the race timed no setting of ours at {step!r}")
     return json.loads(ours.sort_values("ms").iloc[0].config)
-
