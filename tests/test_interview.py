@@ -12,7 +12,7 @@ import pytest
 from lab import REPO_ROOT, LabError
 from lab.book import fact_registry, quizzes, quoted
 from lab.book.facts import NOT_MEASURED, Fact, glue_all, glued_value
-from lab.book.pages import ch01, ch02, ch06, ch06b, course_kit, interview
+from lab.book.pages import ch01, ch02, ch06, ch06b, ch06c, course_kit, interview
 from lab.book.pages.ch06 import later
 from lab.book.quiz import Cited
 from lab.names import label
@@ -257,9 +257,10 @@ def test_every_number_only_later_pages_state_of_chapter_6s_runs_is_named(facts):
 def test_the_interview_takes_each_name_once_from_the_page_that_glues_it():
     taught = [name for names in interview.TAKEN.values() for name in names]
     assert len(set(taught)) == len(taught), "a name taken from two pages"
-    for page, module in (("book/06-vllm-sweeps", ch06), ("book/06b-busy-server", ch06b)):
+    for page, module in (("book/06-vllm-sweeps", ch06), ("book/06b-busy-server", ch06b),
+                         ("book/06c-our-kernels-in-vllm", ch06c)):
         assert set(interview.TAKEN[page]) <= set(module.facts()), page
-        assert set(course_kit.TEACHING[page]) <= set(module.facts()), page
+        assert set(course_kit.TEACHING.get(page, ())) <= set(module.facts()), page
     assert not hasattr(interview, "INTERIM") and not hasattr(course_kit, "FROM_INTERVIEW")
 
 

@@ -14,7 +14,8 @@ from lab.book import quoted
 #: chapter file stem -> its page module
 PAGES = {"intro": "intro", "01-roofline": "ch01", "02-naive-attention": "ch02", "03-tiling-online-softmax": "ch03",
          "04-flashattention-triton": "ch04", "04b-backward-pass": "ch04b", "05-decode-split-kv": "ch05",
-         "05b-paged-attention": "ch05b", "06-vllm-sweeps": "ch06", "06b-busy-server": "ch06b", "07-the-trace": "ch07",
+         "05b-paged-attention": "ch05b", "06-vllm-sweeps": "ch06", "06b-busy-server": "ch06b",
+         "06c-our-kernels-in-vllm": "ch06c", "07-the-trace": "ch07",
          "08-interview-prep": "interview", "appendix-method": "appendix"}
 #: pages that quote other pages' facts from the last build's fact registry (lab.book.quoted)
 QUOTING = {"08-interview-prep"}

@@ -166,10 +166,11 @@ def test_chapter_facts_glue_every_name_the_chapters_use():
     import re
     from pathlib import Path
 
-    from lab.book.pages import ch06, ch06b
+    from lab.book.pages import ch06, ch06b, ch06c
 
     root = Path(__file__).resolve().parents[1] / "book"
-    for chapter, facts in (("06-vllm-sweeps.md", ch06.facts()), ("06b-busy-server.md", ch06b.facts())):
+    for chapter, facts in (("06-vllm-sweeps.md", ch06.facts()), ("06b-busy-server.md", ch06b.facts()),
+                           ("06c-our-kernels-in-vllm.md", ch06c.facts())):
         used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", (root / chapter).read_text()))
         assert used <= set(facts), sorted(used - set(facts))
         for name in used:  # a number glued with a format spec must be measured (missing ones are glued as text)

@@ -43,6 +43,8 @@ CHAPTERS: dict[str, ChapterInfo] = {
     "05b-paged-attention": ChapterInfo(RUNS_ANYWHERE, ("05-decode-split-kv",)),
     "06-vllm-sweeps": ChapterInfo(RUNS_ANYWHERE + "; new sweeps need a GPU and vLLM", ("01-roofline", "02-naive-attention")),
     "06b-busy-server": ChapterInfo(RUNS_ANYWHERE + "; a new load point needs a GPU and vLLM", ("06-vllm-sweeps",)),
+    "06c-our-kernels-in-vllm": ChapterInfo(RUNS_ANYWHERE + "; serving with the book's kernels needs a GPU and vLLM",
+                                           ("05b-paged-attention", "06-vllm-sweeps")),
     "07-the-trace": ChapterInfo(RUNS_ANYWHERE + "; capturing a new trace needs a GPU and vLLM", ("06-vllm-sweeps",)),
     "08-interview-prep": ChapterInfo(RUNS_ANYWHERE, ("01-roofline", "06-vllm-sweeps")),
     "09-course-kit": ChapterInfo(RUNS_ANYWHERE, ("intro",)),

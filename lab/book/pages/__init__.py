@@ -1,6 +1,6 @@
 """One page module per chapter: it opens each run the chapter needs once and returns every fact it states.
 
-    ch01 ... ch07, interview, course_kit, appendix, intro   (``ch05b``, ``ch06b`` for the lettered chapters)
+    ch01 ... ch07, interview, course_kit, appendix, intro   (``ch05b``, ``ch06b``, ``ch06c`` for the lettered chapters)
 
 A chapter glues its facts in one hidden cell,
 

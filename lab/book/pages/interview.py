@@ -12,7 +12,7 @@ page modules instead would bring their figures, explorers and kernels along (mor
 without GQA, where a KV cache's tokens equal the streamed weights) are
 quantities declared here, computed from those facts (:func:`derived`), never from a file.
 
-Chapters 6 and 6b are quoted the same way: what the interview states of their runs and the chapters' prose does
+Chapters 6, 6b and 6c are quoted the same way: what the interview states of their runs and the chapters' prose does
 not (the sweeps' ends compared, FA3's concurrency points with their floors, the load study's point within the
 targets, 32 decoders under the longest prompt, the FP8 cache at one batch) their page modules state too
 (:mod:`lab.book.pages.ch06.later`, :mod:`lab.book.pages.ch06b`), so every number here is a teaching page's fact.
@@ -111,8 +111,9 @@ TAKEN = {
         "h200_ttft_common_flex", "h200_ttft_fa2", "h200_ttft_ratio", "h200_vllm", "itl_flash_extra_ms",
         "itl_flex_extra_ms", "itl_gap_2k", "itl_gap_long", "itl_ratio_long", "batch_kv_bound_short",
         "batch_kv_bound_long", "kv_bound_below_32k", "kv_bound_from_32k", "kv_extra_gb", "request_ratio_long",
-        "share_len", "ttft_ratio_short", "vllm_over_default",
-        # the book's kernels as vLLM's backend (lab.book.pages.ch06.ours)
+        "share_len", "ttft_ratio_short", "vllm_over_default"),
+    "book/06c-our-kernels-in-vllm": (
+        # the book's kernels as vLLM's backend (lab.book.pages.ch06c)
         "agree_calls", "agree_worst", "agree_tolerance", "bug_not_finite", "bug_calls", "ours_flash_kernels",
         "ours_long_n", "ours_ttft_ratio_long", "ours_itl_ratio_long", "race_last_chunk_speed", "race_decode1_speed",
         "race_decode16_speed"),

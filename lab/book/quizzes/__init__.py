@@ -1,4 +1,4 @@
-"""The book's self-check questions: one module per chapter (``ch01`` ... ``ch07``, ``ch06b``), each with its
+"""The book's self-check questions: one module per chapter (``ch01`` ... ``ch07``, ``ch06b``, ``ch06c``), each with its
 ``questions()`` and the ``quiz()`` its last cell shows. A chapter imports only its own module.
 
 Every number an option states is a :class:`lab.book.quiz.Cited` fact of the chapter's page module, a
@@ -19,7 +19,7 @@ from lab import LabError
 CHAPTERS = {"01-roofline": "ch01", "02-naive-attention": "ch02", "03-tiling-online-softmax": "ch03",
             "04-flashattention-triton": "ch04", "04b-backward-pass": "ch04b",
             "05-decode-split-kv": "ch05", "06-vllm-sweeps": "ch06",
-            "06b-busy-server": "ch06b", "07-the-trace": "ch07"}
+            "06b-busy-server": "ch06b", "06c-our-kernels-in-vllm": "ch06c", "07-the-trace": "ch07"}
 
 
 def module_of(chapter: str):

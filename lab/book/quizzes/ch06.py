@@ -82,7 +82,6 @@ def questions() -> list[Question]:
         *_h200_questions(),
         *_batch_questions(),
         *_mask_questions(),
-        *_ours_questions(),
     ]
 
 
@@ -236,28 +235,6 @@ def _mask_questions() -> list[Question]:
                     window_impl=("window_sdpa_impl", "")),
         holds=lambda v: v["speed"] < 1 and v["sdpa_window"] / v["flex_window"] > 3,
     )]
-
-
-def _ours_questions() -> list[Question]:
-    """The book's kernels serving in vLLM against FA3, in one lease: prefill behind, decode level."""
-    cites = _cite(n=("ours_long_n", ",d"), ttft=("ours_ttft_ratio_long", ".2f"), itl=("ours_itl_ratio_long", ".2f"),
-                  chunk=("race_last_chunk_speed", ".2f"), decode=("race_decode1_speed", ".2f"))
-    return [Question(
-        "Served by vLLM with the book's kernels, a {n}-token prompt's TTFT was {ttft}× FA3's while decode after it "
-        "ran at {itl}× FA3's ITL. What explains the two?",
-        ["The prefill kernel is slower than FA3's on a server's chunks ({chunk}× its speed), and prefill time is "
-         "mostly attention and matmuls; decode is level because a decode step is mostly weight reads and the split-KV "
-         "kernel keeps pace with FA3's for one sequence ({decode}×)",
-         "Both kernels are equally fast; the TTFT gap is Python overhead of a backend written outside vLLM",
-         "Decode reads the KV cache through a block table, which FA3 cannot do, so only our kernel pays for pages",
-         "Our backend skips CUDA graphs in decode, which makes every step faster than a captured one"],
-        0,
-        "The serving race times the same steps on the same paged cache: the last prefill chunk of a long prompt, "
-        "over its cached prefix, runs at {chunk}× FA3's speed with our compiler-scheduled Triton kernel, so a long "
-        "prompt's TTFT grows; one decode step of one sequence at {n} keys runs at {decode}×, and in a decode step "
-        "attention is a small share beside the weight matmuls, so the ITL stays level.",
-        cites=cites,
-        holds=lambda v: v["ttft"] > 1 and v["chunk"] < 1 and v["decode"] > 0.9)]
 
 
 def quiz() -> Quiz:

@@ -4,7 +4,6 @@
     ch06.rig_table(), ch06.prefill_figure(), ch06.fit_table(), ch06.decode_figure(), ch06.decomposition_tables(),
     ch06.counter_table(), ch06.fa2_table(), ch06.floor_table(), ch06.tensor_parallel_figure(),
     ch06.concurrency_explorer(), ch06.sweep_explorer()
-    ch06.ours.sweep_table(), ch06.ours.race_table(), show(ch06.ours.server_step)   # our kernels in a real server
 
 The runs it reads, each once: the published A10G study (data/reference/a10g-vllm0.11-qwen2.5-7b), our H200 sweeps
 and their profiler windows (data/h200/vllm0.26-qwen2.5-7b), the chunk-size sweep (-chunk2048), the two-GPU sweep
@@ -27,7 +26,7 @@ from __future__ import annotations
 import functools
 
 from lab.book.facts import Fact
-from lab.book.pages.ch06 import later, ours
+from lab.book.pages.ch06 import later
 from lab.book.pages.ch06.flex import counter_facts, flex_arm_facts, flex_vs_cudnn_facts, window_mask_facts
 from lab.book.pages.ch06.quantities import CAUSAL_N
 from lab.book.pages.ch06.sweeps import (
@@ -57,7 +56,7 @@ from lab.book.pages.ch06.tables import (
     tensor_parallel_figure,
 )
 
-__all__ = ["CAUSAL_N", "concurrency_explorer", "ours", "counter_facts", "counter_table", "decode_figure", "decomposition_tables",
+__all__ = ["CAUSAL_N", "concurrency_explorer", "counter_facts", "counter_table", "decode_figure", "decomposition_tables",
            "fa2_table", "facts", "fit_table", "flex_arm_facts", "floor_table", "prefill_figure", "rig_table",
            "sweep_explorer", "tensor_parallel_figure", "values_facts"]
 
@@ -67,4 +66,4 @@ def facts() -> dict[str, Fact]:
     """Every fact chapter 6 and its self-check state, by glue name."""
     return (setup_facts() | a10g_prefill_facts() | h200_prefill_facts() | decode_facts() | itl_resolution_facts()
             | flex_arm_facts() | flex_vs_cudnn_facts() | window_mask_facts() | values_facts() | chunk_facts() | fa2_facts() | floor_facts()
-            | batch_facts() | tensor_parallel_facts() | counter_facts() | later.facts() | ours.facts())
+            | batch_facts() | tensor_parallel_facts() | counter_facts() | later.facts())

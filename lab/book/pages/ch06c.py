@@ -1,5 +1,14 @@
-"""Chapter 6's section "Our kernels in a real server": its facts, its two tables and the code it shows. Every number
-is from one lease on an H100 (lab.results.ours_serving reads the runs); the chapter's other runs are the H200's."""
+"""Chapter 6c, our kernels in a real server: every fact the chapter and its self-check state, its two tables and
+the code it shows.
+
+    glue_all(ch06c.facts())          # the one hidden cell
+    ch06c.sweep_table(), ch06c.race_table(), show(ch06c.server_step)
+
+Every number is from one lease on an H100 (lab.results.ours_serving reads its runs: the sweep of both arms, the
+serving race, the agreement check with and without its planted bug, the OURS server's profiler windows); the
+H200's runs of chapter 6 are not compared with them. The interview page quotes the ``ours_*``, ``race_*``,
+``agree_*`` and ``bug_*`` facts from here.
+"""
 
 from __future__ import annotations
 
@@ -115,7 +124,9 @@ def census_facts() -> dict[str, Fact]:
                                                    fmt="{:.1f}%")}
 
 
+@functools.cache
 def facts() -> dict[str, Fact]:
+    """Every fact chapter 6c and its self-check state, by glue name."""
     return sweep_facts() | race_facts() | agreement_facts() | census_facts()
 
 

@@ -1,0 +1,81 @@
+"""Chapter 6c, our kernels in a real server: its self-check questions (``questions``) and the quiz the chapter shows
+(``quiz``)."""
+
+from __future__ import annotations
+
+from lab.book.pages import ch06c
+from lab.book.quiz import Cited, Question, Quiz, chapter_quiz
+
+KEY = "06c-our-kernels-in-vllm"
+
+
+def _cite(**names) -> dict:
+    """placeholder -> Cited(the page's fact, format), for ``placeholder=(glue name, format)``."""
+    facts = ch06c.facts()
+    return {key: Cited(facts[name], fmt) for key, (name, fmt) in names.items()}
+
+
+def questions() -> list[Question]:
+    return [_prefill_behind(), _planted_bug(), _graph_splits()]
+
+
+def _prefill_behind() -> Question:
+    """The book's kernels serving in vLLM against FA3, in one lease: prefill behind, decode level."""
+    cites = _cite(n=("ours_long_n", ",d"), ttft=("ours_ttft_ratio_long", ".2f"), itl=("ours_itl_ratio_long", ".2f"),
+                  chunk=("race_last_chunk_speed", ".2f"), decode=("race_decode1_speed", ".2f"))
+    return Question(
+        "Served by vLLM with the book's kernels, a {n}-token prompt's TTFT was {ttft}× FA3's while decode after it "
+        "ran at {itl}× FA3's ITL. What explains the two?",
+        ["The prefill kernel is slower than FA3's on a server's chunks ({chunk}× its speed), and prefill time is "
+         "mostly attention and matmuls; decode is level because a decode step is mostly weight reads and the split-KV "
+         "kernel keeps pace with FA3's for one sequence ({decode}×)",
+         "Both kernels are equally fast; the TTFT gap is Python overhead of a backend written outside vLLM",
+         "Decode reads the KV cache through a block table, which FA3 cannot do, so only our kernel pays for pages",
+         "Our backend skips CUDA graphs in decode, which makes every step faster than a captured one"],
+        0,
+        "The serving race times the same steps on the same paged cache: the last prefill chunk of a long prompt, "
+        "over its cached prefix, runs at {chunk}× FA3's speed with our compiler-scheduled Triton kernel, so a long "
+        "prompt's TTFT grows; one decode step of one sequence at {n} keys runs at {decode}×, and in a decode step "
+        "attention is a small share beside the weight matmuls, so the ITL stays level.",
+        cites=cites,
+        holds=lambda v: v["ttft"] > 1 and v["chunk"] < 1 and v["decode"] > 0.9)
+
+
+def _planted_bug() -> Question:
+    """Why the agreement check's planted bug shows as outputs that are not finite."""
+    cites = _cite(bad=("bug_not_finite", ",d"), calls=("bug_calls", ",d"), worst=("agree_worst", ".2f"),
+                  tol=("agree_tolerance", ".0f"))
+    return Question(
+        "Inside a running server, our attention agreed with FA3's to {worst}% of the largest output (the check "
+        "allows {tol}%). Handed every sequence one key short, {bad} of {calls} calls gave outputs that were not "
+        "finite. Why not finite, rather than a little off?",
+        ["A prompt's first query then has no key to attend to, and its softmax divides zero by zero",
+         "bf16 overflows once a key is missing, because the remaining scores of the row grow past its range",
+         "FA3 still reads the missing key, so the difference between the two outputs is itself not a number",
+         "The block table then points at a page vLLM never wrote, and fresh GPU memory holds NaN"],
+        0,
+        "Causal attention lets a prompt's first query see one key, its own. One key short, that row has none: its "
+        "softmax sums nothing and divides zero by zero. The honest run stayed within {worst}% of FA3's output, "
+        "bf16's rounding, so a check that allows {tol}% separates the two.",
+        cites=cites,
+        holds=lambda v: v["bad"] > 0 and v["worst"] < v["tol"])
+
+
+def _graph_splits() -> Question:
+    """What a CUDA graph fixes in a decode step, and how the split-KV kernel lives with it."""
+    return Question(
+        "vLLM captures our decode steps into CUDA graphs, and a graph replays one launch grid whatever the sequences' "
+        "lengths. How does the backend keep a short sequence from leaving most of the GPU idle?",
+        ["It captures a new graph for each sequence length it meets while serving",
+         "It pads every sequence's keys to the longest length the server allows, so each split has work",
+         "Splits are planned for the longest sequence allowed; each sequence spreads its keys over all of them",
+         "It runs a decode step eagerly, outside any graph, whenever one of its sequences is short"],
+        2,
+        "The grid (sequences × KV heads × splits) is fixed when the graph is captured, so the split count is planned "
+        "for max_model_len. Each sequence divides its own keys evenly over those splits: a short one gets short "
+        "splits, not idle ones, and nothing is padded or recaptured.")
+
+
+def quiz() -> Quiz:
+    """The chapter's self-check, as its last cell shows it."""
+    return chapter_quiz(KEY, questions)
