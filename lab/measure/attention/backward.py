@@ -44,6 +44,7 @@ from pathlib import Path
 import torch
 
 from lab import LabError, env
+from lab.measure.attention.reference import LOG2E as _LOG2E
 from lab.measure.attention.reference import attention_flops, attention_torch, check_shapes, softmax_scale
 
 env.use_triton_interpreter_without_gpu()
@@ -61,8 +62,8 @@ if env.use_triton_interpreter_without_gpu():
 
     triton_interpreter.apply()
 
-#: log2(e): exp(x) = exp2(x * LOG2E). A constexpr, so the kernels can read it.
-LOG2E = tl.constexpr(1.4426950408889634)
+#: log2(e) as a constexpr, so the kernels can read it.
+LOG2E = tl.constexpr(_LOG2E)
 #: The backward's matrix work counted as 2.5 times the forward's (five n_q x n_k x d products against two),
 #: the count FlashAttention's papers and benchmarks use. Our kernels do seven (dq_kernel recomputes S and dP).
 BACKWARD_FLOP_FACTOR = 2.5

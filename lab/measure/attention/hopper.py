@@ -26,7 +26,7 @@ import os
 import torch
 
 from lab import LabError, env
-from lab.measure.attention.reference import check_shapes, max_errors, softmax_scale
+from lab.measure.attention.reference import LOG2E, check_shapes, max_errors, softmax_scale
 
 # Before Triton is imported, as every kernel module of lab does: without a GPU, Triton's interpreter runs the
 # other kernels, whichever module is imported first (this one has no interpreter and refuses to run there).
@@ -48,7 +48,6 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E4
 from triton.language.core import _aggregate as aggregate  # noqa: E402
 from triton.runtime.jit import mangle_type  # noqa: E402
 
-LOG2E = 1.4426950408889634
 ROWS = 128  # query rows per program: two warpgroups of 64 rows, as in FlashAttention 3
 BLOCK_M = gl.constexpr(ROWS)
 NUM_WARPS = 4          # the default partition: consumer 0; consumer 1 and the producer warp are workers

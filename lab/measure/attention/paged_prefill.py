@@ -27,7 +27,7 @@ the key tile (``BLOCK_N``: 64 on a GPU, 16 in the interpreter) or are a multiple
 from __future__ import annotations
 
 from lab import LabError, env
-from lab.measure.attention.reference import paged_varlen_attention_torch, softmax_scale
+from lab.measure.attention.reference import LOG2E, paged_varlen_attention_torch, softmax_scale
 
 env.use_triton_interpreter_without_gpu()
 
@@ -36,7 +36,6 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from lab.measure.attention.kernel_inputs import dot_precision, interpreting  # noqa: E402 (applies the interpreter fix)
-from lab.measure.attention.split_kv_tuned import LOG2E  # noqa: E402
 from lab.measure.attention.triton_paged_decode import paginate  # noqa: E402
 
 HEAD_DIMS = (64, 128)

@@ -13,6 +13,9 @@ import numpy as np
 
 from lab import LabError
 
+#: log2(e): exp(x) = exp2(x * LOG2E), so a kernel that uses exp2 has its softmax scale carry it.
+LOG2E = 1.4426950408889634
+
 
 def softmax_scale(head_dim: int, scale: float | None = None) -> float:
     """The factor scores are multiplied by before the softmax: ``scale``, or 1/sqrt(head_dim) by default."""

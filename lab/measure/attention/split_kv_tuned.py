@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from lab import env
-from lab.measure.attention.reference import decode_errors, softmax_scale
+from lab.measure.attention.reference import LOG2E, decode_errors, softmax_scale
 
 env.use_triton_interpreter_without_gpu()
 
@@ -32,8 +32,6 @@ from lab.measure.attention import launch_cache  # noqa: E402
 from lab.measure.attention.kernel_inputs import gpu_name, interpreting  # noqa: E402 (also applies the interpreter fix)
 from lab.measure.attention.split_kv import check_decode_inputs, combine, multiprocessors, split_plan  # noqa: E402
 
-#: log2(e): exp(x) = exp2(x * LOG2E), so the kernel's scale carries it.
-LOG2E = 1.4426950408889634
 
 
 @triton.jit

@@ -24,7 +24,7 @@ Layout (vLLM's for its FlashAttention backend): ``k_cache``, ``v_cache`` are
 from __future__ import annotations
 
 from lab import LabError, env
-from lab.measure.attention.reference import softmax_scale
+from lab.measure.attention.reference import LOG2E, softmax_scale
 
 env.use_triton_interpreter_without_gpu()
 
@@ -35,7 +35,7 @@ from triton.testing import do_bench  # noqa: E402
 
 from lab.measure.attention.kernel_inputs import interpreting  # noqa: E402 (also applies the interpreter fix)
 from lab.measure.attention.split_kv import combine  # noqa: E402
-from lab.measure.attention.split_kv_tuned import DECODE_SPACE, LOG2E, split_buffers  # noqa: E402
+from lab.measure.attention.split_kv_tuned import DECODE_SPACE, split_buffers  # noqa: E402
 
 
 @triton.jit

@@ -17,7 +17,7 @@ import torch
 
 from lab import LabError, env
 from lab.measure.attention import launch_policy
-from lab.measure.attention.reference import max_errors, softmax_scale
+from lab.measure.attention.reference import LOG2E, max_errors, softmax_scale
 
 env.use_triton_interpreter_without_gpu()
 
@@ -29,7 +29,6 @@ from lab.measure.attention.kernel_inputs import check_inputs, dot_precision, gpu
 from lab.measure.attention.switches import DEFAULT_SWITCHES, Switches  # noqa: E402
 from lab.measure.attention.tma import descriptors, tma_available, tma_mode  # noqa: E402
 
-LOG2E = 1.4426950408889634
 LN2 = tl.constexpr(0.6931471805599453)  # (inside the kernel: log-sum-exp back from log2 units)
 
 

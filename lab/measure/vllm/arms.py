@@ -17,10 +17,13 @@ reference study's ``FLASH_ATTN``, version unstated); the slug is the label in lo
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lab import LabError
+from lab.measure.vllm.plugin import PLUGIN_PATH
 
 #: Backends a dense decoder can run on an NVIDIA GPU, by vLLM's registry names, and OURS: the book's kernels,
 #: which the lab's plugin (lab.measure.vllm.plugin) registers in vLLM's CUSTOM slot.
@@ -122,12 +125,21 @@ class Arm:
             argv += ["--kv-cache-dtype", self.kv_cache_dtype]
         return argv
 
-    def server_env(self, cli_config: bool = True) -> dict[str, str]:
-        """Environment variables that select this arm on a release before 0.13 (none from 0.13 on)."""
+    def server_env(self, cli_config: bool = True, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+        """Environment variables this arm's server needs beyond ``environ``: those that select the backend on a
+        release before 0.13 (none from 0.13 on); for OURS, the lab and its plugin on every vLLM process's
+        PYTHONPATH, and the prefill setting ``LAB_OURS_PREFILL_CONFIG`` when ``environ`` has one (in the command
+        line, so provenance records it)."""
+        if self.backend in VLLM_NAMES and not cli_config:
+            raise LabError(f"{self.backend} needs vLLM 0.13 or later (--attention-backend {self.vllm_backend})")
+        if self.backend == "OURS":
+            env = {"PYTHONPATH": os.pathsep.join([str(PLUGIN_PATH.parent), str(PLUGIN_PATH),
+                                                  *filter(None, [environ.get("PYTHONPATH")])])}
+            if environ.get("LAB_OURS_PREFILL_CONFIG"):
+                env["LAB_OURS_PREFILL_CONFIG"] = environ["LAB_OURS_PREFILL_CONFIG"]
+            return env
         if cli_config:
             return {}
-        if self.backend in VLLM_NAMES:
-            raise LabError(f"{self.backend} needs vLLM 0.13 or later (--attention-backend {self.vllm_backend})")
         env = {"VLLM_ATTENTION_BACKEND": self.backend}
         if self.fa_version is not None:
             env["VLLM_FLASH_ATTN_VERSION"] = str(self.fa_version)

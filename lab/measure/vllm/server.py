@@ -43,7 +43,6 @@ from lab import LabError
 from lab.env import detect
 from lab.folders import open_server_log
 from lab.measure.vllm.arms import OURS, Arm, refusal
-from lab.measure.vllm.plugin import PLUGIN_PATH
 from lab.measure.vllm.serverlog import LogFacts, error_summary, read_facts, read_text, tail
 from lab.store import read_json
 
@@ -144,11 +143,6 @@ def build_command(spec: ServeSpec, vllm_version: str,
         argv += ["--tensor-parallel-size", str(spec.tensor_parallel_size)]
     argv += spec.arm.server_args(cli_config=modern)
     env.update(spec.arm.server_env(cli_config=modern))
-    if spec.arm.backend == OURS.backend:  # every vLLM process must find the lab and its plugin's entry point
-        env["PYTHONPATH"] = os.pathsep.join([str(PLUGIN_PATH.parent), str(PLUGIN_PATH),
-                                             *filter(None, [os.environ.get("PYTHONPATH")])])
-        if os.environ.get("LAB_OURS_PREFILL_CONFIG"):  # in the command line, so provenance records the setting
-            env["LAB_OURS_PREFILL_CONFIG"] = os.environ["LAB_OURS_PREFILL_CONFIG"]
     if spec.profiler_dir is not None:
         if modern:
             config = {"profiler": "torch", "torch_profiler_dir": spec.profiler_dir, **spec.profiler_options}
