@@ -81,7 +81,17 @@ def _candidates(step, inputs, split_bound: int):
     return found
 
 
-def race(rounds: int, rep_ms: int, split_bound: int, progress=print) -> list[dict]:
+def progress_line(row: dict) -> str:
+    """One candidate's result as the race prints it (a candidate no round timed says so)."""
+    timed = (f"{row['ms']:8.3f} ms  {row['vs_fa3']:.3f}x FA3" if row.get("ms") and row.get("vs_fa3")
+             else "not timed" if not row.get("error") else row["error"])
+    diff = f"  (largest difference {row['max_abs_diff']:.2e})" if row.get("max_abs_diff") is not None else ""
+    return f"{row['step']:26s} {row['candidate']:44s} {timed}{diff}"
+
+
+def race(rounds: int, rep_ms: int, split_bound: int, progress=print, save=lambda rows: None) -> list[dict]:
+    """Every step's candidates, checked against FA3 then timed; ``save(rows)`` gets the rows so far after each
+    step, so a crash keeps the steps already raced."""
     import torch
 
     from lab.measure.attention.paged_prefill import paged_batch
@@ -99,8 +109,9 @@ def race(rounds: int, rep_ms: int, split_bound: int, progress=print) -> list[dic
                 row["max_abs_diff"] = (fn().float() - reference.float()).abs().max().item()
                 step_rows.append((row, fn))
             except Exception as exc:  # a setting that does not compile or fit is a row, not the end of the race
-                row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                row["error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
                 rows.append(row)
+                progress(progress_line(row))
         times = time_in_rounds(step_rows, lambda item, turn: replay_ms([item[1]], rep_ms), rounds)
         fa3_ms = statistics.median(times[0]) if times[0] else None
         for (row, _), measured in zip(step_rows, times, strict=True):
@@ -108,8 +119,8 @@ def race(rounds: int, rep_ms: int, split_bound: int, progress=print) -> list[dic
             row["ms_rounds"] = rounds_text(measured)
             row["vs_fa3"] = fa3_ms / row["ms"] if fa3_ms and row["ms"] else None
             rows.append(row)
-            progress(f"{name:26s} {row['candidate']:44s} {row['ms']:8.3f} ms  {row['vs_fa3']:.3f}x FA3  "
-                     f"(largest difference {row['max_abs_diff']:.2e})")
+            progress(progress_line(row))
+        save(rows)
         del inputs, candidates, reference
         torch.cuda.empty_cache()
     return rows
@@ -117,7 +128,7 @@ def race(rounds: int, rep_ms: int, split_bound: int, progress=print) -> list[dic
 
 def add_arguments(parser) -> None:
     parser.add_argument("--out", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
-    parser.add_argument("--rounds", type=positive_count, default=3)
+    parser.add_argument("--rounds", type=positive_count, default=3, help="interleaved timing rounds (default 3)")
     parser.add_argument("--rep-ms", type=positive_count, default=100, help="ms of graph replays per candidate and round")
     parser.add_argument("--split-bound", type=positive_count, default=131072 + 64,
                         help="keys a captured decode graph plans its splits for (default: the sweep's max_model_len)")
@@ -132,9 +143,12 @@ def main(args) -> int:
     started = time.time()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = race(args.rounds, args.rep_ms, args.split_bound, progress=lambda line: print(line, flush=True))
+
+    def save(rows: list[dict]):
+        store.write_csv(out, "race.csv", pd.DataFrame(rows, columns=[*COLUMNS, "error"]))
+
+    rows = race(args.rounds, args.rep_ms, args.split_bound, progress=lambda line: print(line, flush=True), save=save)
     table = pd.DataFrame(rows, columns=[*COLUMNS, "error"])
-    store.write_csv(out, "race.csv", table)
     store.write_json_atomic(out / "best_prefill.json", best_prefill_config(table))
     store.write_provenance(out, store.new_provenance(
             "serving-race", model="Qwen2.5-7B attention (28 query heads, 4 KV heads, head dim 128)", dtype="bfloat16",
@@ -147,9 +161,14 @@ def main(args) -> int:
     return 0
 
 
-def best_prefill_config(table, step: str = "prefill 8192 over 24576") -> dict:
-    """The fastest prefill setting of a race's rows at ``step`` (what ``LAB_OURS_PREFILL_CONFIG`` should say)."""
+def fastest_of_ours(table, step: str):
+    """Our fastest timed candidate at one step of a race's rows (a pandas row: candidate, ms, vs_fa3, config...)."""
     ours = table[(table.step == step) & table.candidate.str.startswith("ours") & table.ms.notna()]
     if ours.empty:
-        raise LabError(f"the race timed no setting of ours at {step!r}")
-    return json.loads(ours.sort_values("ms").iloc[0].config)
+        raise LabError(f"the serving race timed no candidate of ours at {step!r}")
+    return ours.sort_values("ms").iloc[0]
+
+
+def best_prefill_config(table, step: str = "prefill 8192 over 24576") -> dict:
+    """The fastest prefill setting of a race's rows at ``step`` (what ``LAB_OURS_PREFILL_CONFIG`` should say)."""
+    return json.loads(fastest_of_ours(table, step).config)

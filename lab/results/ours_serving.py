@@ -43,14 +43,6 @@ def race_table(root: Path = DATA_DIR) -> pd.DataFrame:
     return rows[rows.ms.notna()][["step", "candidate", "ms", "vs_fa3", "max_abs_diff", "config"]]
 
 
-def best_of_ours(race: pd.DataFrame, step: str) -> pd.Series:
-    """Our fastest candidate at one step of the race."""
-    ours = race[(race.step == step) & race.candidate.str.startswith("ours")]
-    if ours.empty:
-        raise LabError(f"the serving race has no timed candidate of ours at {step!r}")
-    return ours.sort_values("ms").iloc[0]
-
-
 def agreement(root: Path = DATA_DIR, run: str = AGREEMENT_RUN) -> dict:
     """The agreement check's summary: passed, tolerance, and per kind of step its calls, worst relative difference
     (inf where an output was not finite) and how many outputs were not finite."""

@@ -18,6 +18,7 @@ import pandas as pd
 
 from lab.book.facts import Fact
 from lab.measure.attention.serving import server_step
+from lab.measure.serving_race import fastest_of_ours
 from lab.results import ours_serving as serving
 from lab.results.quantities import Quantity
 
@@ -68,7 +69,7 @@ def _served(step: str):
     race = _race()
     if step.startswith("decode"):
         return race[(race.step == step) & race.candidate.str.contains("captured graph")].iloc[0]
-    return serving.best_of_ours(race, step)
+    return fastest_of_ours(race, step)
 
 
 def sweep_facts() -> dict[str, Fact]:

@@ -1,0 +1,93 @@
+"""`python -m lab serving-race` on the CPU: its choice of our fastest setting, what it prints, what it keeps when a
+step fails, and its refusals (the race itself needs a GPU and vLLM's FlashAttention 3)."""
+
+import argparse
+import dataclasses
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from lab import LabError, env, store
+from lab.measure import serving_race
+from tests.refusals import refused
+
+LAST = "prefill 8192 over 24576"
+
+
+def _table(rows):
+    return pd.DataFrame(rows, columns=[*serving_race.COLUMNS, "error"])
+
+
+def _row(step, candidate, ms, config=None):
+    return {"step": step, "candidate": candidate, "ms": ms, "vs_fa3": None, "max_abs_diff": 0.0,
+            "config": json.dumps(config) if config else ""}
+
+
+def _pretend_a_gpu(monkeypatch):
+    here = env.detect()
+    monkeypatch.setattr(env, "detect", lambda: dataclasses.replace(here, gpu="a GPU the test pretends"))
+
+
+def test_the_fastest_of_ours_is_timed_ours_and_at_its_step():
+    fast, slow = {"BLOCK_M": 128, "BLOCK_N": 64}, {"BLOCK_M": 64, "BLOCK_N": 64}
+    table = _table([_row(LAST, "fa3", 0.5), _row(LAST, "ours 64x64", 2.0, slow), _row(LAST, "ours 128x64", 1.5, fast),
+                    _row(LAST, "ours 128x128", None, {"BLOCK_M": 128}),          # errored: never timed
+                    _row("prefill 8192 over 0", "ours 64x64", 0.1, slow)])       # faster, but another step
+    assert serving_race.fastest_of_ours(table, LAST).candidate == "ours 128x64"
+    assert serving_race.best_prefill_config(table) == fast
+    with pytest.raises(LabError, match="timed no candidate of ours at 'decode 1 x 32768'"):
+        serving_race.fastest_of_ours(table, "decode 1 x 32768")
+
+
+def test_a_candidate_no_round_timed_prints_a_line_not_a_traceback():
+    timed = {**_row(LAST, "ours 128x64", 1.25), "vs_fa3": 0.625}
+    assert "1.250 ms  0.625x FA3" in serving_race.progress_line(timed)
+    assert serving_race.progress_line({**_row(LAST, "ours 128x128", None), "max_abs_diff": None,
+                                       "error": "OutOfResources: shared memory"}).endswith("OutOfResources: shared memory")
+    assert "not timed" in serving_race.progress_line(_row(LAST, "ours 64x64", None))
+
+
+def test_the_steps_already_raced_are_on_disk_when_a_later_one_crashes(tmp_path, monkeypatch):
+    def race(rounds, rep_ms, split_bound, progress, save):
+        rows = [{**_row("prefill 8192 over 0", "fa3", 1.0), "vs_fa3": 1.0}]
+        save(rows)
+        raise RuntimeError("CUDA error: out of memory")
+
+    monkeypatch.setattr(serving_race, "race", race)
+    _pretend_a_gpu(monkeypatch)
+    args = argparse.Namespace(out=tmp_path / "race", rounds=1, rep_ms=1, split_bound=1024)
+    with pytest.raises(RuntimeError):
+        serving_race.main(args)
+    kept = pd.read_csv(tmp_path / "race" / "race.csv")
+    assert list(kept.candidate) == ["fa3"] and not (tmp_path / "race" / "best_prefill.json").exists()
+
+
+def test_a_finished_race_writes_its_table_its_best_setting_and_provenance(tmp_path, monkeypatch):
+    best = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
+
+    def race(rounds, rep_ms, split_bound, progress, save):
+        rows = [{**_row(LAST, "fa3", 1.0), "vs_fa3": 1.0}, {**_row(LAST, "ours 128x64", 1.6, best), "vs_fa3": 0.625}]
+        save(rows)
+        return rows
+
+    monkeypatch.setattr(serving_race, "race", race)
+    _pretend_a_gpu(monkeypatch)
+    out = tmp_path / "race"
+    assert serving_race.main(argparse.Namespace(out=out, rounds=1, rep_ms=1, split_bound=1024)) == 0
+    assert store.read_json(out / "best_prefill.json") == best
+    assert store.read_json(out / "provenance.json")["flags"]["split_bound"] == 1024
+    assert len(pd.read_csv(out / "race.csv")) == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["serving-race", "--rounds", "0"], "argument --rounds: expected a positive integer"),
+    (["serving-race", "--split-bound", "x"], "argument --split-bound"),
+    (["serving-race"], "serving-race times kernels on a GPU; this machine has none"),
+])
+def test_bad_options_and_a_machine_without_a_gpu_are_refused_and_write_nothing(tmp_path, argv, message):
+    if torch.cuda.is_available() and "GPU" in message:
+        pytest.skip("this machine has a GPU")
+    assert message in refused([*argv, "--out", tmp_path / "out"], tmp_path)
+    assert not (tmp_path / "out").exists()
