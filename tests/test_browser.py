@@ -554,6 +554,27 @@ def smallest_chart_text_px(root) -> float:
     }""")
 
 
+def marker_label_covers(root) -> list[str]:
+    """What the chart's marker label is drawn over: points and curves of the data (its halo would hide them)."""
+    return root.evaluate("""root => {
+        const svg = root.querySelector('svg[data-chart]');
+        const tag = svg && svg.style.display !== 'none' && svg.querySelector('.lab-marker-label');
+        if (!tag) return [];
+        const b = tag.getBBox(), covered = new Set();
+        const inside = (x, y) => x >= b.x && x <= b.x + b.width && y >= b.y && y <= b.y + b.height;
+        for (const c of svg.querySelectorAll('.lab-series circle')) {
+          if (inside(+c.getAttribute('cx'), +c.getAttribute('cy'))) covered.add('a point of ' + c.parentNode.dataset.series);
+        }
+        for (const path of svg.querySelectorAll('.lab-series path')) {
+          for (let s = 0, total = path.getTotalLength(); s <= total; s += 2) {
+            const q = path.getPointAtLength(s);
+            if (inside(q.x, q.y)) { covered.add('the curve of ' + path.parentNode.dataset.series); break; }
+          }
+        }
+        return [...covered].map(what => tag.textContent + ' covers ' + what);
+    }""")
+
+
 def csv_rows(root) -> list[list[str]]:
     import csv
     import io
@@ -568,9 +589,9 @@ def csv_rows(root) -> list[list[str]]:
 @pytest.mark.parametrize("size", sorted(VIEWPORTS))
 def test_no_explorer_state_shows_only_na_and_charts_are_legible(browser_context, served_site, size):
     """Every selectable state shows values or says why not (no bare n/a); every control value leads somewhere;
-    chart text >= 9 px."""
+    chart text >= 9 px; the marker's label covers no point or curve of the data."""
     base, html = served_site
-    checked = 0
+    checked, covered = 0, []
     for name in explorer_pages(html):
         page = open_sized(browser_context, base + name, VIEWPORTS[size])
         for key, root, data in explorers_on(page):
@@ -586,10 +607,12 @@ def test_no_explorer_state_shows_only_na_and_charts_are_legible(browser_context,
                 assert "n/a" not in shown, f"{name}#{key} at {page_values(root, explorer)}: a bare n/a in {shown}"
                 least = smallest_chart_text_px(root)
                 assert least >= 9, f"{name}#{key} at {size}: chart text {least:.1f} px"
+                covered += [f"{name}#{key} at {size}, {page_values(root, explorer)}: {c}" for c in marker_label_covers(root)]
                 checked += 1
         assert not browser_context[1].take()
         page.close()
     assert checked
+    assert not covered, f"{len(covered)} of {checked} states:\n" + "\n".join(covered[:20])
 
 
 @pytest.mark.slow

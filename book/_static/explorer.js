@@ -63,6 +63,41 @@
     return node;
   }
 
+  // How much of the data a box would cover: every drawn point and a sample every 2 px along each curve, counted
+  // on a 3 px grid with summed areas, so each box asked about is one lookup. The ring at (mx, my) counts as data.
+  function coverage(series, X, Y, W, H, mx, my) {
+    var CELL = 3, gw = Math.ceil(W / CELL) + 1, gh = Math.ceil(H / CELL) + 1, sat = new Float64Array((gw + 1) * (gh + 1));
+    var mark = function (x, y) {
+      var i = Math.floor(x / CELL), j = Math.floor(y / CELL);
+      if (i >= 0 && j >= 0 && i < gw && j < gh) sat[(j + 1) * (gw + 1) + i + 1] += 1;
+    };
+    series.forEach(function (s) {
+      var prev = null;
+      for (var p = 0; p < s.x.length; p++) {
+        if (!X.ok(s.x[p]) || !Y.ok(s.y[p])) { prev = null; continue; }
+        var x = X.at(s.x[p]), y = Y.at(s.y[p]);
+        mark(x, y);
+        if (prev && s.kind !== "points") {
+          var steps = Math.ceil(Math.sqrt((x - prev[0]) * (x - prev[0]) + (y - prev[1]) * (y - prev[1])) / 2);
+          for (var k = 1; k < steps; k++) mark(prev[0] + (x - prev[0]) * k / steps, prev[1] + (y - prev[1]) * k / steps);
+        }
+        prev = [x, y];
+      }
+    });
+    for (var a = -9; a <= 9; a += 3) { for (var c = -9; c <= 9; c += 3) mark(mx + a, my + c); }
+    for (var j = 1; j <= gh; j++) {
+      for (var i = 1; i <= gw; i++) {
+        sat[j * (gw + 1) + i] += sat[(j - 1) * (gw + 1) + i] + sat[j * (gw + 1) + i - 1] - sat[(j - 1) * (gw + 1) + i - 1];
+      }
+    }
+    var at = function (i, j) { return sat[Math.min(Math.max(j, 0), gh) * (gw + 1) + Math.min(Math.max(i, 0), gw)]; };
+    return function (l, t, wide, high, pad) {
+      var i0 = Math.floor((l - pad) / CELL), j0 = Math.floor((t - pad) / CELL);
+      var i1 = Math.floor((l + wide + pad) / CELL) + 1, j1 = Math.floor((t + high + pad) / CELL) + 1;
+      return at(i1, j1) - at(i0, j1) - at(i1, j0) + at(i0, j0);
+    };
+  }
+
   function text(parent, x, y, str, attrs) {
     var node = svg("text", attrs || {}, parent);
     node.setAttribute("x", x);
@@ -257,31 +292,41 @@
       svg("title", {}, ring).textContent = (view.m[2] ? view.m[2] + ": " : "") + chart.xl + " " + num(view.m[0]) +
         ", " + chart.yl + " " + num(view.m[1]);
       if (view.m[2]) {
-        // the label, measured as drawn (its font may be the page's), in the spot beside the ring where it covers the
-        // fewest points of the curves (a point under it counts first, then one within 3 px), inside the plot, over a
-        // halo of the chart's background so that a curve under it never hides it
+        // the label, measured as drawn (its font may be the page's), over a halo of the chart's background, in the
+        // spot nearest the ring where it covers no point and no curve of the data (a point or curve under it counts
+        // first, then one within 4 px), inside the plot; away from the ring, a thin line leads to it
         var tag = text(mk, 0, 0, view.m[2], { "font-size": FONT.legend, "font-family": "sans-serif",
           "class": "lab-marker-label", style: "paint-order:stroke;stroke:var(--lab-bg);stroke-width:4px;stroke-linejoin:round" });
         var b = { x: 0, y: 0, width: 0, height: 0 };
         try { b = tag.getBBox(); } catch (e) { /* not laid out (a hidden chart): the label's size is guessed */ }
         var wide = b.width || view.m[2].length * FONT.legend * 0.56, high = b.height || FONT.legend * 1.3;
-        var count = function (l, t, pad) {
-          return el.labPoints.filter(function (p) {
-            return p.x >= l - pad && p.x <= l + wide + pad && p.y >= t - pad && p.y <= t + high + pad;
-          }).length;
+        var count = coverage(series, X, Y, W, PH, mx, my);
+        var left = M.l + 2, right = W - M.r - 2, top = M.t, bottom = PH - M.b - 2;
+        var best = null;
+        var consider = function (l, t) {
+          var inside = l >= left && l + wide <= right && t >= top && t + high <= bottom;
+          var dx = Math.max(l - mx, 0, mx - l - wide), dy = Math.max(t - my, 0, my - t - high);
+          var score = (inside ? 0 : 1e6) + 1000 * count(l, t, wide, high, 0) + 10 * count(l, t, wide, high, 4) +
+            Math.sqrt(dx * dx + dy * dy);
+          if (!best || score < best[0]) best = [score, l, t, dx, dy];
         };
-        var spots = [];
         [my - 9 - high, my + 9, my - high / 2].forEach(function (t, i) {  // above the ring, below it, level with it
           [mx + 11, mx - 11 - wide, mx - wide / 2].forEach(function (l, j) {  // to its right, its left, centred on it
-            if (i < 2 || j < 2) {
-              spots.push([(l >= 0 && l + wide <= W && t >= 0 && t + high <= PH - M.b ? 0 : 1e4) + 100 * count(l, t, 0) +
-                count(l, t, 3), l, t]);
-            }
+            if (i < 2 || j < 2) consider(l, t);
           });
         });
-        var spot = spots.reduce(function (a, c) { return c[0] < a[0] ? c : a; });
-        tag.setAttribute("x", spot[1] - b.x);
-        tag.setAttribute("y", spot[2] - (b.height ? b.y : -FONT.legend));
+        for (var gt = top; gt + high <= bottom; gt += 4) {
+          for (var gl = left; gl + wide <= right; gl += 4) consider(gl, gt);
+        }
+        if (Math.sqrt(best[3] * best[3] + best[4] * best[4]) > 14) {  // not beside the ring: a leader to it
+          var ex = Math.min(Math.max(mx, best[1]), best[1] + wide), ey = Math.min(Math.max(my, best[2]), best[2] + high);
+          var len = Math.sqrt((ex - mx) * (ex - mx) + (ey - my) * (ey - my));
+          var lead = svg("line", { x1: mx + 8 * (ex - mx) / len, y1: my + 8 * (ey - my) / len, x2: ex, y2: ey,
+            "stroke-width": 1, "class": "lab-marker-leader", style: "stroke:var(--lab-fg);opacity:0.6" }, mk);
+          mk.insertBefore(lead, tag);
+        }
+        tag.setAttribute("x", best[1] - b.x);
+        tag.setAttribute("y", best[2] - (b.height ? b.y : -FONT.legend));
       }
       el.setAttribute("data-marker-x", String(view.m[0]));
       el.setAttribute("data-marker-y", String(view.m[1]));
