@@ -167,6 +167,12 @@ class Cited(Number):
         return self.fact.source
 
 
+
+def cite(facts: dict[str, Fact], **names: tuple[str, str]) -> dict[str, Cited]:
+    """placeholder -> Cited(the page's fact, format), for ``placeholder=(glue name, format)``."""
+    return {key: Cited(facts[name], fmt) for key, (name, fmt) in names.items()}
+
+
 def ratio(a: Number, b: Number, fmt: str = ".1f", what: str = "") -> Computed:
     """a / b, e.g. the FLEX/FLASH ratio of two measured times."""
     return Computed(what or f"ratio of {a.source()} to {b.source()}", lambda x, y: x / y, (a, b), fmt)

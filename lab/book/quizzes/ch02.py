@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lab.book.pages import ch02 as page
-from lab.book.quiz import Cited, Computed, Question, Quiz, chapter_quiz
+from lab.book.quiz import Computed, Question, Quiz, chapter_quiz, cite
 from lab.results import iomodel
 from lab.results.hardware import GB
 
@@ -11,9 +11,7 @@ KEY = "02-naive-attention"
 
 
 def _cite(**names) -> dict:
-    """placeholder -> Cited(the page's fact, format), for ``placeholder=(glue name, format)``."""
-    facts = page.facts()
-    return {key: Cited(facts[name], fmt) for key, (name, fmt) in names.items()}
+    return cite(page.facts(), **names)
 
 
 def _reading_the_counters() -> list[Question]:

@@ -7,16 +7,14 @@ cited as it is (:class:`lab.book.quiz.Cited`): the quiz reads no data of its own
 from __future__ import annotations
 
 from lab.book.pages import ch04
-from lab.book.quiz import Cited, Computed, Question, Quiz, chapter_quiz, ratio
+from lab.book.quiz import Computed, Question, Quiz, chapter_quiz, cite, ratio
 from lab.results.modelshape import qwen25_7b
 
 KEY = "04-flashattention-triton"
 
 
 def _cite(**names) -> dict:
-    """placeholder -> Cited(the page's fact, format), for ``placeholder=(glue name, format)``."""
-    facts = ch04.facts()
-    return {key: Cited(facts[name], fmt) for key, (name, fmt) in names.items()}
+    return cite(ch04.facts(), **names)
 
 
 def questions() -> list[Question]:

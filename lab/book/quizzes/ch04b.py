@@ -7,15 +7,13 @@ cited as it is (:class:`lab.book.quiz.Cited`): the quiz reads no data of its own
 from __future__ import annotations
 
 from lab.book.pages import ch04b
-from lab.book.quiz import Cited, Question, Quiz, chapter_quiz
+from lab.book.quiz import Question, Quiz, chapter_quiz, cite
 
 KEY = "04b-backward-pass"
 
 
 def _cite(**names) -> dict:
-    """placeholder -> Cited(the page's fact, format), for ``placeholder=(glue name, format)``."""
-    facts = ch04b.facts()
-    return {key: Cited(facts[name], fmt) for key, (name, fmt) in names.items()}
+    return cite(ch04b.facts(), **names)
 
 
 def questions() -> list[Question]:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from lab.book.pages import ch06
-from lab.book.quiz import Cited, Computed, Question, Quiz, chapter_quiz
+from lab.book.quiz import Computed, Question, Quiz, chapter_quiz, cite
 from lab.results import flex_counters as fc
 
 KEY = "06-vllm-sweeps"
 
 
 def _cite(**names) -> dict:
-    """placeholder -> Cited(the page's fact, format), for ``placeholder=(glue name, format)``."""
-    facts = ch06.facts()
-    return {key: Cited(facts[name], fmt) for key, (name, fmt) in names.items()}
+    return cite(ch06.facts(), **names)
 
 
 def _measured(*names: str) -> bool:

@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 from lab.book.pages import ch06c
-from lab.book.quiz import Cited, Question, Quiz, chapter_quiz
+from lab.book.quiz import Question, Quiz, chapter_quiz, cite
 
 KEY = "06c-our-kernels-in-vllm"
 
 
 def _cite(**names) -> dict:
-    """placeholder -> Cited(the page's fact, format), for ``placeholder=(glue name, format)``."""
-    facts = ch06c.facts()
-    return {key: Cited(facts[name], fmt) for key, (name, fmt) in names.items()}
+    return cite(ch06c.facts(), **names)
 
 
 def questions() -> list[Question]:

@@ -33,7 +33,6 @@ from lab.measure.attention.kernel_inputs import gpu_name, interpreting  # noqa: 
 from lab.measure.attention.split_kv import check_decode_inputs, combine, multiprocessors, split_plan  # noqa: E402
 
 
-
 @triton.jit
 def tuned_split_kernel(Q, K, V, O_part, LSE_part, qk_scale, n_k, keys_per_split, num_splits, kv_heads, group,
                        sqb, sqh, skb, skh, skn, svb, svh, svn,
