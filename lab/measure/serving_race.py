@@ -131,7 +131,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rounds", type=positive_count, default=3, help="interleaved timing rounds (default 3)")
     parser.add_argument("--rep-ms", type=positive_count, default=100, help="ms of graph replays per candidate and round")
     parser.add_argument("--split-bound", type=positive_count, default=131072 + 64,
-                        help="keys a captured decode graph plans its splits for (default: the sweep's max_model_len)")
+                        help="keys a captured decode graph plans its splits for: the server's --max-model-len "
+                             "(default 131136, a sweep to 128k tokens)")
 
 
 @writes_folder("--out", kinds=("serving-race",))

@@ -20,6 +20,7 @@ from lab.book.facts import Fact
 from lab.measure.attention.serving import server_step
 from lab.measure.serving_race import fastest_of_ours
 from lab.results import ours_serving as serving
+from lab.results.modelshape import qwen25_7b
 from lab.results.quantities import Quantity
 
 __all__ = ["facts", "race_table", "server_step", "sweep_table"]
@@ -128,7 +129,8 @@ def census_facts() -> dict[str, Fact]:
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact chapter 6c and its self-check state, by glue name."""
-    return sweep_facts() | race_facts() | agreement_facts() | census_facts()
+    shape = {"layers": Fact(qwen25_7b().layers, "lab.results.modelshape: Qwen2.5-7B config.json")}
+    return shape | sweep_facts() | race_facts() | agreement_facts() | census_facts()
 
 
 def sweep_table():

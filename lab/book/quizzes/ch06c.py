@@ -40,21 +40,23 @@ def _prefill_behind() -> Question:
 
 
 def _planted_bug() -> Question:
-    """Why the agreement check's planted bug shows as outputs that are not finite."""
+    """Why the agreement check's planted bug shows as outputs that are not finite, in every layer after the first."""
     cites = _cite(bad=("bug_not_finite", ",d"), calls=("bug_calls", ",d"), worst=("agree_worst", ".2f"),
                   tol=("agree_tolerance", ".0f"))
     return Question(
         "Inside a running server, our attention agreed with FA3's to {worst}% of the largest output (the check "
         "allows {tol}%). Handed every sequence one key short, {bad} of {calls} calls gave outputs that were not "
         "finite. Why not finite, rather than a little off?",
-        ["A prompt's first query then has no key to attend to, and its softmax divides zero by zero",
+        ["A prompt's first query has no key left: −∞ − (−∞) is NaN, and later layers inherit it",
          "bf16 overflows once a key is missing, because the remaining scores of the row grow past its range",
          "FA3 still reads the missing key, so the difference between the two outputs is itself not a number",
          "The block table then points at a page vLLM never wrote, and fresh GPU memory holds NaN"],
         0,
         "Causal attention lets a prompt's first query see one key, its own. One key short, that row has none: its "
-        "softmax sums nothing and divides zero by zero. The honest run stayed within {worst}% of FA3's output, "
-        "bf16's rounding, so a check that allows {tol}% separates the two.",
+        "running maximum stays at −∞, and subtracting it from scores of −∞ gives NaN. The NaN enters the residual "
+        "stream, so the next layers' queries, keys and values, and so the KV cache, carry it: every call after the "
+        "first layer is NaN, decode calls too. The honest run stayed within {worst}% of FA3's output, bf16's "
+        "rounding, so a check that allows {tol}% separates the two.",
         cites=cites,
         holds=lambda v: v["bad"] > 0 and v["worst"] < v["tol"])
 
@@ -63,15 +65,16 @@ def _graph_splits() -> Question:
     """What a CUDA graph fixes in a decode step, and how the split-KV kernel lives with it."""
     return Question(
         "vLLM captures our decode steps into CUDA graphs, and a graph replays one launch grid whatever the sequences' "
-        "lengths. How does the backend keep a short sequence from leaving most of the GPU idle?",
+        "lengths. How does the backend keep a short sequence from leaving most of its splits idle?",
         ["It captures a new graph for each sequence length it meets while serving",
          "It pads every sequence's keys to the longest length the server allows, so each split has work",
-         "Splits are planned for the longest sequence allowed; each sequence spreads its keys over all of them",
+         "Each sequence spreads its own keys over the planned splits, in whole tiles",
          "It runs a decode step eagerly, outside any graph, whenever one of its sequences is short"],
         2,
-        "The grid (sequences × KV heads × splits) is fixed when the graph is captured, so the split count is planned "
-        "for max_model_len. Each sequence divides its own keys evenly over those splits: a short one gets short "
-        "splits, not idle ones, and nothing is padded or recaptured.")
+        "The grid (splits × sequences × KV heads) is fixed when a graph is captured: the split count is planned per "
+        "captured batch size, for sequences as long as max_model_len. Each sequence divides its own keys over those "
+        "splits in whole 64-key tiles, so a short one keeps as many splits busy as it has tiles, rather than the one "
+        "or two a fixed share of keys per split would give it; nothing is padded or recaptured.")
 
 
 def quiz() -> Quiz:
