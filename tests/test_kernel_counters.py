@@ -101,3 +101,18 @@ def test_backward_jobs_parse_and_their_compulsory_bytes_are_the_backward_count()
     counts = iomodel.backward_hbm_bytes(16384, 16384, 28, 4, 128)
     assert kc_results.compulsory_bytes(job) == counts["recompute"]
     assert kc_results.compulsory_read_bytes(job) == counts["recompute_reads"]
+
+
+def test_a_chunk_job_is_a_servers_last_prefill_chunk_and_counts_its_queries_only():
+    assert [kc.parse_job(job)[:2] for job in kc.CHUNK_JOBS] == [("chunk", "fa3"), ("chunk", "ours")]
+    job = kc_results.JobCounters("chunk:ours:1:32768", "chunk", "ours", 1, 32768, "paged_prefill_kernel", 2)
+    chunk = 8192  # the last chunk's queries, over all 32,768 keys: Q and O of 8,192 rows, K and V of 32,768
+    assert kc_results.compulsory_bytes(job) == 2 * 128 * (2 * 28 * chunk + 2 * 4 * 32768)
+    assert kc_results.compulsory_read_bytes(job) == 2 * 128 * (28 * chunk + 2 * 4 * 32768)
+    short = kc_results.JobCounters("chunk:fa3:1:4096", "chunk", "fa3", 1, 4096, "flash_fwd", 1)
+    assert kc_results.compulsory_read_bytes(short) == 2 * 128 * (28 * 4096 + 2 * 4 * 4096)   # one chunk, no prefix
+
+
+def test_a_chunk_job_of_an_unknown_candidate_is_refused_before_it_builds_anything():
+    with pytest.raises(LabError, match="no chunk candidate 'fa9'; known: fa3, ours"):
+        kc.job_call("chunk:fa9:1:32768")

@@ -12,7 +12,10 @@ how many warps each multiprocessor kept resident (achieved occupancy), what the 
   :mod:`lab.measure.flex_decomposition` (``flex-default``, ``flex-pad8``, ``flex-paged``: vLLM's recipe, ...);
 * ``backward:<candidate>:<batch>:<n>`` -- the backward alone of a causal training step of
   :mod:`lab.measure.backward_race` (``ours``, ``sdpa-flash``, ``sdpa-cudnn``, ``fa4``): the forward runs
-  before, outside the profiled range (:data:`BACKWARD_JOBS`; not among the default jobs).
+  before, outside the profiled range (:data:`BACKWARD_JOBS`; not among the default jobs);
+* ``chunk:<candidate>:<batch>:<n>`` -- the last 8,192-token prefill chunk of an n-token prompt over its cached
+  prefix, on a paged cache, as a server runs it (:func:`lab.measure.serving_race.chunk_call`: ``fa3``, ``ours``;
+  needs vLLM; :data:`CHUNK_JOBS`).
 
 How: the jobs run one after another in one child Python process under ``ncu --nvtx --nvtx-include
 counters`` (a start/end NVTX range, which spans threads): the child warms each job up (compile, autotune) outside any range, then launches a marker
@@ -42,7 +45,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, store
 from lab.cli import module_cli, path_arg, positive_number
 from lab.folders import dataset_lock
-from lab.measure import backward_race, candidates, flex_decomposition
+from lab.measure import backward_race, candidates, flex_decomposition, serving_race
 from lab.measure.dram_bytes import find_ncu, run_group
 from lab.measure.ncu_output import (  # noqa: F401  (read_dataset, long_rows: where the tests and readers look)
     MARKER,
@@ -52,6 +55,7 @@ from lab.measure.ncu_output import (  # noqa: F401  (read_dataset, long_rows: wh
     measured_jobs,
     parse_job,
     parse_raw_csv,
+    query_rows,
     read_dataset,
 )
 
@@ -68,6 +72,8 @@ DEFAULT_JOBS = ("prefill:sdpa-cudnn:1:16384", "prefill:fa3:1:16384", "prefill:ou
 #: The backward passes side by side at 16k: `python -m lab kernel-counters --jobs` with these.
 BACKWARD_JOBS = ("backward:ours:1:16384", "backward:sdpa-flash:1:16384", "backward:sdpa-cudnn:1:16384",
                  "backward:fa4:1:16384")
+#: The last chunk of a 32k prompt, FA3 against ours as a server runs it: where chapter 6c's prefill gap comes from.
+CHUNK_JOBS = ("chunk:fa3:1:32768", "chunk:ours:1:32768")
 COLUMNS = ("job", "phase", "candidate", "batch", "n", "kernel_index", "kernel", "metric", "unit", "value")
 
 
@@ -87,7 +93,9 @@ def job_call(job: str):
     """A no-argument call of one job on seeded random inputs (K/V from HBM: each job is profiled cold)."""
 
     phase, name, batch, n = parse_job(job)
-    n_q = n if phase in ("prefill", "backward") else 1
+    if phase == "chunk":   # paged inputs of its own
+        return serving_race.chunk_call(name, batch, n)
+    n_q = query_rows(phase, n)
     q, k, v = flex_decomposition.random_inputs(batch, 28, 4, n_q, n, 128, seed=n + batch)
     if phase == "backward":
         do = flex_decomposition.random_inputs(batch, 28, 4, n_q, n, 128, seed=n + batch + 1)[0]
@@ -161,7 +169,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
                         help="comma-separated PHASE:CANDIDATE:BATCH:N jobs, profiled in this order "
                              f"(PHASE: {', '.join(PHASES)}; default: {','.join(DEFAULT_JOBS)}; the backward passes: "
-                             f"{','.join(BACKWARD_JOBS)})")
+                             f"{','.join(BACKWARD_JOBS)}; a server's last prefill chunk: {','.join(CHUNK_JOBS)})")
     parser.add_argument("--deadline-s", type=positive_number, default=480, help="stop starting jobs after this many seconds "
                         "(a job still running then is cut off; earlier jobs' rows are kept)")
     parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)

@@ -17,7 +17,9 @@ import re
 
 from lab import LabError
 
-PHASES = ("prefill", "decode", "flexdecode", "backward")
+PHASES = ("prefill", "decode", "flexdecode", "backward", "chunk")
+#: A server's prefill chunk (the sweeps' --max-num-batched-tokens): a ``chunk`` job runs the last one of its prompt.
+CHUNK = 8192
 #: The name of the kernel-counters run's marker kernel: each launch of it starts the next call's kernels.
 MARKER = "counters_marker"
 #: ncu prints SI prefixes (Kbyte = 1000 bytes) unless told otherwise; binary ones are accepted too.
@@ -56,6 +58,11 @@ def parse_job(text: str) -> tuple[str, str, int, int]:
     if batch < 1 or n < 1:
         raise LabError(f"job {text!r}: BATCH and N must be at least 1")
     return parts[0], parts[1], batch, n
+
+
+def query_rows(phase: str, n: int) -> int:
+    """Query tokens per sequence in one call of a job of ``phase`` over ``n`` keys."""
+    return n if phase in ("prefill", "backward") else min(CHUNK, n) if phase == "chunk" else 1
 
 
 def parse_raw_csv(text: str) -> list[dict]:

@@ -21,6 +21,7 @@ step's ratios against FA3.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, env, store
 from lab.cli import path_arg, positive_count
 from lab.folders import writes_folder
+from lab.measure.ncu_output import query_rows
 from lab.measure.timing import replay_ms, rounds_text, time_in_rounds
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "serving-race"
@@ -43,9 +45,12 @@ PREFILL_SPACE = ({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2
                  {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
                  {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3})
 COLUMNS = ("step", "candidate", "ms", "ms_rounds", "vs_fa3", "max_abs_diff", "config")
+CHUNK_CANDIDATES = ("fa3", "ours")
 
 
-def _candidates(step, inputs, split_bound: int):
+def step_candidates(step, inputs, split_bound: int, prefill_space=PREFILL_SPACE):
+    """(label, call, config) of FA3 and of ours (each prefill setting of ``prefill_space``, or the decode splits) at
+    one step; FA3 first."""
     import torch
     from vllm.v1.attention.backends.fa_utils import flash_attn_varlen_func
 
@@ -73,7 +78,7 @@ def _candidates(step, inputs, split_bound: int):
     found = [("fa3", fa3, None)]
     if longest_q > 1:
         found += [(f"ours {c['BLOCK_M']}x{c['BLOCK_N']} w{c['num_warps']} s{c['num_stages']}", ours(c), c)
-                  for c in PREFILL_SPACE]
+                  for c in prefill_space]
     else:
         found += [("ours, splits for the step", ours(), DECODE_CONFIG),
                   (f"ours, splits for {split_bound} keys (a captured graph)", ours(split_keys=split_bound),
@@ -89,6 +94,26 @@ def progress_line(row: dict) -> str:
     return f"{row['step']:26s} {row['candidate']:44s} {timed}{diff}"
 
 
+def chunk_call(candidate: str, batch: int, n: int):
+    """One call of ``candidate`` on the last chunk (at most :data:`lab.measure.ncu_output.CHUNK` tokens) of an ``n``-token prompt in each of
+    ``batch`` sequences, over its cached prefix, on a paged cache: ``fa3``, or ``ours`` with the server's prefill
+    setting (``LAB_OURS_PREFILL_CONFIG``, else :data:`lab.measure.attention.serving.PREFILL_CONFIG`). What
+    ``python -m lab kernel-counters --jobs chunk:ours:1:32768`` profiles."""
+    if candidate not in CHUNK_CANDIDATES:
+        raise LabError(f"no chunk candidate {candidate!r}; known: {', '.join(CHUNK_CANDIDATES)}")
+    import torch
+
+    from lab.measure.attention.paged_prefill import paged_batch
+    from lab.measure.attention.serving import PREFILL_CONFIG
+
+    chunk = query_rows("chunk", n)
+    step = (f"prefill {chunk} over {n - chunk}", [chunk] * batch, [n - chunk] * batch)
+    inputs = paged_batch(step[1], step[2], 28, 4, 128, 16, torch.bfloat16, "cuda", seed=n + batch, spare_pages=64)
+    config = json.loads(os.environ.get("LAB_OURS_PREFILL_CONFIG") or "null") or PREFILL_CONFIG
+    fa3, ours = step_candidates(step, inputs, n, prefill_space=(config,))
+    return (fa3 if candidate == "fa3" else ours)[1]
+
+
 def race(rounds: int, rep_ms: int, split_bound: int, progress=print, save=lambda rows: None) -> list[dict]:
     """Every step's candidates, checked against FA3 then timed; ``save(rows)`` gets the rows so far after each
     step, so a crash keeps the steps already raced."""
@@ -100,7 +125,7 @@ def race(rounds: int, rep_ms: int, split_bound: int, progress=print, save=lambda
     for step in STEPS:
         name, q_lens, prefixes = step
         inputs = paged_batch(q_lens, prefixes, 28, 4, 128, 16, torch.bfloat16, "cuda", seed=0, spare_pages=64)
-        candidates = _candidates(step, inputs, split_bound)
+        candidates = step_candidates(step, inputs, split_bound)
         reference = candidates[0][1]()
         step_rows = []
         for label, fn, config in candidates:

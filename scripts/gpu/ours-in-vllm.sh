@@ -8,6 +8,8 @@
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm agreement   # vllm-agreement, then the same with a planted bug
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm sweep       # vllm-sweep FLASH_ATTN/FA3 and OURS, 256..32768
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm census      # capture vllm --arm OURS: prefill and decode windows
+#     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm counters    # ncu: the last 8k chunk of a 32k prompt, FA3 and ours
+# (OURS's load curve beside FA3's: scripts/gpu_run.sh vllm-busy-server ours fixed, then fa3 fixed.)
 # The sweep and census run OURS with the prefill setting the race found fastest (LAB_OURS_PREFILL_CONFIG, read
 # from $WORK/serving-race/best_prefill.json when the kernels part ran in this lease). DEADLINE_S (default 560) is the
 # time after which nothing new starts, so results are packed before a 10-minute call ends.
@@ -64,7 +66,10 @@ case "$PART" in
   census)
     capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$study-ours/traces" --windows prefill:8192,decode:8192 \
         --model data/models/qwen2.5-7b ;;
-  *) say "unknown part '$PART': use kernels, agreement, sweep or census"; exit 2 ;;
+  counters)
+    capped 400 "$PYTHON" -m lab kernel-counters --jobs chunk:fa3:1:32768,chunk:ours:1:32768 --deadline-s 300 \
+        --out "$WORK/chunk-counters" ;;
+  *) say "unknown part '$PART': use kernels, agreement, sweep, census or counters"; exit 2 ;;
 esac
 
 ( cd "$WORK" && tar -czf "$OUT/ours-$PART.tar.gz" --exclude='*.tmp' --exclude='*.pgid' . )

@@ -50,11 +50,12 @@ case "$ARM" in
   flex) label=FLEX_ATTENTION; extra=(); inter_load=(8 32768) ;;
   triton) label=TRITON_ATTN; extra=(); inter_load=(8,32 32768) ;;
   fa3-fp8) label=FLASH_ATTN/FA3-FP8; extra=(); inter_load=() ;;
+  ours) label=OURS; extra=(); inter_load=() ;;   # the book's kernels (LAB_OURS_PREFILL_CONFIG: the race's best setting)
   fp8-concurrency) label=FLASH_ATTN/FA3-FP8 ;;
   interference-fa3) label=FLASH_ATTN/FA3; inter=(--chunks "${CHUNKS:-2048}" --decoders 8,32 --long 32768,98304) ;;
   interference-flex) label=FLEX_ATTENTION; inter=(--chunks 2048 --decoders 8 --long 32768) ;;
   interference-triton) label=TRITON_ATTN; inter=(--chunks 2048 --decoders 8,32 --long 32768) ;;
-  *) echo "usage: OUT=DIR scripts/gpu_run.sh vllm-busy-server fa3|flex|triton|fa2|fa3-fp8|fp8-concurrency|interference-fa3|interference-flex|interference-triton [fixed|mix]"; exit 2 ;;
+  *) echo "usage: OUT=DIR scripts/gpu_run.sh vllm-busy-server fa3|flex|triton|fa2|fa3-fp8|ours|fp8-concurrency|interference-fa3|interference-flex|interference-triton [fixed|mix]"; exit 2 ;;
 esac
 case "$WORKLOAD" in
   fixed) wl=(--input-len 1024 --output-len 128); wname=random-1024-128 ;;
