@@ -210,3 +210,33 @@ def test_chart_lines_as_drawn_reach_3_to_1_in_both_themes(browser_context, serve
         page.close()
     assert checked
     assert not low, "\n".join(sorted(low))
+
+
+#: Every listing shown on a page: the rows it is drawn on, its lines, whether it scrolls and says so.
+_LISTINGS = """() => [...document.querySelectorAll('.bd-article div.highlight')].filter(d => d.offsetParent !== null).map(d => {
+    const pre = d.querySelector('pre'), style = getComputedStyle(pre), line = parseFloat(style.lineHeight);
+    const text = pre.textContent, lines = text.split('\\n').length - (text.endsWith('\\n') ? 1 : 0);
+    const inner = pre.clientHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+    const next = d.nextElementSibling;
+    return {what: text.trim().slice(0, 40), lines, rows: line > 0 ? Math.round(inner / line) : lines,
+            scrolls: pre.scrollWidth > pre.clientWidth + 2,
+            hinted: !!(next && next.classList.contains('lab-scroll-hint') && next.offsetParent !== null)};
+})"""
+
+
+@pytest.mark.parametrize("viewport", ["phone", "laptop"])
+def test_code_is_never_rewrapped_and_a_listing_that_scrolls_says_so(browser_context, served_site, viewport):
+    """Indentation is a listing's meaning: a shown function or code cell keeps its lines (it scrolls sideways
+    instead), and a listing wider than its box has the hint under it."""
+    base, html = served_site
+    problems = []
+    for name in reading_pages(html):
+        page = open_sized(browser_context, base + name, PHONE if viewport == "phone" else LAPTOP)
+        for listing in page.evaluate(_LISTINGS):
+            if listing["rows"] > listing["lines"]:
+                problems.append(f"{name}: {listing['what']!r} drawn on {listing['rows']} rows for {listing['lines']} lines")
+            if listing["scrolls"] and not listing["hinted"]:
+                problems.append(f"{name}: {listing['what']!r} scrolls sideways and does not say so")
+        browser_context[1].take()
+        page.close()
+    assert not problems, f"{len(problems)} listings:\n" + "\n".join(problems[:20])
