@@ -272,10 +272,10 @@ def test_every_chapter_flattens_to_plain_markdown(stem):
 
 # --- the exported decks in a browser: → reaches everything, nothing is cut off or too small ---------------
 
-#: A projector's laptop and a phone. On the laptop nothing may be cut off, scroll or be drawn below 14 px; on
+#: A projector (1280 x 720, the smaller of the usual two) and a phone. On the projector nothing may be cut off, scroll or be drawn below 14 px; on
 #: the phone a box may scroll (a wide table sideways, keeping its first column; a slide too tall at 0.9x
 #: down) if swipes inside it scroll it rather than change the slide, and nothing is drawn below 14 px either.
-DECK_VIEWPORTS = {"laptop": {"width": 1366, "height": 768}, "phone": {"width": 390, "height": 844}}
+DECK_VIEWPORTS = {"laptop": {"width": 1280, "height": 720}, "phone": {"width": 390, "height": 844}}
 MIN_SLIDE_TEXT_PX = 14
 #: What a class must be able to reach with → alone: figures, tables and explorers.
 CONTENT = "img, table, [data-explorer]"

@@ -18,6 +18,8 @@
     var style = getComputedStyle(el), font = {}, margin = {};
     var k = parseFloat(style.getPropertyValue("--lab-chart-font")) || 1;
     for (var f in FONT_PX) font[f] = Math.round(FONT_PX[f] * k);
+    // a slide may draw the source line larger than the page does (--lab-chart-source: a slide is read from afar)
+    font.source = Math.round(font.source * (parseFloat(style.getPropertyValue("--lab-chart-source")) || 1));
     for (var m in MARGIN) margin[m] = Math.round(MARGIN[m] * (m === "r" ? 1 : k));
     return { font: font, margin: margin, k: k, ratio: parseFloat(style.getPropertyValue("--lab-chart-ratio")) || 0 };
   }
@@ -156,6 +158,13 @@
   function wrap(str, max) {
     var lines = [], line = "";
     str.split(" ").forEach(function (word) {
+      // a word longer than a line (a dataset's path) is cut after a "/" or "-" where it can be, else anywhere
+      while (word.length > max) {
+        var cut = Math.max(word.lastIndexOf("/", max - 1), word.lastIndexOf("-", max - 1)) + 1 || max;
+        if (line) { lines.push(line); line = ""; }
+        lines.push(word.slice(0, cut));
+        word = word.slice(cut);
+      }
       if (line && (line + " " + word).length > max) { lines.push(line); line = word; }
       else line = line ? line + " " + word : word;
     });
