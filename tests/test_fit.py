@@ -128,7 +128,7 @@ GOOD_ROWS = "".join(f"A,A,{n},{n},{0.05 + 2e-4 * n + 4e-9 * n * n:.6f},0.2,30\n"
     (GOOD_ROWS.replace("0.2,30\n", "0.2,thirty\n", 1), [], "column 'itl_ms', row 1: 'thirty' is not a number"),
     (GOOD_ROWS, ["--confidence", "nan"], "--confidence nan: expected a level between 0 and 1"),
     (GOOD_ROWS, ["--confidence", "2"], "--confidence 2.0: expected a level between 0 and 1"),
-    ("", [], "no measured rows to fit"),
+    ("", [], "no arm has 3 measured lengths that every arm measured"),
     (GOOD_ROWS, ["--at", "-2048"], "--at '-2048': expected positive token counts"),
     (GOOD_ROWS, ["--at", "0"], "--at '0': expected positive token counts"),
 ])
@@ -149,3 +149,26 @@ def test_fit_of_a_good_table_still_prints(tmp_path, capsys):
 
     assert main(["fit", str(_sweep_dataset(tmp_path, GOOD_ROWS)), "--at", "2048"]) == 0
     assert "quad share:" in capsys.readouterr().out
+
+
+def test_arms_are_fitted_over_the_lengths_they_all_ran():
+    """One arm ran further than the other: both are fitted over the shared lengths only, so their c compare like for
+    like (the long points follow a smaller c, and a fit over them would move the long arm's c)."""
+    import pandas as pd
+
+    from lab.results.fit import shared_lengths
+    from lab.results.sweeps import prefill_fit
+
+    short = [256, 1024, 4096, 16384, 32768]
+    rows = [{"arm": "A", "target_len": n, "actual_len": n, "ttft_s": 0.01 + 20e-6 * n + 400e-12 * n**2} for n in short]
+    rows += [{"arm": "B", "target_len": n, "actual_len": n, "ttft_s": 0.02 + 20e-6 * n + 800e-12 * n**2} for n in short]
+    rows += [{"arm": "A", "target_len": n, "actual_len": n, "ttft_s": 0.01 + 20e-6 * n + 300e-12 * n**2}
+             for n in (65536, 131072)]
+    table = pd.DataFrame(rows).assign(study="s", itl_ms=float("nan"))
+    assert shared_lengths(table) == set(short)
+    fits = fit_arms(table)
+    assert fits["A"][0].c_ps_per_token2 == pytest.approx(400, rel=1e-6) and fits["A"][0].points == len(short)
+    assert fits["B"][0].c_ps_per_token2 / fits["A"][0].c_ps_per_token2 == pytest.approx(2, rel=1e-6)
+    assert prefill_fit(table, "s", "A").c_ps_per_token2 == pytest.approx(400, rel=1e-6)
+    own = prefill_fit(table, "s", "A", lengths=set(short) | {65536, 131072})
+    assert own.points == 7 and own.c_ps_per_token2 < 400

@@ -140,11 +140,24 @@ def ok_rows(table):
     return table.dropna(subset=["actual_len", "ttft_s"])
 
 
+def shared_lengths(table) -> set[int]:
+    """The prompt lengths (``target_len``) every arm of one study's sweep table measured, among arms with 3 or more:
+    the lengths its fits share. A fit's c depends on the lengths it covers (attention's cost per pair of tokens is
+    not the same at every length), so arms are fitted over the same lengths or not compared."""
+    sets = [set(rows["target_len"].astype(int)) for _, rows in ok_rows(table).groupby("arm", sort=False)
+            if rows["actual_len"].nunique() >= 3]
+    return set.intersection(*sets) if sets else set()
+
+
 def fit_arms(table, confidence: float = 0.95) -> dict[str, tuple[QuadraticFit, DecodeGrowth | None]]:
-    """Fit every arm of a sweep table (columns arm, actual_len, ttft_s, itl_ms): arm -> (fit, growth)."""
-    fits = {}
+    """Fit every arm of one study's sweep table (columns arm, target_len, actual_len, ttft_s, itl_ms) over the
+    lengths all its arms share (:func:`shared_lengths`): arm -> (fit, growth); decode growth over each arm's own."""
+    fits, shared = {}, shared_lengths(table)
     for arm, rows in ok_rows(table).groupby("arm", sort=False):
-        fit = fit_quadratic(rows["actual_len"], rows["ttft_s"], confidence)
+        fitted = rows[rows["target_len"].isin(shared)]
+        if fitted["actual_len"].nunique() < 3:
+            continue
+        fit = fit_quadratic(fitted["actual_len"], fitted["ttft_s"], confidence)
         with_itl = rows.dropna(subset=["itl_ms"])
         growth = decode_growth(with_itl["actual_len"], with_itl["itl_ms"]) if len(with_itl) >= 2 else None
         fits[arm] = (fit, growth)
@@ -199,7 +212,8 @@ def main(args) -> int:
         table = table[table["arm"] == args.arm]
     fits = fit_arms(table, args.confidence)
     if not fits:
-        raise LabError(f"{dataset.file('sweep.csv')}: no measured rows to fit (the table is empty or every length failed)")
+        raise LabError(f"{dataset.file('sweep.csv')}: no arm has 3 measured lengths that every arm measured (the table "
+                       "is empty, every length failed, or the arms ran different lengths; fit one with --arm)")
     print(f"{dataset.name}  ({dataset.gpu}, vLLM {dataset.provenance.get('vllm') or '-'})")
     for arm, (fit, growth) in fits.items():
         print(f"{arm}\n  prefill fit: {fit.summary()}")

@@ -57,7 +57,7 @@ def refit_with_b(lengths, seconds, b_held: float) -> float:
 
 def tradeoff(table, study: str, arm: str, b_held: float) -> Tradeoff:
     """The fit of one arm, the correlation of its b and c, and c refitted with b held at ``b_held``."""
-    rows = sweeps.arm_rows(table, study, arm)
+    rows = sweeps.fit_rows(table, study, arm)
     fit = fit_quadratic(rows["actual_len"], rows["ttft_s"])
     return Tradeoff(fit, coefficient_correlation(rows["actual_len"]), b_held,
                     refit_with_b(rows["actual_len"], rows["ttft_s"], b_held))
@@ -86,21 +86,25 @@ class ChunkComparison:
 
 
 def chunk_comparison(table, gpu: str = "H200", arm: str = FA3.label) -> ChunkComparison | None:
-    """The arm fitted at the smallest and the largest chunk size measured on ``gpu`` (one GPU per
-    server), or None while fewer than two chunk sizes with 3+ lengths are on file."""
-    fits = {}
+    """The arm fitted at the smallest and the largest chunk size measured on ``gpu`` (one GPU per server), both over
+    the lengths both studies fit (like for like), or None while fewer than two chunk sizes share 4+ lengths."""
+    studies = {}
     for study in table["study"].unique():
-        rows = sweeps.arm_rows(table, study, arm)
+        rows = sweeps.fit_rows(table, study, arm)
         if (study.startswith("local/") or rows.empty or gpu.lower() not in str(rows["gpu"].iloc[0]).lower()
                 or sweeps.gpu_count(table, study) != 1 or rows["actual_len"].nunique() < 4):
             continue
         chunk = sweeps.chunk_size(table, study)
-        if chunk is not None and chunk not in fits:
-            fits[chunk] = fit_quadratic(rows["actual_len"], rows["ttft_s"])
-    if len(fits) < 2:
+        if chunk is not None and chunk not in studies:
+            studies[chunk] = (study, set(rows["target_len"].astype(int)))
+    if len(studies) < 2:
         return None
-    small, large = min(fits), max(fits)
-    return ChunkComparison(small, large, fits[small], fits[large])
+    small, large = min(studies), max(studies)
+    shared = studies[small][1] & studies[large][1]
+    if len(shared) < 4:
+        return None
+    return ChunkComparison(small, large, sweeps.prefill_fit(table, studies[small][0], arm, shared),
+                           sweeps.prefill_fit(table, studies[large][0], arm, shared))
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from lab.results.bandwidth import bandwidth_ceiling, short_name, slope_rate
 from lab.results.concurrency import floor_step_s, kv_bytes_per_step
 from lab.results.data import DATA_DIR, load, load_sweeps
 from lab.results.facts import Fact
-from lab.results.fit import decode_growth, fit_quadratic, ok_rows
+from lab.results.fit import decode_growth, fit_quadratic, ok_rows, shared_lengths
 from lab.results.hardware import match_device
 from lab.results.modelshape import qwen25_7b
 from lab.results.quantities import Quantity
@@ -49,7 +49,8 @@ def _sweep(gpu: str, run: str, provenance: str) -> dict[str, Quantity]:
     where = f"the {gpu.upper()} sweep, one request at a time"
     q = lambda key, means, unit, file="sweep.csv": Quantity(f"{gpu}.sweep.{key}", f"{means}, {where}",  # noqa: E731
                                                             run=run, file=file, unit=unit)
-    fit = "of the least-squares fit TTFT = a + b n + c n² over the arm's prompt lengths (the fit, or its 95% interval)"
+    fit = ("of the least-squares fit TTFT = a + b n + c n² over the prompt lengths every arm of the study ran, or where "
+           "a member says so the arm's own (the fit, or its 95% interval)")
     return {"a": q("fit_a", f"the constant a {fit}", "ms"), "b": q("fit_b", f"the linear coefficient b {fit}", "µs/token"),
             "c": q("fit_c", f"the quadratic coefficient c {fit}", "ps/token²"),
             "c_ratio": q("c_ratio", "one arm's fitted c over another's", "×"),
@@ -59,6 +60,9 @@ def _sweep(gpu: str, run: str, provenance: str) -> dict[str, Quantity]:
             "c_eff": q("attention_efficiency", "the causal attention FLOPs per token² at the datasheet peak over the "
                        "fitted c", "%"),
             "ttft": q("ttft", "median TTFT of the repetitions at a prompt length", "s"),
+            "ttft_fit": q("ttft_fit", "an arm's fitted TTFT at a prompt length (past the fitted lengths, a prediction)",
+                          "s"),
+            "fit_error": q("fit_error", "an arm's fitted TTFT over its measured TTFT at a prompt length, minus one", "%"),
             "ttft_ratio": q("ttft_ratio", "one arm's TTFT over another's at a prompt length", "×"),
             "ttft_extra": q("ttft_extra", "how much longer one arm's TTFT is than another's at a prompt length", "%"),
             "itl": q("itl", "median inter-token gap pooled over the repetitions' decode gaps at a context length", "ms"),
@@ -87,12 +91,28 @@ def study_of(dataset: str, root: Path = DATA_DIR) -> str:
     return "/".join(path.parts[:2])
 
 
+def fit_rows(table, study: str, arm: str, lengths=None):
+    """An arm's measured rows that its prefill fit covers: ``lengths`` (target lengths), by default the lengths every
+    arm of its study measured (:func:`lab.results.fit.shared_lengths`)."""
+    if lengths is None:
+        lengths = shared_lengths(table[table["study"] == study])
+    rows = ok_rows(arm_rows(table, study, arm))
+    return rows[rows["target_len"].isin(lengths)]
+
+
+def prefill_fit(table, study: str, arm: str, lengths=None):
+    """The arm's fit t = a + b·n + c·n² over :func:`fit_rows`; None under 3 lengths (a reader's partial run)."""
+    rows = fit_rows(table, study, arm, lengths)
+    return fit_quadratic(rows["actual_len"], rows["ttft_s"]) if rows["actual_len"].nunique() >= 3 else None
+
+
 def fits_by_arm(table) -> dict:
-    """(study, arm) -> the quadratic prefill fit from lab.results.fit, for every arm with 3+ measured lengths."""
+    """(study, arm) -> the arm's :func:`prefill_fit`, for every arm that has one."""
     fits = {}
-    for (study, arm), rows in ok_rows(table).groupby(["study", "arm"]):
-        if rows["actual_len"].nunique() >= 3:  # a reader's partial run may have fewer: no curve, no share
-            fits[study, arm] = fit_quadratic(rows["actual_len"], rows["ttft_s"])
+    for study, arm in ok_rows(table)[["study", "arm"]].drop_duplicates().itertuples(index=False):
+        fit = prefill_fit(table, study, arm)
+        if fit is not None:
+            fits[study, arm] = fit
     return fits
 
 
@@ -187,16 +207,17 @@ def arm_rows(table, study: str, arm: str):
 
 
 def fit_summary(table, study: str):
-    """One row per arm: the quadratic fit with 95% intervals, quad shares, decode growth."""
+    """One row per arm: the quadratic fit over the lengths every arm measured (``fitted_to``: the longest of them;
+    ``longest``: the arm's own), with 95% intervals, quad shares, decode growth."""
     import pandas as pd
 
     out = []
     for arm in sorted(table.loc[table["study"] == study, "arm"].unique()):
-        rows = arm_rows(table, study, arm)
-        if rows["actual_len"].nunique() < 3:
+        rows, fit = arm_rows(table, study, arm), prefill_fit(table, study, arm)
+        if fit is None:
             continue
-        fit = fit_quadratic(rows["actual_len"], rows["ttft_s"])
-        row = {"arm": arm, "points": fit.points, "a_s": fit.a,
+        row = {"arm": arm, "points": fit.points, "fitted_to": int(fit_rows(table, study, arm)["target_len"].max()),
+               "a_s": fit.a,
                "b_us_per_token": fit.b_us_per_token, "b_lo": fit.b_ci[0] * 1e6, "b_hi": fit.b_ci[1] * 1e6,
                "c_ps_per_token2": fit.c_ps_per_token2, "c_lo": fit.c_ci[0] * 1e12, "c_hi": fit.c_ci[1] * 1e12,
                "longest": int(rows["actual_len"].max())}

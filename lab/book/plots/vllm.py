@@ -7,7 +7,6 @@ import numpy as np
 from lab.book.plots import WIDTH_IN, caption, color, figure, legend_above, token_axis
 from lab.measure.vllm.arms import FA2, FA3
 from lab.results import sweeps as report
-from lab.results.fit import fit_quadratic
 
 _FLOOR_STYLE = dict(color="#444444", linestyle=":", linewidth=1.3)
 
@@ -53,12 +52,12 @@ def plot_prefill(table, studies: list[str]):
         for arm in _arms(table, study):
             rows = report.arm_rows(table, study, arm)
             ax.plot(rows["actual_len"], rows["ttft_s"], "o", color=color(arm), label=arm, ms=4.5)
-            if rows["actual_len"].nunique() >= 3:  # the fit is drawn over the measured range only
-                fit = fit_quadratic(rows["actual_len"], rows["ttft_s"])
+            fit = report.prefill_fit(table, study, arm)
+            if fit is not None:  # drawn over the arm's measured range: past the fitted lengths it is a prediction
                 span = np.geomspace(rows["actual_len"].min(), rows["actual_len"].max(), 48)
                 ax.plot(span, fit.predict(span), "--", color=color(arm), lw=1.2)
         _floor_and_axes(ax, table, study, "prefill", "prompt length (tokens)", "time to first token (s)")
-    _finish(fig, axes, _source(table, studies, "Dashed: t = a + b·n + c·n² fitted per backend"))
+    _finish(fig, axes, _source(table, studies, "Dashed: t = a + b·n + c·n² fitted per backend over the lengths every backend of its GPU ran"))
     return fig
 
 

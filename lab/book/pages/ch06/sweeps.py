@@ -120,7 +120,11 @@ def h200_prefill_facts() -> dict:
     fa_rows, flex_rows = report.arm_rows(table, h200, FA3), report.arm_rows(table, h200, FLEX).set_index("target_len")
     common = int(max(set(flex_rows.index) & set(fa_rows["target_len"])))
     longest = int(fa_rows["actual_len"].max())
-    c_per_b = fa["c_ps_per_token2"] * 1e-12 * longest / (fa["b_us_per_token"] * 1e-6)
+    shared_fit = report.prefill_fit(table, h200, FA3)
+    own = report.prefill_fit(table, h200, FA3, lengths=set(fa_rows["target_len"].astype(int)))   # FA3 to its longest
+    predicted, measured = float(shared_fit.predict(longest)), float(fa_rows["ttft_s"].iloc[-1])
+    own_vs = ("below" if own.c_ci[1] < shared_fit.c_ci[0] else "above" if own.c_ci[0] > shared_fit.c_ci[1]
+              else "inside") + " the interval of the fit over the shared lengths"
     overlap = fits.loc[[FA3, FLEX], "b_lo"].max() <= fits.loc[[FA3, FLEX], "b_hi"].min()
     ceilings = load_measurement(f"data/{H200_CEILINGS}")
     b_held = qwen25_7b().linear_flops_per_token() / ceilings.peak_flops
@@ -139,7 +143,12 @@ def h200_prefill_facts() -> dict:
         "h200_fa3_longest": H200["length"].fact(longest, "longest FA3 ran"),
         "h200_fa3_ttft_longest": H200["ttft"].fact(fa_rows["ttft_s"].iloc[-1], FA3, longest),
         "h200_fa_share_32k": H200["share"].fact(fa["share_32768_pct"], FA3, 32768),
-        "h200_fa_share_longest": H200["share"].fact(100 * c_per_b / (1 + c_per_b), FA3, longest),
+        "h200_fa_pred_longest": H200["ttft_fit"].fact(predicted, FA3, longest),
+        "h200_fa_pred_over_pct": H200["fit_error"].fact(100 * (predicted / measured - 1), FA3, longest),
+        "h200_fa_c_own": H200["c"].fact(own.c_ps_per_token2, FA3, "own lengths"),
+        "h200_fa_c_own_lo": H200["c"].fact(own.c_ci[0] * 1e12, FA3, "own lengths", "lo"),
+        "h200_fa_c_own_hi": H200["c"].fact(own.c_ci[1] * 1e12, FA3, "own lengths", "hi"),
+        "h200_fa_c_own_vs": Fact(own_vs, H200["c"].source),
         "h200_corr_bc": Fact(trade.corr_bc, "lab.results.sweep_variants.coefficient_correlation"),
         "h200_matmul_rate_tflops": roofline.matmul_rate().to("TFLOP/s"),
         "h200_b_at_matmul_rate": B_AT_MATMUL_RATE.fact(b_held * 1e6),
@@ -390,7 +399,10 @@ def _tensor_parallel_window(gpus: int, tokens: int = 8192) -> dict:
     comm = split.ms.get("communication") if split.known else None
     window = next((w for w in cw.measured_windows() if w["gpu"] == f"{gpus}x H200" and w["window"] == f"prefill-{tokens}"),
                   None)
+    hidden_bytes = qwen25_7b().hidden * 2   # one bf16 hidden vector: what an all-reduce carries per token
     return {"tp_window_n": Fact(tokens, "lab.book.pages.ch06._tensor_parallel_window"),
+            "tp_prefill_allreduce_mb": Fact(tokens * hidden_bytes / 1e6, "lab.results.modelshape: hidden x 2 bytes "
+                                            "x the window's tokens"),
             "tp_window_ms": TP_WINDOW.fact(split.window_ms if split.known else None, "window", fmt="{:.0f} ms"),
             "one_window_ms": ONE_WINDOW.fact(one.window_ms if one.known else None, "window", fmt="{:.0f} ms"),
             "tp_comm_ms": family(split, TP_WINDOW, "communication"), "tp_attn_ms": family(split, TP_WINDOW, "attention"),

@@ -53,7 +53,8 @@ def decode_figure():
 
 
 def fit_table():
-    """Each arm's fit with its 95% intervals and the quadratic term's share at 8k and 32k, both rigs."""
+    """Each arm's fit with its 95% intervals and the quadratic term's share at 8k and 32k, both rigs; every arm of a
+    GPU fitted over the lengths all of them ran."""
     def one(study: str):
         fits = report.fit_summary(sweep_table(), study)
         shown_fits = pd.DataFrame({
@@ -61,7 +62,8 @@ def fit_table():
             "b (µs/token), 95% CI": [f"{b:.1f} [{lo:.1f}, {hi:.1f}]" for b, lo, hi in zip(fits["b_us_per_token"], fits["b_lo"], fits["b_hi"], strict=True)],
             "c (ps/token²), 95% CI": [f"{c:,.0f} [{lo:,.0f}, {hi:,.0f}]" for c, lo, hi in zip(fits["c_ps_per_token2"], fits["c_lo"], fits["c_hi"], strict=True)],
             "quad share @ 8k": fits["share_8192_pct"].map(lambda v: f"{v:.1f}%"),
-            "quad share @ 32k": fits["share_32768_pct"].map(lambda v: f"{v:.1f}%"), "points": fits["points"]})
+            "quad share @ 32k": fits["share_32768_pct"].map(lambda v: f"{v:.1f}%"), "points": fits["points"],
+            "fitted to (tokens)": fits["fitted_to"].map(lambda v: f"{v:,d}")})
         shown_fits.insert(0, "GPU", report.study_label(sweep_table(), study))
         return shown_fits
 
