@@ -54,6 +54,8 @@ PAGED_FRACTION = Quantity("h200.paged_decode.fraction_of_contiguous", "the paged
                           "contiguous kernel's on the same K/V in the same run", unit="fraction", **_PAGED)
 PAGED_SPEED_VS_FA3 = Quantity("h200.paged_decode.speed_vs_fa3", "FA3's paged decode time over a kernel's, 16-token "
                               "pages, same K/V, same run (above 1: the kernel is faster)", unit="×", **_PAGED)
+PAGED_LEAD_US = Quantity("h200.paged_decode.fa3_minus_ours", "FA3's paged decode time minus ours, 16-token pages, "
+                         "same K/V, same run (above 0: ours is faster)", unit="us", **_PAGED)
 LARGE_PAGE = Quantity("h200.paged_decode.large_page", "the larger page size the paged-decode run timed beside "
                       "vLLM's 16", unit="tokens", **_PAGED)
 _COUNTERS = {1: kernel_counters.RUNS[0], 16: kernel_counters.RUNS[1]}
@@ -129,7 +131,7 @@ def _paged_facts() -> dict:
         _paged_value("fraction_of_contiguous", "paged", b, tokens, page), "paged", page, b, tokens, fmt="{:.0%}")
     facts = {
         "p16_b16_share": share(PAGE, batch, n), "pbig_b16_share": share(big, batch, n),
-        "p16_b1_share": share(PAGE, 1, n), "p16_b16_128k_share": share(PAGE, batch, 131072),
+        "p16_b1_share": share(PAGE, 1, n), "pbig_b1_share": share(big, 1, n), "p16_b16_128k_share": share(PAGE, batch, 131072),
         "contig_b16_gbps": PAGED_RATE.fact(_paged_value("gb_per_s", "contiguous", batch, n), "contiguous", batch, n,
                                            fmt="{:,.0f} GB/s"),
         "p16_b16_gbps": PAGED_RATE.fact(_paged_value("gb_per_s", "paged", batch, n, PAGE), "paged", PAGE, batch, n,
@@ -140,6 +142,7 @@ def _paged_facts() -> dict:
     for r in _paged()[1].itertuples():
         key = f"b{r.batch}_{r.n // 1024}k"
         facts |= {f"vs_fa3_{key}": PAGED_SPEED_VS_FA3.fact(r.ours_vs_fa3, "paged", r.batch, r.n),
+                  f"lead_us_{key}": PAGED_LEAD_US.fact(1e3 * (r.fa3_ms - r.ours_ms), "paged", r.batch, r.n),
                   f"contig_vs_fa3_{key}": PAGED_SPEED_VS_FA3.fact(r.contiguous_vs_fa3, "contiguous", r.batch, r.n),
                   f"fa3_read_pct_{key}": paged.ceiling_share("fa3-paged", r.batch, r.n, PAGE),
                   f"ours_read_pct_{key}": paged.ceiling_share("paged", r.batch, r.n, PAGE)}
@@ -154,7 +157,10 @@ def _counter_facts() -> dict:
             job = jobs[f"decode:{who}:{batch}:32768"]
             facts |= {f"ctr_{tag}_b{batch}_main_us": COUNTER_MAIN[batch].fact(1e3 * job.main["ms"], who),
                       f"ctr_{tag}_b{batch}_others_us": COUNTER_OTHERS[batch].fact(1e3 * job.others_ms, who)}
-    facts["ctr_fa3_b1_others_n"] = COUNTER_LAUNCHES.fact(len(jobs["decode:fa3:1:32768"].others), "fa3")
+    fa3 = jobs["decode:fa3:1:32768"]
+    facts["ctr_fa3_b1_others_n"] = COUNTER_LAUNCHES.fact(len(fa3.others), "fa3")
+    prepare = next((ms for name, ms in fa3.others if "prepare" in name), None)   # FA3's scheduler: flash::prepare_*
+    facts["ctr_fa3_b1_prepare_us"] = COUNTER_OTHERS[1].fact(None if prepare is None else 1e3 * prepare, "fa3", "prepare")
     return facts
 
 
