@@ -114,22 +114,21 @@ def gap_series(root: Path, arm_slug: str, chunk: int, decoders: int, long_len: i
 
 @dataclass(frozen=True)
 class ChunkCost:
-    """What a smaller prefill chunk adds to the long prompt's TTFT, and the bytes its extra steps read again.
+    """What a smaller prefill chunk adds to the long prompt's TTFT, and per extra engine step.
 
     Each step carries one token per decoder and a chunk of the long prompt (the budget minus the decoders'
-    tokens), so the prompt takes ceil(long_len / (chunk - decoders)) steps. Every extra step reads the weights
-    and every decoder's cache once more; every extra chunk reads the long prompt's cached prefix once more.
-    The ``*_s`` reads are those bytes at the bandwidth ceiling: the least each can cost."""
+    tokens), so the prompt takes ceil(long_len / (chunk - decoders)) steps. A step of a chunk of thousands of tokens
+    is bound by its matmuls' arithmetic, not by reading the weights (its weight matmuls do as many FLOPs per weight
+    byte as it has rows), so the extra steps' cost is not their bytes; a sweep of whole requests does not say what
+    it is."""
 
     ttft_added_s: float
     extra_steps: int
-    weights_s: float
-    decoders_kv_s: float
-    prefix_s: float
+    small_chunk_rows: int        # tokens in one step of the small chunk: its weight matmuls' FLOPs per weight byte
 
-    def share(self, part: str) -> float:
-        """One read's share of the added TTFT, in percent."""
-        return 100 * getattr(self, part) / self.ttft_added_s
+    @property
+    def per_step_s(self) -> float:
+        return self.ttft_added_s / self.extra_steps
 
 
 def _trial(root: Path, arm_slug: str, chunk: int, decoders: int, long_len: int, study: str) -> dict | None:
@@ -140,21 +139,12 @@ def _trial(root: Path, arm_slug: str, chunk: int, decoders: int, long_len: int, 
                  if (r["decoders"], r["long_len"], r["status"]) == (decoders, long_len, "ok")), None)
 
 
-def chunk_cost(arm_slug: str, decoders: int, long_len: int, small: int, large: int, weight_bytes: float,
-               kv_bytes_per_token: float, bandwidth: float, root: Path = DATA_DIR / "h200",
+def chunk_cost(arm_slug: str, decoders: int, long_len: int, small: int, large: int, root: Path = DATA_DIR / "h200",
                study: str = STUDY) -> ChunkCost | None:
     """:class:`ChunkCost` of chunks of ``small`` tokens against ``large`` for one trial (None: not measured)."""
     trials = {c: _trial(root, arm_slug, c, decoders, long_len, study) for c in (small, large)}
     if None in trials.values():
         return None
     steps = {c: -(-long_len // (c - decoders)) for c in trials}
-    extra = steps[small] - steps[large]
-    cached = sum(trials[small]["contexts"])
-
-    def prefix_tokens(chunk: int) -> int:  # the prefix each chunk reads, summed over the chunks
-        return sum(min(k * (chunk - decoders), long_len) for k in range(steps[chunk]))
-
-    return ChunkCost(ttft_added_s=trials[small]["long_ttft_s"] - trials[large]["long_ttft_s"], extra_steps=extra,
-                     weights_s=extra * weight_bytes / bandwidth,
-                     decoders_kv_s=extra * cached * kv_bytes_per_token / bandwidth,
-                     prefix_s=(prefix_tokens(small) - prefix_tokens(large)) * kv_bytes_per_token / bandwidth)
+    return ChunkCost(ttft_added_s=trials[small]["long_ttft_s"] - trials[large]["long_ttft_s"],
+                     extra_steps=steps[small] - steps[large], small_chunk_rows=small)

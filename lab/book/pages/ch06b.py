@@ -96,11 +96,8 @@ EXTRA_STEPS = Quantity("h200.interference.extra_steps", "engine steps the small 
                        "prefill: ceil(L / (chunk - decoders)) for each chunk", unit="steps", **_INTER)
 TTFT_ADDED = Quantity("h200.interference.ttft_added", "the long prompt's TTFT with the small chunk minus with the "
                       "large one", unit="ms", **_INTER)
-REREAD = Quantity("h200.interference.reread", "the bytes the small chunk's extra steps read again, at the H200's "
-                  "bandwidth ceiling: the weights, every decoder's cache, or the long prompt's own prefix",
-                  unit="ms", **_INTER)
-REREAD_SHARE = Quantity("h200.interference.reread_share", "that re-read time over the TTFT the small chunk added",
-                        unit="%", **_INTER)
+PER_EXTRA_STEP = Quantity("h200.interference.per_extra_step", "the TTFT the small chunk added over the engine "
+                          "steps it added", unit="ms", **_INTER)
 DURING_GAP = Quantity("h200.interference.during_median", "the decoders' median gap while the long prompt is "
                       "prefilled (every step then carries a chunk of it)", unit="ms", **_INTER)
 DECODER_RATE = Quantity("h200.interference.decoder_tok_s", "a decoder's tokens per second, 1000 over its median gap "
@@ -296,21 +293,13 @@ def _crowd_facts(trials: list[ri.TrialSummary], longest: int | None) -> dict:
 
 
 def chunk_cost_facts(tag: str, decoders: int, length: int | None, root: Path = DATA_DIR) -> dict:
-    """What the small chunk's extra steps read again, at the bandwidth ceiling, against the TTFT they added."""
-    shape = qwen25_7b()
-    cost = ri.chunk_cost(arms.FA3.slug, decoders, length, *CHUNKS, rc.weight_bytes_per_step(),
-                         shape.kv_bytes_per_token(), ceiling("H200-SXM"), root=Path(root) / "h200") if length else None
+    """The TTFT the small chunk's extra steps added, in all and per extra step."""
+    cost = ri.chunk_cost(arms.FA3.slug, decoders, length, *CHUNKS, root=Path(root) / "h200") if length else None
     key, params = f"chunkcost_{tag}", (decoders, length)
-    out = {f"{key}_steps": EXTRA_STEPS.fact(cost.extra_steps if cost else None, *params, fmt="d"),
-           f"{key}_added_ms": TTFT_ADDED.fact(1e3 * cost.ttft_added_s if cost else None, *params, fmt="{:.0f} ms")}
-    for part, short in (("weights_s", "weights"), ("decoders_kv_s", "decoders"), ("prefix_s", "prefix")):
-        out[f"{key}_{short}_ms"] = REREAD.fact(1e3 * getattr(cost, part) if cost else None, *params, short,
-                                               fmt="{:.0f} ms")
-        out[f"{key}_{short}_pct"] = REREAD_SHARE.fact(cost.share(part) if cost else None, *params, short,
-                                                      fmt="{:.0f}%")
-    rest = 100 - sum(cost.share(p) for p in ("weights_s", "decoders_kv_s", "prefix_s")) if cost else None
-    out[f"{key}_rest_pct"] = REREAD_SHARE.fact(rest, *params, "not placed", fmt="{:.0f}%")
-    return out
+    return {f"{key}_steps": EXTRA_STEPS.fact(cost.extra_steps if cost else None, *params, fmt="d"),
+            f"{key}_added_ms": TTFT_ADDED.fact(1e3 * cost.ttft_added_s if cost else None, *params, fmt="{:.0f} ms"),
+            f"{key}_per_step_ms": PER_EXTRA_STEP.fact(1e3 * cost.per_step_s if cost else None, *params,
+                                                      fmt="{:.1f} ms")}
 
 
 def agreement_facts(root: Path = DATA_DIR) -> dict:
@@ -358,12 +347,18 @@ def fp8_facts(root: Path = DATA_DIR) -> dict:
                 f"fp8_{tag}_top_x_floor": at(rc.POINT_X_FLOOR, "itl_x_floor", "{:.2f}×"),
                 f"fp8_{tag}_top_tok_s": at(rc.POINT_TOK_S, "decode_tok_s", "{:,.0f}"),
                 f"fp8_{tag}_one_itl": rc.POINT_ITL.fact(_value(ones[tag], "itl_ms"), arm.label, LONG_CONTEXT, 1,
-                                               fmt="{:.2f} ms")}
+                                               fmt="{:.2f} ms"),
+                f"fp8_{tag}_one_floor": rc.POINT_FLOOR.fact(_value(ones[tag], "floor_ms"), arm.label, LONG_CONTEXT, 1,
+                                                   fmt="{:.2f} ms")}
     out |= _fp8_same_batch(table, root)
     out["fp8_limit"] = rc.MAX_MODEL_LEN.fact(rc.max_model_len(arms.FA3_FP8.label, root=root), arms.FA3_FP8.label, fmt="{:,d}")
     both = ones["bf16"] and ones["fp8"]
     out["fp8_one_ratio"] = ONE_RATIO.fact(ones["fp8"]["itl_ms"] / ones["bf16"]["itl_ms"] if both else None,
                                           fmt="{:.3f}×")
+    out["fp8_one_floor_cut_pct"] = FP8_CUT.fact(100 * (1 - ones["fp8"]["floor_ms"] / ones["bf16"]["floor_ms"]) if both
+                                                else None, "floor", 1, fmt="{:.0f}%")
+    out["fp8_one_itl_cut_pct"] = FP8_CUT.fact(100 * (1 - ones["fp8"]["itl_ms"] / ones["bf16"]["itl_ms"]) if both
+                                              else None, "step", 1, fmt="{:.1f}%")
     return out
 
 

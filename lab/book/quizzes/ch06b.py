@@ -38,13 +38,14 @@ def _queueing(facts: dict) -> list[Question]:
          "Prefill attention is quadratic, and a higher request rate makes each prompt longer to process",
          "The benchmark client cannot send requests fast enough, so its own timestamps drift at high rates"],
         0,
-        "Utilisation ρ is the arrival rate over the rate the server completes requests. In the simplest queue (M/M/1) "
-        "the time in the system is exponential with mean service time / (1 − ρ) ({m2} times it at ρ = {q2}), so every "
-        "percentile, the p99 too, scales by that same 1 / (1 − ρ); past ρ = 1 there is no steady state. Requests in "
-        "flight by Little's law (rate × mean latency) went from {low} to {high}; the last point is past capacity "
-        "(ρ = {q6}), where the queue grows for as long as arrivals last, so {high} is an average over a run that was "
-        "still filling, not a steady state. A batching server bends later than that queue, since a bigger batch makes "
-        "each step do more work, but it bends.",
+        "Utilisation ρ is the arrival rate over the rate the server completes requests. In the simplest queue (M/M/1, "
+        "first come first served) the time in the system is exponential with mean service time / (1 − ρ) ({m2} times "
+        "it at ρ = {q2}), so every percentile, the p99 too, scales by that same 1 / (1 − ρ); past ρ = 1 there is no "
+        "steady state. Requests in flight by Little's law (rate × mean latency) went from {low} to {high}. The "
+        "capacity here is what a burst of prompts completes, a conservative stand-in for what the server sustains "
+        "(at its last point, ρ = {q6} of it, FA3 still completed more than the burst rate), so the ρ values overstate "
+        "the load; a batching server also bends later than that queue, since a bigger batch makes each step do more "
+        "work. But it bends.",
         cites=cites,
         holds=lambda v: (v["t6"] - v["t5"]) / (v["r6"] - v["r5"]) > 3 * (v["t3"] - v["t1"]) / (v["r3"] - v["r1"]),
     )]
@@ -82,7 +83,7 @@ def _chunk_trade(facts: dict) -> list[Question]:
                            "max_small": ("inter_fa3_2048_8l_max", ".0f"), "max_big": ("inter_fa3_8192_8l_max", ".0f"),
                            "ttft_small": ("inter_fa3_2048_8l_ttft", ".2f"),
                            "ttft_big": ("inter_fa3_8192_8l_ttft", ".2f"), "n": ("inter_8l_decoders", "d"),
-                           "w": ("chunkcost_8l_weights_pct", ".0f"), "d": ("chunkcost_8l_decoders_pct", ".0f")})
+                           "per_step": ("chunkcost_8l_per_step_ms", ".1f")})
     if cites is None:
         return []
     return [Question(
@@ -96,9 +97,8 @@ def _chunk_trade(facts: dict) -> list[Question]:
         0,
         "An engine step has a budget of max_num_batched_tokens: one token for each decoding request, the rest a chunk "
         "of the prompt, and every decoder waits for the whole step. A smaller chunk makes each step shorter; the "
-        "prompt then takes more steps, and each extra step reads the weights and every decoder's cache again, so its "
-        "first token comes later (read at the bandwidth ceiling, the weights are {w}% of the delay and the decoders' "
-        "caches {d}%; the rest this run does not place).",
+        "prompt then takes more steps, and each extra step has its fixed work and smaller, less efficient matmuls, so "
+        "its first token comes later: here {per_step} ms per extra step.",
         cites=cites,
         holds=lambda v: v["max_small"] < 0.5 * v["max_big"] and v["ttft_big"] < v["ttft_small"] < 1.25 * v["ttft_big"],
     )]
