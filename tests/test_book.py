@@ -51,6 +51,18 @@ def test_no_page_names_a_cdn_anywhere(built_site: Path):
         assert not found, f"{page.relative_to(built_site)} names {found.group(0)}"
 
 
+def test_no_table_cell_holds_raw_markup_of_a_name(built_site: Path):
+    """Text with ``<...>`` in a table cell (a templated kernel name) is escaped: raw, the browser reads
+    ``<flash::FlashAttnFwdSm90<...>>`` as a tag and shows ``void cutlass::device_kernel>>``."""
+    import re
+
+    raw = re.compile(r"<t[dh]\b[^>]*>[^<]*(?:<wbr>[^<]*)*<(?!/?(?:wbr|code|a|span|em|strong|br|sub|sup|b|i|p|div|ul|li|"
+                     r"img|svg|mjx|math|abbr)\b)[A-Za-z_][^>]*>")
+    found = [f"{page.relative_to(built_site)}: {m.group(0)[:80]}" for page in sorted(built_site.rglob("*.html"))
+             for m in raw.finditer(page.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found[:10])
+
+
 def test_the_teaching_kernel_fits_on_a_screen():
     """Chapter 04 shows the teaching kernel as it runs; no line may need sideways scrolling."""
     from lab.book.show import source_of

@@ -92,7 +92,11 @@ H200 = _census("h200", TRACES_RUN, "traces", "in our H200 traces (python -m lab 
                                run=TRACES_RUN, file="traces", unit="kernels"),
     "naive_prefill_pct": Quantity("h200.census.naive_prefill_pct", "prefill steps' share of the GPU time of our "
                                   "study-style whole-request window", run=TRACES_RUN, file="traces", unit="%"),
+    "chunk": Quantity("h200.census.chunk", "max_num_batched_tokens the traces' servers ran with, as their logs print "
+                      "it", run=TRACES_RUN, file="traces/<backend>/provenance.json", unit="tokens"),
 }
+A10G_CHUNK = Quantity("a10g.census.chunk", "max_num_batched_tokens of the A10G study's server", run=A10G_RUN,
+                      file="provenance.json", unit="tokens")
 #: What nvidia-smi sampled during each H200 capture window (``<window>.clocks.json``, lab.measure.gpuclocks).
 CLOCKS = {
     "readings_held": Quantity("h200.capture.readings_held", "how many consecutive samples showed one reading of "
@@ -359,11 +363,23 @@ def probe_facts() -> dict[str, Fact]:
             "probe_flag_hold_s": PROBE["flag_hold_s"].fact(r["flag_hold_s"], fmt="{:.1f} s")}
 
 
+def rig_facts() -> dict[str, Fact]:
+    """How the traces' servers ran: prefill chunk (ours and the A10G study's) and the weights."""
+    ours = load(f"{TRACES_RUN}/traces/flash_attn-fa3").provenance
+    server, study = (ours.get("flags") or {}).get("server") or {}, load(A10G_RUN).provenance.get("flags") or {}
+    where = f"data/{TRACES_RUN}/traces/<backend>/provenance.json"
+    chunk = (server.get("log") or {}).get("max_num_batched_tokens")   # what the server's log says it ran with
+    return {"trace_chunk": H200["chunk"].fact(chunk, fmt="{:,d}"),
+            "trace_weights": Fact("random weights" if server.get("load_format") == "dummy"
+                                  else "the checkpoint's weights", where),
+            "trace_a10g_chunk": A10G_CHUNK.fact(study.get("max_num_batched_tokens"), fmt="{:,d}")}
+
+
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact chapter 7 states, by glue name."""
     return (a10g_facts() | h200_facts() | graph_facts() | clock_facts() | decode_facts() | naive_facts()
-            | probe_facts())
+            | probe_facts() | rig_facts())
 
 
 # --- figures, tables, the explorer -------------------------------------------------------------------
@@ -391,14 +407,18 @@ def h200_figure():
 
 
 def _styled(frame, formats: dict | None = None):
-    return frame.style.format(escape="html").format(formats or {}).hide(axis="index")
+    """A table whose text is escaped (kernel names hold ``<...>``) and whose numbers take ``formats``."""
+    styler = frame.style.format(escape="html")
+    if formats:   # a second format() call replaces the first for its columns: escape again there
+        styler = styler.format(formats, escape="html")
+    return styler.hide(axis="index")
 
 
-#: Kernel names from our traces and the A10G study, with what each is.
+#: Kernel names from our H200 traces and the A10G study (its decode windows, FACTS of the reference), with what each is.
 NAME_EXAMPLES = {
-    "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT": "cuBLAS matmul on Hopper",
-    "triton_red_fused__to_copy_add_mean_mm_pow_rsqrt_1": "Inductor-fused RMS norm",
-    "triton_tem_fused_0": "Inductor template (FlexAttention in vLLM 0.11)",
+    "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT": "cuBLAS matmul on Hopper",
+    "triton_poi_fused_3": "Inductor-fused elementwise kernel",
+    "triton_tem_fused_0": "Inductor template (FlexAttention's decode kernel in the A10G study)",
     "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<...>>>": "FlashAttention 3",
     "void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, ...>>":
         "FlashAttention 2 over a paged KV cache (prefill and decode)",
