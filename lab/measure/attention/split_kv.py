@@ -69,8 +69,9 @@ def teaching_split_kernel(Q, K, V, O_part, LSE_part, scale, n_k, keys_per_split,
 @triton.jit
 def combine_kernel(O_part, LSE_part, Out, num_splits, q_heads, sob, soh,
                    HEAD_DIM: tl.constexpr, SPLITS: tl.constexpr):
-    # exact merge: weight each split's output by exp(lse_s - max) / sum of those weights (a split with
-    # lse = -inf, one that saw no keys, gets weight 0); the paged kernel reuses it
+    # exact merge: weight each split's output by exp(lse_s - max) / sum of those weights; a split that saw no
+    # keys (lse = -inf) gets weight 0, its output written as 0 by the paged kernel, which reuses this merge
+    # (split_plan never makes an empty split for the kernels above)
     bh = tl.program_id(0)
     b, h = bh // q_heads, bh % q_heads
     splits = tl.arange(0, SPLITS)
