@@ -254,7 +254,10 @@ def _model_facts() -> dict:
             "st_n": STAGES_N, "sm_flop_pct": 100 * softmax.flops / sum(s.flops for s in stages),
             "sm_time_pct": 100 * softmax.time(roof) / time_total, "sm_ai": softmax.intensity,
             "qk_ai": stages[0].intensity, "h100_ridge_datasheet": roofline.datasheet_ridge("H100-SXM"),
-            "sm_us": 1e6 * softmax.time(roof), "sm_compute_us": 1e6 * softmax.flops / roof.peak_flops}
+            "sm_us": 1e6 * softmax.time(roof),
+            # the softmax runs on the CUDA cores (fp32) and the exponential unit, not the tensor cores
+            "sm_compute_us": 1e6 * softmax.flops / H100.fp32_flops,
+            "h100_fp32_ridge": H100.fp32_flops / H100.bandwidth}
 
 
 def _footprint_facts() -> dict:
