@@ -11,13 +11,14 @@ def questions() -> list[Question]:
     return [
         Question(
             "Is FlashAttention an approximation of attention?",
-            ["No: it computes the same softmax(QKᵀ)V; results differ only by summation order",
+            ["No: it computes the same softmax(QKᵀ)V; results differ only by rounding",
              "Yes: it drops scores below a threshold, which is where its speed at long prompts comes from",
              "Yes: it replaces the score matrix with a low-rank approximation of it",
              "Only in bf16; in fp32 it computes the exact softmax"],
             0,
-            "Tiling with an online softmax reorders the sums but keeps every term. The book's NumPy version matches the "
-            "naive reference to rounding error in fp64 at any length, tile-aligned or not.",
+            "Tiling with an online softmax reorders the sums and rescales partial results but keeps every term, so "
+            "only rounding differs. The book's NumPy version matches the naive reference to rounding error in fp64 at "
+            "any length, tile-aligned or not.",
         ),
         Question(
             "Processing a new tile of keys raises the running row maximum from m to m′. What happens to the partial "
@@ -31,7 +32,8 @@ def questions() -> list[Question]:
             "O and ℓ carry the same factor, which is why the final O / ℓ is exact.",
         ),
         Question(
-            "FlashAttention's HBM traffic is Θ(n²·d²/M) for on-chip memory of M bytes. What does a larger M buy?",
+            "FlashAttention's HBM traffic is Θ(n²·d²/M) for on-chip memory of M bytes. In FlashAttention-2's loop order "
+            "(query tiles outside, key tiles inside), what does a larger M buy?",
             ["Bigger tiles: K and V are re-read fewer times, so the traffic falls as one over M",
              "Nothing: the n×n matrix still goes to HBM, only in smaller pieces that fit the tile",
              "Fewer FLOPs: the softmax gets cheaper because each tile holds more of the row at once",

@@ -64,9 +64,10 @@ def visited_key_tiles(q_start: int, q_end: int, n_q: int, n_k: int, block_k: int
 def attend_one_query_tile(q_tile, k, v, q_start, n_q, n_k, scale, causal, block_k, on_key_tile=None):
     """Online softmax of one query tile (rows q_start..) over the key tiles it must visit; returns O tile."""
     rows = q_tile.shape[0]
-    m = np.full(rows, -np.inf, dtype=q_tile.dtype)         # running max of each row's scores
-    row_sum = np.zeros(rows, dtype=q_tile.dtype)           # running sum of exp(score - m)
-    acc = np.zeros_like(q_tile)                            # running sum of exp(score - m) * v
+    state = np.promote_types(q_tile.dtype, np.float32)    # the running state in fp32 at least, as a GPU kernel keeps it
+    m = np.full(rows, -np.inf, dtype=state)                # running max of each row's scores
+    row_sum = np.zeros(rows, dtype=state)                  # running sum of exp(score - m)
+    acc = np.zeros(q_tile.shape, dtype=state)              # running sum of exp(score - m) * v
     row_pos = np.arange(q_start, q_start + rows)[:, None] + (n_k - n_q)
     for t in visited_key_tiles(q_start, q_start + rows, n_q, n_k, block_k, causal):
         k_start, k_stop = t * block_k, min(n_k, (t + 1) * block_k)
@@ -82,7 +83,7 @@ def attend_one_query_tile(q_tile, k, v, q_start, n_q, n_k, scale, causal, block_
         row_sum = row_sum * rescale + p.sum(axis=1)
         acc = acc * rescale[:, None] + p @ v_tile
         m = m_new
-    return acc / row_sum[:, None]
+    return (acc / row_sum[:, None]).astype(q_tile.dtype)   # O written in the inputs' dtype
 
 
 def _tiled(q, k, v, causal, block_q, block_k, scale, traffic: TileTraffic | None):
