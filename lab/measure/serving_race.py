@@ -21,7 +21,6 @@ step's ratios against FA3.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -104,12 +103,12 @@ def chunk_call(candidate: str, batch: int, n: int):
     import torch
 
     from lab.measure.attention.paged_prefill import paged_batch
-    from lab.measure.attention.serving import PREFILL_CONFIG
+    from lab.measure.attention.serving import PREFILL_CONFIG, prefill_config_from_env
 
     chunk = query_rows("chunk", n)
     step = (f"prefill {chunk} over {n - chunk}", [chunk] * batch, [n - chunk] * batch)
     inputs = paged_batch(step[1], step[2], 28, 4, 128, 16, torch.bfloat16, "cuda", seed=n + batch, spare_pages=64)
-    config = json.loads(os.environ.get("LAB_OURS_PREFILL_CONFIG") or "null") or PREFILL_CONFIG
+    config = prefill_config_from_env() or PREFILL_CONFIG
     fa3, ours = step_candidates(step, inputs, n, prefill_space=(config,))
     return (fa3 if candidate == "fa3" else ours)[1]
 

@@ -4,6 +4,9 @@ nothing is read back to the host, so a decode step can be captured into a CUDA g
 
 from __future__ import annotations
 
+import json
+import os
+
 from lab import LabError
 from lab.measure.attention.kernel_inputs import interpreting
 from lab.measure.attention.paged_prefill import paged_prefill
@@ -15,6 +18,11 @@ PREFILL_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
 DECODE_CONFIG = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "programs_per_sm": 4, "split_each_sequence": True}
 INTERPRETER_PREFILL = {"BLOCK_M": 16, "BLOCK_N": 16}
 INTERPRETER_DECODE = {"BLOCK_N": 16, "num_stages": 1, "programs_per_sm": 4, "split_each_sequence": True}
+
+
+def prefill_config_from_env() -> dict | None:
+    """The prefill setting a server was started with (``LAB_OURS_PREFILL_CONFIG``, JSON), or None: the default."""
+    return json.loads(os.environ.get("LAB_OURS_PREFILL_CONFIG") or "null")
 
 
 def server_step(query, key_cache, value_cache, out, query_start_loc, seq_lens, block_table, *, max_query_len: int,

@@ -48,7 +48,7 @@ from vllm.v1.attention.backend import (
 from vllm.v1.kv_cache_interface import AttentionSpec
 
 from lab.measure.attention.paged_prefill import HEAD_DIMS
-from lab.measure.attention.serving import server_step
+from lab.measure.attention.serving import prefill_config_from_env, server_step
 
 # a child of vLLM's own logger, so the line lands in the server log (vLLM configures handlers for "vllm" only: this
 # module's own name printed nothing in the run of 2026-12-06)
@@ -171,7 +171,7 @@ class LabAttentionImpl(AttentionImpl[LabAttentionMetadata]):
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.planted_bug = os.environ.get("LAB_OURS_PLANTED_BUG") == "1"
         self.shadow = _shadow_path()
-        self.prefill_config = json.loads(os.environ.get("LAB_OURS_PREFILL_CONFIG") or "null")
+        self.prefill_config = prefill_config_from_env()
         logger.info_once("lab attention backend: the book's Triton kernels serve every attention call "
                          "(paged varlen prefill %s, paged split-KV decode)%s%s",
                          json.dumps(self.prefill_config) if self.prefill_config else "default",
