@@ -78,6 +78,23 @@ def test_quoting_pages_run_after_the_pages_they_quote_and_find_their_facts_witho
     assert json.loads((out / "facts" / "book" / "a-glues.json").read_text())["facts"][0]["value"] == 41
 
 
+def test_the_course_kit_counts_slides_in_this_runs_chapters_without_a_built_site(tmp_path):
+    """The course kit reads each deck's chapter as executed (lab.book.slides.load_chapter): under the live check,
+    the run's own notebooks (OUT/notebooks), their glued values taken from their outputs, not _build's."""
+    kit = _chapter(tmp_path, "q-kit", "from lab.book.quoted import quoted\nfrom pathlib import Path\n"
+                                      "from lab.book import slides\n"
+                                      f"nb, glue = slides.load_chapter('a-glues', book_dir=Path({str(tmp_path)!r}))\n"
+                                      "assert 'lc_answer' in glue, glue")
+    glues = _chapter(tmp_path, "a-glues", "from lab.book.facts import glue_all\nglue_all({'lc_answer': 41})")
+    out = tmp_path / "out"
+    (out / "notebooks").mkdir(parents=True)
+    (out / "notebooks" / "q-stale.ipynb").write_text("{}")    # an earlier run's: not counted from
+    results = live_check.check_all([kit, glues], out, default=120, overrides={}, budget_s=None, jobs=2,
+                                   say=lambda line: None)
+    assert [(r.chapter, r.status) for r in results] == [("q-kit", "ok"), ("a-glues", "ok")], results
+    assert not (out / "notebooks" / "q-stale.ipynb").exists()
+
+
 def test_a_chapter_runs_in_its_own_kernel_and_reports_what_it_measured(tmp_path):
     md = _chapter(tmp_path, "01-fake", "import os\nfrom lab import env\nassert 'LAB_STATIC' not in os.environ\n"
                                        "assert os.environ['LAB_PANEL_AUTORUN'] == '1'\nenv.note_live('a matmul')")

@@ -9,8 +9,9 @@ opens a run panel) is in the GPU lane, whose chapters run one after another, the
 
 No site build is needed. The chapters glue their facts into a fact registry of this run's own
 (``OUT/facts``, emptied first; ``LAB_FACTS_DIR`` and ``LAB_BOOK_PAGE`` set per chapter, as the site build
-sets them), and a page that quotes other pages (its page modules import ``lab.book.quoted``: the interview
-page, the course kit) runs after both lanes are done, one at a time in reading order, so every page it
+sets them; the course kit counts its slides in the chapters executed here, ``OUT/notebooks``, emptied first and
+named by ``LAB_EXECUTED_DIR``), and a page that quotes other pages (its page modules import ``lab.book.quoted``: the
+interview page, the course kit) runs after both lanes are done, one at a time in reading order, so every page it
 quotes has glued what it will glue (one that failed did not: the quoting page then names the facts missing).
 
 There is no total budget unless ``--budget-s`` sets one: every chapter gets its whole limit, so the check
@@ -46,13 +47,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
-from lab.cli import path_arg, positive_count, positive_number
-from lab.folders import check_output, dataset_lock
-from lab.store import write_atomic
-from lab.book import fact_registry
+from lab.book import fact_registry, slides
 from lab.book.run_panels.servers import LOG_DIR
-from lab.store import new_provenance, write_csv, write_json_atomic, write_provenance
-from lab.cli import OneLineParser, run_cli
+from lab.cli import OneLineParser, path_arg, positive_count, positive_number, run_cli
+from lab.folders import check_output, dataset_lock
+from lab.store import new_provenance, write_atomic, write_csv, write_json_atomic, write_provenance
 
 BOOK = REPO_ROOT / "book"
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "live-check"
@@ -272,10 +271,12 @@ def run_chapter(md: Path, lane: str, limit_s: float, out: Path, say=None) -> Cha
     facts.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "LAB_STATIC"}
     # LAB_PANEL_AUTORUN: each run panel runs its default plan as the cell executes (lab.book.run_panels.base);
-    # the fact registry's two variables as lab.book.sphinxext sets them, so glue_all records and quoted() reads here
+    # the fact registry's two variables as lab.book.sphinxext sets them, so glue_all records and quoted() reads here;
+    # the executed chapters' folder, so the course kit counts its slides from the decks of this run's chapters
     env.update(LAB_LIVE_LOG=str(log), LAB_PANEL_AUTORUN="1", MPLBACKEND="Agg", PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-               **{fact_registry.FOLDER_ENV: str(facts), fact_registry.PAGE_ENV: page_name(md)})
+               **{fact_registry.FOLDER_ENV: str(facts), fact_registry.PAGE_ENV: page_name(md),
+                  slides.EXECUTED_ENV: str(out / "notebooks")})
     argv = [sys.executable, "-m", "lab.book.live_check", "--one", str(md), "--limit-s", str(limit_s),
             "--notebook", str(out / "notebooks" / f"{name}.ipynb")]
     say(f"[live-check] {name}: started ({lane} lane, limit {limit_s:.0f} s)")
@@ -323,6 +324,7 @@ def check_all(chapters: list[Path], out: Path, *, default: float, overrides: dic
         + (f", cut at the budget of {budget_s:.0f} s" if budget_s is not None and budget_s < longest else ""))
     deadline = None if budget_s is None else time.monotonic() + budget_s
     shutil.rmtree(out / "facts", ignore_errors=True)  # this run's registry: no page quotes an earlier run's facts
+    shutil.rmtree(out / "notebooks", ignore_errors=True)  # nor counts slides in an earlier run's chapters
     results: dict[Path, ChapterResult] = {}
     lock = threading.Lock()
 

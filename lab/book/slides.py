@@ -8,7 +8,8 @@ prose goes to the speaker notes (press S). Dropdown answers become fragments tha
 key press, so a class can guess first. Glued numbers are filled in from the values the book build
 stored (``_build/jupyter_execute/book/<chapter>.glue.json``), and figures come from the executed
 notebook there, so nothing is executed twice; ``--execute`` runs a chapter instead (for a chapter the
-site build did not execute).
+site build did not execute). Under ``python -m lab live-check`` (no site build) ``LAB_EXECUTED_DIR`` names the
+check's own notebooks instead, and the glued values come from their outputs.
 
 Every script, style sheet and font a deck loads is one of the site's vendored files
 (``book/_static/vendor``: reveal.js, require.js, MathJax), referenced by a relative path. After
@@ -22,23 +23,24 @@ every local one exists; otherwise it fails.
 from __future__ import annotations
 
 import base64
+import html
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab import REPO_ROOT, LabError
-from lab.store import read_json
-from lab.cli import path_arg
 from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks, split_prose
-import html
-from lab.store import write_atomic
+from lab.cli import path_arg
 from lab.folders import check_output, dataset_lock
-import html
+from lab.store import read_json, write_atomic
 
 BOOK_DIR = REPO_ROOT / "book"
 SITE_DIR = REPO_ROOT / "_build" / "html"
 EXECUTED_DIR = REPO_ROOT / "_build" / "jupyter_execute"
+#: Set by lab.book.live_check to its folder of executed chapters (``<stem>.ipynb``): it builds no site, and the
+#: course kit counts its slide ranges from the decks of the chapters as that check executed them.
+EXECUTED_ENV = "LAB_EXECUTED_DIR"
 TEMPLATE_DIR = Path(__file__).resolve().parent / "slides_template"
 TEMPLATE_NAME = "reveal_offline"
 #: Characters of a section's opening kept on the slide (about six short lines: one idea, what a room reads
@@ -273,22 +275,32 @@ def _glue_from_outputs(nb) -> dict:
     return glue
 
 
-def load_chapter(stem: str, execute: bool = False, book_dir: Path = BOOK_DIR, executed_dir: Path = EXECUTED_DIR):
-    """The chapter as a notebook with outputs, plus its glue values: from the site build, or executed now."""
+def executed_folder(book_dir: Path = BOOK_DIR, executed_dir: Path | None = None) -> Path:
+    """Where the executed chapters lie: ``executed_dir``'s, else the live check's (``LAB_EXECUTED_DIR``), else the
+    last site build's."""
+    if executed_dir is None and os.environ.get(EXECUTED_ENV):
+        return Path(os.environ[EXECUTED_ENV])
+    return (executed_dir or EXECUTED_DIR) / book_dir.name
+
+
+def load_chapter(stem: str, execute: bool = False, book_dir: Path = BOOK_DIR, executed_dir: Path | None = None):
+    """The chapter as a notebook with outputs, plus its glue values: from the site build (or the live check),
+    or executed now."""
     import jupytext
     import nbformat
 
     source = book_dir / f"{stem}.md"
     if not source.exists():
         raise LabError(f"{source}: no such chapter")
-    executed = executed_dir / book_dir.name / f"{stem}.ipynb"
+    executed = executed_folder(book_dir, executed_dir) / f"{stem}.ipynb"
     if not execute:
         if not executed.exists():
             raise LabError(f"{executed}: the site build has not executed {stem} (build the site first, "
                            "or pass --execute to run the chapter now)")
         nb = nbformat.read(executed, as_version=4)
         glue_file = executed.with_name(f"{stem}.glue.json")
-        glue = read_json(glue_file) if glue_file.exists() else {}
+        # myst-nb writes the glue file in a site build; the live check's notebooks carry their glue in their outputs
+        glue = read_json(glue_file) if glue_file.exists() else _glue_from_outputs(nb)
         return nb, glue
     from nbclient import NotebookClient  # lazy: only running a notebook needs the Jupyter client stack
 
@@ -386,7 +398,7 @@ def missing_local_references(html_text: str, page: Path) -> list[str]:
 
 
 def export(stem: str, out_dir: Path = SITE_DIR / "slides", site_dir: Path = SITE_DIR, execute: bool = False,
-           book_dir: Path = BOOK_DIR, executed_dir: Path = EXECUTED_DIR) -> Path:
+           book_dir: Path = BOOK_DIR, executed_dir: Path | None = None) -> Path:
     """Write ``<out_dir>/<stem>.slides.html`` and return its path; fail if it would load anything remote."""
     from nbconvert import SlidesExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
