@@ -34,6 +34,7 @@ METRICS = {
     "occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "warps_per_sm": "sm__warps_active.avg.per_cycle_active",
     "sm_busy_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "memory_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",  # the busiest memory unit's
     "programs": "launch__grid_size",
     "threads": "launch__block_size",
     "registers": "launch__registers_per_thread",

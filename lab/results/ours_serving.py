@@ -10,12 +10,15 @@ import pandas as pd
 
 from lab import LabError
 from lab.measure.vllm.arms import FA3, OURS
+from lab.results import kernel_counters
 from lab.results.data import DATA_DIR
 from lab.store import read_json
 
 SWEEP_RUN = "h100/vllm0.26-qwen2.5-7b-ours"
 RACE_RUN = "h100/serving-race"
 AGREEMENT_RUN, PLANTED_RUN = "h100/agreement", "h100/agreement-planted-bug"
+#: The serving race's last chunk (prefill 8192 over 24576) under Nsight Compute, FA3 and ours, in a later lease.
+CHUNK_COUNTERS_RUN = "h100/kernel-counters-chunk"
 #: Kernel-name words of FlashAttention's own kernels (lab.measure.census.rules: fa2, fa3, flash helpers).
 FLASH_WORDS = ("flash_fwd", "FlashAttn", "flash::", "flash_attn")
 
@@ -67,3 +70,10 @@ def attention_kernels(root: Path = DATA_DIR, arm=OURS) -> dict[str, dict]:
     if not windows:
         raise LabError(f"{folder}: no census of the OURS server's windows")
     return windows
+
+
+def chunk_counters(root: Path = DATA_DIR) -> dict[str, kernel_counters.JobCounters]:
+    """The last 8k chunk of a 32k prompt under Nsight Compute, by candidate (``fa3``, ``ours``): its main kernel's
+    counters (lab.results.kernel_counters.JobCounters)."""
+    jobs = kernel_counters.run_jobs(CHUNK_COUNTERS_RUN, root)
+    return {job.candidate: job for job in jobs.values()}

@@ -75,6 +75,9 @@ RUNS = (
         "windows", names=("OURS sweep", "one H100 lease")),
     Run("h100/serving-race", "a server's attention steps (8,192-token prefill chunks, decode at 32,768 keys) on one "
         "paged cache, our kernels against FA3, in the same H100 lease", names=("serving race",)),
+    Run("h100/kernel-counters-chunk", "Nsight Compute counters of the last 8,192-token chunk of a 32k prompt on a "
+        "paged cache, FA3 and our paged prefill kernel as the server runs them (a later H100 lease)",
+        names=("chunk counters",)),
     Run("h100/agreement", "the OURS server with FA3 run beside every attention call on the same inputs "
         "(same H100 lease)", names=("agreement check",)),
     Run("h100/agreement-planted-bug", "the same check with every sequence handed to our kernels one key short",

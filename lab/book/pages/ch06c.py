@@ -24,7 +24,7 @@ from lab.results import ours_serving as serving
 from lab.results.modelshape import qwen25_7b
 from lab.results.quantities import Quantity
 
-__all__ = ["facts", "race_table", "server_step", "sweep_table"]
+__all__ = ["counters_table", "facts", "race_table", "server_step", "sweep_table"]
 LONG = 32768                              # the longest prompt both arms ran: where the section compares them
 LAST_CHUNK, FIRST_CHUNK = "prefill 8192 over 24576", "prefill 8192 over 0"
 DECODE_ONE, DECODE_16 = "decode 1 x 32768", "decode 16 x 32768"
@@ -56,9 +56,24 @@ FLASH_KERNELS = Quantity("h100.ours.flash_kernels", "FlashAttention kernels amon
                          unit="kernels")
 WINDOW_SHARE = Quantity("h100.ours.window_attention_share", "attention's share of the GPU time in one profiler "
                         "window of the OURS server", run=serving.SWEEP_RUN, file="traces/ours/census.csv", unit="%")
-
+_CHUNK = dict(run=serving.CHUNK_COUNTERS_RUN, file="raw.csv")
+_ON_CHUNK = ("the attention kernel of the last 8,192-token chunk of a 32k prompt on a paged cache (one layer's call, "
+             "under Nsight Compute after three warm-ups, caches flushed, clocks left free): ")
+CHUNK_MS = Quantity("h100.chunk_counters.ms", _ON_CHUNK + "its duration", unit="ms", **_CHUNK)
+CHUNK_TENSOR = Quantity("h100.chunk_counters.tensor_busy", _ON_CHUNK + "tensor-pipe cycles as a share of the active "
+                        "cycles of the SMs that ran it", unit="%", **_CHUNK)
+CHUNK_WARPS = Quantity("h100.chunk_counters.warps_per_sm", _ON_CHUNK + "warps resident per SM per active cycle",
+                       unit="warps", **_CHUNK)
+CHUNK_REGISTERS = Quantity("h100.chunk_counters.registers", _ON_CHUNK + "registers per thread", unit="registers",
+                           **_CHUNK)
+CHUNK_SHARED = Quantity("h100.chunk_counters.shared", _ON_CHUNK + "shared memory per program", unit="KiB", **_CHUNK)
+CHUNK_PROGRAMS = Quantity("h100.chunk_counters.programs", _ON_CHUNK + "programs launched", unit="programs", **_CHUNK)
+CHUNK_DRAM = Quantity("h100.chunk_counters.dram_read", _ON_CHUNK + "bytes read from DRAM", unit="MB", **_CHUNK)
+CHUNK_MEMORY = Quantity("h100.chunk_counters.memory_busy", _ON_CHUNK + "how busy its busiest memory unit (L1, L2 "
+                        "or DRAM) was, as a share of that unit's peak", unit="%", **_CHUNK)
 
 _pair, _race = functools.cache(serving.sweep_pair), functools.cache(serving.race_table)
+_chunk = functools.cache(serving.chunk_counters)
 
 
 def _row(step: str, candidate: str = "fa3"):
@@ -127,11 +142,28 @@ def census_facts() -> dict[str, Fact]:
                                                    fmt="{:.1f}%")}
 
 
+def chunk_counter_facts() -> dict[str, Fact]:
+    """The last chunk's counters, ours and FA3's (one ncu call of their own, a later lease than the race)."""
+    out = {}
+    for name, job in _chunk().items():
+        main = job.main
+        out |= {f"chunk_{name}_ms": CHUNK_MS.fact(main["ms"], name, fmt="{:.2f} ms"),
+                f"chunk_{name}_tensor": CHUNK_TENSOR.fact(main["tensor_pct"], name, fmt="{:.0f}%"),
+                f"chunk_{name}_warps": CHUNK_WARPS.fact(main["warps_per_sm"], name, fmt="{:.0f}"),
+                f"chunk_{name}_registers": CHUNK_REGISTERS.fact(int(main["registers"]), name, fmt="d"),
+                f"chunk_{name}_programs": CHUNK_PROGRAMS.fact(int(main["programs"]), name, fmt=",d"),
+                f"chunk_{name}_shared_kb": CHUNK_SHARED.fact(main["shared_bytes"] / 1024, name, fmt="{:.0f} KiB"),
+                f"chunk_{name}_dram_mb": CHUNK_DRAM.fact(job.totals["dram_read"] / 1e6, name, fmt="{:,.0f} MB"),
+                f"chunk_{name}_memory": CHUNK_MEMORY.fact(main["memory_pct"], name, fmt="{:.0f}%"),
+                f"chunk_{name}_stalls": Fact(" and ".join(reason for reason, _ in job.stalls[:2]), job.source)}
+    return out
+
+
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact chapter 6c and its self-check state, by glue name."""
     shape = {"layers": Fact(qwen25_7b().layers, "lab.results.modelshape: Qwen2.5-7B config.json")}
-    return shape | sweep_facts() | race_facts() | agreement_facts() | census_facts()
+    return shape | sweep_facts() | race_facts() | chunk_counter_facts() | agreement_facts() | census_facts()
 
 
 def sweep_table():
@@ -158,4 +190,20 @@ def race_table():
         rows.append({"step": _thousands(step.replace(" x ", " × ")), "FA3 (ms)": _row(step).ms, "ours (ms)": ours.ms,
                      "ours, speed over FA3": ours.vs_fa3, "our setting": _thousands(ours.candidate[4:].strip(" ,"))})
     fmt = {"FA3 (ms)": "{:.3f}", "ours (ms)": "{:.3f}", "ours, speed over FA3": "{:.2f}×"}
+    return pd.DataFrame(rows).style.hide(axis="index").format(fmt)
+
+
+def counters_table():
+    """The last chunk's kernel under Nsight Compute, FA3 beside ours: time, how busy the tensor pipe was, what fit on
+    an SM, what was read from DRAM and where warps waited most."""
+    rows = []
+    for name, job in _chunk().items():
+        main = job.main
+        rows.append({"kernel": {"fa3": "FA3", "ours": "ours"}[name], "time (ms)": main["ms"],
+                     "tensor pipe busy (%)": main["tensor_pct"], "warps per SM": main["warps_per_sm"],
+                     "registers per thread": int(main["registers"]), "programs": int(main["programs"]),
+                     "waves": main["waves"], "DRAM read (MB)": job.totals["dram_read"] / 1e6,
+                     "warps waited most on": ", ".join(reason for reason, _ in job.stalls[:3])})
+    fmt = {"time (ms)": "{:.2f}", "tensor pipe busy (%)": "{:.0f}", "warps per SM": "{:.0f}", "programs": "{:,d}",
+           "waves": "{:.1f}", "DRAM read (MB)": "{:,.0f}"}
     return pd.DataFrame(rows).style.hide(axis="index").format(fmt)
