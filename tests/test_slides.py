@@ -743,3 +743,16 @@ def test_prose_and_code_that_would_overfill_a_slide_start_the_next_one():
             per_slide.append(0)
         per_slide[-1] += slide_text.cell_chars(cell) if kind != "notes" else 0
     assert len(per_slide) == 3 and max(per_slide) <= MAX_SLIDE_CHARS
+
+
+def test_a_revealed_answer_that_would_overfill_its_slide_takes_its_question_to_the_next():
+    import nbformat
+
+    prose = " ".join(["Each sentence here is one more thing the slide says."] * 8)
+    exercise = "**Exercise.** " + " ".join(["Work out one more quantity from the numbers above."] * 4)
+    answer = " ".join(["The answer follows from the numbers, step by step."] * 6)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"## Idea\n\n{prose}"),
+                                         nbformat.v4.new_markdown_cell(f"{exercise}\n\n:::{{dropdown}} Answer\n{answer}\n:::")])
+    out = slides.to_slides_notebook(nb, {})
+    kinds = [(c.metadata["slideshow"]["slide_type"], c.source[:12]) for c in out.cells]
+    assert kinds == [("slide", "## Idea\n\nEac"), ("slide", "**Exercise.*"), ("fragment", "The answer f")]

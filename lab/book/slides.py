@@ -351,8 +351,9 @@ def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anch
 
 def start_slides_where_full(cells) -> None:
     """A cell that would take its slide past :data:`MAX_SLIDE_CHARS` characters of text starts the next slide
-    instead (prose after a short listing, a revealed answer: the next key press shows it either way)."""
-    used = 0
+    instead (prose after a short listing, say). A revealed answer keeps its question: the cell before it starts the
+    next slide with it, the answer still a fragment, where the two fit; else the answer has the next slide."""
+    used, before = 0, None  # the text on the slide being filled; the cell before and its text
     for cell in cells:
         show = cell.metadata.setdefault("slideshow", {})
         kind = show.get("slide_type", "-")
@@ -360,8 +361,15 @@ def start_slides_where_full(cells) -> None:
             continue
         chars = cell_chars(cell)
         if kind in ("-", "fragment") and used and used + chars > MAX_SLIDE_CHARS:
-            show["slide_type"] = kind = "slide"
+            question, asked = before or (None, 0)
+            if kind == "fragment" and question is not None and question.metadata["slideshow"].get("slide_type") == "-" \
+                    and asked + chars <= MAX_SLIDE_CHARS:
+                question.metadata["slideshow"]["slide_type"] = "slide"
+                used = asked
+            else:
+                show["slide_type"] = kind = "slide"
         used = chars if kind in ("slide", "subslide") else used + chars
+        before = (cell, chars)
 
 
 # --- export ------------------------------------------------------------------------------------------
