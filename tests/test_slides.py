@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lab import REPO_ROOT, LabError
-from lab.book import slides
+from lab.book import slide_text, slides
 from lab.book.slides import convert_myst, slide_cells
 
 GLUE = {"ttft": {"data": {"text/plain": "10.18123"}}, "name": {"data": {"text/plain": "'FLASH_ATTN'"}}}
@@ -326,7 +326,8 @@ def slide_problems(probed: dict, viewport: str) -> list[str]:
 
 #: One idea per slide: running text (not headings, code, tables, formulas) beyond this with no figure is the
 #: chapter re-flowed, not a teacher's slide (the exporter keeps about 480 characters; the rest is speaker notes).
-MAX_SLIDE_CHARS = 900
+#: The same rule as the exporter's (lab.book.slide_text), there for all of a slide's text.
+MAX_SLIDE_CHARS = slide_text.MAX_SLIDE_CHARS
 #: A slide's figure fills the slide: this share of its width, or of its height for a tall figure, at least.
 MIN_FIGURE_FILL = 0.8
 
@@ -436,14 +437,19 @@ def test_long_tables_and_quizzes_are_cut_into_slides():
     groups = output_slides(outputs)
     per_slide = SLIDE_PX // (LINE_PX + ROW_PAD_PX) - 1  # one-line rows under a one-row header
     parts = -(-60 // per_slide)
-    assert len(groups) == parts + 1 + 3  # 60 rows in parts, the figure, a slide per question
+    assert len(groups) == parts + 1 + 2 * 3  # 60 rows in parts, the figure, each question then its answer
     assert groups[0][0]["output_type"] == "stream"  # text stays with the rich output after it
     pages = [g[-1]["data"]["text/html"] for g in groups[:parts]]
     body_rows = [p.split("<tbody>")[1].count("<tr") for p in pages]
     assert all("<thead>" in p for p in pages) and sum(body_rows) == 60 and max(body_rows) <= per_slide
-    questions = [g[0]["data"]["text/html"] for g in groups[-3:]]
+    questions = [g[0]["data"]["text/html"] for g in groups[-6::2]]
+    answers = [g[0]["data"]["text/html"] for g in groups[-5::2]]
     assert [q.count('class="lab-quiz-question"') for q in questions] == [1, 1, 1]
     assert all(q.startswith('<div class="lab-quiz"') and q.rstrip().endswith("</div>") for q in questions)
+    assert all("Because." not in q and "data-feedback" in q for q in questions)  # the class guesses first
+    assert [re.search(r"Self-check \d+: answer", a).group(0) for a in answers] == [
+        f"Self-check {n}: answer" for n in (1, 2, 3)]
+    assert all("Because." in a and "yes</p>" in a and "lab-quiz-question" not in a for a in answers)
 
 
 def _cells(page: str) -> list[list[str]]:
@@ -575,3 +581,178 @@ def test_a_long_paragraph_keeps_its_first_sentences_on_the_slide_and_the_rest_in
     assert all(len(text) <= slides.SLIDE_TEXT_BUDGET + 20 for text in shown)
     assert shown[0].startswith("## Idea\n\nSentence 0") and shown[0].rstrip().endswith(".")
     assert "Sentence 39 says" in notes and "- **Item.** Sentence 0" in "\n".join(shown)
+
+
+# --- one idea a slide: a slide with no figure shows at most MAX_SLIDE_CHARS characters of text ------------------
+
+#: What makes a slide a figure's (its text then reads beside the figure).
+FIGURES = ["img", "svg", "canvas", "figure", "iframe", "video"]
+
+
+def walls_of_text(page: str) -> list[str]:
+    """Each leaf slide (a <section> holding no section) of a deck with more than MAX_SLIDE_CHARS characters of
+    text and no figure, as a rule checker counts them: speaker notes, scripts, styles and templates dropped, the
+    rest read with BeautifulSoup's get_text(" "), whitespace collapsed (a revealed answer's text is counted)."""
+    from bs4 import BeautifulSoup
+
+    found = []
+    leaves = [s for s in BeautifulSoup(page, "html.parser").find_all("section") if not s.find("section")]
+    for number, section in enumerate(leaves, start=1):  # reveal.js's slide number: every slide is horizontal
+        for hidden in section.find_all(["aside", "script", "style", "template"]):
+            hidden.decompose()
+        text = " ".join(section.get_text(" ").split())
+        if len(text) > MAX_SLIDE_CHARS and not section.find(FIGURES):
+            found.append(f"slide {number} has {len(text)} characters and no figure: {text[:60]!r}")
+    return found
+
+
+def test_no_slide_without_a_figure_shows_more_than_a_slide_of_text(built_site):
+    decks = sorted((built_site / "slides").glob("*.slides.html"))
+    assert len(decks) == len(slides.toc_chapters())
+    problems = [f"{deck.name}: {p}" for deck in decks for p in walls_of_text(deck.read_text(encoding="utf-8"))]
+    assert not problems, "\n".join(problems)
+
+
+def test_a_wall_of_text_is_found_and_notes_and_figures_are_not_counted():
+    wall = "word " * 200
+    page = (f"<section><section><p>{wall}</p></section><section><p>{wall}</p><img src='x.png' alt=''></section>"
+            f"<section><p>short</p><aside class='notes'>{wall}</aside><script>var s = '{wall}';</script></section>"
+            f"<section><p>{'w' * (MAX_SLIDE_CHARS - 2)}</p><p class='fragment'>more</p></section></section>")
+    assert [p.split(" has")[0] for p in walls_of_text(page)] == ["slide 1", "slide 4"]
+
+
+def test_the_exporter_counts_a_slide_as_the_checker_does():
+    from bs4 import BeautifulSoup
+
+    page = ('<div><h2>Title<a class="anchor-link" href="#t">¶</a></h2><p>a &amp; b <code>x</code>y</p>'
+            '<aside class="notes"><p>hidden</p></aside><script>var x = 1;</script><style>p {}</style>'
+            '<pre><span class="n">tl</span><span class="o">.</span><span class="n">load</span>(x)\n    <wbr>y</pre>'
+            "<noscript><p>no script</p></noscript><template><p>later</p></template></div>")
+    soup = BeautifulSoup(page, "html.parser")
+    for hidden in soup.find_all(["aside", "script", "style", "template"]):
+        hidden.decompose()
+    assert slide_text.html_text(page) == " ".join(soup.get_text(" ").split())
+
+
+def test_listings_are_cut_to_a_slide_of_text_as_their_highlighted_html_reads():
+    import inspect
+
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    from lab.book import slide_split
+    from lab.book.slide_split import CODE_LINES_PER_SLIDE, code_parts
+
+    source = inspect.getsource(slide_split)  # real code: long lines, docstrings, nested blocks
+    parts = code_parts(source)
+    assert [ln for p in parts for ln in p.splitlines() if ln.strip()] == [ln for ln in source.splitlines() if ln.strip()]
+    for part in parts:
+        shown = slide_text.html_text(highlight(part, PythonLexer(), HtmlFormatter()))
+        assert len(shown) <= slide_text.code_chars(part) <= MAX_SLIDE_CHARS, part[:80]
+        assert len(part.splitlines()) <= CODE_LINES_PER_SLIDE
+
+
+def test_two_functions_too_long_together_are_cut_between_them_and_a_long_line_stays_whole():
+    from lab.book.slide_split import code_parts
+
+    def function(name: str) -> str:
+        return f"def {name}(x):\n" + "\n".join(f"    x = x + {i}  # add {i} to the running value of x" for i in range(11))
+
+    source = function("first") + "\n\n\n" + function("second")
+    assert slide_text.code_chars(source) > MAX_SLIDE_CHARS and len(source.splitlines()) < 28
+    parts = code_parts(source)
+    assert [p.splitlines()[0] for p in parts] == ["def first(x):", "def second(x):"]
+    too_long = "y = " + " + ".join(f"value_{i}" for i in range(200))  # one line longer than a slide's text
+    assert code_parts(too_long) == [too_long]
+    assert code_parts(f"a = 1\n{too_long}\nb = 2") == ["a = 1", too_long, "b = 2"]  # whole, never re-wrapped
+
+
+def test_a_long_answer_keeps_its_answer_line_and_its_explanation_continues_in_the_notes():
+    from lab.book.quiz import Question, Quiz
+    from lab.book.slide_quiz import split_quiz_html
+
+    explanation = " ".join(f"Sentence {i} explains one more step of why the marked option is right." for i in range(30))
+    quiz = Quiz("q", [Question("Which option is right?", ["the marked one", "the other one"], 0, explanation)])
+    question, answer = split_quiz_html(quiz.to_html(inline_assets=False))
+    assert "Sentence 0" not in question and 'class="lab-quiz-question"' in question
+    shown, notes = answer.split('<aside class="notes">')
+    assert slide_text.html_chars(answer) <= MAX_SLIDE_CHARS
+    assert "Self-check 1: answer" in shown and "the marked one" in shown and "Sentence 0 explains" in shown
+    assert "Sentence 29 explains" in notes and "Sentence 29" not in shown
+    assert "Numbers from" not in shown  # where the numbers come from follows the explanation into the notes
+
+
+def test_a_question_too_long_for_a_slide_shows_its_setup_first():
+    from lab.book.quiz import Question, Quiz
+    from lab.book.slide_quiz import split_quiz_html
+
+    setup = " ".join(f"Fact {i} is measured, and the setup of this question states it." for i in range(14))
+    options = [f"An option that says {word} at some length, as options in this book do" for word in ("this", "that")]
+    quiz = Quiz("q", [Question(setup + " Which option follows?", options, 1, "Because.")])
+    opening, question, answer = split_quiz_html(quiz.to_html(inline_assets=False))
+    assert "Fact 0 is measured" in opening and "lab-quiz-option" not in opening and "Which option" not in opening
+    assert "Which option follows?" in question and "Fact 0" not in question and question.count('class="lab-quiz-option"') == 2
+    assert "Self-check 1: answer" in answer
+    assert all(slide_text.html_chars(part) <= MAX_SLIDE_CHARS for part in (opening, question, answer))
+
+
+def test_tables_are_cut_to_a_slide_of_text():
+    import pandas as pd
+
+    from lab.book.slide_tables import split_markdown_table, split_table
+
+    why = pd.DataFrame({"rule": [f"rule-{i}" for i in range(6)], "why": ["a reason in a few words, " * 7] * 6})
+    parts = split_table(why.to_html(index=False))
+    assert len(parts) > 1 and all(slide_text.html_chars(p) <= MAX_SLIDE_CHARS for p in parts)
+    assert sum(p.split("<tbody>")[1].count("<tr") for p in parts) == 6
+    head = "| time | segment |\n|---|---|\n"
+    rows = [f"| {i}–{i + 5} | {'what the class does then, ' * 6}|" for i in range(12)]
+    parts = split_markdown_table(head + "\n".join(rows))
+    assert len(parts) > 1 and all(p.startswith(head) for p in parts)
+    assert [r for p in parts for r in p.splitlines()[2:]] == rows
+    assert all(slide_text.markdown_chars(p.replace("|", " ")) <= MAX_SLIDE_CHARS for p in parts)
+
+
+def test_a_panel_is_cut_between_its_blocks_and_an_introduction_stays_with_what_it_introduces():
+    from lab.book.slide_blocks import split_blocks
+
+    item = "<li>" + "a step the panel would run, " * 8 + "</li>"
+    page = ('<style>.x {}</style><div class="lab-run-panel"><p><b>Run it</b></p><p>Would run:</p>'
+            f"<ul>{item * 3}</ul><p>Or run from a shell:</p><pre>python -m lab {'--flag ' * 30}</pre></div>")
+    parts = split_blocks(page)
+    assert len(parts) == 2
+    assert all(p.startswith('<style>.x {}</style><div class="lab-run-panel">') and p.endswith("</div>") for p in parts)
+    assert "Would run:" in parts[0] and "<ul>" in parts[0] and parts[1].index("Or run from a shell:") < parts[1].index("<pre>")
+    assert all(slide_text.html_chars(p) <= MAX_SLIDE_CHARS for p in parts)
+    assert split_blocks("<p>short</p>") == ["<p>short</p>"]
+
+
+def test_prose_and_code_that_would_overfill_a_slide_start_the_next_one():
+    import nbformat
+
+    prose = " ".join(["Each sentence here is one more thing the slide says."] * 8)
+    code = "\n".join(f"total_{i} = compute_something(argument_{i}, other_{i}, third_{i})" for i in range(8))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"## Idea\n\n{prose}"),
+                                         nbformat.v4.new_code_cell(code), nbformat.v4.new_markdown_cell(prose)])
+    out = slides.to_slides_notebook(nb, {})
+    per_slide = []
+    for cell in out.cells:
+        kind = cell.metadata["slideshow"]["slide_type"]
+        if kind == "slide" or not per_slide:
+            per_slide.append(0)
+        per_slide[-1] += slide_text.cell_chars(cell) if kind != "notes" else 0
+    assert len(per_slide) == 3 and max(per_slide) <= MAX_SLIDE_CHARS
+
+
+def test_a_revealed_answer_that_would_overfill_its_slide_takes_its_question_to_the_next():
+    import nbformat
+
+    prose = " ".join(["Each sentence here is one more thing the slide says."] * 8)
+    exercise = "**Exercise.** " + " ".join(["Work out one more quantity from the numbers above."] * 4)
+    answer = " ".join(["The answer follows from the numbers, step by step."] * 6)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"## Idea\n\n{prose}"),
+                                         nbformat.v4.new_markdown_cell(f"{exercise}\n\n:::{{dropdown}} Answer\n{answer}\n:::")])
+    out = slides.to_slides_notebook(nb, {})
+    kinds = [(c.metadata["slideshow"]["slide_type"], c.source[:12]) for c in out.cells]
+    assert kinds == [("slide", "## Idea\n\nEac"), ("slide", "**Exercise.*"), ("fragment", "The answer f")]

@@ -3,33 +3,25 @@
 A deck is read with → alone, so every figure, table and explorer sits on a horizontal slide of its
 own (never on a vertical sub-slide, which → skips). A table too wide or too tall for a slide is cut
 into parts that fit, or summarised with a link to the chapter (:mod:`lab.book.slide_tables`); a
-self-check quiz becomes one slide per question; a long listing or printed text continues on further
-slides (code shown by function object, :func:`lab.book.show.show`, a function per slide), and an explorer's
-caption goes to the speaker notes so the explorer has the slide. Code is never re-wrapped: its indentation is
-its syntax. The deck template (``slides_template``) scales a slide that still runs over down a little, never a
+self-check quiz becomes a slide per question and one for its answer (:mod:`lab.book.slide_quiz`); any other
+HTML output too long for a slide is cut between its blocks (:mod:`lab.book.slide_blocks`); a long listing or
+printed text continues on further slides (code shown by function object, :func:`lab.book.show.show`, a function
+per slide), and an explorer's caption goes to the speaker notes so the explorer has the slide. No part shows more
+text than :data:`lab.book.slide_text.MAX_SLIDE_CHARS`, counted with what shares its slide. Code is never
+re-wrapped: its indentation is its syntax. The deck template (``slides_template``) scales a slide that still runs over down a little, never a
 code slide below its readable size; tests/test_slides.py checks that no text ends up too small.
 """
 
 from __future__ import annotations
 
 import copy
+import html
 import re
 
-from lab.book.slide_tables import split_table, summary_html
-import html
-
-_QUIZ = re.compile(r'(?P<head>.*?<div class="lab-quiz" [^>]*>\s*<p class="lab-quiz-title">.*?</p>)(?P<body>.*?)'
-                   r'(?P<tail><noscript>.*)', re.S)
-_QUESTION = re.compile(r'<div class="lab-quiz-question".*?</div></div>', re.S)
-
-
-def split_quiz_html(page: str) -> list[str]:
-    """A quiz (``lab.book.quiz``'s markup) as one part per question, each a quiz of its own."""
-    m = _QUIZ.match(page)
-    questions = _QUESTION.findall(m["body"]) if m else []
-    if len(questions) < 2:
-        return [page]
-    return [m["head"] + "\n" + q + "\n" + m["tail"] for q in questions]
+from lab.book.slide_blocks import split_blocks
+from lab.book.slide_quiz import split_quiz_html
+from lab.book.slide_tables import split_markdown_table, split_table, summary_html
+from lab.book.slide_text import MAX_SLIDE_CHARS, code_chars, output_chars, text_chars
 
 
 def _html(output: dict) -> str | None:
@@ -45,56 +37,86 @@ def is_rich(output: dict) -> bool:
     return any(k.startswith("image/") or k == "text/html" for k in (output.get("data") or {}))
 
 
-def _parts(page: str, chapter_url: str) -> list[str]:
-    """An HTML output as the pages of its slides: a quiz per question, a table in parts that fit."""
+def _parts(page: str, chapter_url: str, room: int = MAX_SLIDE_CHARS) -> list[str]:
+    """An HTML output as the pages of its slides, each with at most ``room`` characters of text: a quiz as each
+    question and its answer, a table in parts that fit, anything else cut between its blocks."""
     if 'class="lab-quiz"' in page:
         return split_quiz_html(page)
-    return split_table(page) or [summary_html(page, chapter_url)]
+    if "<table" not in page.lower():
+        return split_blocks(page, room)
+    return split_table(page, room) or [summary_html(page, chapter_url)]
 
 
-def output_slides(outputs: list[dict], chapter_url: str = "") -> list[list[dict]]:
-    """Outputs grouped into slides: plain text stays with what precedes it; each rich output (each
-    part of a long table) starts a slide of its own, and so does each part of printed text longer than
-    a slide. ``chapter_url``: where a table too long for the slides is read instead."""
-    slides: list[list[dict]] = [[]]
-    full = False  # the last slide holds a rich output or a slide's worth of text: the next one starts anew
+class _Slides:
+    """Outputs grouped into slides as they come, and the characters of text on the slide being filled."""
+
+    def __init__(self, used: int):
+        self.groups: list[list[dict]] = [[]]
+        self.used = used
+        self.full = False  # the slide holds a rich output or a slide's worth of text: the next one starts anew
+
+    def start(self) -> None:
+        self.groups.append([])
+        self.used = 0
+
+    def add(self, output: dict) -> None:
+        self.groups[-1].append(output)
+        self.used += output_chars(output)
+
+    def shares(self) -> bool:
+        """Whether a rich output or a listing may join the slide being filled: no rich output on it yet, and half a
+        slide's text left at least (else it starts a slide of its own)."""
+        return (not self.full and not any(is_rich(o) for o in self.groups[-1])
+                and MAX_SLIDE_CHARS - self.used >= MAX_SLIDE_CHARS // 2)
+
+
+def output_slides(outputs: list[dict], chapter_url: str = "", shared: int = 0) -> list[list[dict]]:
+    """Outputs grouped into slides: plain text stays with what precedes it while the slide has room; each rich
+    output (each part of a long table) starts a slide of its own, and so does each part of printed text longer
+    than a slide. ``chapter_url``: where a table too long for the slides is read instead; ``shared``: characters
+    of text already on the first slide (the listing the outputs follow)."""
+    slides = _Slides(shared)
     for output in outputs:
         text = "".join(output.get("text", "")) if output.get("output_type") == "stream" else ""
-        listing = code_parts(text) if text else []
+        listing = code_parts(text, measure=text_chars) if text else []
         if len(listing) > 1:
-            for part in listing:
+            for n, part in enumerate(listing):
                 piece = copy.deepcopy(output)
                 piece["text"] = part + "\n"
-                slides.append([piece])
-            full = True
+                if n or slides.full or slides.used + output_chars(piece) > MAX_SLIDE_CHARS:
+                    slides.start()
+                slides.add(piece)
+            slides.full = True
             continue
-        shown = shown_code_parts(output)
+        shares = slides.shares()
+        room = MAX_SLIDE_CHARS - slides.used if shares else MAX_SLIDE_CHARS  # text the first part may show
+        shown = shown_code_parts(output, room)
         if shown is not None:  # code shown by function object: its listings, each on a slide of its own
-            first = not full and not any(is_rich(o) for o in slides[-1])
             for n, piece in enumerate(shown):
-                if n or not first:
-                    slides.append([])
-                slides[-1].append(piece)
-            full = True
+                if n or not shares:
+                    slides.start()
+                slides.add(piece)
+            slides.full = True
             continue
         if not is_rich(output):
-            if full:
-                slides.append([])
-                full = False
-            slides[-1].append(output)
+            if slides.full or slides.used + output_chars(output) > MAX_SLIDE_CHARS:
+                slides.start()
+                slides.full = False
+            slides.add(output)
             continue
         page = _html(output)
-        parts = _parts(page, chapter_url) if page else [None]
-        for part in parts:
+        for part in _parts(page, chapter_url, room) if page else [None]:
             piece = output
             if part is not None and part != page:
                 piece = copy.deepcopy(output)
                 piece["data"]["text/html"] = part
-            if full or any(is_rich(o) for o in slides[-1]):
-                slides.append([])
-            slides[-1].append(piece)
-            full = True
-    return [s for s in slides if s] or [[]]
+            if not shares:
+                slides.start()
+            shares = False  # every part after the first has a slide of its own
+            slides.add(piece)
+            slides.full = True
+    first = slides.groups[:1] if shared else []  # the listing's slide, though no output may join it
+    return first + [s for s in slides.groups[len(first):] if s] or [[]]
 
 
 #: Lines of code or printed text that share a slide with the prose before them; more get a slide of their own.
@@ -166,7 +188,7 @@ def fragment_cells(lines: list[str], budget: int) -> list[tuple[str, str]]:
             notes += [rest] if rest else []
         else:
             notes.append(block)
-    cells = [("fragment", "\n\n".join(shown))] + [("slide", table) for table in tables]
+    cells = [("fragment", "\n\n".join(shown))] + [("slide", part) for table in tables for part in split_markdown_table(table)]
     return cells + ([("notes", "\n\n".join(notes))] if notes else [])
 
 
@@ -214,27 +236,40 @@ def _cut_at(lines: list[str], start: int, target: int, most: int) -> int:
     return min(near, key=lambda i: (indent(i), abs(i - (start + target))), default=hi)
 
 
-def code_parts(source: str) -> list[str]:
-    """``source`` cut into listings of at most :data:`CODE_LINES_PER_SLIDE` lines, each line whole and the parts
-    about even: between functions where it can, else at a blank line or an outer line."""
+def _fitting_lines(lines: list[str], start: int, room: int, measure) -> int:
+    """How many lines from ``start`` one slide holds: at most :data:`CODE_LINES_PER_SLIDE` and ``room`` characters
+    of text as ``measure`` counts them, one line at least (a line is never cut)."""
+    count = 1
+    while (count < CODE_LINES_PER_SLIDE and start + count < len(lines)
+           and measure("\n".join(lines[start:start + count + 1])) <= room):
+        count += 1
+    return count
+
+
+def code_parts(source: str, room: int = MAX_SLIDE_CHARS, measure=code_chars) -> list[str]:
+    """``source`` cut into listings of at most :data:`CODE_LINES_PER_SLIDE` lines and ``room`` characters of text
+    (``measure``: how a slide counts them, highlighted code by default), each line whole and the parts about
+    even: between functions where it can, else at a blank line or an outer line. A line longer than ``room`` is
+    a part by itself."""
     lines = source.splitlines()
     parts, start = [], 0
     while start < len(lines):
+        most = _fitting_lines(lines, start, room, measure)
         left = len(lines) - start
-        if left <= CODE_LINES_PER_SLIDE:
+        if left <= most:
             end = len(lines)
-        else:
-            target = -(-left // -(-left // CODE_LINES_PER_SLIDE))  # even parts: ceil(left / parts needed)
-            end = _cut_at(lines, start, target, CODE_LINES_PER_SLIDE)
+        else:  # even parts: as many lines each as the parts still needed share
+            needed = max(2, -(-left // CODE_LINES_PER_SLIDE), -(-measure("\n".join(lines[start:])) // room))
+            end = _cut_at(lines, start, min(most, -(-left // needed)), most)
         parts.append("\n".join(lines[start:end]).strip("\n"))
         start = end
     return [p for p in parts if p.strip()] or [source]
 
 
-def shown_code_parts(output: dict) -> list[dict] | None:
+def shown_code_parts(output: dict, room: int = MAX_SLIDE_CHARS) -> list[dict] | None:
     """An output that shows source code as fenced Markdown (:func:`lab.book.show.show`) as one output per
-    slide-sized listing: each function shown on slides of its own, a long one cut between its blocks. None
-    for any other output."""
+    slide-sized listing: each function shown on slides of its own, a long one cut between its blocks; the
+    first listing in ``room`` characters (what the slide it joins has left). None for any other output."""
     data = output.get("data") or {}
     markdown = data.get("text/markdown")
     if markdown is None or any(k.startswith("image/") or k == "text/html" for k in data):
@@ -244,8 +279,8 @@ def shown_code_parts(output: dict) -> list[dict] | None:
     if not fences:
         return None
     pieces = []
-    for fence in fences:
-        for part in code_parts(fence["body"]):
+    for n, fence in enumerate(fences):
+        for part in code_parts(fence["body"], room if n == 0 else MAX_SLIDE_CHARS):
             piece = copy.deepcopy(output)
             piece["data"] = {"text/markdown": f"```{fence['lang']}\n{part}\n```\n", "text/plain": part}
             pieces.append(piece)
@@ -282,7 +317,8 @@ def code_cell_slides(out, cell, table_url: str = "") -> bool:
     if listing:
         new.source = listing[-1]
     own = False
-    for n, outputs in enumerate(output_slides(new.outputs, table_url)):
+    shared = code_chars(listing[-1]) if listing else 0  # the listing's last part shares a slide with the outputs
+    for n, outputs in enumerate(output_slides(new.outputs, table_url, shared)):
         part = copy.deepcopy(new) if n else new
         part.outputs = outputs
         # the listing's last part follows its earlier parts onto a new slide

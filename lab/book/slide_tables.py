@@ -9,9 +9,13 @@ its cell with the most wrapped lines. Then:
 
 - a table wider than a slide is cut into column groups, each repeating the first column (the row's
   name);
-- a table taller than a slide is cut into row groups, each repeating the header;
+- a table taller than a slide, or with more text than a slide may show (:data:`MAX_SLIDE_CHARS`, counted as
+  :mod:`lab.book.slide_text` counts it), is cut into row groups, each repeating the header;
 - a table that would still take more than :data:`MAX_PARTS` slides (long prose in its cells) stays in
   the chapter: the slide shows a summary (its size, its columns and the names of its rows) and a link.
+
+A Markdown (pipe) table in a chapter's prose is cut into row groups by its text alone
+(:func:`split_markdown_table`).
 
 Long names (``void cutlass::device_kernel<flash::...>``) get break opportunities
 (:mod:`lab.book.long_names`) so that they wrap inside their cell instead of widening the table.
@@ -25,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 from lab.book.long_names import add_breaks, pieces
+from lab.book.slide_text import MAX_SLIDE_CHARS, html_chars, markdown_chars
 
 #: Characters of table text across a slide: 900 px of a 960 px slide at 17 px, about 9.4 px a character.
 SLIDE_CHARS = 92
@@ -80,14 +85,20 @@ class Table:
     def columns(self) -> int:
         return len(self.body[0])
 
+    @staticmethod
+    def _tr(cells: list[str], columns: list[int]) -> str:
+        return "<tr>" + "".join(add_breaks(cells[i]) for i in columns) + "</tr>"
+
     def html(self, columns: list[int], rows: list[int]) -> str:
         """These columns of these body rows (the header repeated), as a page like the one parsed."""
-        def tr(cells: list[str]) -> str:
-            return "<tr>" + "".join(add_breaks(cells[i]) for i in columns) + "</tr>"
-
-        head = f"<thead>{''.join(tr(r) for r in self.head)}</thead>" if self.head else ""
-        body = "".join(tr(self.body[i]) for i in rows)
+        head = f"<thead>{''.join(self._tr(r, columns) for r in self.head)}</thead>" if self.head else ""
+        body = "".join(self._tr(self.body[i], columns) for i in rows)
         return f"{self.before}{self.open_tag}{head}<tbody>{body}</tbody></table>{self.after}"
+
+    def row_chars(self, columns: list[int]) -> list[int]:
+        """Characters of text each row shows in these columns (header rows first), as a slide counts them: a
+        long name's break points (<wbr>) part its text too."""
+        return [html_chars(self._tr(row, columns)) for row in self.head + self.body]
 
 
 def _texts(table: Table) -> list[list[str]]:
@@ -135,33 +146,57 @@ def column_groups(texts: list[list[str]], count: int, room: int = SLIDE_CHARS) -
     return [lead + g for g in groups + [current]]
 
 
-def row_groups(texts: list[list[str]], heads: int, columns: list[int], room: int = SLIDE_PX) -> list[list[int]]:
-    """Body rows in groups that fit down a slide, the header repeated on each."""
+def row_groups(texts: list[list[str]], heads: int, columns: list[int], room: int = SLIDE_PX,
+               chars: list[int] | None = None, text_room: int = MAX_SLIDE_CHARS) -> list[list[int]]:
+    """Body rows in groups that fit down a slide, the header repeated on each: ``room`` px of rows and
+    ``text_room`` characters of text (``chars``: each row's, header rows first; by default its cells' text)."""
     widths = column_widths(texts, columns)
     height = [max(lines_in(row[c], widths[c]) for c in columns) * LINE_PX + ROW_PAD_PX for row in texts]
-    head = sum(height[:heads])
-    groups, current, used = [], [], head
-    for i, px in enumerate(height[heads:]):
-        if current and used + px > room:
+    chars = chars or [len(" ".join(row[c] for c in columns)) for row in texts]
+    head_px, head_chars = sum(height[:heads]), sum(n + 1 for n in chars[:heads])
+    groups, current, used, text = [], [], head_px, head_chars
+    for i, (px, n) in enumerate(zip(height[heads:], chars[heads:], strict=True)):
+        if current and (used + px > room or text + n > text_room):
             groups.append(current)
-            current, used = [], head
+            current, used, text = [], head_px, head_chars
         current.append(i)
         used += px
+        text += n + 1
     return groups + [current] if current else groups
 
 
-def split_table(page: str) -> list[str] | None:
-    """``page`` (HTML holding one table) as slide-sized parts, or None when it takes more than
-    :data:`MAX_PARTS` slides (summarise it: :func:`summary_html`). A page that is no plain table is one part."""
+def split_table(page: str, text_room: int = MAX_SLIDE_CHARS) -> list[str] | None:
+    """``page`` (HTML holding one table) as slide-sized parts of at most ``text_room`` characters of text, or None
+    when it takes more than :data:`MAX_PARTS` slides (summarise it: :func:`summary_html`). A page that is no
+    plain table is one part."""
     table = Table.parse(page)
     if table is None:
         return [page]
     texts = _texts(table)
+    around = html_chars(table.before + table.after)  # a caption or note shown with every part
     parts = []
     for columns in column_groups(texts, table.columns):
-        for rows in row_groups(texts, len(table.head), columns):
+        for rows in row_groups(texts, len(table.head), columns, chars=table.row_chars(columns),
+                               text_room=text_room - around):
             parts.append(table.html(columns, rows))
     return parts if len(parts) <= MAX_PARTS else None
+
+
+def split_markdown_table(block: str, room: int = MAX_SLIDE_CHARS) -> list[str]:
+    """A Markdown (pipe) table as parts of at most ``room`` characters of text, its header repeated on each."""
+    lines = block.splitlines()
+    head, rows = lines[:2], lines[2:]  # the header row and its |---| rule, then the body
+    if not rows:
+        return [block]
+    count = lambda line: markdown_chars(line.replace("|", " ")) + 1  # noqa: E731
+    parts, current, used = [], [], count(head[0])
+    for row in rows:
+        if current and used + count(row) > room:
+            parts.append(current)
+            current, used = [], count(head[0])
+        current.append(row)
+        used += count(row)
+    return ["\n".join(head + part) for part in [*parts, current]]
 
 
 def summary_html(page: str, chapter_url: str) -> str:

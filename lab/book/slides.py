@@ -5,7 +5,9 @@ headings (#, ## and ### each start a slide, all horizontal so that → alone rea
 figure, explorer and table part gets its own, see :mod:`lab.book.slide_split`), then nbconvert's
 reveal exporter turns it into ``<out>/<chapter>.slides.html``. Only the opening of each section stays on the slide; the rest of its
 prose goes to the speaker notes (press S). Dropdown answers become fragments that appear on the next
-key press, so a class can guess first. Glued numbers are filled in from the values the book build
+key press, so a class can guess first (a self-check question's answer is the next slide). One idea a slide: no
+slide without a figure shows more than :data:`lab.book.slide_text.MAX_SLIDE_CHARS` characters of text; a cell
+that would take its slide past that starts the next one (:func:`start_slides_where_full`). Glued numbers are filled in from the values the book build
 stored (``_build/jupyter_execute/book/<chapter>.glue.json``), and figures come from the executed
 notebook there, so nothing is executed twice; ``--execute`` runs a chapter instead (for a chapter the
 site build did not execute). Under ``python -m lab live-check`` (no site build) ``LAB_EXECUTED_DIR`` names the
@@ -31,6 +33,8 @@ from pathlib import Path
 
 from lab import REPO_ROOT, LabError
 from lab.book.slide_split import code_cell_slides, fragment_cells, is_glue_output, markdown_blocks, split_prose
+from lab.book.slide_tables import split_markdown_table
+from lab.book.slide_text import MAX_SLIDE_CHARS, cell_chars, markdown_chars
 from lab.cli import path_arg
 from lab.folders import check_output, dataset_lock
 from lab.store import read_json, write_atomic
@@ -200,7 +204,11 @@ def slide_cells(segments: list[Segment]) -> list[tuple[str, str]]:
                 sections[-1][1].append(line)
         for kind, lines in sections:
             blocks, notes, item_notes = [], [], []
+            heading = markdown_chars(lines[0]) if lines and _HEADING.match(lines[0]) else 0
             for block in markdown_blocks(lines):
+                if block.lstrip().startswith("|"):  # a table: parts that fit a slide beside the heading
+                    blocks += split_markdown_table(block, MAX_SLIDE_CHARS - heading)
+                    continue
                 parts, rest = _split_list(block)
                 blocks += parts
                 item_notes += rest
@@ -349,7 +357,31 @@ def to_slides_notebook(nb, glue: dict, link=lambda target, anchor: target + anch
                 section = make_id(headings[-1]) if headings else section
         elif cell.cell_type == "code" and not tags & {"remove-cell", "remove-slide"}:  # remove-slide: the page's only
             own = code_cell_slides(out, cell, chapter_url + (f"#{section}" if chapter_url and section else ""))
+    start_slides_where_full(out.cells)
     return out
+
+
+def start_slides_where_full(cells) -> None:
+    """A cell that would take its slide past :data:`MAX_SLIDE_CHARS` characters of text starts the next slide
+    instead (prose after a short listing, say). A revealed answer keeps its question: the cell before it starts the
+    next slide with it, the answer still a fragment, where the two fit; else the answer has the next slide."""
+    used, before = 0, None  # the text on the slide being filled; the cell before and its text
+    for cell in cells:
+        show = cell.metadata.setdefault("slideshow", {})
+        kind = show.get("slide_type", "-")
+        if kind in ("notes", "skip"):
+            continue
+        chars = cell_chars(cell)
+        if kind in ("-", "fragment") and used and used + chars > MAX_SLIDE_CHARS:
+            question, asked = before or (None, 0)
+            if kind == "fragment" and question is not None and question.metadata["slideshow"].get("slide_type") == "-" \
+                    and asked + chars <= MAX_SLIDE_CHARS:
+                question.metadata["slideshow"]["slide_type"] = "slide"
+                used = asked
+            else:
+                show["slide_type"] = kind = "slide"
+        used = chars if kind in ("slide", "subslide") else used + chars
+        before = (cell, chars)
 
 
 # --- export ------------------------------------------------------------------------------------------
