@@ -20,6 +20,7 @@ import pandas as pd
 from lab.book.facts import Fact
 from lab.measure.attention.serving import server_step
 from lab.measure.serving_race import fastest_of_ours
+from lab.results import kernel_counters
 from lab.results import ours_serving as serving
 from lab.results.modelshape import qwen25_7b
 from lab.results.quantities import Quantity
@@ -58,16 +59,27 @@ WINDOW_SHARE = Quantity("h100.ours.window_attention_share", "attention's share o
                         "window of the OURS server", run=serving.SWEEP_RUN, file="traces/ours/census.csv", unit="%")
 _CHUNK = dict(run=serving.CHUNK_COUNTERS_RUN, file="raw.csv")
 _ON_CHUNK = ("the attention kernel of the last 8,192-token chunk of a 32k prompt on a paged cache (one layer's call, "
-             "under Nsight Compute after three warm-ups, caches flushed, clocks left free): ")
+             "alone, under Nsight Compute after three warm-ups, caches flushed, clocks left free): ")
 CHUNK_MS = Quantity("h100.chunk_counters.ms", _ON_CHUNK + "its duration", unit="ms", **_CHUNK)
+CHUNK_SPEED = Quantity("h100.chunk_counters.speed", _ON_CHUNK + "our kernel's speed over FA3's (FA3's duration over "
+                       "ours)", unit="×", **_CHUNK)
+CHUNK_CLOCK = Quantity("h100.chunk_counters.clock", _ON_CHUNK + "the clock it ran at", unit="GHz", **_CHUNK)
 CHUNK_TENSOR = Quantity("h100.chunk_counters.tensor_busy", _ON_CHUNK + "tensor-pipe cycles as a share of the active "
                         "cycles of the SMs that ran it", unit="%", **_CHUNK)
+CHUNK_TENSOR_CYCLES = Quantity("h100.chunk_counters.tensor_cycles", _ON_CHUNK + "SM-cycles in which the tensor pipe "
+                               "was busy, summed over the SMs", unit="G cycles", **_CHUNK)
+CHUNK_CYCLES_RATIO = Quantity("h100.chunk_counters.sm_cycles_ratio", _ON_CHUNK + "our SM-cycles with work over FA3's",
+                              unit="×", **_CHUNK)
 CHUNK_WARPS = Quantity("h100.chunk_counters.warps_per_sm", _ON_CHUNK + "warps resident per SM per active cycle",
                        unit="warps", **_CHUNK)
 CHUNK_REGISTERS = Quantity("h100.chunk_counters.registers", _ON_CHUNK + "registers per thread", unit="registers",
                            **_CHUNK)
 CHUNK_SHARED = Quantity("h100.chunk_counters.shared", _ON_CHUNK + "shared memory per program", unit="KiB", **_CHUNK)
 CHUNK_PROGRAMS = Quantity("h100.chunk_counters.programs", _ON_CHUNK + "programs launched", unit="programs", **_CHUNK)
+CHUNK_ISSUE = Quantity("h100.chunk_counters.issue", _ON_CHUNK + "cycles in which a warp scheduler issued an "
+                       "instruction, as a share of its active cycles", unit="%", **_CHUNK)
+CHUNK_BARRIER = Quantity("h100.chunk_counters.barrier", _ON_CHUNK + "cycles warps spent stalled at a barrier, per "
+                         "issued instruction", unit="cycles", **_CHUNK)
 CHUNK_DRAM = Quantity("h100.chunk_counters.dram_read", _ON_CHUNK + "bytes read from DRAM", unit="MB", **_CHUNK)
 CHUNK_MEMORY = Quantity("h100.chunk_counters.memory_busy", _ON_CHUNK + "how busy its busiest memory unit (L1, L2 "
                         "or DRAM) was, as a share of that unit's peak", unit="%", **_CHUNK)
@@ -144,18 +156,28 @@ def census_facts() -> dict[str, Fact]:
 
 def chunk_counter_facts() -> dict[str, Fact]:
     """The last chunk's counters, ours and FA3's (one ncu call of their own, a later lease than the race)."""
-    out = {}
-    for name, job in _chunk().items():
+    jobs, out = _chunk(), {}
+    for name, job in jobs.items():
         main = job.main
         out |= {f"chunk_{name}_ms": CHUNK_MS.fact(main["ms"], name, fmt="{:.2f} ms"),
+                f"chunk_{name}_clock": CHUNK_CLOCK.fact(main["clock_hz"] / 1e9, name, fmt="{:.2f} GHz"),
                 f"chunk_{name}_tensor": CHUNK_TENSOR.fact(main["tensor_pct"], name, fmt="{:.0f}%"),
                 f"chunk_{name}_warps": CHUNK_WARPS.fact(main["warps_per_sm"], name, fmt="{:.0f}"),
                 f"chunk_{name}_registers": CHUNK_REGISTERS.fact(int(main["registers"]), name, fmt="d"),
-                f"chunk_{name}_programs": CHUNK_PROGRAMS.fact(int(main["programs"]), name, fmt=",d"),
                 f"chunk_{name}_shared_kb": CHUNK_SHARED.fact(main["shared_bytes"] / 1024, name, fmt="{:.0f} KiB"),
+                f"chunk_{name}_programs": CHUNK_PROGRAMS.fact(int(main["programs"]), name, fmt=",d"),
+                f"chunk_{name}_issue": CHUNK_ISSUE.fact(main["issue_pct"], name, fmt="{:.0f}%"),
+                f"chunk_{name}_barrier": CHUNK_BARRIER.fact(job.stall_cycles["barrier"], name, fmt="{:.2f}"),
                 f"chunk_{name}_dram_mb": CHUNK_DRAM.fact(job.totals["dram_read"] / 1e6, name, fmt="{:,.0f} MB"),
-                f"chunk_{name}_memory": CHUNK_MEMORY.fact(main["memory_pct"], name, fmt="{:.0f}%"),
-                f"chunk_{name}_stalls": Fact(" and ".join(reason for reason, _ in job.stalls[:2]), job.source)}
+                f"chunk_{name}_memory": CHUNK_MEMORY.fact(main["memory_pct"], name, fmt="{:.0f}%")}
+    ours, fa3 = jobs["ours"], jobs["fa3"]
+    out |= {"chunk_ncu_speed": CHUNK_SPEED.fact(fa3.main["ms"] / ours.main["ms"], fmt="{:.2f}×"),
+            "chunk_fa3_tensor_gcycles": CHUNK_TENSOR_CYCLES.fact(kernel_counters.tensor_cycles(fa3) / 1e9, "fa3",
+                                                                 fmt="{:.2f}"),
+            "chunk_ours_tensor_gcycles": CHUNK_TENSOR_CYCLES.fact(kernel_counters.tensor_cycles(ours) / 1e9, "ours",
+                                                                  fmt="{:.2f}"),
+            "chunk_cycles_ratio": CHUNK_CYCLES_RATIO.fact(ours.main["sm_cycles_sum"] / fa3.main["sm_cycles_sum"],
+                                                          fmt="{:.1f}×")}
     return out
 
 
@@ -194,16 +216,21 @@ def race_table():
 
 
 def counters_table():
-    """The last chunk's kernel under Nsight Compute, FA3 beside ours: time, how busy the tensor pipe was, what fit on
-    an SM, what was read from DRAM and where warps waited most."""
-    rows = []
-    for name, job in _chunk().items():
-        main = job.main
-        rows.append({"kernel": {"fa3": "FA3", "ours": "ours"}[name], "time (ms)": main["ms"],
-                     "tensor pipe busy (%)": main["tensor_pct"], "warps per SM": main["warps_per_sm"],
-                     "registers per thread": int(main["registers"]), "programs": int(main["programs"]),
-                     "waves": main["waves"], "DRAM read (MB)": job.totals["dram_read"] / 1e6,
-                     "warps waited most on": ", ".join(reason for reason, _ in job.stalls[:3])})
-    fmt = {"time (ms)": "{:.2f}", "tensor pipe busy (%)": "{:.0f}", "warps per SM": "{:.0f}", "programs": "{:,d}",
-           "waves": "{:.1f}", "DRAM read (MB)": "{:,.0f}"}
-    return pd.DataFrame(rows).style.hide(axis="index").format(fmt)
+    """The last chunk's kernel under Nsight Compute, a row per counter, FA3 beside ours."""
+    jobs = _chunk()
+    rows = {"time (ms)": lambda j: f"{j.main['ms']:.2f}",
+            "clock (GHz)": lambda j: f"{j.main['clock_hz'] / 1e9:.2f}",
+            "tensor-pipe cycles, summed over SMs (G)": lambda j: f"{kernel_counters.tensor_cycles(j) / 1e9:.2f}",
+            "SM-cycles with work, summed (G)": lambda j: f"{j.main['sm_cycles_sum'] / 1e9:.2f}",
+            "tensor pipe busy (% of active cycles)": lambda j: f"{j.main['tensor_pct']:.0f}",
+            "programs launched": lambda j: f"{int(j.main['programs']):,d}",
+            "warps resident per SM": lambda j: f"{j.main['warps_per_sm']:.0f}",
+            "registers per thread": lambda j: f"{int(j.main['registers'])}",
+            "shared memory per program (KiB)": lambda j: f"{j.main['shared_bytes'] / 1024:.0f}",
+            "scheduler issuing (% of cycles)": lambda j: f"{j.main['issue_pct']:.0f}",
+            "barrier stall (cycles per instruction)": lambda j: f"{j.stall_cycles['barrier']:.2f}",
+            "busiest memory unit (% of its peak)": lambda j: f"{j.main['memory_pct']:.0f}",
+            "DRAM read (MB)": lambda j: f"{j.totals['dram_read'] / 1e6:,.0f}"}
+    table = pd.DataFrame({"counter": list(rows), "FA3": [cell(jobs["fa3"]) for cell in rows.values()],
+                          "ours": [cell(jobs["ours"]) for cell in rows.values()]})
+    return table.style.hide(axis="index")
