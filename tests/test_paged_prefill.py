@@ -87,8 +87,9 @@ def test_check_cases_match_reference(dtype, head_dim, page_size):
     assert max(errors.values()) <= TOLERANCE[dtype], errors
 
 
-@pytest.mark.parametrize("config", [{"BLOCK_M": 32, "BLOCK_N": 32}, {"BLOCK_M": 16, "BLOCK_N": 64}],
-                         ids=["32x32", "16x64"])
+@pytest.mark.parametrize("config", [{"BLOCK_M": 32, "BLOCK_N": 32}, {"BLOCK_M": 16, "BLOCK_N": 64},
+                                    {"BLOCK_M": 32, "BLOCK_N": 32, "maxnreg": 128}],
+                         ids=["32x32", "16x64", "32x32-register-cap"])
 def test_other_tiles_with_pages_smaller_than_a_tile(config):
     inputs = pp.paged_batch([1, 45, 18], [70, 3, 0], 4, 2, 64, 16, torch.float32, DEVICE, seed=3)
     out = pp.paged_prefill(*inputs, config=config)
@@ -179,8 +180,11 @@ def test_check_fails_when_the_causal_diagonal_is_one_key_off():
 # --- GPU, real sizes ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("head_dim,page_size,config", [(128, 16, None), (128, 64, None), (64, 128, None),
-                                                       (128, 16, {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8})],
-                         ids=["d128-page16", "d128-page64", "d64-page128", "d128-page16-128x64"])
+                                                       (128, 16, {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8}),
+                                                       (128, 16, {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8,
+                                                                  "num_stages": 2, "maxnreg": 128})],
+                         ids=["d128-page16", "d128-page64", "d64-page128", "d128-page16-128x64",
+                              "d128-page16-128x64-r128"])
 @pytest.mark.gpu
 @needs_gpu
 def test_paged_prefill_bf16_at_real_sizes(head_dim, page_size, config):

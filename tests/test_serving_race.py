@@ -91,3 +91,11 @@ def test_bad_options_and_a_machine_without_a_gpu_are_refused_and_write_nothing(t
         pytest.skip("this machine has a GPU")
     assert message in refused([*argv, "--out", tmp_path / "out"], tmp_path)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_setting_is_named_with_its_register_cap_and_the_space_races_capped_settings():
+    plain = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
+    assert serving_race.setting_label(plain) == "ours 128x64 w8 s2"
+    assert serving_race.setting_label({**plain, "maxnreg": 128}) == "ours 128x64 w8 s2 r128"
+    labels = [serving_race.setting_label(c) for c in serving_race.PREFILL_SPACE]
+    assert len(set(labels)) == len(labels) and any(label.endswith(" r128") for label in labels)

@@ -37,14 +37,23 @@ STEPS = (("prefill 8192 over 0", [8192], [0]),
          ("prefill 8192 over 24576", [8192], [24576]),
          ("decode 1 x 32768", [1], [32767]),
          ("decode 16 x 32768", [1] * 16, [32767] * 16))
-#: Prefill launch settings raced (the tuned kernel's space without its register cap, which the paged kernel
-#: does not take).
+#: Prefill launch settings raced: the tuned kernel's space, with its register cap (maxnreg) on the two 128x64
+#: settings, which lets two 8-warp programs share a multiprocessor where one uncapped 128x128 program fills it
+#: (data/h100/kernel-counters-chunk: 254 registers per thread, one program per SM).
 PREFILL_SPACE = ({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2},
                  {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
                  {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
-                 {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3})
+                 {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "maxnreg": 128},
+                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "maxnreg": 128})
 COLUMNS = ("step", "candidate", "ms", "ms_rounds", "vs_fa3", "max_abs_diff", "config")
 CHUNK_CANDIDATES = ("fa3", "ours")
+
+
+def setting_label(config: dict) -> str:
+    """A prefill setting as the race names it: ``ours 128x64 w8 s2`` (`` r128`` with a register cap)."""
+    cap = f" r{config['maxnreg']}" if config.get("maxnreg") else ""
+    return f"ours {config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']} s{config['num_stages']}{cap}"
 
 
 def step_candidates(step, inputs, split_bound: int, prefill_space=PREFILL_SPACE):
@@ -76,8 +85,7 @@ def step_candidates(step, inputs, split_bound: int, prefill_space=PREFILL_SPACE)
 
     found = [("fa3", fa3, None)]
     if longest_q > 1:
-        found += [(f"ours {c['BLOCK_M']}x{c['BLOCK_N']} w{c['num_warps']} s{c['num_stages']}", ours(c), c)
-                  for c in prefill_space]
+        found += [(setting_label(c), ours(c), c) for c in prefill_space]
     else:
         found += [("ours, splits for the step", ours(), DECODE_CONFIG),
                   (f"ours, splits for {split_bound} keys (a captured graph)", ours(split_keys=split_bound),

@@ -182,7 +182,8 @@ def paged_prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scal
                   config: dict | None = None, max_seqlen_q: int | None = None, out=None):
     """Attention of packed varlen queries over a cached prefix in a paged KV cache (layout: the module docstring).
 
-    ``config`` fixes the launch (BLOCK_M, BLOCK_N, num_warps, num_stages); by default 64 x 64 tiles, 4 warps,
+    ``config`` fixes the launch (BLOCK_M, BLOCK_N, num_warps, num_stages, and optionally maxnreg: a cap on registers
+    per thread, as chapter 4's tuned kernel takes, ignored by the interpreter); by default 64 x 64 tiles, 4 warps,
     3 stages on a GPU (one of the tuned kernel's settings, not yet timed for this kernel) and 16 x 16 tiles in
     the interpreter. ``max_seqlen_q`` (the longest chunk, which a server's metadata holds) sizes the grid; pass it
     to skip reading the lengths back to the host, and their checks with them. ``out`` receives the result.
@@ -199,12 +200,13 @@ def paged_prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_table, scal
     n_m = triton.cdiv(max_seqlen_q, config["BLOCK_M"])
     if n_m == 0 or seq_lens.shape[0] == 0:
         return out
+    register_cap = {"maxnreg": config["maxnreg"]} if config.get("maxnreg") and not interpreting() else {}
     paged_prefill_kernel[(seq_lens.shape[0] * q_heads, n_m)](
         q, k_cache, v_cache, out, cu_seqlens_q, seq_lens, block_table, softmax_scale(d, scale) * LOG2E,
         q_heads, q_heads // kv_heads, n_m, *q.stride()[:2], *k_cache.stride()[:3], *v_cache.stride()[:3],
         *out.stride()[:2], block_table.stride(0), HEAD_DIM=d, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
         PAGE_SIZE=page_size, PRECISION=dot_precision(q.dtype), num_warps=config.get("num_warps", 4),
-        num_stages=config.get("num_stages", 1 if interpreting() else 3))
+        num_stages=config.get("num_stages", 1 if interpreting() else 3), **register_cap)
     return out
 
 
