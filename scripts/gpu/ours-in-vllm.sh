@@ -9,6 +9,10 @@
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm sweep       # vllm-sweep FLASH_ATTN/FA3 and OURS, 256..32768
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm census      # capture vllm --arm OURS: prefill and decode windows
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm counters    # ncu: the last 8k chunk of a 32k prompt, FA3 and ours
+#     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm arms        # vllm-sweep FA2, TRITON_ATTN, FLEX_ATTENTION beside
+#                                                                 # the sweep's two arms, same lengths (FA2 starts slowly)
+#     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm long        # vllm-sweep FA3 and OURS at 65536 and 131072 tokens
+#                                                                 # (a study of its own: <study>-ours-long)
 # (OURS's load curve beside FA3's: scripts/gpu_run.sh vllm-busy-server ours fixed, then fa3 fixed.)
 # The sweep and census run OURS with the prefill setting the race found fastest (LAB_OURS_PREFILL_CONFIG, read
 # from $WORK/serving-race/best_prefill.json when the kernels part ran in this lease). DEADLINE_S (default 560) is the
@@ -66,10 +70,27 @@ case "$PART" in
   census)
     capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$study-ours/traces" --windows prefill:8192,decode:8192 \
         --model data/models/qwen2.5-7b ;;
+  arms)
+    for arm in "FLASH_ATTN --fa-version 2:flash_attn-fa2:420" "TRITON_ATTN:triton_attn:300" \
+               "FLEX_ATTENTION:flex_attention:300"; do
+      IFS=: read -r backend folder ready <<< "$arm"
+      # shellcheck disable=SC2086
+      capped 400 "$PYTHON" -m lab vllm-sweep --out "$WORK/$study-ours/$folder" --model "$MODEL" \
+          --max-num-batched-tokens 8192 --gpu-memory-utilization 0.85 --reps 3 --max-tokens 64 --warmup-tokens 16 \
+          --lengths "$LENGTHS" --ready-timeout "$ready" --backend $backend
+    done ;;
+  long)
+    for arm in "--backend FLASH_ATTN --fa-version 3" "--backend OURS"; do
+      folder=$(echo "$arm" | awk '{print ($2 == "OURS") ? "ours" : "flash_attn-fa3"}')
+      # shellcheck disable=SC2086
+      capped 300 "$PYTHON" -m lab vllm-sweep --out "$WORK/$study-ours-long/$folder" --model "$MODEL" \
+          --max-num-batched-tokens 8192 --gpu-memory-utilization 0.85 --reps 2 --max-tokens 64 --warmup-tokens 16 \
+          --lengths 65536,131072 $arm
+    done ;;
   counters)
     capped 400 "$PYTHON" -m lab kernel-counters --jobs chunk:fa3:1:32768,chunk:ours:1:32768 --deadline-s 300 \
         --out "$WORK/chunk-counters" ;;
-  *) say "unknown part '$PART': use kernels, agreement, sweep, census or counters"; exit 2 ;;
+  *) say "unknown part '$PART': use kernels, agreement, sweep, arms, long, census or counters"; exit 2 ;;
 esac
 
 ( cd "$WORK" && tar -czf "$OUT/ours-$PART.tar.gz" --exclude='*.tmp' --exclude='*.pgid' . )
