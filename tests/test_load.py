@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -249,10 +250,23 @@ def test_interference_trial_times_every_decoder_around_the_long_prompts_arrival(
     from fake_vllm import FakeVLLM
 
     from lab.measure.vllm import interference
+    # after_s: the decoders stream for half a second past the long prompt's first token, time enough for each
+    # to be read once after the arrival however slowly this machine runs its threads
     trial = interference.Trial(decoders=3, long_len=400, context_min=8, context_max=40, decoder_tokens=400,
-                               warm_steps=4, after_s=0.05, timeout_s=30)
+                               warm_steps=4, after_s=0.5, timeout_s=30)
     assert trial.contexts() == [8, 24, 40]
-    with FakeVLLM(decode_s=0.002, prefill_s_per_token=1e-4) as fake:
+    servers = []
+
+    def after_the_arrival(sent):
+        # past token 200 a decoder waits until the long prompt has arrived: on a busy machine its decoding still
+        # spans the arrival (events order the test, not the fake's sleeps)
+        deadline = time.monotonic() + 30
+        while sent >= 200 and not any(len(r["prompt"]) == 400 for r in servers[0].requests) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    with FakeVLLM(decode_s=0.002, prefill_s_per_token=1e-4, before_token=after_the_arrival) as fake:
+        servers.append(fake)
         record = interference.run_trial(fake, trial)
     assert record["status"] == "ok", record["error"]
     assert record["long_ttft_s"] >= 400 * 1e-4 and len(record["decoder_chunks"]) == 3
