@@ -12,7 +12,8 @@ from lab.results.kernel_counters import JobCounters
 def _job(candidate: str, tensor: float, dram_read: float, ms: float = 2.0, stalls=(("barrier", 2.5), ("wait", 1.0))):
     return JobCounters(f"prefill:{candidate}:1:{counter_facts.N}", "prefill", candidate, 1, counter_facts.N,
                        "kernel", 1, {"ms": ms, "tensor_pct": tensor, "xu_pct": tensor / 2, "warps_per_sm": 12.0},
-                       {"dram_read": dram_read, "dram_write": 1e8, "job_ms": ms}, stalls, f"{counter_facts.FOLDER}/raw.csv")
+                       {"dram_read": dram_read, "dram_write": 1e8, "job_ms": ms}, dict(stalls),
+                       f"{counter_facts.FOLDER}/raw.csv")
 
 
 @pytest.fixture

@@ -69,11 +69,15 @@ class JobCounters:
     kernels: int                     # kernels the job launched
     main: dict = field(default_factory=dict)     # METRICS of the main kernel (ms in milliseconds)
     totals: dict = field(default_factory=dict)   # SUMMED over the job's kernels (job_ms in milliseconds)
-    stalls: tuple = ()               # the three largest (reason, cycles per issued instruction), largest first
+    stall_cycles: dict = field(default_factory=dict)  # every reason's cycles per issued instruction, largest first
+                                                      # ("selected": the issuing warp's own cycle, 1 by definition)
     source: str = ""
     others: tuple = ()               # (kernel name, ms) of the job's other kernels, in launch order
-    stall_cycles: dict = field(default_factory=dict)  # every reason's cycles per issued instruction ("selected":
-                                                      # the issuing warp's own cycle, 1 by definition)
+
+    @property
+    def stalls(self) -> tuple:
+        """The three largest (reason, cycles per issued instruction), largest first."""
+        return tuple(sorted(self.stall_cycles.items(), key=lambda kv: -kv[1])[:3])
 
     @property
     def others_ms(self) -> float:
@@ -130,7 +134,7 @@ def _summarise(job: str, rows: list[dict]) -> JobCounters:
     phase, candidate, batch, n = ncu_output.parse_job(job)
     others = tuple((k["kernel"], k.get(METRICS["ms"], 0.0) * 1e3) for i, k in sorted(kernels.items()) if i != main_index)
     return JobCounters(job, phase, candidate, batch, n, main_kernel["kernel"], len(kernels), main, totals,
-                       tuple(stalls[:3]), rows[0]["source"], others, dict(stalls))
+                       dict(stalls), rows[0]["source"], others)
 
 
 def compulsory_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, head_dim: int = 128) -> int:
