@@ -68,6 +68,8 @@ CHUNK_TENSOR = Quantity("h100.chunk_counters.tensor_busy", _ON_CHUNK + "tensor-p
                         "cycles of the SMs that ran it", unit="%", **_CHUNK)
 CHUNK_TENSOR_CYCLES = Quantity("h100.chunk_counters.tensor_cycles", _ON_CHUNK + "SM-cycles in which the tensor pipe "
                                "was busy, summed over the SMs", unit="G cycles", **_CHUNK)
+CHUNK_SM_CYCLES = Quantity("h100.chunk_counters.sm_cycles", _ON_CHUNK + "SM-cycles with work, summed over the SMs",
+                           unit="G cycles", **_CHUNK)
 CHUNK_CYCLES_RATIO = Quantity("h100.chunk_counters.sm_cycles_ratio", _ON_CHUNK + "our SM-cycles with work over FA3's",
                               unit="×", **_CHUNK)
 CHUNK_WARPS = Quantity("h100.chunk_counters.warps_per_sm", _ON_CHUNK + "warps resident per SM per active cycle",
@@ -83,6 +85,27 @@ CHUNK_BARRIER = Quantity("h100.chunk_counters.barrier", _ON_CHUNK + "cycles warp
 CHUNK_DRAM = Quantity("h100.chunk_counters.dram_read", _ON_CHUNK + "bytes read from DRAM", unit="MB", **_CHUNK)
 CHUNK_MEMORY = Quantity("h100.chunk_counters.memory_busy", _ON_CHUNK + "how busy its busiest memory unit (L1, L2 "
                         "or DRAM) was, as a share of that unit's peak", unit="%", **_CHUNK)
+#: The last chunk's counters, a table row each and a fact per kernel (``chunk_<fa3|ours>_<key>``): key -> (row,
+#: quantity, its value in a job's counters, the number's format, the unit the fact shows after it)
+_CHUNK_ROWS = {
+    "ms": ("time (ms)", CHUNK_MS, lambda j: j.main["ms"], "{:.2f}", " ms"),
+    "clock": ("clock (GHz)", CHUNK_CLOCK, lambda j: j.main["clock_hz"] / 1e9, "{:.2f}", " GHz"),
+    "tensor_gcycles": ("tensor-pipe cycles, summed over SMs (G)", CHUNK_TENSOR_CYCLES,
+                       lambda j: kernel_counters.tensor_cycles(j) / 1e9, "{:.2f}", ""),
+    "sm_gcycles": ("SM-cycles with work, summed (G)", CHUNK_SM_CYCLES, lambda j: j.main["sm_cycles_sum"] / 1e9,
+                   "{:.2f}", ""),
+    "tensor": ("tensor pipe busy (% of active cycles)", CHUNK_TENSOR, lambda j: j.main["tensor_pct"], "{:.0f}", "%"),
+    "programs": ("programs launched", CHUNK_PROGRAMS, lambda j: int(j.main["programs"]), "{:,d}", ""),
+    "warps": ("warps resident per SM", CHUNK_WARPS, lambda j: j.main["warps_per_sm"], "{:.0f}", ""),
+    "registers": ("registers per thread", CHUNK_REGISTERS, lambda j: int(j.main["registers"]), "{:d}", ""),
+    "shared_kb": ("shared memory per program (KiB)", CHUNK_SHARED, lambda j: j.main["shared_bytes"] / 1024, "{:.0f}",
+                  " KiB"),
+    "issue": ("scheduler issuing (% of cycles)", CHUNK_ISSUE, lambda j: j.main["issue_pct"], "{:.0f}", "%"),
+    "barrier": ("barrier stall (cycles per instruction)", CHUNK_BARRIER, lambda j: j.stall_cycles["barrier"],
+                "{:.2f}", ""),
+    "memory": ("busiest memory unit (% of its peak)", CHUNK_MEMORY, lambda j: j.main["memory_pct"], "{:.0f}", "%"),
+    "dram_mb": ("DRAM read (MB)", CHUNK_DRAM, lambda j: j.totals["dram_read"] / 1e6, "{:,.0f}", " MB"),
+}
 
 _pair, _race = functools.cache(serving.sweep_pair), functools.cache(serving.race_table)
 _chunk = functools.cache(serving.chunk_counters)
@@ -156,26 +179,11 @@ def census_facts() -> dict[str, Fact]:
 
 def chunk_counter_facts() -> dict[str, Fact]:
     """The last chunk's counters, ours and FA3's (one ncu call of their own, a later lease than the race)."""
-    jobs, out = _chunk(), {}
-    for name, job in jobs.items():
-        main = job.main
-        out |= {f"chunk_{name}_ms": CHUNK_MS.fact(main["ms"], name, fmt="{:.2f} ms"),
-                f"chunk_{name}_clock": CHUNK_CLOCK.fact(main["clock_hz"] / 1e9, name, fmt="{:.2f} GHz"),
-                f"chunk_{name}_tensor": CHUNK_TENSOR.fact(main["tensor_pct"], name, fmt="{:.0f}%"),
-                f"chunk_{name}_warps": CHUNK_WARPS.fact(main["warps_per_sm"], name, fmt="{:.0f}"),
-                f"chunk_{name}_registers": CHUNK_REGISTERS.fact(int(main["registers"]), name, fmt="d"),
-                f"chunk_{name}_shared_kb": CHUNK_SHARED.fact(main["shared_bytes"] / 1024, name, fmt="{:.0f} KiB"),
-                f"chunk_{name}_programs": CHUNK_PROGRAMS.fact(int(main["programs"]), name, fmt=",d"),
-                f"chunk_{name}_issue": CHUNK_ISSUE.fact(main["issue_pct"], name, fmt="{:.0f}%"),
-                f"chunk_{name}_barrier": CHUNK_BARRIER.fact(job.stall_cycles["barrier"], name, fmt="{:.2f}"),
-                f"chunk_{name}_dram_mb": CHUNK_DRAM.fact(job.totals["dram_read"] / 1e6, name, fmt="{:,.0f} MB"),
-                f"chunk_{name}_memory": CHUNK_MEMORY.fact(main["memory_pct"], name, fmt="{:.0f}%")}
+    jobs = _chunk()
+    out = {f"chunk_{name}_{key}": quantity.fact(value(job), name, fmt=number + unit)
+           for name, job in jobs.items() for key, (_, quantity, value, number, unit) in _CHUNK_ROWS.items()}
     ours, fa3 = jobs["ours"], jobs["fa3"]
     out |= {"chunk_ncu_speed": CHUNK_SPEED.fact(fa3.main["ms"] / ours.main["ms"], fmt="{:.2f}×"),
-            "chunk_fa3_tensor_gcycles": CHUNK_TENSOR_CYCLES.fact(kernel_counters.tensor_cycles(fa3) / 1e9, "fa3",
-                                                                 fmt="{:.2f}"),
-            "chunk_ours_tensor_gcycles": CHUNK_TENSOR_CYCLES.fact(kernel_counters.tensor_cycles(ours) / 1e9, "ours",
-                                                                  fmt="{:.2f}"),
             "chunk_cycles_ratio": CHUNK_CYCLES_RATIO.fact(ours.main["sm_cycles_sum"] / fa3.main["sm_cycles_sum"],
                                                           fmt="{:.1f}×")}
     return out
@@ -218,19 +226,8 @@ def race_table():
 def counters_table():
     """The last chunk's kernel under Nsight Compute, a row per counter, FA3 beside ours."""
     jobs = _chunk()
-    rows = {"time (ms)": lambda j: f"{j.main['ms']:.2f}",
-            "clock (GHz)": lambda j: f"{j.main['clock_hz'] / 1e9:.2f}",
-            "tensor-pipe cycles, summed over SMs (G)": lambda j: f"{kernel_counters.tensor_cycles(j) / 1e9:.2f}",
-            "SM-cycles with work, summed (G)": lambda j: f"{j.main['sm_cycles_sum'] / 1e9:.2f}",
-            "tensor pipe busy (% of active cycles)": lambda j: f"{j.main['tensor_pct']:.0f}",
-            "programs launched": lambda j: f"{int(j.main['programs']):,d}",
-            "warps resident per SM": lambda j: f"{j.main['warps_per_sm']:.0f}",
-            "registers per thread": lambda j: f"{int(j.main['registers'])}",
-            "shared memory per program (KiB)": lambda j: f"{j.main['shared_bytes'] / 1024:.0f}",
-            "scheduler issuing (% of cycles)": lambda j: f"{j.main['issue_pct']:.0f}",
-            "barrier stall (cycles per instruction)": lambda j: f"{j.stall_cycles['barrier']:.2f}",
-            "busiest memory unit (% of its peak)": lambda j: f"{j.main['memory_pct']:.0f}",
-            "DRAM read (MB)": lambda j: f"{j.totals['dram_read'] / 1e6:,.0f}"}
-    table = pd.DataFrame({"counter": list(rows), "FA3": [cell(jobs["fa3"]) for cell in rows.values()],
-                          "ours": [cell(jobs["ours"]) for cell in rows.values()]})
+    rows = _CHUNK_ROWS.values()
+    table = pd.DataFrame({"counter": [row for row, *_ in rows]} |
+                         {label: [number.format(value(jobs[name])) for _, _, value, number, _ in rows]
+                          for name, label in (("fa3", "FA3"), ("ours", "ours"))})
     return table.style.hide(axis="index")
