@@ -144,7 +144,8 @@ TAKEN = {
         "inter_long_len", "inter_short_len", "inter_triton_max", "inter_triton_ttft", "kv_token_bf16", "kv_token_fp8",
         "slo_tpot_ms", "slo_ttft_ms", "triton_break_metric", "triton_break_p99_tpot", "triton_break_p99_ttft",
         "triton_break_rate", "triton_break_rho", "triton_capacity", "triton_slo_p99_tpot", "triton_slo_p99_ttft",
-        "triton_slo_rate", "triton_slo_rho", "chunkcost_8l_per_step_ms", "inter_fa3_8192_8l_steady", "fp8_one_floor_cut_pct", "fp8_one_itl_cut_pct"),
+        "triton_slo_rate", "triton_slo_rho", "chunkcost_8l_per_step_ms", "inter_fa3_8192_8l_steady",
+        "fp8_one_floor_cut_pct", "fp8_one_itl_cut_pct"),
     "book/07-the-trace": (
         "a10g_mm28_fa", "a10g_mm28_fx", "a10g_at28_fa", "a10g_at28_fx", "a10g_mm28_diff_pct", "a10g_at28_ratio",
         "a10g_decode_fa", "a10g_decode_fx", "naive_fa_s", "naive_fa_prefill_s", "q_heads", "kv_heads", "group",
