@@ -119,6 +119,8 @@ def main(args):
         time.sleep(3600)
     started = time.perf_counter()
     outputs = _send_all(args, _requests(args))
+    if mode == "refused":   # the server answered the first request 400, as vLLM does a prompt past its length check
+        outputs[0].update(error="Bad Request", output_len=0)
     duration = time.perf_counter() - started
     percentiles = [float(p) for p in args.metric_percentiles.split(",")]
     slo = {k: float(v) for k, v in (pair.split(":") for pair in args.goodput or [])}

@@ -80,6 +80,26 @@ def test_a_glued_table_shows_as_its_html_not_its_repr():
     assert "\n\n  <tr>" not in body  # no blank line inside the HTML block
 
 
+@pytest.mark.parametrize("text, spec", [
+    ("1234.5678", ""), ("1234.5678", ",.0f"), ("1234.5678", ".3g"), ("0.0412", ".1%"), ("7", "d"),
+    ("'FLASH_ATTN/FA3'", ""), ("'FLASH_ATTN/FA3'", "s"), ("'a b'", ">8s"), ("not a literal", ""),
+    ("12", "x"), ("3.14159", "e"), ("[1, 2]", ""), ("2.5", "n"),
+])
+def test_slides_format_a_glued_value_as_myst_nb_does(text, spec):
+    """The slides' own copy of myst-nb's rule (the GPU box's wheels lack what myst-nb's import pulls in)."""
+    from myst_nb.core.variables import format_plain_text
+    assert slides.glued_plain_text(text, spec) == format_plain_text(text, spec)
+
+
+def test_slides_do_not_import_myst_nb_rendering():
+    """A box with the offline wheels has myst-nb but not myst-parser or importlib_metadata: the course kit
+    counts its slides there, so building slide text must not import myst_nb.core.render."""
+    code = ("import sys; import lab.book.slides as s; s._glue_text({'data': {'text/plain': '1.5'}}, 'x', '.1f'); "
+            "print('myst_nb.core.render' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_unknown_glue_name_is_an_error():
     with pytest.raises(LabError, match="glue name 'nope'"):
         convert_myst("{glue:text}`nope`", GLUE)

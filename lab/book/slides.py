@@ -28,6 +28,7 @@ import base64
 import html
 import os
 import re
+from ast import literal_eval
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,9 +73,31 @@ _LOCAL_REF = re.compile(r"""<(?:script|link)\b[^>]*?\b(?:src|href)\s*=\s*["'](?P
 
 # --- MyST -> plain Markdown --------------------------------------------------------------------------
 
-def _glue_text(output: dict | None, name: str, fmt: str) -> str:
-    from myst_nb.core.variables import format_plain_text
+_INT_TYPES, _FLOAT_TYPES = set("bcdoxX"), set("eEfFgGn%")
 
+
+def glued_plain_text(text: str, spec: str) -> str:
+    """A glued value's text/plain face as ``{glue:text}`name:spec``` shows it on the site: the repr read back
+    as a Python literal where it is one (a string loses its quotes), then formatted by the spec's type letter.
+    The same rule as myst-nb's own (tests/test_slides.py holds the two together); it lives here because
+    importing myst-nb's pulls in myst-parser and Sphinx, which a GPU box's offline wheels do not carry."""
+    try:
+        value = literal_eval(text)
+    except (SyntaxError, ValueError):
+        value = text
+    if not spec:
+        return str(value)
+    kind = spec[-1]
+    if kind == "s":
+        value = str(value)
+    elif kind in _INT_TYPES:
+        value = int(value)
+    elif kind in _FLOAT_TYPES:
+        value = float(value)
+    return format(value, spec)
+
+
+def _glue_text(output: dict | None, name: str, fmt: str) -> str:
     if output is None:
         raise LabError(f"glue name {name!r} has no value: build the site first or pass --execute")
     data = output.get("data", {})
@@ -88,7 +111,7 @@ def _glue_text(output: dict | None, name: str, fmt: str) -> str:
     text = data.get("text/plain")
     if text is None:
         raise LabError(f"glue name {name!r} has no text/plain value to show")
-    return format_plain_text("".join(text) if isinstance(text, list) else text, fmt)
+    return glued_plain_text("".join(text) if isinstance(text, list) else text, fmt)
 
 
 def _glue_block(output: dict | None, name: str) -> str:

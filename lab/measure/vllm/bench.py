@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,6 +110,12 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _reasons(errors: list) -> str:
+    """The distinct failure reasons of a result's ``errors``, most frequent first, each with its count."""
+    counts = Counter(" ".join(str(e).split())[:80] for e in errors if e)
+    return "; ".join(f"{n} x {reason!r}" for reason, n in counts.most_common(3)) or "no reason given"
+
+
 def check_result(result, point: Point, *, where: str) -> dict:
     """The result if it is a complete ``vllm bench serve`` result for ``point``; LabError naming what is wrong."""
     if not isinstance(result, dict):
@@ -138,9 +145,11 @@ def check_result(result, point: Point, *, where: str) -> dict:
         if not isinstance(values, list) or len(values) != point.num_prompts:
             raise LabError(f"{where}: '{key}' must list one value per prompt ({point.num_prompts}); "
                            "was it saved with --save-detailed?")
+    if result["failed"]:
+        raise LabError(f"{where}: {result['failed']} of {point.num_prompts} requests failed "
+                       f"({_reasons(result['errors'])}); a point measures the server only when it answered every "
+                       "request: its log says why it refused")
     for index, (ttft, gaps) in enumerate(zip(result["ttfts"], result["itls"], strict=True)):
-        if result["errors"][index]:
-            continue
         if not _is_number(ttft) or not isinstance(gaps, list) or not all(_is_number(g) for g in gaps):
             raise LabError(f"{where}: request {index} has a non-numeric TTFT or inter-token gap")
     return result

@@ -336,14 +336,16 @@ def plan_from_args(args) -> LoadPlan:
                     tensor_parallel_size=args.tensor_parallel_size, replicas=args.replicas, policy=args.policy)
 
 
-def max_model_len(workload: Workload) -> int:
-    """The longest prompt the workload can send plus its output, rounded up to 256."""
+def max_model_len(workload: Workload, vocab_size: int) -> int:
+    """The longest request the workload can send, rounded up to 256: its prompt's budget in vLLM's character
+    check of text prompts (:func:`lab.measure.vllm.tokenizer.prompt_budget`) plus its output."""
     if workload.dataset_path:
         rows = read_jsonl(Path(workload.dataset_path), required=("prompt", "output_tokens"))
-        longest = max(len(r["prompt"].split()) + int(r["output_tokens"]) for r in rows)
+        longest = max(synthetic.prompt_budget(len(r["prompt"].split()), vocab_size) + int(r["output_tokens"])
+                      for r in rows)
     else:
-        longest = math.ceil(workload.input_len * (1 + workload.range_ratio)) + math.ceil(
-            workload.output_len * (1 + workload.range_ratio))
+        longest = synthetic.prompt_budget(math.ceil(workload.input_len * (1 + workload.range_ratio)), vocab_size) + \
+            math.ceil(workload.output_len * (1 + workload.range_ratio))
     return int(math.ceil((longest + 16) / 256) * 256)
 
 
@@ -356,7 +358,7 @@ def main(args) -> int:
         check_output(plan.interference_out, "--interference-out",
                      [("--model", Path(model) if Path(model).is_dir() else None), ("--out", out)])
     if args.dry_run:
-        length = "from the mix" if plan.mix_prompts else server_model_len(plan)
+        length = "from the mix" if plan.mix_prompts else server_model_len(plan, synthetic.model_vocab_size(Path(model)))
         print(f"{plan.arm.label}{' ' + plan.layout if plan.layout else ''}, {plan.workload.name}, "
               f"max_model_len {length} -> {out}")
         points = ([Point(None, plan.agreement_prompts, 1)] if plan.agreement_prompts else []) + (
@@ -407,7 +409,8 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
     if plan.replicas > 1:
         factory = functools.partial(Replicas, count=plan.replicas, policy=plan.policy, server_factory=factory)
     server = factory(model, plan.arm, tensor_parallel_size=plan.tensor_parallel_size,
-                     max_model_len=server_model_len(plan), max_num_batched_tokens=plan.max_num_batched_tokens,
+                     max_model_len=server_model_len(plan, synthetic.model_vocab_size(Path(model))),
+                     max_num_batched_tokens=plan.max_num_batched_tokens,
                      gpu_memory_utilization=plan.gpu_memory_utilization, skip_tokenizer_init=False,
                      extra_args=("--tokenizer", str(tok_dir)), log_path=log_path, ready_timeout=ready_timeout)
     progress.say(f"starting {plan.arm.label}: {server.command_line()}")
@@ -431,11 +434,11 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
     return 0 if not study.failed else 1
 
 
-def server_model_len(plan: LoadPlan) -> int:
+def server_model_len(plan: LoadPlan, vocab_size: int) -> int:
     """The server's --max-model-len: the workload's longest request, or the interference trials' if longer."""
 
     trials = longest_context(plan.interference) if plan.interference else 0
-    return max(max_model_len(plan.workload), int(math.ceil(trials / 256) * 256))
+    return max(max_model_len(plan.workload, vocab_size), int(math.ceil(trials / 256) * 256))
 
 
 def run_interference(server, plan: LoadPlan, progress: Progress) -> list[str]:

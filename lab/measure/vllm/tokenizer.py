@@ -26,6 +26,7 @@ is honoured.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from lab import LabError
@@ -105,6 +106,18 @@ def is_synthetic(path: Path) -> bool:
     except (OSError, ValueError, RecursionError, AttributeError):
         return False
     return model.get("type") == "WordLevel" and model.get("vocab", {}).get("1") == 1
+
+
+def prompt_budget(tokens: int, vocab_size: int) -> int:
+    """The input tokens a server must allow for a text prompt of ``tokens`` words of this vocabulary.
+
+    Before it tokenizes a text prompt, vLLM 0.26 refuses one of more characters than its input tokens
+    (``--max-model-len`` less the tokens asked for) times its vocabulary's longest entry
+    (``_text_len_check`` in vllm/renderers/params.py). A word here is an id's digits and a space: one
+    character more than the longest entry counts for, so a prompt of the largest ids needs a budget
+    1/digits larger than its length (1,024 words of a 152,064-word vocabulary: 1,195)."""
+    digits = len(str(vocab_size - 1))
+    return math.ceil(tokens * (digits + 1) / digits)
 
 
 def text_of(ids: list[int]) -> str:
