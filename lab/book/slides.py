@@ -80,7 +80,8 @@ def glued_plain_text(text: str, spec: str) -> str:
     """A glued value's text/plain face as ``{glue:text}`name:spec``` shows it on the site: the repr read back
     as a Python literal where it is one (a string loses its quotes), then formatted by the spec's type letter.
     The same rule as myst-nb's own (tests/test_slides.py holds the two together); it lives here because
-    importing myst-nb's pulls in myst-parser and Sphinx, which a GPU box's offline wheels do not carry."""
+    myst-nb's comes with its renderer, whose import needs myst-parser and importlib_metadata, which a GPU
+    box's offline wheels do not carry (the course kit counts its slides there)."""
     try:
         value = literal_eval(text)
     except (SyntaxError, ValueError):
