@@ -13,7 +13,9 @@
 #                                                                 # the sweep's two arms, same lengths (FA2 starts slowly)
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm long        # vllm-sweep FA3 and OURS at 65536 and 131072 tokens
 #                                                                 # (a study of its own: <study>-ours-long)
-# (OURS's load curve beside FA3's: scripts/gpu_run.sh vllm-busy-server ours fixed, then fa3 fixed.)
+#     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm load        # vllm-load OURS, then FA3 with the same flags (1024-token
+#                                                                 # prompts, 128 out, SPAN_S s of arrivals a point, default 10)
+#                                                                 # (a study of its own: <study>-ours-load/random-1024-128)
 # The sweep and census run OURS with the prefill setting the race found fastest (LAB_OURS_PREFILL_CONFIG, read
 # from $WORK/serving-race/best_prefill.json when the kernels part ran in this lease). DEADLINE_S (default 560) is the
 # time after which nothing new starts, so results are packed before a 10-minute call ends.
@@ -87,10 +89,17 @@ case "$PART" in
           --max-num-batched-tokens 8192 --gpu-memory-utilization 0.85 --reps 2 --max-tokens 64 --warmup-tokens 16 \
           --lengths 65536,131072 $arm
     done ;;
+  load)
+    "$PYTHON" -m lab vllm-tokenizer --model "$MODEL" 2>&1 | tee -a "$log"
+    for arm in "OURS:ours" "FLASH_ATTN/FA3:flash_attn-fa3"; do
+      IFS=: read -r label folder <<< "$arm"
+      capped 280 "$PYTHON" -m lab vllm-load --arm "$label" --model "$MODEL" --input-len 1024 --output-len 128 \
+          --span-s "${SPAN_S:-10}" --deadline-s 250 --out "$WORK/$study-ours-load/random-1024-128/$folder"
+    done ;;
   counters)
     capped 400 "$PYTHON" -m lab kernel-counters --jobs chunk:fa3:1:32768,chunk:ours:1:32768 --deadline-s 300 \
         --out "$WORK/chunk-counters" ;;
-  *) say "unknown part '$PART': use kernels, agreement, sweep, arms, long, census or counters"; exit 2 ;;
+  *) say "unknown part '$PART': use kernels, agreement, sweep, arms, long, load, census or counters"; exit 2 ;;
 esac
 
 ( cd "$WORK" && tar -czf "$OUT/ours-$PART.tar.gz" --exclude='*.tmp' --exclude='*.pgid' . )
