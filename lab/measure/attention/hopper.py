@@ -164,7 +164,19 @@ def pass_turn(turn, C: gl.constexpr, PINGPONG: gl.constexpr):
 @gluon.jit
 def consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched,
              C: gl.constexpr):
-    """One warpgroup, rows C*64 .. C*64+63 of the query tile: online softmax over its key tiles.
+    """One warpgroup, rows C*64 .. C*64+63 of the query tile: its rows of the output (:func:`attend`), stored."""
+    q_row, kv_row0, start_m = work_unit(q_heads, group, n_q, n_k)
+    n_tiles, n_full = key_tiles(start_m, n_q, n_k, sched.BLOCK_N, sched.CAUSAL)
+    q = q_smem.slice(C * (BLOCK_M // 2), BLOCK_M // 2)
+    acc, l_i = attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, n_k - n_q, sched, C)
+    store_rows(acc, l_i, q, o_desc, q_row + C * (BLOCK_M // 2), 0)
+
+
+@gluon.jit
+def attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, diag, sched, C: gl.constexpr):
+    """Online softmax of one warpgroup's 64 query rows ``q`` (shared memory) over the key tiles the producer
+    brings, the first ``n_full`` seen whole, the causal diagonal ``diag`` keys right; returns (acc, l_i), the
+    output's rows not yet divided by their sums. Its K and V slots are handed back as it goes.
 
     OVERLAP: S_j = Q K_j^T and P_{j-1} V_{j-1} issued together, tile j's softmax computed while the
     second runs (FA3's intra-warpgroup overlap); else each product waited for before the next step."""
@@ -178,13 +190,9 @@ def consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_sc
     o_layout: gl.constexpr = mma_layout(HEAD_DIM)
     p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
-    q_row, kv_row0, start_m = work_unit(q_heads, group, n_q, n_k)
-    n_tiles, n_full = key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
-    diag = n_k - n_q
     rows = start_m * BLOCK_M + C * ROWS + gl.arange(0, ROWS, layout=gl.SliceLayout(1, s_layout))
     cols0 = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     zeros = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
-    q = q_smem.slice(C * ROWS, ROWS)
 
     # key tile 0: scores and softmax, nothing to overlap with yet
     mbarrier.wait(q_ready, 0)
@@ -232,23 +240,24 @@ def consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_sc
         p = gl.convert_layout(p_new.to(q.dtype), p_layout)
         m_i = m_new
 
-    # the last key tile's P V; normalise; store this warpgroup's rows through its (no longer read) Q rows
+    # the last key tile's P V
     last = (n_tiles - 1) % STAGES
     mbarrier.wait(v_ready.index(last), (n_tiles - 1) // STAGES & 1)
     wait_turn(turn, n_tiles, C, PINGPONG)
     acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
     pass_turn(turn, C, PINGPONG)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
-    store_rows(acc, l_i, q, o_desc, q_row + C * ROWS)
+    return acc, l_i
 
 
 @gluon.jit
-def store_rows(acc, l_i, smem, o_desc, row):
-    """Normalise a warpgroup's rows and copy them out through ``smem`` (its Q rows, no longer read)."""
+def store_rows(acc, l_i, smem, o_desc, row, col):
+    """Normalise a warpgroup's rows and copy them out to ``[row, col]`` of ``o_desc`` through ``smem`` (its Q rows,
+    no longer read)."""
     acc = acc / gl.convert_layout(l_i, gl.SliceLayout(1, acc.type.layout))[:, None]
     smem.store(acc.to(smem.dtype))
     fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [row, 0], smem)
+    tma.async_copy_shared_to_global(o_desc, [row, col], smem)
     tma.store_wait(pendings=0)
 
 
