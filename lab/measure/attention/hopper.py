@@ -272,16 +272,14 @@ def consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_s
 
 
 @gluon.jit
-def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, group,
-                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
-                  PINGPONG: gl.constexpr):
-    # FlashAttention 3's structure: a producer warp fills rings of K and V tiles by TMA; two consumer
-    # warpgroups (64 query rows each) take turns on the tensor cores
+def allocate(q_desc, kv_desc, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
+    """Shared memory of one program: a 128-row Q tile, rings of ``STAGES`` K and V tiles, and the barriers
+    (q_ready, k_ready, v_ready, k_empty, v_empty, turn)."""
     dtype: gl.constexpr = q_desc.dtype
     HEAD_DIM: gl.constexpr = q_desc.block_type.shape[1]
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_desc.layout)
-    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_desc.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, HEAD_DIM], kv_desc.layout)
     q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(q_ready, count=1)
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
@@ -296,7 +294,17 @@ def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, g
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)
-    args = (q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, (q_ready, k_ready, v_ready, k_empty, v_empty, turn), qk_scale, n_q, n_k,
+    return q_smem, k_smem, v_smem, (q_ready, k_ready, v_ready, k_empty, v_empty, turn)
+
+
+@gluon.jit
+def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, group,
+                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
+                  PINGPONG: gl.constexpr):
+    # FlashAttention 3's structure: a producer warp fills rings of K and V tiles by TMA; two consumer
+    # warpgroups (64 query rows each) take turns on the tensor cores
+    q_smem, k_smem, v_smem, bars = allocate(q_desc, k_desc, BLOCK_N, STAGES)
+    args = (q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k,
             q_heads, group, Schedule(BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG))
     gl.warp_specialize([(consumer0, args), (consumer1, args), (producer, args)], [CONSUMER_WARPS, PRODUCER_WARPS],
                        [CONSUMER_REGS, PRODUCER_REGS])
