@@ -97,5 +97,6 @@ def test_a_setting_is_named_with_its_register_cap_and_the_space_races_capped_set
     plain = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
     assert serving_race.setting_label(plain) == "ours 128x64 w8 s2"
     assert serving_race.setting_label({**plain, "maxnreg": 128}) == "ours 128x64 w8 s2 r128"
+    assert serving_race.setting_label({"kernel": "gluon", "BLOCK_N": 128, "STAGES": 2}) == "ours gluon 128-key tiles s2"
     labels = [serving_race.setting_label(c) for c in serving_race.PREFILL_SPACE]
     assert len(set(labels)) == len(labels) and any(label.endswith(" r128") for label in labels)

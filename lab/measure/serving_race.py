@@ -39,19 +39,27 @@ STEPS = (("prefill 8192 over 0", [8192], [0]),
          ("decode 16 x 32768", [1] * 16, [32767] * 16))
 #: Prefill launch settings raced: the tuned kernel's space, with its register cap (maxnreg) on the two 128x64
 #: settings, which lets two 8-warp programs share a multiprocessor where one uncapped 128x128 program fills it
-#: (data/h100/kernel-counters-chunk: 254 registers per thread, one program per SM).
+#: (data/h100/kernel-counters-chunk: 254 registers per thread, one program per SM); then the Gluon kernel
+#: (:mod:`lab.measure.attention.hopper_paged`, Hopper only) with FA3's two stages of 128-key tiles, three, and four of
+#: 64 keys.
 PREFILL_SPACE = ({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2},
                  {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
                  {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3},
                  {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
                  {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "maxnreg": 128},
-                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "maxnreg": 128})
+                 {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3, "maxnreg": 128},
+                 {"kernel": "gluon", "BLOCK_N": 128, "STAGES": 2},
+                 {"kernel": "gluon", "BLOCK_N": 128, "STAGES": 3},
+                 {"kernel": "gluon", "BLOCK_N": 64, "STAGES": 4})
 COLUMNS = ("step", "candidate", "ms", "ms_rounds", "vs_fa3", "max_abs_diff", "config")
 CHUNK_CANDIDATES = ("fa3", "ours")
 
 
 def setting_label(config: dict) -> str:
-    """A prefill setting as the race names it: ``ours 128x64 w8 s2`` (`` r128`` with a register cap)."""
+    """A prefill setting as the race names it: ``ours 128x64 w8 s2`` (`` r128`` with a register cap), or the Gluon
+    kernel's ``ours gluon 128-key tiles s2``."""
+    if config.get("kernel") == "gluon":
+        return f"ours gluon {config['BLOCK_N']}-key tiles s{config['STAGES']}"
     cap = f" r{config['maxnreg']}" if config.get("maxnreg") else ""
     return f"ours {config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']} s{config['num_stages']}{cap}"
 

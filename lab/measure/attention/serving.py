@@ -1,6 +1,7 @@
 """One server step's attention with the book's kernels, as the vLLM backend (:mod:`lab.measure.vllm.backend`) runs it:
-a decode step to the paged split-KV kernel, anything else to the paged varlen prefill kernel (:func:`server_step`);
-nothing is read back to the host, so a decode step can be captured into a CUDA graph."""
+a decode step to the paged split-KV kernel, anything else to the paged varlen prefill kernel (:func:`server_step`),
+Triton's or, with a setting ``{"kernel": "gluon", ...}``, the Hopper one of :mod:`hopper_paged`; nothing is read back
+to the host, so a decode step can be captured into a CUDA graph."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 
 from lab import LabError
+from lab.measure.attention.hopper_paged import hopper_paged_prefill
 from lab.measure.attention.kernel_inputs import interpreting
 from lab.measure.attention.paged_prefill import paged_prefill
 from lab.measure.attention.triton_paged_decode import paged_decode
@@ -42,6 +44,10 @@ def server_step(query, key_cache, value_cache, out, query_start_loc, seq_lens, b
                      max_seq_len=split_keys, out=out[:batch].unsqueeze(2))
         return out
     config = prefill_config or (INTERPRETER_PREFILL if interpreting() else PREFILL_CONFIG)
+    if config.get("kernel") == "gluon":
+        hopper_paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale,
+                             launch=(config["BLOCK_N"], config["STAGES"]), max_seqlen_q=max_query_len, out=out)
+        return out
     paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, config=config,
                   max_seqlen_q=max_query_len, out=out)
     return out

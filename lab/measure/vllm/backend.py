@@ -19,7 +19,8 @@ block, token, head, dimension; K is the first half of the last axis, V the secon
 of two) fit the kernels' 64-key tiles.
 
 ``LAB_OURS_PREFILL_CONFIG`` (JSON, e.g. ``{"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}``) picks the
-prefill kernel's launch setting, as ``python -m lab serving-race`` found fastest; the default is
+prefill kernel's launch setting, as ``python -m lab serving-race`` found fastest (``{"kernel": "gluon", "BLOCK_N": 128,
+"STAGES": 2}`` picks the Hopper kernel of :mod:`lab.measure.attention.hopper_paged`); the default is
 :data:`lab.measure.attention.serving.PREFILL_CONFIG`. ``LAB_OURS_SHADOW=PATH`` (an eager server only): every attention call also runs vLLM's FlashAttention 3 on the same
 queries, cache and metadata and appends the largest difference, relative to the largest output, to PATH (JSON
 lines) — the agreement check of :mod:`lab.measure.vllm.agreement`. ``LAB_OURS_PLANTED_BUG=1`` hands the kernels
@@ -172,8 +173,9 @@ class LabAttentionImpl(AttentionImpl[LabAttentionMetadata]):
         self.planted_bug = os.environ.get("LAB_OURS_PLANTED_BUG") == "1"
         self.shadow = _shadow_path()
         self.prefill_config = prefill_config_from_env()
-        logger.info_once("lab attention backend: the book's Triton kernels serve every attention call "
-                         "(paged varlen prefill %s, paged split-KV decode)%s%s",
+        prefill = "Gluon (Hopper)" if (self.prefill_config or {}).get("kernel") == "gluon" else "Triton"
+        logger.info_once("lab attention backend: the book's kernels serve every attention call "
+                         "(%s paged varlen prefill %s, Triton paged split-KV decode)%s%s", prefill,
                          json.dumps(self.prefill_config) if self.prefill_config else "default",
                          "; shadowed by FlashAttention 3" if self.shadow else "",
                          "; PLANTED BUG: every sequence one key short" if self.planted_bug else "")
