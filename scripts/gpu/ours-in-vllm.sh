@@ -54,8 +54,8 @@ say "prefill setting of OURS: ${LAB_OURS_PREFILL_CONFIG:-the default}"
 
 case "$PART" in
   kernels)
-    capped 200 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_serving.py tests/test_paged_prefill.py tests/test_paged.py \
-        tests/test_vllm_backend.py tests/test_vllm_plugin.py
+    capped 260 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_serving.py tests/test_paged_prefill.py tests/test_paged.py \
+        tests/test_hopper_paged.py tests/test_vllm_backend.py tests/test_vllm_plugin.py
     capped 300 "$PYTHON" -m lab serving-race --out "$WORK/serving-race" --rounds 3 --rep-ms 100 ;;
   agreement)
     capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/agreement"
