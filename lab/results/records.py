@@ -82,8 +82,16 @@ RUNS = (
         "(same H100 lease)", names=("agreement check",)),
     Run("h100/agreement-planted-bug", "the same check with every sequence handed to our kernels one key short",
         names=("planted bug",)),
+    Run("h100/serving-race-gluon", "the serving race again, a later H100 lease: the same steps with the Gluon "
+        "prefill kernel for Hopper among our settings", names=("Gluon serving race",)),
+    Run("h100/agreement-gluon", "the agreement check of an OURS server whose prefill is the Gluon kernel (the Gluon "
+        "serving race's lease)", names=("Gluon agreement check",)),
+    Run("h100/agreement-gluon-planted-bug", "the same with every sequence one key short", names=("Gluon planted bug",)),
+    Run("h100/vllm0.26-qwen2.5-7b-ours-gluon", "FA3 and OURS with the Gluon prefill in vLLM 0.26, one H100 lease (the "
+        "Gluon serving race's): prompt-length sweeps at 4k, 16k and 32k tokens and the OURS server's profiler "
+        "windows", names=("Gluon OURS sweep",)),
     Run("h100/live-check", "every chapter executed live on a fresh H100 with the defaults of 2026-12-06 "
-        "(the run that found two faults of those defaults)"),
+        "(the run that found two faults of those defaults, and four runs after the fixes)"),
     Run("h100/jupyter-check", "JupyterLab from the offline wheels on a fresh H100: chapter 04 opened and its panel run"),
     Run("h100/device-logs", "the consoles of the H100 calls"),
     Run("h200/device-logs", "the consoles of the H200 calls"),

@@ -71,7 +71,7 @@ case "$PART" in
     done ;;
   census)
     capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$study-ours/traces" --windows prefill:8192,decode:8192 \
-        --model data/models/qwen2.5-7b ;;
+        --model "$MODEL" ;;   # the 128k config: capture's server asks for a 33,024-token context, past the 32k one's
   arms)
     for arm in "FLASH_ATTN --fa-version 2:flash_attn-fa2:420" "TRITON_ATTN:triton_attn:300" \
                "FLEX_ATTENTION:flex_attention:300"; do

@@ -39,9 +39,9 @@ NAME_RULES: tuple[Rule, ...] = (
          "FlashAttention-3 combine kernel (runs only when FA3 chose to split the KV length)"),
     Rule("fa3", r"FlashAttnFwdSm90|FlashAttnFwdSm100|flash::enable_sm90", "attention", True,
          "FlashAttention-3 Hopper kernel; split-KV is a launch parameter, not a separate name"),
-    Rule("lab-kernels", r"^(paged_prefill_kernel|paged_split_kernel|combine_kernel)$", "attention", True,
-         "the book's own kernels (lab.measure.attention) serving as vLLM's CUSTOM backend: paged varlen prefill, "
-         "paged split-KV decode and its combine step"),
+    Rule("lab-kernels", r"^(paged_prefill_kernel|hopper_paged_kernel|paged_split_kernel|combine_kernel)$", "attention",
+         True, "the book's own kernels (lab.measure.attention) serving as vLLM's CUSTOM backend: paged varlen prefill "
+         "(Triton's, or the Gluon kernel for Hopper), paged split-KV decode and its combine step"),
     Rule("fa2", r"flash_fwd_kernel|flash_fwd_|flash::flash_", "attention", True,
          "FlashAttention-2 forward kernel"),
     Rule("flash-helper", r"flash::|flash_attn", "attention", True,
