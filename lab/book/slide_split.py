@@ -39,9 +39,12 @@ def is_rich(output: dict) -> bool:
 
 def _parts(page: str, chapter_url: str, room: int = MAX_SLIDE_CHARS) -> list[str]:
     """An HTML output as the pages of its slides, each with at most ``room`` characters of text: a quiz as each
-    question and its answer, a table in parts that fit, anything else cut between its blocks."""
+    question and its answer, an explorer whole (its readouts are a table, its controls' text grows with the data it
+    offers: neither makes it a table to cut), a table in parts that fit, anything else cut between its blocks."""
     if 'class="lab-quiz"' in page:
         return split_quiz_html(page)
+    if "data-explorer=" in page:
+        return [page]
     if "<table" not in page.lower():
         return split_blocks(page, room)
     return split_table(page, room) or [summary_html(page, chapter_url)]

@@ -1,5 +1,6 @@
 """Our kernels serving in vLLM, read from the runs of one lease: both arms' sweeps side by side (``sweep_pair``), the
-serving race, the agreement check and its planted bug, the attention kernels of the OURS server's profiler windows."""
+serving race, the agreement check and its planted bug, the attention kernels of the OURS server's profiler windows.
+A later lease ran the same with the Gluon prefill kernel (the ``GLUON_*`` runs): each reader takes ``run``."""
 
 from __future__ import annotations
 
@@ -17,32 +18,35 @@ from lab.store import read_json
 SWEEP_RUN = "h100/vllm0.26-qwen2.5-7b-ours"
 RACE_RUN = "h100/serving-race"
 AGREEMENT_RUN, PLANTED_RUN = "h100/agreement", "h100/agreement-planted-bug"
+#: The same studies with OURS's prefill the Gluon kernel for Hopper (lab.measure.attention.hopper_paged), one later lease.
+GLUON_SWEEP_RUN, GLUON_RACE_RUN = "h100/vllm0.26-qwen2.5-7b-ours-gluon", "h100/serving-race-gluon"
+GLUON_AGREEMENT_RUN, GLUON_PLANTED_RUN = "h100/agreement-gluon", "h100/agreement-gluon-planted-bug"
 #: The serving race's last chunk (prefill 8192 over 24576) under Nsight Compute, FA3 and ours, in a later lease.
 CHUNK_COUNTERS_RUN = "h100/kernel-counters-chunk"
 #: Kernel-name words of FlashAttention's own kernels (lab.measure.census.rules: fa2, fa3, flash helpers).
 FLASH_WORDS = ("flash_fwd", "FlashAttn", "flash::", "flash_attn")
 
 
-def _sweep(root: Path, arm) -> pd.DataFrame:
-    path = root / SWEEP_RUN / arm.slug / "sweep.csv"
+def _sweep(root: Path, arm, run: str) -> pd.DataFrame:
+    path = root / run / arm.slug / "sweep.csv"
     if not path.is_file():
         raise LabError(f"{path}: no sweep of {arm.label} in the OURS lease")
     rows = pd.read_csv(path)
     return rows[rows.status == "ok"].set_index("target_len")[["ttft_s", "itl_ms"]]
 
 
-def sweep_pair(root: Path = DATA_DIR) -> pd.DataFrame:
+def sweep_pair(root: Path = DATA_DIR, run: str = SWEEP_RUN) -> pd.DataFrame:
     """Prompt lengths both arms measured: TTFT (s) and ITL (ms) of each, and OURS over FA3 (above 1: ours slower)."""
-    fa3, ours = _sweep(root, FA3), _sweep(root, OURS)
+    fa3, ours = _sweep(root, FA3, run), _sweep(root, OURS, run)
     pair = fa3.add_suffix("_fa3").join(ours.add_suffix("_ours"), how="inner")
     pair["ttft_ratio"] = pair.ttft_s_ours / pair.ttft_s_fa3
     pair["itl_ratio"] = pair.itl_ms_ours / pair.itl_ms_fa3
     return pair
 
 
-def race_table(root: Path = DATA_DIR) -> pd.DataFrame:
+def race_table(root: Path = DATA_DIR, run: str = RACE_RUN) -> pd.DataFrame:
     """The serving race's timed rows: step, candidate, ms, speed over FA3 (above 1: faster), config."""
-    rows = pd.read_csv(root / RACE_RUN / "race.csv")
+    rows = pd.read_csv(root / run / "race.csv")
     return rows[rows.ms.notna()][["step", "candidate", "ms", "vs_fa3", "max_abs_diff", "config"]]
 
 
@@ -56,10 +60,10 @@ def agreement(root: Path = DATA_DIR, run: str = AGREEMENT_RUN) -> dict:
     return summary
 
 
-def attention_kernels(root: Path = DATA_DIR, arm=OURS) -> dict[str, dict]:
+def attention_kernels(root: Path = DATA_DIR, arm=OURS, run: str = SWEEP_RUN) -> dict[str, dict]:
     """Each profiler window of the OURS server: the attention kernels it ran with their GPU time, and which of them
     are FlashAttention's (none, when our kernels did every attention call)."""
-    folder = root / SWEEP_RUN / "traces" / arm.slug
+    folder = root / run / "traces" / arm.slug
     windows = {}
     for path in sorted(folder.glob("*.census.json")):
         census = read_json(path)

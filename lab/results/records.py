@@ -85,8 +85,8 @@ RUNS = (
     Run("h100/serving-race-gluon", "the serving race again, a later H100 lease: the same steps with the Gluon "
         "prefill kernel for Hopper among our settings", names=("Gluon serving race",)),
     Run("h100/agreement-gluon", "the agreement check of an OURS server whose prefill is the Gluon kernel (the Gluon "
-        "serving race's lease)", names=("Gluon agreement check",)),
-    Run("h100/agreement-gluon-planted-bug", "the same with every sequence one key short", names=("Gluon planted bug",)),
+        "serving race's lease)", names=("Gluon agreement check", "a server whose prefill was the Gluon kernel")),
+    Run("h100/agreement-gluon-planted-bug", "the same with every sequence one key short", names=("Gluon planted bug", "a server whose prefill was the Gluon kernel")),
     Run("h100/vllm0.26-qwen2.5-7b-ours-gluon", "FA3 and OURS with the Gluon prefill in vLLM 0.26, one H100 lease (the "
         "Gluon serving race's): prompt-length sweeps at 4k, 16k and 32k tokens and the OURS server's profiler "
         "windows", names=("Gluon OURS sweep",)),

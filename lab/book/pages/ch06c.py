@@ -2,11 +2,12 @@
 the code it shows.
 
     glue_all(ch06c.facts())          # the one hidden cell
-    ch06c.sweep_table(), ch06c.race_table(), show(ch06c.server_step)
+    ch06c.sweep_table(), ch06c.race_table(), show(ch06c.server_step), show(ch06c.copy_tile, ...)
 
 Every number is from one lease on an H100 (lab.results.ours_serving reads its runs: the sweep of both arms, the
-serving race, the agreement check with and without its planted bug, the OURS server's profiler windows); the
-H200's runs of chapter 6 are not compared with them. The interview page quotes the ``ours_*``, ``race_*``,
+serving race, the agreement check with and without its planted bug, the OURS server's profiler windows), and the
+``gluon_*`` facts from a later lease that ran the same studies with the Gluon prefill kernel (each quantity declares
+that run among its others); the H200's runs of chapter 6 are not compared with them. The interview page quotes the ``ours_*``, ``race_*``,
 ``agree_*`` and ``bug_*`` facts from here.
 """
 
@@ -18,6 +19,7 @@ import re
 import pandas as pd
 
 from lab.book.facts import Fact
+from lab.measure.attention.hopper_paged import copy_tile, hopper_paged_kernel, paged_unit
 from lab.measure.attention.serving import server_step
 from lab.measure.serving_race import fastest_of_ours
 from lab.results import kernel_counters
@@ -25,11 +27,13 @@ from lab.results import ours_serving as serving
 from lab.results.modelshape import qwen25_7b
 from lab.results.quantities import Quantity
 
-__all__ = ["counters_table", "facts", "race_table", "server_step", "sweep_table"]
+__all__ = ["copy_tile", "counters_table", "facts", "gluon_race_table", "gluon_sweep_table", "hopper_paged_kernel",
+           "paged_unit", "race_table", "server_step", "sweep_table"]
 LONG = 32768                              # the longest prompt both arms ran: where the section compares them
 LAST_CHUNK, FIRST_CHUNK = "prefill 8192 over 24576", "prefill 8192 over 0"
 DECODE_ONE, DECODE_16 = "decode 1 x 32768", "decode 16 x 32768"
-_SWEEP = dict(run=serving.SWEEP_RUN, file="ours/sweep.csv")
+_GLUON = "the same study a later lease, OURS's prefill the Gluon kernel for Hopper (its FA3 arm served again beside it)"
+_SWEEP = dict(run=serving.SWEEP_RUN, file="ours/sweep.csv", others={serving.GLUON_SWEEP_RUN: _GLUON})
 TTFT_RATIO = Quantity("h100.ours.ttft_ratio", "OURS's TTFT over FA3's at one prompt length, both arms served in one "
                       "lease", unit="×", **_SWEEP)
 ITL_RATIO = Quantity("h100.ours.itl_ratio", "OURS's decode ITL over FA3's after a prompt of that length, same lease",
@@ -39,24 +43,28 @@ TTFT = Quantity("h100.ours.ttft", "time to first token of one arm of the OURS le
 ITL = Quantity("h100.ours.itl", "decode ITL (median) of one arm of the OURS lease after a prompt of that length",
                unit="ms", **_SWEEP)
 RACE_SPEED = Quantity("h100.serving_race.speed", "a candidate's speed over FA3's at one step of a server (FA3's time "
-                      "over its own)", run=serving.RACE_RUN, file="race.csv", unit="×")
+                      "over its own)", run=serving.RACE_RUN, file="race.csv", unit="×",
+                      others={serving.GLUON_RACE_RUN: _GLUON})
 RACE_MS = Quantity("h100.serving_race.ms", "a candidate's time at one step of a server (median of graph replays)",
-                   run=serving.RACE_RUN, file="race.csv", unit="ms")
+                   run=serving.RACE_RUN, file="race.csv", unit="ms", others={serving.GLUON_RACE_RUN: _GLUON})
 CALLS = Quantity("h100.agreement.calls", "attention calls the agreement check compared, per kind of step",
-                 run=serving.AGREEMENT_RUN, file="summary.json", unit="calls")
+                 run=serving.AGREEMENT_RUN, file="summary.json", unit="calls",
+                 others={serving.GLUON_AGREEMENT_RUN: _GLUON})
 WORST = Quantity("h100.agreement.worst", "the largest difference between our output and FA3's on the same inputs, "
                  "over every call, as a share of the largest output", run=serving.AGREEMENT_RUN, file="summary.json",
-                 unit="%")
+                 unit="%", others={serving.GLUON_AGREEMENT_RUN: _GLUON})
 TOLERANCE = Quantity("h100.agreement.tolerance", "the largest difference the agreement check allows, as a share of "
                      "the largest output", run=serving.AGREEMENT_RUN, file="summary.json", unit="%")
 BROKEN = Quantity("h100.agreement_bug.not_finite", "attention calls whose output was not finite with every sequence "
-                  "one key short", run=serving.PLANTED_RUN, file="summary.json", unit="calls")
+                  "one key short", run=serving.PLANTED_RUN, file="summary.json", unit="calls",
+                  others={serving.GLUON_PLANTED_RUN: _GLUON})
 LENGTH = Quantity("h100.ours.length", "a prompt length both arms of the OURS lease ran", unit="tokens", **_SWEEP)
 FLASH_KERNELS = Quantity("h100.ours.flash_kernels", "FlashAttention kernels among the attention kernels of the OURS "
                          "server's profiler windows", run=serving.SWEEP_RUN, file="traces/ours/*.census.json",
-                         unit="kernels")
+                         unit="kernels", others={serving.GLUON_SWEEP_RUN: _GLUON})
 WINDOW_SHARE = Quantity("h100.ours.window_attention_share", "attention's share of the GPU time in one profiler "
-                        "window of the OURS server", run=serving.SWEEP_RUN, file="traces/ours/census.csv", unit="%")
+                        "window of the OURS server", run=serving.SWEEP_RUN, file="traces/ours/census.csv", unit="%",
+                        others={serving.GLUON_SWEEP_RUN: _GLUON})
 _CHUNK = dict(run=serving.CHUNK_COUNTERS_RUN, file="raw.csv")
 _ON_CHUNK = ("the attention kernel of the last 8,192-token chunk of a 32k prompt on a paged cache (one layer's call, "
              "alone, under Nsight Compute after three warm-ups, caches flushed, clocks left free): ")
@@ -111,14 +119,14 @@ _pair, _race = functools.cache(serving.sweep_pair), functools.cache(serving.race
 _chunk = functools.cache(serving.chunk_counters)
 
 
-def _row(step: str, candidate: str = "fa3"):
-    race = _race()
+def _row(step: str, candidate: str = "fa3", run: str = serving.RACE_RUN):
+    race = _race(run=run)
     return race[(race.step == step) & (race.candidate == candidate)].iloc[0]
 
 
-def _served(step: str):
+def _served(step: str, run: str = serving.RACE_RUN):
     """Ours at a step as the server ran it: the fastest prefill setting, decode splits planned for a graph."""
-    race = _race()
+    race = _race(run=run)
     if step.startswith("decode"):
         return race[(race.step == step) & race.candidate.str.contains("captured graph")].iloc[0]
     return fastest_of_ours(race, step)
@@ -177,6 +185,51 @@ def census_facts() -> dict[str, Fact]:
                                                    fmt="{:.1f}%")}
 
 
+def _fastest_triton(step: str, run: str):
+    """The fastest Triton prefill setting of a race at a step (the race's settings without the Gluon kernel)."""
+    race = _race(run=run)
+    return fastest_of_ours(race[~race.candidate.str.contains("gluon")], step)
+
+
+def gluon_facts() -> dict[str, Fact]:
+    """The later lease, OURS's prefill the Gluon kernel: the race's chunks (the Gluon setting the server ran, and
+    Triton's best in the same race), the sweep at the longest prompt, the agreement check, the census."""
+    race_run, sweep_run = serving.GLUON_RACE_RUN, serving.GLUON_SWEEP_RUN
+    last, first = _served(LAST_CHUNK, race_run), _served(FIRST_CHUNK, race_run)
+    triton = _fastest_triton(LAST_CHUNK, race_run)
+    at, pair = _pair(run=sweep_run).loc[LONG], _pair(run=sweep_run)
+    honest = serving.agreement(run=serving.GLUON_AGREEMENT_RUN)
+    planted = serving.agreement(run=serving.GLUON_PLANTED_RUN)
+    windows = serving.attention_kernels(run=sweep_run)
+    flash = sorted({name for w in windows.values() for name in w["flash"]})
+    return {
+        "gluon_race_last_chunk_speed": RACE_SPEED.fact(last.vs_fa3, LAST_CHUNK, "ours", fmt="{:.2f}×", run=race_run),
+        "gluon_race_last_chunk_ms": RACE_MS.fact(last.ms, LAST_CHUNK, "ours", fmt="{:.2f} ms", run=race_run),
+        "gluon_race_last_chunk_fa3_ms": RACE_MS.fact(_row(LAST_CHUNK, run=race_run).ms, LAST_CHUNK, "fa3",
+                                                     fmt="{:.2f} ms", run=race_run),
+        "gluon_race_first_chunk_speed": RACE_SPEED.fact(first.vs_fa3, FIRST_CHUNK, "ours", fmt="{:.2f}×",
+                                                        run=race_run),
+        "gluon_race_triton_speed": RACE_SPEED.fact(triton.vs_fa3, LAST_CHUNK, "ours, Triton's best", fmt="{:.2f}×",
+                                                   run=race_run),
+        "gluon_ttft_ratio_long": TTFT_RATIO.fact(at.ttft_ratio, LONG, fmt="{:.2f}×", run=sweep_run),
+        "gluon_itl_ratio_long": ITL_RATIO.fact(at.itl_ratio, LONG, fmt="{:.2f}×", run=sweep_run),
+        "gluon_ttft_ratio_max": TTFT_RATIO.fact(pair.ttft_ratio.max(), "largest", fmt="{:.2f}×", run=sweep_run),
+        "gluon_ttft_long_s": TTFT.fact(at.ttft_s_ours, "OURS", LONG, fmt="{:.2f} s", run=sweep_run),
+        "gluon_fa3_ttft_long_s": TTFT.fact(at.ttft_s_fa3, "FA3", LONG, fmt="{:.2f} s", run=sweep_run),
+        "gluon_agree_passed": Fact("passed" if honest["passed"] else "failed",
+                                   CALLS.source_in(serving.GLUON_AGREEMENT_RUN)),
+        "gluon_agree_calls": CALLS.fact(honest["calls"], "all", fmt=",d", run=serving.GLUON_AGREEMENT_RUN),
+        "gluon_agree_worst": WORST.fact(100 * max(k["worst_relative_error"] for k in honest["kinds"].values()),
+                                        fmt="{:.2f}%", run=serving.GLUON_AGREEMENT_RUN),
+        "gluon_bug_passed": Fact("passed" if planted["passed"] else "failed",
+                                 BROKEN.source_in(serving.GLUON_PLANTED_RUN)),
+        "gluon_bug_not_finite": BROKEN.fact(sum(k["not_finite"] for k in planted["kinds"].values()), fmt=",d",
+                                            run=serving.GLUON_PLANTED_RUN),
+        "gluon_flash_kernels": FLASH_KERNELS.fact(len(flash), fmt="d", run=sweep_run),
+        "gluon_prefill_share": WINDOW_SHARE.fact(100 * windows["prefill-8192"]["attention_share"], "prefill-8192",
+                                                 fmt="{:.1f}%", run=sweep_run)}
+
+
 def chunk_counter_facts() -> dict[str, Fact]:
     """The last chunk's counters, ours and FA3's (one ncu call of their own, a later lease than the race)."""
     jobs = _chunk()
@@ -193,12 +246,13 @@ def chunk_counter_facts() -> dict[str, Fact]:
 def facts() -> dict[str, Fact]:
     """Every fact chapter 6c and its self-check state, by glue name."""
     shape = {"layers": Fact(qwen25_7b().layers, "lab.results.modelshape: Qwen2.5-7B config.json")}
-    return shape | sweep_facts() | race_facts() | chunk_counter_facts() | agreement_facts() | census_facts()
+    return (shape | sweep_facts() | race_facts() | chunk_counter_facts() | agreement_facts() | census_facts()
+            | gluon_facts())
 
 
-def sweep_table():
+def sweep_table(run: str = serving.SWEEP_RUN):
     """Both arms at every prompt length they ran, and OURS over FA3."""
-    p = _pair().reset_index()
+    p = _pair(run=run).reset_index()
     columns = {"prompt (tokens)": (p.target_len, "{:,d}"), "FA3 TTFT (s)": (p.ttft_s_fa3, "{:.3f}"),
                "OURS TTFT (s)": (p.ttft_s_ours, "{:.3f}"), "TTFT, OURS / FA3": (p.ttft_ratio, "{:.2f}×"),
                "FA3 ITL (ms)": (p.itl_ms_fa3, "{:.2f}"), "OURS ITL (ms)": (p.itl_ms_ours, "{:.2f}"),
@@ -220,6 +274,24 @@ def race_table():
         rows.append({"step": _thousands(step.replace(" x ", " × ")), "FA3 (ms)": _row(step).ms, "ours (ms)": ours.ms,
                      "ours, speed over FA3": ours.vs_fa3, "our setting": _thousands(ours.candidate[4:].strip(" ,"))})
     fmt = {"FA3 (ms)": "{:.3f}", "ours (ms)": "{:.3f}", "ours, speed over FA3": "{:.2f}×"}
+    return pd.DataFrame(rows).style.hide(axis="index").format(fmt)
+
+
+def gluon_sweep_table():
+    """The later lease's sweep: FA3 and OURS with the Gluon prefill at each prompt length they ran."""
+    return sweep_table(serving.GLUON_SWEEP_RUN)
+
+
+def gluon_race_table():
+    """The later lease's race at the two prefill steps: FA3, Triton's fastest setting and the Gluon kernel's."""
+    run, rows = serving.GLUON_RACE_RUN, []
+    for step in (FIRST_CHUNK, LAST_CHUNK):
+        triton, gluon = _fastest_triton(step, run), _served(step, run)
+        rows.append({"step": _thousands(step), "FA3 (ms)": _row(step, run=run).ms, "Triton (ms)": triton.ms,
+                     "Triton, speed over FA3": triton.vs_fa3, "Gluon (ms)": gluon.ms,
+                     "Gluon, speed over FA3": gluon.vs_fa3})
+    fmt = {"FA3 (ms)": "{:.3f}", "Triton (ms)": "{:.3f}", "Gluon (ms)": "{:.3f}", "Triton, speed over FA3": "{:.2f}×",
+           "Gluon, speed over FA3": "{:.2f}×"}
     return pd.DataFrame(rows).style.hide(axis="index").format(fmt)
 
 

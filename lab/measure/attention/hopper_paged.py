@@ -159,8 +159,8 @@ def store_masked(acc, l_i, out, q_start, first, q_len, h, strides):
     rows = first + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, layout))
     dims = gl.arange(0, acc.type.shape[1], layout=gl.SliceLayout(0, layout))
     tokens = (q_start + rows).to(gl.int64)
-    mask = (rows[:, None] < q_len) & (dims[None, :] < acc.type.shape[1])
-    gl.store(out + h * soh + tokens[:, None] * sot + dims[None, :], acc.to(out.dtype.element_ty), mask=mask)
+    in_chunk = (rows[:, None] < q_len) & (dims[None, :] < acc.type.shape[1])
+    gl.store(out + h * soh + tokens[:, None] * sot + dims[None, :], acc.to(out.dtype.element_ty), mask=in_chunk)
 
 
 @gluon.jit
