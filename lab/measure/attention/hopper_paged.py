@@ -16,8 +16,9 @@ things change, and the scheduled loop (:func:`~lab.measure.attention.hopper.atte
 
 A tile's rows past the chunk and keys past the sequence are read (the next sequence's queries, the last page's
 unused slots) and never reach a stored row: each row sees only keys ``<= row + seq_len - q_len``. Those unused
-slots must hold finite values (a masked score's zero times a NaN value is NaN): vLLM allocates its cache zeroed
-(``torch.zeros`` in ``GPUModelRunner._allocate_kv_cache_tensors``), and a slot afterwards holds a key someone wrote.
+slots must hold finite values (a masked score's zero times a NaN value is NaN): unlike the Triton kernel, whose
+loads are masked, this one leaves that to the cache (the lab's test batches zero them; in vLLM they hold whatever the
+slot last held, and the agreement check of an OURS server found every output finite).
 
 Layout: ``q`` (tokens, q_heads, head_dim), heads packed; ``k_cache`` and ``v_cache`` (num_pages, page_size,
 kv_heads, head_dim) views with one token stride, as :func:`~lab.measure.attention.paged_prefill.paged_prefill`
