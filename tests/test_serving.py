@@ -3,6 +3,8 @@ step goes to the split-KV kernel, anything else to the varlen prefill kernel, re
 buffer, padding rows of a captured graph (sequences with no keys) come out as zeros, and the split plan may be
 sized for a longer bound than the step's longest sequence. Triton's interpreter on CPU in fp32/fp16; bf16 on a GPU."""
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -82,3 +84,27 @@ def test_the_arm_refuses_the_head_sizes_the_kernels_refuse():
     from lab.measure.vllm.arms import OURS_HEAD_SIZES
 
     assert tuple(OURS_HEAD_SIZES) == tuple(HEAD_DIMS)
+
+
+@pytest.mark.parametrize("text, why", [("{not json", "not JSON"), ('{"BLOCK_M": 64}', "needs BLOCK_M, BLOCK_N"),
+                                       ('{"kernel": "gluon", "BLOCK_N": 128}', "needs BLOCK_N, STAGES"),
+                                       ('[64, 64]', "needs BLOCK_M, BLOCK_N")])
+def test_a_prefill_setting_a_server_cannot_run_is_refused_when_it_starts(monkeypatch, text, why):
+    from lab.measure.attention.serving import prefill_config_from_env
+
+    monkeypatch.setenv("LAB_OURS_PREFILL_CONFIG", text)
+    with pytest.raises(LabError, match=why):
+        prefill_config_from_env()
+
+
+def test_the_gluon_prefill_is_refused_without_a_hopper_gpu(monkeypatch):
+    from lab.measure.attention.serving import GLUON_PREFILL_CONFIG, PREFILL_CONFIG, prefill_config_from_env
+
+    monkeypatch.setenv("LAB_OURS_PREFILL_CONFIG", json.dumps(PREFILL_CONFIG))
+    assert prefill_config_from_env() == PREFILL_CONFIG
+    monkeypatch.setenv("LAB_OURS_PREFILL_CONFIG", json.dumps(GLUON_PREFILL_CONFIG))
+    if ON_GPU and torch.cuda.get_device_capability()[0] == 9:
+        assert prefill_config_from_env() == GLUON_PREFILL_CONFIG
+    else:
+        with pytest.raises(LabError, match="needs a Hopper GPU"):
+            prefill_config_from_env()

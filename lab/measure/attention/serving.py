@@ -18,13 +18,45 @@ from lab.measure.attention.triton_paged_decode import paged_decode
 #: the prefill kernel's 64 x 64 tiles and the first setting of the decode kernel's search space.
 PREFILL_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
 DECODE_CONFIG = {"BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "programs_per_sm": 4, "split_each_sequence": True}
+#: The Gluon kernel's setting that ran fastest in the serving race on an H100 (data/h100/serving-race-gluon)
+GLUON_PREFILL_CONFIG = {"kernel": "gluon", "BLOCK_N": 128, "STAGES": 3}
 INTERPRETER_PREFILL = {"BLOCK_M": 16, "BLOCK_N": 16}
 INTERPRETER_DECODE = {"BLOCK_N": 16, "num_stages": 1, "programs_per_sm": 4, "split_each_sequence": True}
 
 
 def prefill_config_from_env() -> dict | None:
-    """The prefill setting a server was started with (``LAB_OURS_PREFILL_CONFIG``, JSON), or None: the default."""
-    return json.loads(os.environ.get("LAB_OURS_PREFILL_CONFIG") or "null")
+    """The prefill setting a server was started with (``LAB_OURS_PREFILL_CONFIG``, JSON), or None: the default.
+    Refused in one line (LabError) when it cannot run here (:func:`check_prefill_config`), so a server stops when it
+    starts rather than at its first prompt."""
+    text = os.environ.get("LAB_OURS_PREFILL_CONFIG") or "null"
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LabError(f"LAB_OURS_PREFILL_CONFIG is not JSON ({exc.msg}): {text[:80]!r}") from None
+    check_prefill_config(config)
+    return config
+
+
+def check_prefill_config(config) -> None:
+    """Refuse a prefill setting the kernels cannot run here: the Triton kernel's needs BLOCK_M and BLOCK_N, the Gluon
+    kernel's ({"kernel": "gluon"}) BLOCK_N and STAGES and a Hopper GPU."""
+    if config is None:
+        return
+    gluon = isinstance(config, dict) and config.get("kernel") == "gluon"
+    needed = {"BLOCK_N", "STAGES"} if gluon else {"BLOCK_M", "BLOCK_N"}
+    if not isinstance(config, dict) or needed - set(config):
+        raise LabError(f"LAB_OURS_PREFILL_CONFIG {json.dumps(config)} needs {', '.join(sorted(needed))}: e.g. "
+                       f"{json.dumps(PREFILL_CONFIG)}, or {json.dumps(GLUON_PREFILL_CONFIG)} on a Hopper GPU")
+    if gluon and not interpreting():
+        import torch
+
+        if torch.cuda.get_device_capability()[0] != 9:
+            raise LabError(f"LAB_OURS_PREFILL_CONFIG picks the Gluon prefill kernel, which needs a Hopper GPU "
+                           f"(compute capability 9.0); on this GPU use a Triton setting such as "
+                           f"{json.dumps(PREFILL_CONFIG)}, or leave it unset")
+    elif gluon:
+        raise LabError("LAB_OURS_PREFILL_CONFIG picks the Gluon prefill kernel, which needs a Hopper GPU (Gluon has no "
+                       "CPU interpreter); leave it unset here")
 
 
 def server_step(query, key_cache, value_cache, out, query_start_loc, seq_lens, block_table, *, max_query_len: int,
