@@ -14,6 +14,7 @@ that run among its others); the H200's runs of chapter 6 are not compared with t
 from __future__ import annotations
 
 import functools
+import json
 import re
 
 import pandas as pd
@@ -191,6 +192,12 @@ def _fastest_triton(step: str, run: str):
     return fastest_of_ours(race[~race.candidate.str.contains("gluon")], step)
 
 
+def _gluon_setting(config: str) -> str:
+    """A Gluon setting of the race as the prose names it: ``128-key tiles, 3 stages``."""
+    setting = json.loads(config)
+    return f"{setting['BLOCK_N']}-key tiles, {setting['STAGES']} stages"
+
+
 def gluon_facts() -> dict[str, Fact]:
     """The later lease, OURS's prefill the Gluon kernel: the race's chunks (the Gluon setting the server ran, and
     Triton's best in the same race), the sweep at the longest prompt, the agreement check, the census."""
@@ -219,6 +226,9 @@ def gluon_facts() -> dict[str, Fact]:
         "gluon_agree_passed": Fact("passed" if honest["passed"] else "failed",
                                    CALLS.source_in(serving.GLUON_AGREEMENT_RUN)),
         "gluon_agree_calls": CALLS.fact(honest["calls"], "all", fmt=",d", run=serving.GLUON_AGREEMENT_RUN),
+        "gluon_agree_gluon_calls": CALLS.fact(sum(honest["kinds"][k]["calls"] for k in ("prefill", "mixed")),
+                                              "prefill and mixed", fmt=",d", run=serving.GLUON_AGREEMENT_RUN),
+        "gluon_setting": Fact(_gluon_setting(last.config), RACE_SPEED.source_in(race_run)),
         "gluon_agree_worst": WORST.fact(100 * max(k["worst_relative_error"] for k in honest["kinds"].values()),
                                         fmt="{:.2f}%", run=serving.GLUON_AGREEMENT_RUN),
         "gluon_bug_passed": Fact("passed" if planted["passed"] else "failed",

@@ -52,13 +52,14 @@ def _gluon_prefill() -> Question:
          "the compiler",
          "The bytes read: the Triton kernel was limited by memory bandwidth on the paged cache, and TMA reads less",
          "The pages: the Gluon kernel copies a whole key tile at once, where the Triton kernel reads a page at a time",
-         "The prefix: the Gluon kernel skips the cached prefix's keys that the causal mask hides"],
+         "The prefix: the Gluon kernel skips the cached prefix's keys, which the chunk's causal mask hides"],
         0,
         "Under Nsight Compute the Triton kernel's busiest memory unit ran at {memory}% of its peak, so memory was not "
         "the limit; the tensor pipe sat idle while its warps met at barriers between loading, softmax and products. "
-        "The Gluon kernel keeps FA3's schedule and only changes where a key tile comes from (eight one-page TMA copies "
-        "with 16-token pages; no key is skipped, the mask hides what a row must not see). In the same race the last "
-        "chunk ran at {gchunk}× FA3's speed against {tchunk}× for Triton's fastest setting.",
+        "The Gluon kernel keeps chapter 4's scheduled loop; what changes is how work is assigned, where a key tile "
+        "comes from (eight one-page TMA copies with 16-token pages) and which rows are stored. It skips no key a row "
+        "may see: every cached key is visible to the chunk. In the same race the last chunk ran at {gchunk}× FA3's "
+        "speed against {tchunk}× for Triton's fastest setting, which a register cap had already lifted.",
         cites=cites,
         holds=lambda v: v["ttft"] > 1.05 and v["gttft"] < 1.02 and v["gchunk"] > v["tchunk"] and v["memory"] < 60)
 
