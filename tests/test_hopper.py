@@ -9,63 +9,30 @@ checked on the GPU (every switch, causal and not, grouped heads, batch > 1, more
 import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 import torch
-import triton
+from gluon_build import HOPPER, PTXAS, compile_variants, hopper_only, ptxas_report
 
 from lab import LabError
 from lab.measure.attention import hopper
 from lab.measure.attention.reference import attention_torch
 
-PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9 \
-    and os.environ.get("TRITON_INTERPRET") != "1"
-hopper_only = pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (Gluon has no CPU interpreter)")
-
-
 VARIANTS = {"default": {}, "no overlap": {"overlap": False}, "no ping-pong": {"pingpong": False},
             "not causal": {"causal": False}, "d=64": {"head_dim": 64}, "fp16": {"fp16": True},
             "128-key tiles": {"launch": [128, 3]}, "6 stages": {"launch": [64, 6]}}
 
-# Compiled in a child process started with TRITON_INTERPRET=0: the suite runs under TRITON_INTERPRET=1, under
-# which Triton's library functions (the reductions' combine functions) are interpreter objects the compiler refuses.
-COMPILE = """
-import json, sys
-from pathlib import Path
-from lab.measure.attention import hopper
-out = Path(sys.argv[1])
-for name, kw in json.loads(sys.argv[2]).items():
-    if "launch" in kw:
-        kw["launch"] = tuple(kw["launch"])
-    compiled = hopper.compile_for_hopper(**kw)
-    folder = out / name
-    folder.mkdir()
-    (folder / "k.ptx").write_text(compiled.asm["ptx"])
-    (folder / "k.cubin").write_bytes(compiled.asm["cubin"])
-    (folder / "shared").write_text(str(compiled.metadata.shared))
-    (folder / "warps").write_text(str(compiled.metadata.num_warps))
-"""
-
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    import json
-    import sys
-
-    out = tmp_path_factory.mktemp("gluon")
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
-    subprocess.run([sys.executable, "-c", COMPILE, str(out), json.dumps(VARIANTS)], env=env, check=True,
-                   cwd=Path(__file__).resolve().parent.parent, timeout=600)
-    return out
+    return compile_variants(tmp_path_factory.mktemp("gluon"), "lab.measure.attention.hopper:compile_for_hopper",
+                            VARIANTS)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_compiles_for_hopper_without_spills_or_serialised_products(name, compiled):
-    folder = compiled / name
-    report = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", str(folder / "k.ptx"), "-o", str(folder / "re.cubin")],
-                            capture_output=True, text=True, check=True).stderr
+    folder = compiled[name]
+    report = ptxas_report(folder)
     assert "0 bytes spill stores, 0 bytes spill loads" in report, report
     assert "C7514" not in report, report          # ptxas would wait after every wgmma
     assert int((folder / "shared").read_text()) <= 227 * 1024   # Hopper's shared memory per block
@@ -76,8 +43,8 @@ def test_the_workers_are_padded_to_whole_warpgroups(compiled):
     pads the workers to whole warpgroups (setmaxnreg sets a warpgroup's registers at once), so a program has 12 warps,
     the producer's warpgroup three idle warps besides it, all at the producer's register budget."""
     workers = hopper.CONSUMER_WARPS.value + hopper.PRODUCER_WARPS.value
-    assert int((compiled / "default" / "warps").read_text()) == hopper.NUM_WARPS + 4 * -(-workers // 4) == 12
-    ptx = (compiled / "default" / "k.ptx").read_text()
+    assert int((compiled["default"] / "warps").read_text()) == hopper.NUM_WARPS + 4 * -(-workers // 4) == 12
+    ptx = (compiled["default"] / "k.ptx").read_text()
     for regs in (hopper.PRODUCER_REGS.value, hopper.CONSUMER_REGS.value):
         assert re.search(rf"setmaxnreg\.\w+\.sync\.aligned\.u32\s+{regs}\b", ptx), regs
 
@@ -90,7 +57,7 @@ def _sass(folder) -> str:
 def test_softmax_runs_between_the_two_waits_when_overlapped(compiled):
     """The schedule itself: in the key loop, the exponentials sit after 'wait for S' (at most one product
     in flight) and before 'wait for everything', so they overlap P V on the tensor cores."""
-    sass = _sass(compiled / "default")
+    sass = _sass(compiled["default"])
     ops = re.findall(r"(WARPGROUP\.DEPBAR\.LE gsb0, 0x[01]|MUFU\.EX2)", sass)
     wait_one = [i for i, op in enumerate(ops) if op.endswith("0x1")]
     assert wait_one, "no 'at most one product in flight' wait: the products are not overlapped"
@@ -100,7 +67,7 @@ def test_softmax_runs_between_the_two_waits_when_overlapped(compiled):
 
 
 def test_without_overlap_every_product_is_waited_for(compiled):
-    sass = _sass(compiled / "no overlap")
+    sass = _sass(compiled["no overlap"])
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in sass
 
 

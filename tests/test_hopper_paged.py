@@ -6,67 +6,34 @@ decode rows, grouped heads) against the float64 reference, for each page regime,
 every switch.
 """
 
-import json
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-import triton
+from gluon_build import HOPPER, compile_variants, hopper_only, ptxas_report
 
 from lab import LabError
 from lab.measure.attention import hopper_paged
 from lab.measure.attention.paged_prefill import CHECK_CASES, check, paged_batch
 from lab.measure.attention.reference import paged_varlen_attention_torch
 
-PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9 \
-    and os.environ.get("TRITON_INTERPRET") != "1"
-hopper_only = pytest.mark.skipif(not HOPPER, reason="needs a Hopper GPU (Gluon has no CPU interpreter)")
-
 #: one key tile in many pages, a page per tile, many tiles in a page; head dim 64; three stages of 128 keys
 VARIANTS = {"d=128, 16-token pages": {"page_size": 16}, "d=128, 128-token pages": {"page_size": 128},
             "d=128, 256-token pages": {"page_size": 256}, "d=64, 32-token pages": {"head_dim": 64, "page_size": 32},
             "3 stages": {"page_size": 16, "launch": [128, 3]}}
 
-# A child started with TRITON_INTERPRET=0, as tests/test_hopper.py does: the suite runs under the interpreter.
-COMPILE = """
-import json, sys
-from pathlib import Path
-from lab.measure.attention import hopper_paged
-out = Path(sys.argv[1])
-for i, kw in enumerate(json.loads(sys.argv[2]).values()):
-    if "launch" in kw:
-        kw["launch"] = tuple(kw["launch"])
-    compiled = hopper_paged.compile_paged_for_hopper(**kw)
-    folder = out / str(i)
-    folder.mkdir()
-    (folder / "k.ptx").write_text(compiled.asm["ptx"])
-    (folder / "shared").write_text(str(compiled.metadata.shared))
-"""
-
-
-def folder(compiled: Path, name: str) -> Path:
-    return compiled / str(list(VARIANTS).index(name))
-
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gluon-paged")
-    subprocess.run([sys.executable, "-c", COMPILE, str(out), json.dumps(VARIANTS)],
-                   env={**os.environ, "TRITON_INTERPRET": "0"}, check=True,
-                   cwd=Path(__file__).resolve().parent.parent, timeout=900)
-    return out
+    return compile_variants(tmp_path_factory.mktemp("gluon-paged"),
+                            "lab.measure.attention.hopper_paged:compile_paged_for_hopper", VARIANTS)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_compiles_for_hopper_without_spills_or_serialised_products(name, compiled):
-    where = folder(compiled, name)
-    report = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", str(where / "k.ptx"), "-o", str(where / "k.cubin")],
-                            capture_output=True, text=True, check=True).stderr
+    where = compiled[name]
+    report = ptxas_report(where)
     assert "0 bytes spill stores, 0 bytes spill loads" in report, report
     assert "C7514" not in report, report
     assert int((where / "shared").read_text()) <= 227 * 1024
@@ -79,7 +46,7 @@ def test_registers_move_to_the_producer_within_the_launchs_budget(compiled):
 
     consumer, producer = hopper_paged.CONSUMER_REGS.value, hopper_paged.PRODUCER_REGS.value
     assert 2 * consumer + producer == 2 * hopper.CONSUMER_REGS.value + hopper.PRODUCER_REGS.value
-    ptx = (folder(compiled, "d=128, 16-token pages") / "k.ptx").read_text()
+    ptx = (compiled["d=128, 16-token pages"] / "k.ptx").read_text()
     for regs in (consumer, producer):
         assert re.search(rf"setmaxnreg\.\w+\.sync\.aligned\.u32\s+{regs}\b", ptx), regs
 

@@ -204,7 +204,8 @@ def gluon_facts() -> dict[str, Fact]:
     race_run, sweep_run = serving.GLUON_RACE_RUN, serving.GLUON_SWEEP_RUN
     last, first = _served(LAST_CHUNK, race_run), _served(FIRST_CHUNK, race_run)
     triton = _fastest_triton(LAST_CHUNK, race_run)
-    at, pair = _pair(run=sweep_run).loc[LONG], _pair(run=sweep_run)
+    pair = _pair(run=sweep_run)
+    at = pair.loc[LONG]
     honest = serving.agreement(run=serving.GLUON_AGREEMENT_RUN)
     planted = serving.agreement(run=serving.GLUON_PLANTED_RUN)
     windows = serving.attention_kernels(run=sweep_run)

@@ -314,10 +314,18 @@ def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, g
 LAUNCH = {128: (128, 2), 64: (128, 3)}
 
 
+def hopper_refusal(device=None) -> str | None:
+    """Why a Gluon kernel for Hopper cannot run on ``device`` (default: the current GPU), or None: it can."""
+    on_gpu = torch.cuda.is_available() and (device is None or torch.device(device).type == "cuda")
+    if not on_gpu or torch.cuda.get_device_capability(device)[0] != 9:
+        return "needs a Hopper GPU (compute capability 9.0)"
+    return None
+
+
 def supports(q, k, v, block_n: int | None = None) -> str | None:
     """Why this kernel cannot run these tensors (None: it can)."""
-    if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
-        return "needs a Hopper GPU (compute capability 9.0)"
+    if why := hopper_refusal(q.device):
+        return why
     if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype or v.dtype != q.dtype:
         return f"needs float16 or bfloat16 q, k, v; got {q.dtype}, {k.dtype}, {v.dtype}"
     d, n_q, n_k = q.shape[-1], q.shape[2], k.shape[2]
@@ -366,9 +374,6 @@ def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[i
     """Compile the kernel for sm_90a without a GPU (Triton ships ptxas); returns Triton's compiled
     kernel, whose ``asm`` holds the IR, PTX and cubin (what a CPU test can check). Needs Triton's compiler,
     not its interpreter: on a machine without a GPU, in a process started with ``TRITON_INTERPRET=0``."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        raise LabError("compile_for_hopper needs Triton's compiler, but its interpreter is on (TRITON_INTERPRET=1, "
-                       "which lab sets without a GPU): run it in a process started with TRITON_INTERPRET=0")
     block_n, stages = launch or LAUNCH[head_dim]
     stand_in = torch.empty(ROWS, head_dim, dtype=torch.float16 if fp16 else torch.bfloat16)  # for the types only
     sig = {name: mangle_type(desc) for name, desc in
@@ -376,8 +381,18 @@ def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[i
                strict=True)}
     sig.update(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", BLOCK_N="constexpr",
                CAUSAL="constexpr", STAGES="constexpr", OVERLAP="constexpr", PINGPONG="constexpr")
-    src = GluonASTSource(hopper_kernel, sig, constexprs={"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages,
-                                                         "OVERLAP": overlap, "PINGPONG": pingpong})
+    return compile_sm90(hopper_kernel, sig, {"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages,
+                                             "OVERLAP": overlap, "PINGPONG": pingpong})
+
+
+def compile_sm90(kernel, signature: dict, constexprs: dict):
+    """A Gluon kernel of this launch shape (NUM_WARPS, KERNEL_REGS) compiled for sm_90a with Triton's own ptxas, no
+    GPU needed; refused while Triton's interpreter is on (lab turns it on without a GPU)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        raise LabError(f"compiling {kernel.__name__} for Hopper needs Triton's compiler, but its interpreter is on "
+                       "(TRITON_INTERPRET=1, which lab sets without a GPU): run it in a process started with "
+                       "TRITON_INTERPRET=0")
+    src = GluonASTSource(kernel, signature, constexprs=constexprs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS,
                                                                           "maxnreg": KERNEL_REGS})
 

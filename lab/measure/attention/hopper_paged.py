@@ -26,8 +26,6 @@ takes them (vLLM's interleaved cache, where V is K's view shifted by head_dim, i
 Hopper, 16-bit, head dims 64 and 128, page sizes 16 to 256 that divide the key tile or are a multiple of it.
 """
 
-import os
-
 import torch
 
 from lab import LabError, env
@@ -36,8 +34,6 @@ from lab import LabError, env
 env.use_triton_interpreter_without_gpu()
 
 import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: E402
 from triton.runtime.jit import mangle_type  # noqa: E402
@@ -56,8 +52,10 @@ from lab.measure.attention.hopper import (  # noqa: E402
     aggregate,
     allocate,
     attend,
+    compile_sm90,
     gl,
     gluon,
+    hopper_refusal,
     key_tiles,
 )
 from lab.measure.attention.reference import LOG2E, softmax_scale  # noqa: E402
@@ -193,8 +191,8 @@ def hopper_paged_kernel(q_desc, k_desc, v_desc, out, qk_scale, cu_seqlens_q, seq
 def supports(q, k_cache, v_cache, block_n: int | None = None) -> str | None:
     """Why this kernel cannot run these tensors (None: it can); the batch itself is checked by
     :func:`~lab.measure.attention.paged_prefill.check_prefill_inputs`."""
-    if not q.is_cuda or torch.cuda.get_device_capability(q.device)[0] != 9:
-        return "needs a Hopper GPU (compute capability 9.0)"
+    if why := hopper_refusal(q.device):
+        return why
     if q.dtype not in (torch.float16, torch.bfloat16):
         return f"needs float16 or bfloat16; got {q.dtype}"
     d, page_size = q.shape[-1], k_cache.shape[1]
@@ -254,12 +252,8 @@ def hopper_paged_prefill(q, k_cache, v_cache, cu_seqlens_q, seq_lens, block_tabl
 
 def compile_paged_for_hopper(head_dim: int = 128, page_size: int = 16, launch: tuple[int, int] | None = None,
                              fp16: bool = False, overlap: bool = True, pingpong: bool = True):
-    """Compile the kernel for sm_90a without a GPU, as :func:`~lab.measure.attention.hopper.compile_for_hopper`
-    does (in a process started with ``TRITON_INTERPRET=0``); returns Triton's compiled kernel."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        raise LabError("compile_paged_for_hopper needs Triton's compiler, but its interpreter is on "
-                       "(TRITON_INTERPRET=1, which lab sets without a GPU): run it in a process started with "
-                       "TRITON_INTERPRET=0")
+    """Compile the kernel for sm_90a without a GPU (:func:`~lab.measure.attention.hopper.compile_sm90`, in a process
+    started with ``TRITON_INTERPRET=0``); returns Triton's compiled kernel."""
     block_n, stages = launch or LAUNCH[head_dim]
     dtype = torch.float16 if fp16 else torch.bfloat16
     q = torch.empty(ROWS, 2, head_dim, dtype=dtype)                                      # for the types only
@@ -270,11 +264,8 @@ def compile_paged_for_hopper(head_dim: int = 128, page_size: int = 16, launch: t
                block_table="*i32", s_bt="i32", sot="i32", soh="i32", head_stride="i32", q_heads="i32", group="i32",
                n_m="i32", BLOCK_N="constexpr", STAGES="constexpr", PAGE_SIZE="constexpr", OVERLAP="constexpr",
                PINGPONG="constexpr")
-    src = GluonASTSource(hopper_paged_kernel, sig, constexprs={"BLOCK_N": block_n, "STAGES": stages,
-                                                               "PAGE_SIZE": page_size, "OVERLAP": overlap,
-                                                               "PINGPONG": pingpong})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": NUM_WARPS,
-                                                                          "maxnreg": KERNEL_REGS})
+    return compile_sm90(hopper_paged_kernel, sig, {"BLOCK_N": block_n, "STAGES": stages, "PAGE_SIZE": page_size,
+                                                   "OVERLAP": overlap, "PINGPONG": pingpong})
 
 
 def check(head_dim: int = 128, page_size: int = 16, seed: int = 0) -> dict[str, float]:

@@ -9,6 +9,7 @@ import json
 import os
 
 from lab import LabError
+from lab.measure.attention.hopper import hopper_refusal
 from lab.measure.attention.hopper_paged import hopper_paged_prefill
 from lab.measure.attention.kernel_inputs import interpreting
 from lab.measure.attention.paged_prefill import paged_prefill
@@ -47,16 +48,9 @@ def check_prefill_config(config) -> None:
     if not isinstance(config, dict) or needed - set(config):
         raise LabError(f"LAB_OURS_PREFILL_CONFIG {json.dumps(config)} needs {', '.join(sorted(needed))}: e.g. "
                        f"{json.dumps(PREFILL_CONFIG)}, or {json.dumps(GLUON_PREFILL_CONFIG)} on a Hopper GPU")
-    if gluon and not interpreting():
-        import torch
-
-        if torch.cuda.get_device_capability()[0] != 9:
-            raise LabError(f"LAB_OURS_PREFILL_CONFIG picks the Gluon prefill kernel, which needs a Hopper GPU "
-                           f"(compute capability 9.0); on this GPU use a Triton setting such as "
-                           f"{json.dumps(PREFILL_CONFIG)}, or leave it unset")
-    elif gluon:
-        raise LabError("LAB_OURS_PREFILL_CONFIG picks the Gluon prefill kernel, which needs a Hopper GPU (Gluon has no "
-                       "CPU interpreter); leave it unset here")
+    if gluon and (why := hopper_refusal()):
+        raise LabError(f"LAB_OURS_PREFILL_CONFIG picks the Gluon prefill kernel, which {why}: here use a "
+                       f"Triton setting such as {json.dumps(PREFILL_CONFIG)}, or leave it unset")
 
 
 def server_step(query, key_cache, value_cache, out, query_start_loc, seq_lens, block_table, *, max_query_len: int,
