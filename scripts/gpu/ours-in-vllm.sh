@@ -14,11 +14,15 @@
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm long        # vllm-sweep FA3 and OURS at 65536 and 131072 tokens
 #                                                                 # (a study of its own: <study>-ours-long)
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm load        # vllm-load OURS, then FA3 with the same flags (1024-token
-#                                                                 # prompts, 128 out, SPAN_S s of arrivals a point, default 10)
+#                                                                 # prompts, 128 out, SPAN_S s of arrivals a point, default 10;
+#                                                                 # LOAD_S s an arm, default 250)
 #                                                                 # (a study of its own: <study>-ours-load/random-1024-128)
 # The sweep and census run OURS with the prefill setting the race found fastest (LAB_OURS_PREFILL_CONFIG, read
 # from $WORK/serving-race/best_prefill.json when the kernels part ran in this lease). DEADLINE_S (default 560) is the
-# time after which nothing new starts, so results are packed before a 10-minute call ends.
+# time after which nothing new starts, so results are packed before a 10-minute call ends. OURS_STUDY (default
+# <study>-ours) names the folder of the sweep, arms and census, so a lease with other lengths keeps its own. ARMS
+# (default: all of the part's) picks arms by folder, e.g. ARMS="triton_attn flex_attention" for arms, ARMS=ours for
+# load, so one part's arms can be spread over two device calls of the same lease.
 #
 # What comes back (2 files per call):
 #   $OUT/ours-<part>.tar.gz   serving-race/, agreement{,-planted-bug}/, <study>-ours/{flash_attn-fa3,ours,traces/ours}/
@@ -33,9 +37,13 @@ PYTHON=${PYTHON:-python3}
 DEADLINE_S=${DEADLINE_S:-560}
 MODEL=${MODEL:-data/models/qwen2.5-7b-128k}
 LENGTHS=${LENGTHS:-256,1024,4096,8192,16384,32768}
+ARMS=${ARMS:-}
+LOAD_S=${LOAD_S:-250}   # seconds of one load arm, its server's start included (500 when ARMS runs one arm a call)
 TAG=ours
 log="$OUT/ours-$PART.txt"
 source "$(dirname "$0")/env.sh"
+picked() { [ -z "$ARMS" ] || [[ " $ARMS " == *" $1 "* ]]; }   # is the arm in folder $1 one to run
+ours_study=${OURS_STUDY:-$study-ours}
 say "part $PART, vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null)"
 
 # capped CAP_S COMMAND...: one step, never past the deadline
@@ -64,26 +72,29 @@ case "$PART" in
   sweep)
     for arm in "--backend FLASH_ATTN --fa-version 3" "--backend OURS"; do
       folder=$(echo "$arm" | awk '{print ($2 == "OURS") ? "ours" : "flash_attn-fa3"}')
+      picked "$folder" || continue
       # shellcheck disable=SC2086
-      capped 270 "$PYTHON" -m lab vllm-sweep --out "$WORK/$study-ours/$folder" --model "$MODEL" \
+      capped 290 "$PYTHON" -m lab vllm-sweep --out "$WORK/$ours_study/$folder" --model "$MODEL" \
           --max-num-batched-tokens 8192 --gpu-memory-utilization 0.85 --reps 3 --max-tokens 64 --warmup-tokens 16 \
           --lengths "$LENGTHS" $arm
     done ;;
   census)
-    capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$study-ours/traces" --windows prefill:8192,decode:8192 \
+    capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$ours_study/traces" --windows prefill:8192,decode:8192 \
         --model "$MODEL" ;;   # the 128k config: capture's server asks for a 33,024-token context, past the 32k one's
   arms)
     for arm in "FLASH_ATTN --fa-version 2:flash_attn-fa2:420" "TRITON_ATTN:triton_attn:300" \
                "FLEX_ATTENTION:flex_attention:300"; do
       IFS=: read -r backend folder ready <<< "$arm"
+      picked "$folder" || continue
       # shellcheck disable=SC2086
-      capped 400 "$PYTHON" -m lab vllm-sweep --out "$WORK/$study-ours/$folder" --model "$MODEL" \
+      capped 400 "$PYTHON" -m lab vllm-sweep --out "$WORK/$ours_study/$folder" --model "$MODEL" \
           --max-num-batched-tokens 8192 --gpu-memory-utilization 0.85 --reps 3 --max-tokens 64 --warmup-tokens 16 \
           --lengths "$LENGTHS" --ready-timeout "$ready" --backend $backend
     done ;;
   long)
     for arm in "--backend FLASH_ATTN --fa-version 3" "--backend OURS"; do
       folder=$(echo "$arm" | awk '{print ($2 == "OURS") ? "ours" : "flash_attn-fa3"}')
+      picked "$folder" || continue
       # shellcheck disable=SC2086
       capped 300 "$PYTHON" -m lab vllm-sweep --out "$WORK/$study-ours-long/$folder" --model "$MODEL" \
           --max-num-batched-tokens 8192 --gpu-memory-utilization 0.85 --reps 2 --max-tokens 64 --warmup-tokens 16 \
@@ -93,8 +104,9 @@ case "$PART" in
     "$PYTHON" -m lab vllm-tokenizer --model "$MODEL" 2>&1 | tee -a "$log"
     for arm in "OURS:ours" "FLASH_ATTN/FA3:flash_attn-fa3"; do
       IFS=: read -r label folder <<< "$arm"
-      capped 280 "$PYTHON" -m lab vllm-load --arm "$label" --model "$MODEL" --input-len 1024 --output-len 128 \
-          --span-s "${SPAN_S:-10}" --deadline-s 250 --out "$WORK/$study-ours-load/random-1024-128/$folder"
+      picked "$folder" || continue
+      capped $((LOAD_S + 30)) "$PYTHON" -m lab vllm-load --arm "$label" --model "$MODEL" --input-len 1024 \
+          --output-len 128 --span-s "${SPAN_S:-10}" --deadline-s "$LOAD_S" --out "$WORK/$study-ours-load/random-1024-128/$folder"
     done ;;
   counters)
     capped 400 "$PYTHON" -m lab kernel-counters --jobs chunk:fa3:1:32768,chunk:ours:1:32768 --deadline-s 300 \
