@@ -9,10 +9,11 @@ import math
 import shutil
 
 import pytest
+import synthetic_sweeps
 
 from lab import REPO_ROOT, LabError
 from lab.results import census_windows as cd
-from lab.results import concurrency, flex_decomposition, trace_analysis, value_dependence
+from lab.results import concurrency, flex_decomposition, ours_serving, trace_analysis, value_dependence
 from lab.results.bandwidth import ceiling
 from lab.results.modelshape import qwen25_7b
 
@@ -196,3 +197,30 @@ def test_chapter_facts_fill_in_when_the_data_lands(tmp_path):
     assert text("flexdec_b1_flex_default_pct") == f"{100 * 4000e9 / ceiling('H200-SXM'):.1f}%"
     assert present["flexdec_status"].value.endswith(f", {present['flexdec_status'].source}")
     assert text("values_matmul_max_pct") == "10.0%" and present["values_matmul_power"].value == "400 to 690 W"
+
+
+def test_arms_sweep_puts_every_arm_of_a_lease_side_by_side(tmp_path):
+    with pytest.raises(LabError, match="no arm's sweep.csv"):
+        ours_serving.arms_sweep(tmp_path, run="h100/nothing")
+    arms = {label: synthetic_sweeps.ARMS[label] for label in ("FLASH_ATTN/FA3", "FLEX_ATTENTION")}
+    synthetic_sweeps.write_study(tmp_path, study="h100/lease", arms=arms, with_reference=False)
+    synthetic_sweeps.write_study(tmp_path, study="h100/lease", with_reference=False, lengths=[256, 1024],
+                                 arms={"FLASH_ATTN/FA2": synthetic_sweeps.ARMS["FLASH_ATTN/FA2"]})
+    ttft = ours_serving.arms_sweep(tmp_path, run="h100/lease")
+    assert list(ttft.columns) == ["FLASH_ATTN/FA3", "FLASH_ATTN/FA2", "FLEX_ATTENTION"]   # the book's order
+    assert list(ttft.index) == synthetic_sweeps.LENGTHS
+    a, b, c, *_ = synthetic_sweeps.ARMS["FLEX_ATTENTION"]
+    assert ttft.loc[4096, "FLEX_ATTENTION"] == pytest.approx(a + b * 4096 + c * 4096 ** 2)
+    assert math.isnan(ttft.loc[4096, "FLASH_ATTN/FA2"]) and not math.isnan(ttft.loc[1024, "FLASH_ATTN/FA2"])
+    itl = ours_serving.arms_sweep(tmp_path, run="h100/lease", metric="itl_ms")
+    assert itl.loc[32768, "FLASH_ATTN/FA3"] == pytest.approx(5.0 + 0.01 * 32.768)
+    assert ours_serving.arms_partial(tmp_path, run="h100/lease") == {}
+    # a row the lease's deadline cut short is kept and named; a failed one is not
+    path = tmp_path / "h100/lease/flash_attn-fa3/sweep.csv"
+    with path.open("a") as f:
+        f.write("FLASH_ATTN/FA3,FLASH_ATTN,65536,65536,3.0,0.05,6.0,5.9,6.1,2,partial,2 of 3 repetitions measured\n"
+                "FLASH_ATTN/FA3,FLASH_ATTN,131072,131072,,,,,,0,failed,server died\n")
+    ttft = ours_serving.arms_sweep(tmp_path, run="h100/lease")
+    assert ttft.loc[65536, "FLASH_ATTN/FA3"] == 3.0 and 131072 not in ttft.index
+    assert ours_serving.arms_partial(tmp_path, run="h100/lease") == {
+        ("FLASH_ATTN/FA3", 65536): "2 of 3 repetitions measured"}

@@ -1,6 +1,8 @@
 """Our kernels serving in vLLM, read from the runs of one lease: both arms' sweeps side by side (``sweep_pair``), the
 serving race, the agreement check and its planted bug, the attention kernels of the OURS server's profiler windows.
-A later lease ran the same with the Gluon prefill kernel (the ``GLUON_*`` runs): each reader takes ``run``."""
+A later lease ran the same with the Gluon prefill kernel (the ``GLUON_*`` runs): each reader takes ``run``. A third
+swept every backend beside OURS to 128k tokens (``arms_sweep``) and put OURS and FA3 under Poisson load (read by
+lab.results.load)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from lab import LabError
-from lab.measure.vllm.arms import FA3, OURS
+from lab.measure.vllm.arms import FA3, OURS, book_order
 from lab.results import kernel_counters
 from lab.results.data import DATA_DIR
 from lab.store import read_json
@@ -21,6 +23,8 @@ AGREEMENT_RUN, PLANTED_RUN = "h100/agreement", "h100/agreement-planted-bug"
 #: The same studies with OURS's prefill the Gluon kernel for Hopper (lab.measure.attention.hopper_paged), one later lease.
 GLUON_SWEEP_RUN, GLUON_RACE_RUN = "h100/vllm0.26-qwen2.5-7b-ours-gluon", "h100/serving-race-gluon"
 GLUON_AGREEMENT_RUN, GLUON_PLANTED_RUN = "h100/agreement-gluon", "h100/agreement-gluon-planted-bug"
+#: Every backend swept beside OURS (Gluon prefill) to 128k tokens, and OURS and FA3 under Poisson load: one lease.
+ARMS_RUN, LOAD_RUN = "h100/vllm0.26-qwen2.5-7b-ours-arms", "h100/vllm0.26-qwen2.5-7b-ours-load"
 #: The serving race's last chunk (prefill 8192 over 24576) under Nsight Compute, FA3 and ours, in a later lease.
 CHUNK_COUNTERS_RUN = "h100/kernel-counters-chunk"
 #: Kernel-name words of FlashAttention's own kernels (lab.measure.census.rules: fa2, fa3, flash helpers).
@@ -33,6 +37,31 @@ def _sweep(root: Path, arm, run: str) -> pd.DataFrame:
         raise LabError(f"{path}: no sweep of {arm.label} in the OURS lease")
     rows = pd.read_csv(path)
     return rows[rows.status == "ok"].set_index("target_len")[["ttft_s", "itl_ms"]]
+
+
+def _arm_sweeps(root: Path, run: str) -> dict[str, pd.DataFrame]:
+    """Each arm's sweep.csv of one lease by arm label, in the book's order: its measured rows (``ok``, and
+    ``partial`` where the lease's time ran out between repetitions), by prompt length."""
+    paths = sorted((root / run).glob("*/sweep.csv"))
+    if not paths:
+        raise LabError(f"{root / run}: no arm's sweep.csv")
+    sweeps = {}
+    for path in paths:
+        rows = pd.read_csv(path)
+        sweeps[str(rows.arm.iloc[0])] = rows[rows.status.isin(("ok", "partial"))].set_index("target_len")
+    return {label: sweeps[label] for label in book_order(sweeps)}
+
+
+def arms_sweep(root: Path = DATA_DIR, run: str = ARMS_RUN, metric: str = "ttft_s") -> pd.DataFrame:
+    """One column of every arm of one lease's sweep (``ttft_s``, ``itl_ms``, ``ttft_min_s`` ...): a row per prompt
+    length, a column per arm label in the book's order; NaN where an arm did not measure a length."""
+    return pd.DataFrame({label: rows[metric] for label, rows in _arm_sweeps(root, run).items()}).sort_index()
+
+
+def arms_partial(root: Path = DATA_DIR, run: str = ARMS_RUN) -> dict[tuple[str, int], str]:
+    """(arm label, prompt length) -> what the sweep says was measured, for the rows the lease's time cut short."""
+    return {(label, int(n)): str(row.error) for label, rows in _arm_sweeps(root, run).items()
+            for n, row in rows[rows.status == "partial"].iterrows()}
 
 
 def sweep_pair(root: Path = DATA_DIR, run: str = SWEEP_RUN) -> pd.DataFrame:

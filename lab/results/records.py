@@ -90,6 +90,10 @@ RUNS = (
     Run("h100/vllm0.26-qwen2.5-7b-ours-gluon", "FA3 and OURS with the Gluon prefill in vLLM 0.26, one H100 lease (the "
         "Gluon serving race's): prompt-length sweeps at 4k, 16k and 32k tokens and the OURS server's profiler "
         "windows", names=("Gluon OURS sweep",)),
+    Run("h100/vllm0.26-qwen2.5-7b-ours-arms", "every backend beside OURS with the Gluon prefill, one H100 lease: "
+        "FA3, OURS and TRITON_ATTN swept to 131,072 tokens, FLEX_ATTENTION to 32,768", names=("every-backend sweep",)),
+    Run("h100/vllm0.26-qwen2.5-7b-ours-load", "OURS with the Gluon prefill and FA3 under Poisson load with vllm bench "
+        "serve, 1,024-token prompts, in the every-backend sweep's lease", names=("OURS load study",)),
     Run("h100/live-check", "every chapter executed live on a fresh H100 with the defaults of 2026-12-06 "
         "(the run that found two faults of those defaults, and four runs after the fixes)"),
     Run("h100/jupyter-check", "JupyterLab from the offline wheels on a fresh H100: chapter 04 opened and its panel run"),

@@ -1,14 +1,16 @@
-"""Chapter 6c, our kernels in a real server: every fact the chapter and its self-check state, its two tables and
-the code it shows.
+"""Chapter 6c, our kernels in a real server: every fact the chapter and its self-check state, its tables, its load
+explorer and the code it shows.
 
     glue_all(ch06c.facts())          # the one hidden cell
-    ch06c.sweep_table(), ch06c.race_table(), show(ch06c.server_step), show(ch06c.copy_tile, ...)
+    ch06c.sweep_table(), ch06c.race_table(), ch06c.arms_table(), ch06c.load_explorer(), show(ch06c.server_step), ...
 
-Every number is from one lease on an H100 (lab.results.ours_serving reads its runs: the sweep of both arms, the
-serving race, the agreement check with and without its planted bug, the OURS server's profiler windows), and the
-``gluon_*`` facts from a later lease that ran the same studies with the Gluon prefill kernel (each quantity declares
-that run among its others); the H200's runs of chapter 6 are not compared with them. The interview page quotes the ``ours_*``, ``race_*``,
-``agree_*`` and ``bug_*`` facts from here.
+Every number is from H100 leases, each ratio within one lease (lab.results.ours_serving reads their runs): the first
+lease's sweep of both arms, serving race, agreement check with and without its planted bug and the OURS server's
+profiler windows; the ``gluon_*`` facts from a later lease that ran the same studies with the Gluon prefill kernel
+(each quantity declares that run among its others); the ``arms_*`` and ``oload_*`` facts from a fourth, which swept
+every backend beside OURS to 128k and put OURS and FA3 under chapter 6b's load (quantities of their own). The H200's
+runs of chapter 6 are not compared with them. The interview page quotes the ``ours_*``, ``race_*``, ``agree_*``,
+``bug_*`` and a few ``gluon_*``, ``arms_*`` and ``oload_*`` facts from here.
 """
 
 from __future__ import annotations
@@ -19,17 +21,24 @@ import re
 
 import pandas as pd
 
+from lab import LabError, names
 from lab.book.facts import Fact
+from lab.book.load_explorer import load_explorer as busy_load_explorer
+from lab.book.pages.ch06b import SLO
+from lab.measure.attention.hopper import ROWS
 from lab.measure.attention.hopper_paged import copy_tile, hopper_paged_kernel, paged_unit
 from lab.measure.attention.serving import server_step
 from lab.measure.serving_race import fastest_of_ours
+from lab.measure.vllm.arms import FA3, OURS
 from lab.results import kernel_counters
+from lab.results import load as rl
 from lab.results import ours_serving as serving
 from lab.results.modelshape import qwen25_7b
 from lab.results.quantities import Quantity
+from lab.store import DATA_DIR
 
-__all__ = ["copy_tile", "counters_table", "facts", "gluon_race_table", "gluon_sweep_table", "hopper_paged_kernel",
-           "paged_unit", "race_table", "server_step", "sweep_table"]
+__all__ = ["arms_table", "copy_tile", "counters_table", "facts", "gluon_race_table", "gluon_sweep_table",
+           "hopper_paged_kernel", "load_explorer", "paged_unit", "race_table", "server_step", "sweep_table"]
 LONG = 32768                              # the longest prompt both arms ran: where the section compares them
 LAST_CHUNK, FIRST_CHUNK = "prefill 8192 over 24576", "prefill 8192 over 0"
 DECODE_ONE, DECODE_16 = "decode 1 x 32768", "decode 16 x 32768"
@@ -116,8 +125,64 @@ _CHUNK_ROWS = {
     "dram_mb": ("DRAM read (MB)", CHUNK_DRAM, lambda j: j.totals["dram_read"] / 1e6, "{:,.0f}", " MB"),
 }
 
+#: The third lease (every backend swept beside OURS to 128k, OURS and FA3 under load): its GPU names its quantities.
+_GPU = serving.ARMS_RUN.split("/")[0]
+_ARMS = dict(run=serving.ARMS_RUN, file="<arm>/sweep.csv")
+ARMS_TTFT = Quantity(f"{_GPU}.ours_arms.ttft", "time to first token of one backend at a prompt length, every backend "
+                     "swept in one lease (OURS's prefill the Gluon kernel)", unit="s", **_ARMS)
+ARMS_RATIO = Quantity(f"{_GPU}.ours_arms.ttft_ratio", "OURS's TTFT over FA3's at a prompt length, every backend swept "
+                      "in one lease", unit="×", **_ARMS)
+ARMS_OVER = Quantity(f"{_GPU}.ours_arms.over_ours", "one of vLLM's other backends' TTFT over OURS's at a prompt "
+                     "length, same lease (how many times as long its first token took)", unit="×", **_ARMS)
+ARMS_ITL = Quantity(f"{_GPU}.ours_arms.itl", "decode ITL (median) of one backend after a prompt of that length, same "
+                    "lease", unit="ms", **_ARMS)
+ARMS_ITL_RATIO = Quantity(f"{_GPU}.ours_arms.itl_ratio", "OURS's decode ITL over FA3's after a prompt of one length, "
+                          "same lease", unit="×", **_ARMS)
+ARMS_MARGIN = Quantity(f"{_GPU}.ours_arms.apart_margin", "how much shorter OURS's slowest repeat of the TTFT was than "
+                       "FA3's fastest, as a share of FA3's fastest, at a length where the two sets of repeats do not "
+                       "overlap", unit="%", **_ARMS)
+ARMS_LENGTH = Quantity(f"{_GPU}.ours_arms.length", "a prompt length of the lease that swept every backend beside "
+                       "OURS", unit="tokens", **_ARMS)
+WORKLOAD = "random-1024-128"
+_LOAD = dict(run=serving.LOAD_RUN, file=f"{WORKLOAD}/<arm>")
+_LOADED = "1,024-token prompts, 128 tokens out, OURS and FA3 in one lease"
+LOAD_CAPACITY = Quantity(f"{_GPU}.ours_load.capacity", f"requests per second completed with every prompt sent at "
+                         f"once, {_LOADED}", unit="req/s", **_LOAD)
+LOAD_RATIO = Quantity(f"{_GPU}.ours_load.ratio", f"OURS's over FA3's: capacity, or the throughput of the highest "
+                      f"rate within the targets, {_LOADED}", unit="×", **_LOAD)
+LOAD_SLO_RATE = Quantity(f"{_GPU}.ours_load.slo_rate", "the highest Poisson rate measured whose p99 TTFT and p99 TPOT "
+                         f"are each within chapter 6b's targets, {_LOADED}", unit="req/s", **_LOAD)
+LOAD_SETTING = Quantity(f"{_GPU}.ours_load.workload", "a setting of the load lease's workload (tokens, or seconds "
+                        "of arrivals a point), as both arms' provenance records it", run=serving.LOAD_RUN,
+                        file=f"{WORKLOAD}/<arm>/provenance.json")
+LOAD_RATE = Quantity(f"{_GPU}.ours_load.rate", f"a Poisson point's offered request rate, {_LOADED}", unit="req/s",
+                     **_LOAD)
+LOAD_THROUGHPUT = Quantity(f"{_GPU}.ours_load.throughput", f"requests per second a Poisson point completed, {_LOADED}",
+                           unit="req/s", **_LOAD)
+LOAD_LATENCY = Quantity(f"{_GPU}.ours_load.latency", f"a latency percentile (TTFT, TPOT or ITL) at a load point, "
+                        f"{_LOADED}", unit="ms", **_LOAD)
+
 _pair, _race = functools.cache(serving.sweep_pair), functools.cache(serving.race_table)
-_chunk = functools.cache(serving.chunk_counters)
+_chunk, _arms = functools.cache(serving.chunk_counters), functools.cache(serving.arms_sweep)
+OURS_LABEL, FA3_LABEL = OURS.label, FA3.label
+
+
+@functools.cache
+def _ours_load() -> rl.LoadStudy:
+    gpu, study = serving.LOAD_RUN.split("/")
+    return rl.load_study(root=DATA_DIR / gpu, study=study)
+
+
+def _ours_load_workload() -> tuple[dict, float]:
+    """The load lease's workload and seconds of arrivals a point, as both arms' provenance records them (one of
+    each, or LabError)."""
+    runs = rl.arm_runs(DATA_DIR / serving.LOAD_RUN / WORKLOAD)
+    settings = {json.dumps([run.provenance["flags"]["workload"], run.provenance["flags"]["span_s"]], sort_keys=True)
+                for run in runs}
+    if len(settings) != 1:
+        raise LabError(f"data/{serving.LOAD_RUN}/{WORKLOAD}: the arms ran different workloads or spans")
+    workload, span = json.loads(settings.pop())
+    return workload, span
 
 
 def _row(step: str, candidate: str = "fa3", run: str = serving.RACE_RUN):
@@ -253,12 +318,116 @@ def chunk_counter_facts() -> dict[str, Fact]:
     return out
 
 
+def _lengths(values) -> str:
+    """Prompt lengths as the prose lists them: ``65,536 and 131,072``; ``none`` for no length."""
+    shown = [f"{int(n):,}" for n in values]
+    return " and ".join([", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown) or "none"
+
+
+def arms_facts() -> dict[str, Fact]:
+    """The lease that swept every backend beside OURS: each arm's TTFT at each length it ran and OURS's TTFT over it
+    (``arms_<arm>_ttft_<n>``, ``arms_ttft_ratio_<n>``, ``arms_<arm>_over_ours_<n>``), each arm's ITL after the longest prompt it ran, the
+    lengths where OURS's slowest repeat came before FA3's fastest, OURS's ITL over FA3's, the rows cut short."""
+    ttft, itl = _arms(), _arms(metric="itl_ms")
+    ours = ttft[OURS_LABEL]
+    out = {"arms_long_n": ARMS_LENGTH.fact(int(ours.dropna().index.max()), "longest", fmt=",d"),
+           "arms_short_n": ARMS_LENGTH.fact(int(ours.dropna().index.min()), "shortest", fmt=",d")}
+    for label in ttft.columns:
+        name = names.key(label)
+        for n, value in ttft[label].dropna().items():
+            out[f"arms_{name}_ttft_{n}"] = ARMS_TTFT.fact(value, label, n, fmt="{:.2f} s")
+            if label == FA3_LABEL:
+                out[f"arms_ttft_ratio_{n}"] = ARMS_RATIO.fact(ours[n] / value, n, fmt="{:.2f}×")
+            elif label != OURS_LABEL:
+                out[f"arms_{name}_over_ours_{n}"] = ARMS_OVER.fact(value / ours[n], label, n, fmt="{:.1f}×")
+        longest = int(itl[label].dropna().index.max())
+        out[f"arms_{name}_longest"] = ARMS_LENGTH.fact(longest, label, fmt=",d")
+        out[f"arms_{name}_itl_longest"] = ARMS_ITL.fact(itl[label][longest], label, longest, fmt="{:.2f} ms")
+    slowest_ours, fastest_fa3 = _arms(metric="ttft_max_s")[OURS_LABEL], _arms(metric="ttft_min_s")[FA3_LABEL]
+    apart = slowest_ours < fastest_fa3
+    out["arms_apart"] = Fact(_lengths(apart[apart].index), ARMS_TTFT.source + " (ttft_min_s, ttft_max_s)")
+    margin = (1 - slowest_ours / fastest_fa3)[apart]
+    out["arms_apart_margin"] = ARMS_MARGIN.fact(100 * margin.max() if len(margin) else None, "largest",
+                                                fmt="{:.1f}%")
+    itl_ratio = (itl[OURS_LABEL] / itl[FA3_LABEL]).dropna()
+    out |= {"arms_itl_ratio_min": ARMS_ITL_RATIO.fact(itl_ratio.min(), "smallest", fmt="{:.2f}×"),
+            "arms_itl_ratio_max": ARMS_ITL_RATIO.fact(itl_ratio.max(), "largest", fmt="{:.2f}×")}
+    for (label, n), what in serving.arms_partial().items():
+        out[f"arms_{names.key(label)}_partial_{n}"] = Fact(what, ARMS_TTFT.source + " (status partial)")
+    return out
+
+
+def load_facts() -> dict[str, Fact]:
+    """OURS and FA3 under Poisson load in one lease (``oload_<arm>_*``): each one's capacity and its median TTFT and
+    ITL there, the highest rate within chapter 6b's targets with its p99s and throughput, the highest rate run and
+    the p99s of the first rate past the targets; OURS's capacity and in-target throughput over FA3's."""
+    study, out = _ours_load(), {}
+    for label in (OURS_LABEL, FA3_LABEL):
+        name, rows = names.key(label), study.points[label]
+        poisson, best = rl.poisson_points(rows), rl.highest_rate_meeting(rows, SLO)
+        within = next(r for r in poisson if r["rate"] == best)
+        everyone = next(r for r in rows if r["rate"] is None and not r["max_concurrency"])
+        past = [r for r in poisson if r["rate"] > best]
+        out |= {f"oload_{name}_capacity": LOAD_CAPACITY.fact(rl.capacity(rows), label, fmt="{:.1f} req/s"),
+                f"oload_{name}_cap_ttft": LOAD_LATENCY.fact(everyone["p50_ttft_ms"], label, "capacity", "p50 ttft",
+                                                            fmt="{:,.0f} ms"),
+                f"oload_{name}_cap_itl": LOAD_LATENCY.fact(everyone["p50_itl_ms"], label, "capacity", "p50 itl",
+                                                           fmt="{:.1f} ms"),
+                f"oload_{name}_slo_rate": LOAD_SLO_RATE.fact(best, label, fmt="{:g} req/s"),
+                f"oload_{name}_top_rate": LOAD_RATE.fact(poisson[-1]["rate"], label, "highest", fmt="{:g} req/s"),
+                f"oload_{name}_slo_throughput": LOAD_THROUGHPUT.fact(within["request_throughput"], label, best,
+                                                                     fmt="{:.1f} req/s"),
+                f"oload_{name}_slo_ttft": LOAD_LATENCY.fact(within["p99_ttft_ms"], label, best, "p99 ttft",
+                                                            fmt="{:.0f} ms"),
+                f"oload_{name}_slo_tpot": LOAD_LATENCY.fact(within["p99_tpot_ms"], label, best, "p99 tpot",
+                                                            fmt="{:.0f} ms")}
+        if past:
+            out |= {f"oload_{name}_past_rate": LOAD_RATE.fact(past[0]["rate"], label, "past the targets",
+                                                              fmt="{:g} req/s"),
+                    f"oload_{name}_past_ttft": LOAD_LATENCY.fact(past[0]["p99_ttft_ms"], label, past[0]["rate"],
+                                                                 "p99 ttft", fmt="{:.0f} ms"),
+                    f"oload_{name}_past_tpot": LOAD_LATENCY.fact(past[0]["p99_tpot_ms"], label, past[0]["rate"],
+                                                                 "p99 tpot", fmt="{:.0f} ms")}
+    ours, fa3 = (study.points[label] for label in (OURS_LABEL, FA3_LABEL))
+    top = rl.poisson_points(ours)[-1]
+    near = min(rl.poisson_points(fa3), key=lambda r: abs(r["rate"] - top["rate"]))   # FA3's rate nearest OURS's top
+    out["oload_fa3_near_rate"] = LOAD_RATE.fact(near["rate"], FA3_LABEL, "nearest OURS's highest", fmt="{:g} req/s")
+    for name, label, row in (("ours_top", OURS_LABEL, top), ("fa3_near", FA3_LABEL, near)):
+        out |= {f"oload_{name}_p50_ttft": LOAD_LATENCY.fact(row["p50_ttft_ms"], label, row["rate"], "p50 ttft",
+                                                            fmt="{:.0f} ms"),
+                f"oload_{name}_p50_itl": LOAD_LATENCY.fact(row["p50_itl_ms"], label, row["rate"], "p50 itl",
+                                                           fmt="{:.1f} ms"),
+                f"oload_{name}_p99_itl": LOAD_LATENCY.fact(row["p99_itl_ms"], label, row["rate"], "p99 itl",
+                                                           fmt="{:.0f} ms"),
+                f"oload_{name}_p99_tpot": LOAD_LATENCY.fact(row["p99_tpot_ms"], label, row["rate"], "p99 tpot",
+                                                            fmt="{:.0f} ms")}
+    top = top["rate"]
+    workload, span = _ours_load_workload()
+    out |= {"oload_input_len": LOAD_SETTING.fact(workload["input_len"], "prompt tokens", fmt=",d"),
+            "oload_output_len": LOAD_SETTING.fact(workload["output_len"], "tokens out", fmt=",d"),
+            "oload_span_s": LOAD_SETTING.fact(span, "seconds of arrivals a point", fmt="{:g} s"),
+            "oload_ours_top_rho": LOAD_RATIO.fact(top / rl.capacity(ours), "OURS's highest rate over its capacity",
+                                                  fmt="{:.1f}×"),
+            "oload_slo_ttft_ms": Fact(SLO["ttft"], "lab.book.pages.ch06b.SLO", "{:g} ms"),
+            "oload_slo_tpot_ms": Fact(SLO["tpot"], "lab.book.pages.ch06b.SLO", "{:g} ms")}
+    in_target = {label: next(r["request_throughput"] for r in rl.poisson_points(rows)
+                             if r["rate"] == rl.highest_rate_meeting(rows, SLO))
+                 for label, rows in ((OURS_LABEL, ours), (FA3_LABEL, fa3))}
+    out |= {"oload_capacity_ratio": LOAD_RATIO.fact(rl.capacity(ours) / rl.capacity(fa3), "capacity", fmt="{:.2f}×"),
+            "oload_slo_throughput_ratio": LOAD_RATIO.fact(in_target[OURS_LABEL] / in_target[FA3_LABEL],
+                                                          "throughput within the targets", fmt="{:.2f}×")}
+    return out
+
+
 @functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact chapter 6c and its self-check state, by glue name."""
-    shape = {"layers": Fact(qwen25_7b().layers, "lab.results.modelshape: Qwen2.5-7B config.json")}
+    model, origin = qwen25_7b(), "lab.results.modelshape: Qwen2.5-7B config.json"
+    shape = {"layers": Fact(model.layers, origin), "q_heads": Fact(model.q_heads, origin),
+             "kv_heads": Fact(model.kv_heads, origin), "group": Fact(model.q_heads // model.kv_heads, origin),
+             "tile_rows": Fact(ROWS, "lab.measure.attention.hopper.ROWS")}
     return (shape | sweep_facts() | race_facts() | chunk_counter_facts() | agreement_facts() | census_facts()
-            | gluon_facts())
+            | gluon_facts() | arms_facts() | load_facts())
 
 
 def sweep_table(run: str = serving.SWEEP_RUN):
@@ -304,6 +473,25 @@ def gluon_race_table():
     fmt = {"FA3 (ms)": "{:.3f}", "Triton (ms)": "{:.3f}", "Gluon (ms)": "{:.3f}", "Triton, speed over FA3": "{:.2f}×",
            "Gluon, speed over FA3": "{:.2f}×"}
     return pd.DataFrame(rows).style.hide(axis="index").format(fmt)
+
+
+def arms_table():
+    """Every backend's TTFT at each prompt length of the lease that swept them beside OURS, and OURS's over FA3's;
+    a row the lease's time cut short says how many repetitions it has."""
+    ttft, partial = _arms(), serving.arms_partial()
+    table = pd.DataFrame({"prompt (tokens)": [f"{n:,d}" for n in ttft.index]})
+    for label in ttft.columns:
+        table[f"{label} TTFT (s)"] = [("not run" if pd.isna(v) else f"{v:.3f}")
+                                      + (f" ({partial[label, n]})" if (label, n) in partial else "")
+                                      for n, v in ttft[label].items()]
+    table["TTFT, OURS / FA3"] = [f"{v:.2f}×" for v in ttft[OURS_LABEL] / ttft[FA3_LABEL]]
+    return table.style.hide(axis="index")
+
+
+def load_explorer():
+    """Chapter 6b's load explorer over the lease that put OURS and FA3 under the same Poisson load."""
+    gpu, study = serving.LOAD_RUN.split("/")
+    return busy_load_explorer(root=DATA_DIR / gpu, study=study, key="ours-load-explorer")
 
 
 def counters_table():
