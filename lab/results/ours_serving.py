@@ -1,6 +1,6 @@
 """Our kernels serving in vLLM, read from the runs of one lease: both arms' sweeps side by side (``sweep_pair``), the
 serving race, the agreement check and its planted bug, the attention kernels of the OURS server's profiler windows.
-A later lease ran the same with the Gluon prefill kernel (the ``GLUON_*`` runs): each reader takes ``run``. A third
+A later lease ran the same with the Gluon prefill kernel (the ``GLUON_*`` runs): each reader takes ``run``. Another
 swept every backend beside OURS to 128k tokens (``arms_sweep``) and put OURS and FA3 under Poisson load (read by
 lab.results.load)."""
 
@@ -59,7 +59,7 @@ def arms_sweep(root: Path = DATA_DIR, run: str = ARMS_RUN, metric: str = "ttft_s
 
 
 def arms_partial(root: Path = DATA_DIR, run: str = ARMS_RUN) -> dict[tuple[str, int], str]:
-    """(arm label, prompt length) -> what the sweep says was measured, for the rows the lease's time cut short."""
+    """(arm label, prompt length) -> what the sweep says was measured, for the rows a call's time limit cut short."""
     return {(label, int(n)): str(row.error) for label, rows in _arm_sweeps(root, run).items()
             for n, row in rows[rows.status == "partial"].iterrows()}
 
