@@ -152,8 +152,8 @@ LOAD_RATIO = Quantity(f"{_GPU}.ours_load.ratio", f"OURS's over FA3's: capacity, 
                       f"rate within the targets, {_LOADED}", unit="×", **_LOAD)
 LOAD_SLO_RATE = Quantity(f"{_GPU}.ours_load.slo_rate", "the highest Poisson rate measured whose p99 TTFT and p99 TPOT "
                          f"are each within chapter 6b's targets, {_LOADED}", unit="req/s", **_LOAD)
-LOAD_SETTING = Quantity(f"{_GPU}.ours_load.workload", "a setting of the load lease's workload (tokens, or seconds "
-                        "of arrivals a point), as both arms' provenance records it", run=serving.LOAD_RUN,
+LOAD_SETTING = Quantity(f"{_GPU}.ours_load.workload", "a setting of the load lease's workload (tokens, seconds of "
+                        "arrivals a point, prompts of the capacity point), as both arms' provenance records it", run=serving.LOAD_RUN,
                         file=f"{WORKLOAD}/<arm>/provenance.json")
 LOAD_RATE = Quantity(f"{_GPU}.ours_load.rate", f"a Poisson point's offered request rate, {_LOADED}", unit="req/s",
                      **_LOAD)
@@ -173,16 +173,16 @@ def _ours_load() -> rl.LoadStudy:
     return rl.load_study(root=DATA_DIR / gpu, study=study)
 
 
-def _ours_load_workload() -> tuple[dict, float]:
-    """The load lease's workload and seconds of arrivals a point, as both arms' provenance records them (one of
-    each, or LabError)."""
+def _ours_load_workload() -> tuple[dict, float, int]:
+    """The load lease's workload, seconds of arrivals a point and prompts of the capacity point, as both arms'
+    provenance records them (one of each, or LabError)."""
     runs = rl.arm_runs(DATA_DIR / serving.LOAD_RUN / WORKLOAD)
-    settings = {json.dumps([run.provenance["flags"]["workload"], run.provenance["flags"]["span_s"]], sort_keys=True)
-                for run in runs}
+    settings = {json.dumps([run.provenance["flags"][key] for key in ("workload", "span_s", "capacity_prompts")],
+                           sort_keys=True) for run in runs}
     if len(settings) != 1:
-        raise LabError(f"data/{serving.LOAD_RUN}/{WORKLOAD}: the arms ran different workloads or spans")
-    workload, span = json.loads(settings.pop())
-    return workload, span
+        raise LabError(f"data/{serving.LOAD_RUN}/{WORKLOAD}: the arms ran different workloads, spans or capacity points")
+    workload, span, everyone = json.loads(settings.pop())
+    return workload, span, everyone
 
 
 def _row(step: str, candidate: str = "fa3", run: str = serving.RACE_RUN):
@@ -404,8 +404,9 @@ def load_facts() -> dict[str, Fact]:
                 f"oload_{name}_p99_tpot": LOAD_LATENCY.fact(row["p99_tpot_ms"], label, row["rate"], "p99 tpot",
                                                             fmt="{:.0f} ms")}
     top = top["rate"]
-    workload, span = _ours_load_workload()
+    workload, span, everyone = _ours_load_workload()
     out |= {"oload_input_len": LOAD_SETTING.fact(workload["input_len"], "prompt tokens", fmt=",d"),
+            "oload_capacity_prompts": LOAD_SETTING.fact(everyone, "prompts of the capacity point", fmt=",d"),
             "oload_output_len": LOAD_SETTING.fact(workload["output_len"], "tokens out", fmt=",d"),
             "oload_span_s": LOAD_SETTING.fact(span, "seconds of arrivals a point", fmt="{:g} s"),
             "oload_ours_top_rho": LOAD_RATIO.fact(top / rl.capacity(ours), "OURS's highest rate over its capacity",
@@ -475,16 +476,24 @@ def gluon_race_table():
 
 
 def arms_table():
-    """Every backend's TTFT at each prompt length of the lease that swept them beside OURS, and OURS's over FA3's;
-    a row a call's time limit cut short says how many repetitions it has."""
-    ttft, partial = _arms(), serving.arms_partial()
+    """Every backend's TTFT at each prompt length of the lease that swept them beside OURS, FA3 and OURS first with
+    OURS's TTFT and ITL over FA3's; a row a call's time limit cut short is marked and the caption says what it has."""
+    ttft, itl, partial = _arms(), _arms(metric="itl_ms"), serving.arms_partial()
     table = pd.DataFrame({"prompt (tokens)": [f"{n:,d}" for n in ttft.index]})
-    for label in ttft.columns:
-        table[f"{label} TTFT (s)"] = [("not run" if pd.isna(v) else f"{v:.3f}")
-                                      + (f" ({partial[label, n]})" if (label, n) in partial else "")
-                                      for n, v in ttft[label].items()]
+
+    def times(label):
+        return [("not run" if pd.isna(v) else f"{1000 * v:,.1f}") + ("*" if (label, n) in partial else "")
+                for n, v in ttft[label].items()]
+
+    order = [FA3_LABEL, OURS_LABEL] + [label for label in ttft.columns if label not in (FA3_LABEL, OURS_LABEL)]
+    for label in order[:2]:
+        table[f"{label} TTFT (ms)"] = times(label)
     table["TTFT, OURS / FA3"] = [f"{v:.2f}×" for v in ttft[OURS_LABEL] / ttft[FA3_LABEL]]
-    return table.style.hide(axis="index")
+    table["ITL, OURS / FA3"] = [f"{v:.2f}×" for v in itl[OURS_LABEL] / itl[FA3_LABEL]]
+    for label in order[2:]:
+        table[f"{label} TTFT (ms)"] = times(label)
+    notes = "; ".join(f"* {label} at {n:,d} tokens: {what}" for (label, n), what in partial.items())
+    return table.style.hide(axis="index").set_caption(notes or None)
 
 
 def load_explorer():

@@ -70,7 +70,8 @@ def _under_load() -> Question:
                   ours_ttft=("oload_ours_cap_ttft", ",.0f"), fa3_ttft=("oload_fa3_cap_ttft", ",.0f"),
                   ours_itl=("oload_ours_cap_itl", ".1f"), fa3_itl=("oload_fa3_cap_itl", ".1f"),
                   heads=("q_heads", "d"), kv=("kv_heads", "d"), rows=("tile_rows", "d"),
-                  short=("arms_short_n", ",d"), sttft=("arms_ttft_ratio_4096", ".2f"))
+                  short=("arms_short_n", ",d"), sttft=("arms_ttft_ratio_4096", ".2f"),
+                  everyone=("oload_capacity_prompts", ",d"))
     return Question(
         "With the Gluon prefill, OURS's first token at {n} tokens came at {ttft}× FA3's time, yet with every prompt "
         "of the load study sent at once OURS completed {cap}× FA3's requests per second: median TTFT {ours_ttft} ms "
@@ -82,7 +83,7 @@ def _under_load() -> Question:
          "In the prefill of short prompts: the Gluon kernel is level at long prompts but slower at short ones",
          "In the KV cache: OURS's server holds fewer tokens, so vLLM admits fewer requests at a time"],
         0,
-        "The median ITL was level at the capacity point, where about two hundred sequences decode together, so "
+        "The median ITL was level at the capacity point, where up to {everyone} sequences decode together, so "
         "whatever decode alone loses cannot make the first token take so much longer; the time went to getting prompts "
         "prefilled while others decoded. One request at a time the Gluon kernel's first token was level already at "
         "{short} tokens ({sttft}× FA3's), and both servers held the same KV cache. The sweeps never showed it because "
