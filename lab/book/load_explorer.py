@@ -26,6 +26,7 @@ from lab.book.explorer import MAX_COMBINATIONS, Chart, Control, Explorer, Marker
 from lab.measure.vllm.arms import book_order
 from lab.measure.vllm.bench import DEFAULT_SLO_MS
 from lab.results import load as rl
+from lab.results.ours_serving import LOAD_RUN as OURS_LOAD_RUN
 from lab.store import DATA_DIR, LOCAL_DIR
 
 FIXED_WORKLOAD = "random-1024-128"
@@ -235,6 +236,12 @@ def load_explorer(workload: str = FIXED_WORKLOAD, *, root: Path = H200_ROOT, stu
 def mix_load_explorer() -> Explorer | None:
     """The same explorer over the long-tailed mix of prompt lengths."""
     return load_explorer(MIX_WORKLOAD)
+
+
+def ours_load_explorer() -> Explorer | None:
+    """The same explorer over chapter 6c's lease that put OURS and FA3 under the same load (an H100's run)."""
+    gpu, study = OURS_LOAD_RUN.split("/")
+    return load_explorer(root=DATA_DIR / gpu, study=study, key="ours-load-explorer")
 
 
 def missing_note(workload: str = FIXED_WORKLOAD, root: Path = H200_ROOT, study: str = rl.H200_STUDY) -> str:

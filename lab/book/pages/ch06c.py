@@ -2,7 +2,7 @@
 explorer and the code it shows.
 
     glue_all(ch06c.facts())          # the one hidden cell
-    ch06c.sweep_table(), ch06c.race_table(), ch06c.arms_table(), ch06c.load_explorer(), show(ch06c.server_step), ...
+    ch06c.sweep_table(), ch06c.race_table(), ch06c.arms_table(), ch06c.ours_load_explorer(), show(ch06c.server_step), ...
 
 Every number is from H100 leases, each ratio within one lease (lab.results.ours_serving reads their runs): the first
 lease's sweep of both arms, serving race, agreement check with and without its planted bug and the OURS server's
@@ -23,7 +23,7 @@ import pandas as pd
 
 from lab import LabError, names
 from lab.book.facts import Fact
-from lab.book.load_explorer import load_explorer as busy_load_explorer
+from lab.book.load_explorer import ours_load_explorer
 from lab.book.pages.ch06b import SLO
 from lab.measure.attention.hopper import ROWS
 from lab.measure.attention.hopper_paged import copy_tile, hopper_paged_kernel, paged_unit
@@ -38,7 +38,7 @@ from lab.results.quantities import Quantity
 from lab.store import DATA_DIR
 
 __all__ = ["arms_table", "copy_tile", "counters_table", "facts", "gluon_race_table", "gluon_sweep_table",
-           "hopper_paged_kernel", "load_explorer", "paged_unit", "race_table", "server_step", "sweep_table"]
+           "hopper_paged_kernel", "ours_load_explorer", "paged_unit", "race_table", "server_step", "sweep_table"]
 LONG = 32768                              # the longest prompt both arms ran: where the section compares them
 LAST_CHUNK, FIRST_CHUNK = "prefill 8192 over 24576", "prefill 8192 over 0"
 DECODE_ONE, DECODE_16 = "decode 1 x 32768", "decode 16 x 32768"
@@ -494,12 +494,6 @@ def arms_table():
         table[f"{label} TTFT (ms)"] = times(label)
     notes = "; ".join(f"* {label} at {n:,d} tokens: {what}" for (label, n), what in partial.items())
     return table.style.hide(axis="index").set_caption(notes or None)
-
-
-def load_explorer():
-    """Chapter 6b's load explorer over the lease that put OURS and FA3 under the same Poisson load."""
-    gpu, study = serving.LOAD_RUN.split("/")
-    return busy_load_explorer(root=DATA_DIR / gpu, study=study, key="ours-load-explorer")
 
 
 def counters_table():
