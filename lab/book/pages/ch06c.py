@@ -164,7 +164,6 @@ LOAD_LATENCY = Quantity(f"{_GPU}.ours_load.latency", f"a latency percentile (TTF
 
 _pair, _race = functools.cache(serving.sweep_pair), functools.cache(serving.race_table)
 _chunk, _arms = functools.cache(serving.chunk_counters), functools.cache(serving.arms_sweep)
-OURS_LABEL, FA3_LABEL = OURS.label, FA3.label
 
 
 @functools.cache
@@ -330,27 +329,27 @@ def arms_facts() -> dict[str, Fact]:
     after the longest prompt it ran, the lengths where OURS's slowest repeat was shorter than FA3's fastest and by how
     much, OURS's ITL over FA3's, the rows a call's time limit cut short."""
     ttft, itl = _arms(), _arms(metric="itl_ms")
-    ours = ttft[OURS_LABEL]
+    ours = ttft[OURS.label]
     out = {"arms_long_n": ARMS_LENGTH.fact(int(ours.dropna().index.max()), "longest", fmt=",d"),
            "arms_short_n": ARMS_LENGTH.fact(int(ours.dropna().index.min()), "shortest", fmt=",d")}
     for label in ttft.columns:
         name = names.key(label)
         for n, value in ttft[label].dropna().items():
             out[f"arms_{name}_ttft_{n}"] = ARMS_TTFT.fact(value, label, n, fmt="{:.2f} s")
-            if label == FA3_LABEL:
+            if label == FA3.label:
                 out[f"arms_ttft_ratio_{n}"] = ARMS_RATIO.fact(ours[n] / value, n, fmt="{:.2f}×")
-            elif label != OURS_LABEL:
+            elif label != OURS.label:
                 out[f"arms_{name}_over_ours_{n}"] = ARMS_OVER.fact(value / ours[n], label, n, fmt="{:.1f}×")
         longest = int(itl[label].dropna().index.max())
         out[f"arms_{name}_longest"] = ARMS_LENGTH.fact(longest, label, fmt=",d")
         out[f"arms_{name}_itl_longest"] = ARMS_ITL.fact(itl[label][longest], label, longest, fmt="{:.2f} ms")
-    slowest_ours, fastest_fa3 = _arms(metric="ttft_max_s")[OURS_LABEL], _arms(metric="ttft_min_s")[FA3_LABEL]
+    slowest_ours, fastest_fa3 = _arms(metric="ttft_max_s")[OURS.label], _arms(metric="ttft_min_s")[FA3.label]
     apart = slowest_ours < fastest_fa3
     out["arms_apart"] = Fact(_lengths(apart[apart].index), ARMS_TTFT.source + " (ttft_min_s, ttft_max_s)")
     margin = (1 - slowest_ours / fastest_fa3)[apart]
     out["arms_apart_margin"] = ARMS_MARGIN.fact(100 * margin.max() if len(margin) else None, "largest",
                                                 fmt="{:.1f}%")
-    itl_ratio = (itl[OURS_LABEL] / itl[FA3_LABEL]).dropna()
+    itl_ratio = (itl[OURS.label] / itl[FA3.label]).dropna()
     out |= {"arms_itl_ratio_min": ARMS_ITL_RATIO.fact(itl_ratio.min(), "smallest", fmt="{:.2f}×"),
             "arms_itl_ratio_max": ARMS_ITL_RATIO.fact(itl_ratio.max(), "largest", fmt="{:.2f}×")}
     for (label, n), what in serving.arms_partial().items():
@@ -363,7 +362,7 @@ def load_facts() -> dict[str, Fact]:
     ITL there, the highest rate within chapter 6b's targets with its p99s and throughput, the highest rate run and
     the p99s of the first rate past the targets; OURS's capacity and in-target throughput over FA3's."""
     study, out, in_target = _ours_load(), {}, {}
-    for label in (OURS_LABEL, FA3_LABEL):
+    for label in (OURS.label, FA3.label):
         name, rows = names.key(label), study.points[label]
         poisson, best = rl.poisson_points(rows), rl.highest_rate_meeting(rows, SLO)
         within = next(r for r in poisson if r["rate"] == best)
@@ -390,11 +389,11 @@ def load_facts() -> dict[str, Fact]:
                                                                  "p99 ttft", fmt="{:.0f} ms"),
                     f"oload_{name}_past_tpot": LOAD_LATENCY.fact(past[0]["p99_tpot_ms"], label, past[0]["rate"],
                                                                  "p99 tpot", fmt="{:.0f} ms")}
-    ours, fa3 = (study.points[label] for label in (OURS_LABEL, FA3_LABEL))
+    ours, fa3 = (study.points[label] for label in (OURS.label, FA3.label))
     top = rl.poisson_points(ours)[-1]
     near = min(rl.poisson_points(fa3), key=lambda r: abs(r["rate"] - top["rate"]))   # FA3's rate nearest OURS's top
-    out["oload_fa3_near_rate"] = LOAD_RATE.fact(near["rate"], FA3_LABEL, "nearest OURS's highest", fmt="{:g} req/s")
-    for name, label, row in (("ours_top", OURS_LABEL, top), ("fa3_near", FA3_LABEL, near)):
+    out["oload_fa3_near_rate"] = LOAD_RATE.fact(near["rate"], FA3.label, "nearest OURS's highest", fmt="{:g} req/s")
+    for name, label, row in (("ours_top", OURS.label, top), ("fa3_near", FA3.label, near)):
         out |= {f"oload_{name}_p50_ttft": LOAD_LATENCY.fact(row["p50_ttft_ms"], label, row["rate"], "p50 ttft",
                                                             fmt="{:.0f} ms"),
                 f"oload_{name}_p50_itl": LOAD_LATENCY.fact(row["p50_itl_ms"], label, row["rate"], "p50 itl",
@@ -414,7 +413,7 @@ def load_facts() -> dict[str, Fact]:
             "oload_slo_ttft_ms": Fact(SLO["ttft"], "lab.book.pages.ch06b.SLO", "{:g} ms"),
             "oload_slo_tpot_ms": Fact(SLO["tpot"], "lab.book.pages.ch06b.SLO", "{:g} ms")}
     out |= {"oload_capacity_ratio": LOAD_RATIO.fact(rl.capacity(ours) / rl.capacity(fa3), "capacity", fmt="{:.2f}×"),
-            "oload_slo_throughput_ratio": LOAD_RATIO.fact(in_target[OURS_LABEL] / in_target[FA3_LABEL],
+            "oload_slo_throughput_ratio": LOAD_RATIO.fact(in_target[OURS.label] / in_target[FA3.label],
                                                           "throughput within the targets", fmt="{:.2f}×")}
     return out
 
@@ -485,11 +484,11 @@ def arms_table():
         return [("not run" if pd.isna(v) else f"{1000 * v:,.1f}") + ("*" if (label, n) in partial else "")
                 for n, v in ttft[label].items()]
 
-    order = [FA3_LABEL, OURS_LABEL] + [label for label in ttft.columns if label not in (FA3_LABEL, OURS_LABEL)]
+    order = [FA3.label, OURS.label] + [label for label in ttft.columns if label not in (FA3.label, OURS.label)]
     for label in order[:2]:
         table[f"{label} TTFT (ms)"] = times(label)
-    table["TTFT, OURS / FA3"] = [f"{v:.2f}×" for v in ttft[OURS_LABEL] / ttft[FA3_LABEL]]
-    table["ITL, OURS / FA3"] = [f"{v:.2f}×" for v in itl[OURS_LABEL] / itl[FA3_LABEL]]
+    table["TTFT, OURS / FA3"] = [f"{v:.2f}×" for v in ttft[OURS.label] / ttft[FA3.label]]
+    table["ITL, OURS / FA3"] = [f"{v:.2f}×" for v in itl[OURS.label] / itl[FA3.label]]
     for label in order[2:]:
         table[f"{label} TTFT (ms)"] = times(label)
     notes = "; ".join(f"* {label} at {n:,d} tokens: {what}" for (label, n), what in partial.items())
