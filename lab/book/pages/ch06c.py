@@ -167,17 +167,16 @@ _chunk, _arms = functools.cache(serving.chunk_counters), functools.cache(serving
 
 
 @functools.cache
-def _ours_load() -> rl.LoadStudy:
-    gpu, study = serving.LOAD_RUN.split("/")
-    return rl.load_study(root=DATA_DIR / gpu, study=study)
+def _ours_load() -> dict[str, rl.ArmRun]:
+    """The load lease's arm folders by label, their points and provenance read once."""
+    return {run.label: run for run in rl.arm_runs(DATA_DIR / serving.LOAD_RUN / WORKLOAD)}
 
 
 def _ours_load_workload() -> tuple[dict, float, int]:
     """The load lease's workload, seconds of arrivals a point and prompts of the capacity point, as both arms'
     provenance records them (one of each, or LabError)."""
-    runs = rl.arm_runs(DATA_DIR / serving.LOAD_RUN / WORKLOAD)
     settings = {json.dumps([run.provenance["flags"][key] for key in ("workload", "span_s", "capacity_prompts")],
-                           sort_keys=True) for run in runs}
+                           sort_keys=True) for run in _ours_load().values()}
     if len(settings) != 1:
         raise LabError(f"data/{serving.LOAD_RUN}/{WORKLOAD}: the arms ran different workloads, spans or capacity points")
     workload, span, everyone = json.loads(settings.pop())
@@ -361,9 +360,9 @@ def load_facts() -> dict[str, Fact]:
     """OURS and FA3 under Poisson load in one lease (``oload_<arm>_*``): each one's capacity and its median TTFT and
     ITL there, the highest rate within chapter 6b's targets with its p99s and throughput, the highest rate run and
     the p99s of the first rate past the targets; OURS's capacity and in-target throughput over FA3's."""
-    study, out, in_target = _ours_load(), {}, {}
+    runs, out, in_target = _ours_load(), {}, {}
     for label in (OURS.label, FA3.label):
-        name, rows = names.key(label), study.points[label]
+        name, rows = names.key(label), runs[label].rows
         poisson, best = rl.poisson_points(rows), rl.highest_rate_meeting(rows, SLO)
         within = next(r for r in poisson if r["rate"] == best)
         everyone = next(r for r in rows if r["rate"] is None and not r["max_concurrency"])
@@ -389,7 +388,7 @@ def load_facts() -> dict[str, Fact]:
                                                                  "p99 ttft", fmt="{:.0f} ms"),
                     f"oload_{name}_past_tpot": LOAD_LATENCY.fact(past[0]["p99_tpot_ms"], label, past[0]["rate"],
                                                                  "p99 tpot", fmt="{:.0f} ms")}
-    ours, fa3 = (study.points[label] for label in (OURS.label, FA3.label))
+    ours, fa3 = (runs[label].rows for label in (OURS.label, FA3.label))
     top = rl.poisson_points(ours)[-1]
     near = min(rl.poisson_points(fa3), key=lambda r: abs(r["rate"] - top["rate"]))   # FA3's rate nearest OURS's top
     out["oload_fa3_near_rate"] = LOAD_RATE.fact(near["rate"], FA3.label, "nearest OURS's highest", fmt="{:g} req/s")
