@@ -20,7 +20,8 @@ from lab.measure.attention.serving import server_step  # noqa: E402
 DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if ON_GPU else [])
 
 
-def _step(q_lens, prefixes, dtype, split_keys=None, pad_rows: int = 0, head_dim: int = 64, q_heads=4, kv_heads=2):
+def _step(q_lens, prefixes, dtype, split_keys=None, pad_rows: int = 0, head_dim: int = 64, q_heads=4, kv_heads=2,
+          num_decodes: int = 0):
     q, k_cache, v_cache, cu, seq_lens, table = paged_batch(q_lens, prefixes, q_heads, kv_heads, head_dim, 16, dtype,
                                                            DEVICE, seed=3)
     exact = paged_varlen_attention_torch(*(t.double() if t.is_floating_point() else t
@@ -33,7 +34,7 @@ def _step(q_lens, prefixes, dtype, split_keys=None, pad_rows: int = 0, head_dim:
         cu = torch.arange(q.shape[0] + 1, dtype=torch.int32, device=DEVICE)
     out = torch.full_like(q, float("nan"))
     server_step(q, k_cache, v_cache, out, cu, seq_lens, table, max_query_len=max(q_lens), scale=softmax_scale(head_dim),
-                split_keys=split_keys or int(seq_lens.max()))
+                split_keys=split_keys or int(seq_lens.max()), num_decodes=num_decodes)
     return out, exact
 
 
@@ -48,6 +49,26 @@ def test_decode_step_uses_the_engines_buffer(dtype):
 def test_mixed_step_prefill_chunk_and_decodes(dtype):
     out, exact = _step([1, 37, 1, 20], [99, 0, 250, 12], dtype)
     assert (out.double() - exact).abs().max().item() < TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_mixed_step_sends_its_leading_decodes_to_the_decode_kernel(dtype):
+    # vLLM puts a step's decoding sequences first for this backend; their rows go to the split-KV kernel
+    out, exact = _step([1, 1, 1, 37, 1, 20], [99, 250, 3, 0, 12, 40], dtype, num_decodes=3)
+    assert torch.isfinite(out).all()
+    assert (out.double() - exact).abs().max().item() < TOLERANCE[dtype]
+
+
+def test_the_decode_count_routes_the_rows(monkeypatch):
+    # the first num_decodes sequences reach the decode kernel and the rest the prefill kernel, with starts from 0
+    from lab.measure.attention import serving
+
+    seen = {}
+    monkeypatch.setattr(serving, "paged_decode", lambda q, *a, **k: seen.setdefault("decode", q.shape[0]))
+    monkeypatch.setattr(serving, "paged_prefill",
+                        lambda q, kc, vc, cu, *a, **k: seen.setdefault("prefill", (q.shape[0], cu.tolist())))
+    _step([1, 1, 37, 20], [99, 250, 0, 40], torch.float32, num_decodes=2)
+    assert seen == {"decode": 2, "prefill": (57, [0, 37, 57])}
 
 
 def test_decode_split_for_a_longer_bound_than_the_step():

@@ -50,14 +50,15 @@ def test_a_candidate_no_round_timed_prints_a_line_not_a_traceback():
 
 
 def test_the_steps_already_raced_are_on_disk_when_a_later_one_crashes(tmp_path, monkeypatch):
-    def race(rounds, rep_ms, split_bound, progress, save):
+    def race(rounds, rep_ms, split_bound, progress, save, kinds):
         rows = [{**_row("prefill 8192 over 0", "fa3", 1.0), "vs_fa3": 1.0}]
         save(rows)
         raise RuntimeError("CUDA error: out of memory")
 
     monkeypatch.setattr(serving_race, "race", race)
     _pretend_a_gpu(monkeypatch)
-    args = argparse.Namespace(out=tmp_path / "race", rounds=1, rep_ms=1, split_bound=1024)
+    args = argparse.Namespace(out=tmp_path / "race", rounds=1, rep_ms=1, split_bound=1024,
+                              steps=serving_race.STEP_KINDS)
     with pytest.raises(RuntimeError):
         serving_race.main(args)
     kept = pd.read_csv(tmp_path / "race" / "race.csv")
@@ -67,7 +68,7 @@ def test_the_steps_already_raced_are_on_disk_when_a_later_one_crashes(tmp_path, 
 def test_a_finished_race_writes_its_table_its_best_setting_and_provenance(tmp_path, monkeypatch):
     best = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2}
 
-    def race(rounds, rep_ms, split_bound, progress, save):
+    def race(rounds, rep_ms, split_bound, progress, save, kinds):
         rows = [{**_row(LAST, "fa3", 1.0), "vs_fa3": 1.0}, {**_row(LAST, "ours 128x64", 1.6, best), "vs_fa3": 0.625}]
         save(rows)
         return rows
@@ -75,15 +76,45 @@ def test_a_finished_race_writes_its_table_its_best_setting_and_provenance(tmp_pa
     monkeypatch.setattr(serving_race, "race", race)
     _pretend_a_gpu(monkeypatch)
     out = tmp_path / "race"
-    assert serving_race.main(argparse.Namespace(out=out, rounds=1, rep_ms=1, split_bound=1024)) == 0
+    args = argparse.Namespace(out=out, rounds=1, rep_ms=1, split_bound=1024, steps=serving_race.STEP_KINDS)
+    assert serving_race.main(args) == 0
     assert store.read_json(out / "best_prefill.json") == best
-    assert store.read_json(out / "provenance.json")["flags"]["split_bound"] == 1024
+    provenance = store.read_json(out / "provenance.json")
+    assert provenance["flags"]["split_bound"] == 1024
+    assert ["mixed 128 decodes + 7 x 1024", 135, 128 + 7 * 1024, 1089] in provenance["flags"]["steps"]
     assert len(pd.read_csv(out / "race.csv")) == 2
+
+
+def test_a_race_of_mixed_steps_alone_picks_no_prefill_setting(tmp_path, monkeypatch):
+    # the mixed step is raced by itself (--steps mixed): there is no 32k chunk to pick the server's setting from
+    def race(rounds, rep_ms, split_bound, progress, save, kinds):
+        assert kinds == ("mixed",)
+        rows = [{**_row("mixed 128 decodes + 7 x 1024", "fa3", 1.0), "vs_fa3": 1.0}]
+        save(rows)
+        return rows
+
+    monkeypatch.setattr(serving_race, "race", race)
+    _pretend_a_gpu(monkeypatch)
+    args = argparse.Namespace(out=tmp_path / "race", rounds=1, rep_ms=1, split_bound=1024,
+                              steps=serving_race.step_kinds("mixed"))
+    assert serving_race.main(args) == 0 and not (tmp_path / "race" / "best_prefill.json").exists()
+    assert [s[0] for s in store.read_json(tmp_path / "race" / "provenance.json")["flags"]["steps"]] == [
+        "mixed 128 decodes + 7 x 1024"]
+
+
+def test_the_mixed_step_races_each_setting_with_its_decodes_both_ways():
+    step = next(s for s in serving_race.STEPS if s[0].startswith("mixed"))
+    inputs = (torch.zeros(1, 28, 128),) + (None,) * 5   # never called: only the candidates' names are read
+    labels = [label for label, _, _ in serving_race.step_candidates(step, inputs, 1024)]
+    assert labels[0] == "fa3" and len(labels) == 1 + 2 * len(serving_race.MIXED_SPACE)
+    assert "ours gluon 128-key tiles s3, decodes to the decode kernel" in labels
+    assert "ours 64x64 w4 s3, decodes with the chunks" in labels
 
 
 @pytest.mark.parametrize("argv, message", [
     (["serving-race", "--rounds", "0"], "argument --rounds: expected a positive integer"),
     (["serving-race", "--split-bound", "x"], "argument --split-bound"),
+    (["serving-race", "--steps", "mixed,chunk"], "no step kind chunk: pick among prefill, decode, mixed"),
     (["serving-race"], "serving-race times kernels on a GPU; this machine has none"),
 ])
 def test_bad_options_and_a_machine_without_a_gpu_are_refused_and_write_nothing(tmp_path, argv, message):

@@ -57,8 +57,10 @@ def _vllm_cache(k_cache, v_cache):
     return stored.permute(*[order.index(i) for i in range(4)])
 
 
-@pytest.mark.parametrize("q_lens, prefixes", [([1, 37, 1], [99, 0, 250]), ([1, 1, 1, 1], [40, 7, 129, 0])])
-def test_one_step_through_the_impl_matches_the_reference(q_lens, prefixes):
+@pytest.mark.parametrize("q_lens, prefixes, num_decodes", [([1, 37, 1], [99, 0, 250], 0),
+                                                           ([1, 1, 37, 5], [99, 250, 0, 12], 2),
+                                                           ([1, 1, 1, 1], [40, 7, 129, 0], 4)])
+def test_one_step_through_the_impl_matches_the_reference(q_lens, prefixes, num_decodes):
     q, k_cache, v_cache, cu, seq_lens, table = paged_batch(q_lens, prefixes, 4, 2, 64, 16, DTYPE, DEVICE, seed=5)
     exact = paged_varlen_attention_torch(*(t.double() if t.is_floating_point() else t
                                            for t in (q, k_cache, v_cache, cu, seq_lens, table)),
@@ -68,7 +70,7 @@ def test_one_step_through_the_impl_matches_the_reference(q_lens, prefixes):
     metadata = backend.LabAttentionMetadata(
         num_actual_tokens=q.shape[0], max_query_len=max(q_lens),
         split_keys=4096 if max(q_lens) == 1 else int(seq_lens.max()), query_start_loc=cu, seq_lens=seq_lens,
-        block_table=table, max_seq_len=int(seq_lens.max()))
+        block_table=table, max_seq_len=int(seq_lens.max()), num_decodes=num_decodes)
     output = torch.full_like(q, float("nan"))
     impl.forward(None, q, None, None, kv_cache, metadata, output)
     assert (output.double() - exact).abs().max().item() < TOLERANCE[DTYPE]
@@ -105,4 +107,6 @@ def test_the_builder_plans_decode_splits_for_the_longest_allowed_sequence(max_qu
         max_seq_len=250, block_table_tensor=torch.zeros(2, 16, dtype=torch.int32), slot_mapping=torch.zeros(1))
     for metadata in (builder.build(0, common), builder.build_for_cudagraph_capture(common)):
         assert metadata.split_keys == expected and metadata.seq_lens is common.seq_lens
+        assert metadata.num_decodes == (2 if max_query_len == 1 else 1)  # the decoding sequence vLLM put first
+    assert builder.reorder_batch_threshold == 1
     assert builder.get_cudagraph_support(config, None).name == "UNIFORM_SINGLE_TOKEN_DECODE"

@@ -2,14 +2,17 @@
 
 The steps a vLLM server running a 32k prompt issues (``--max-num-batched-tokens 8192``): prefill chunks of 8,192
 tokens over a cached prefix of 0 and of 24,576 tokens (the first and the last chunk), and decode at 32,768 keys for
-one sequence and for 16. Each step is built once (Qwen2.5-7B's attention: 28 query heads, 4 KV heads, head dim
+one sequence and for 16; and the step a busy server issues (chapter 6b's load: 1,024-token prompts), a *mixed* step
+of 128 decoding sequences at 1,088 keys (put first, as vLLM orders them for the backend) beside 7 new prompts'
+1,024-token chunks. Each step is built once (Qwen2.5-7B's attention: 28 query heads, 4 KV heads, head dim
 128, bfloat16, 16-token pages scattered over the pool) and run by:
 
 * ``fa3``: vLLM's FlashAttention 3 (``flash_attn_varlen_func`` with the block table), what its FLASH_ATTN backend
   calls;
 * ``ours``: :func:`lab.measure.attention.serving.server_step` under each prefill setting of :data:`PREFILL_SPACE`
   (prefill steps), or with the decode splits planned for the step's longest sequence and for a captured graph's
-  bound, the server's longest sequence (decode steps).
+  bound, the server's longest sequence (decode steps), or (the mixed step) under :data:`MIXED_SPACE`, each with the
+  decode rows sent to the prefill kernel with the chunks and to the decode kernel.
 
 Every output is compared with FA3's first (largest difference; the kernels' exactness against an fp64 reference is
 tested at smaller sizes), then all are timed in interleaved rounds, each a median of CUDA-graph replays.
@@ -20,6 +23,7 @@ step's ratios against FA3.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import time
@@ -36,7 +40,9 @@ DEFAULT_OUT = REPO_ROOT / "data" / "local" / "serving-race"
 STEPS = (("prefill 8192 over 0", [8192], [0]),
          ("prefill 8192 over 24576", [8192], [24576]),
          ("decode 1 x 32768", [1], [32767]),
-         ("decode 16 x 32768", [1] * 16, [32767] * 16))
+         ("decode 16 x 32768", [1] * 16, [32767] * 16),
+         ("mixed 128 decodes + 7 x 1024", [1] * 128 + [1024] * 7, [1088] * 128 + [0] * 7))
+STEP_KINDS = ("prefill", "decode", "mixed")   # a step's kind is its name's first word
 #: Prefill launch settings raced: the tuned kernel's space, with its register cap (maxnreg) on the two 128x64
 #: settings, which lets two 8-warp programs share a multiprocessor where one uncapped 128x128 program fills it
 #: (data/h100/kernel-counters-chunk: 254 registers per thread, one program per SM); then the Gluon kernel
@@ -51,6 +57,8 @@ PREFILL_SPACE = ({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2
                  {"kernel": "gluon", "BLOCK_N": 128, "STAGES": 2},
                  {"kernel": "gluon", "BLOCK_N": 128, "STAGES": 3},
                  {"kernel": "gluon", "BLOCK_N": 64, "STAGES": 4})
+#: The mixed step's prefill settings: the serving default and the Gluon setting the race picked on an H100.
+MIXED_SPACE = ({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, {"kernel": "gluon", "BLOCK_N": 128, "STAGES": 3})
 COLUMNS = ("step", "candidate", "ms", "ms_rounds", "vs_fa3", "max_abs_diff", "config")
 CHUNK_CANDIDATES = ("fa3", "ours")
 
@@ -68,7 +76,6 @@ def step_candidates(step, inputs, split_bound: int, prefill_space=PREFILL_SPACE)
     """(label, call, config) of FA3 and of ours (each prefill setting of ``prefill_space``, or the decode splits) at
     one step; FA3 first."""
     import torch
-    from vllm.v1.attention.backends.fa_utils import flash_attn_varlen_func
 
     from lab.measure.attention.serving import DECODE_CONFIG, server_step
 
@@ -78,21 +85,28 @@ def step_candidates(step, inputs, split_bound: int, prefill_space=PREFILL_SPACE)
     scale = q.shape[-1] ** -0.5
 
     def fa3():
+        from vllm.v1.attention.backends.fa_utils import flash_attn_varlen_func  # vLLM's FA3: only on a GPU box
+
         out = torch.empty_like(q)
         flash_attn_varlen_func(q=q, k=k_cache, v=v_cache, out=out, cu_seqlens_q=cu, max_seqlen_q=longest_q,
                                seqused_k=seq_lens, max_seqlen_k=longest_k, softmax_scale=scale, causal=True,
                                block_table=table, fa_version=3)
         return out
 
-    def ours(config: dict | None = None, split_keys: int = longest_k):
+    def ours(config: dict | None = None, split_keys: int = longest_k, num_decodes: int = 0):
         def call():
             out = torch.empty_like(q)
             return server_step(q, k_cache, v_cache, out, cu, seq_lens, table, max_query_len=longest_q,
-                               split_keys=split_keys, scale=scale, prefill_config=config)
+                               split_keys=split_keys, scale=scale, num_decodes=num_decodes, prefill_config=config)
         return call
 
     found = [("fa3", fa3, None)]
-    if longest_q > 1:
+    if name.startswith("mixed"):
+        decodes = q_lens.index(max(q_lens))  # the leading sequences with one new token
+        for c in MIXED_SPACE:
+            found += [(f"{setting_label(c)}, decodes with the chunks", ours(c), c),
+                      (f"{setting_label(c)}, decodes to the decode kernel", ours(c, num_decodes=decodes), c)]
+    elif longest_q > 1:
         found += [(setting_label(c), ours(c), c) for c in prefill_space]
     else:
         found += [("ours, splits for the step", ours(), DECODE_CONFIG),
@@ -129,15 +143,16 @@ def chunk_call(candidate: str, batch: int, n: int):
     return (fa3 if candidate == "fa3" else ours)[1]
 
 
-def race(rounds: int, rep_ms: int, split_bound: int, progress=print, save=lambda rows: None) -> list[dict]:
-    """Every step's candidates, checked against FA3 then timed; ``save(rows)`` gets the rows so far after each
-    step, so a crash keeps the steps already raced."""
+def race(rounds: int, rep_ms: int, split_bound: int, progress=print, save=lambda rows: None,
+         kinds=STEP_KINDS) -> list[dict]:
+    """The candidates of every step of ``kinds`` (:data:`STEP_KINDS`), checked against FA3 then timed; ``save(rows)``
+    gets the rows so far after each step, so a crash keeps the steps already raced."""
     import torch
 
     from lab.measure.attention.paged_prefill import paged_batch
 
     rows = []
-    for step in STEPS:
+    for step in (s for s in STEPS if s[0].split()[0] in kinds):
         name, q_lens, prefixes = step
         inputs = paged_batch(q_lens, prefixes, 28, 4, 128, 16, torch.bfloat16, "cuda", seed=0, spare_pages=64)
         candidates = step_candidates(step, inputs, split_bound)
@@ -173,6 +188,18 @@ def add_arguments(parser) -> None:
     parser.add_argument("--split-bound", type=positive_count, default=131072 + 64,
                         help="keys a captured decode graph plans its splits for: the server's --max-model-len "
                              "(default 131136, a sweep to 128k tokens)")
+    parser.add_argument("--steps", type=step_kinds, default=STEP_KINDS,
+                        help=f"the kinds of step to race, comma-separated (default all: {','.join(STEP_KINDS)})")
+
+
+def step_kinds(text: str) -> tuple[str, ...]:
+    """``--steps``: kinds of step among :data:`STEP_KINDS`, comma-separated."""
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in STEP_KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"no step kind {', '.join(unknown) or repr(text)}: pick among "
+                                         f"{', '.join(STEP_KINDS)}")
+    return kinds
 
 
 @writes_folder("--out", kinds=("serving-race",))
@@ -188,13 +215,18 @@ def main(args) -> int:
     def save(rows: list[dict]):
         store.write_csv(out, "race.csv", pd.DataFrame(rows, columns=[*COLUMNS, "error"]))
 
-    rows = race(args.rounds, args.rep_ms, args.split_bound, progress=lambda line: print(line, flush=True), save=save)
+    rows = race(args.rounds, args.rep_ms, args.split_bound, progress=lambda line: print(line, flush=True), save=save,
+                kinds=args.steps)
     table = pd.DataFrame(rows, columns=[*COLUMNS, "error"])
-    store.write_json_atomic(out / "best_prefill.json", best_prefill_config(table))
+    if "prefill" in args.steps:
+        store.write_json_atomic(out / "best_prefill.json", best_prefill_config(table))
     store.write_provenance(out, store.new_provenance(
             "serving-race", model="Qwen2.5-7B attention (28 query heads, 4 KV heads, head dim 128)", dtype="bfloat16",
         flags={"rounds": args.rounds, "rep_ms": args.rep_ms, "split_bound": args.split_bound, "page_size": 16,
-               "steps": [list(map(str, s)) for s in STEPS], "prefill_space": list(PREFILL_SPACE)},
+               "steps": [[name, len(q_lens), sum(q_lens), max(p + n for p, n in zip(prefixes, q_lens, strict=True))]
+                         for name, q_lens, prefixes in STEPS if name.split()[0] in args.steps],
+               "step_columns": ["name", "sequences", "query tokens", "longest keys"],
+               "prefill_space": list(PREFILL_SPACE), "mixed_space": list(MIXED_SPACE)},
         elapsed_s=round(time.time() - started, 1),
         files={"race.csv": "one row per step and candidate: median ms of graph replays, ratio to FA3",
                "best_prefill.json": "the fastest prefill setting at the last chunk of a 32k prompt "

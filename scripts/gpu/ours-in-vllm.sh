@@ -5,6 +5,8 @@
 # /tmp/site, or a .venv from scripts/gpu_setup.sh --offline with PYTHON=.venv/bin/python):
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm kernels     # GPU tests of the serving kernels, then
 #                                                                 # python -m lab serving-race (ours vs FA3 per step)
+#     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm mixed       # GPU tests of the server step and the backend, then
+#                                                                 # serving-race --steps mixed (a busy server's step)
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm agreement   # vllm-agreement, then the same with a planted bug
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm sweep       # vllm-sweep FLASH_ATTN/FA3 and OURS, 256..32768
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm census      # capture vllm --arm OURS: prefill and decode windows
@@ -65,6 +67,9 @@ case "$PART" in
     capped 260 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_serving.py tests/test_paged_prefill.py tests/test_paged.py \
         tests/test_hopper_paged.py tests/test_vllm_backend.py tests/test_vllm_plugin.py
     capped 300 "$PYTHON" -m lab serving-race --out "$WORK/serving-race" --rounds 3 --rep-ms 100 ;;
+  mixed)
+    capped 200 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_serving.py tests/test_vllm_backend.py
+    capped 200 "$PYTHON" -m lab serving-race --steps mixed --out "$WORK/serving-race-mixed" --rounds 3 --rep-ms 100 ;;
   agreement)
     capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/agreement"
     capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/agreement-planted-bug" \
@@ -111,7 +116,7 @@ case "$PART" in
   counters)
     capped 400 "$PYTHON" -m lab kernel-counters --jobs chunk:fa3:1:32768,chunk:ours:1:32768 --deadline-s 300 \
         --out "$WORK/chunk-counters" ;;
-  *) say "unknown part '$PART': use kernels, agreement, sweep, arms, long, load, census or counters"; exit 2 ;;
+  *) say "unknown part '$PART': use kernels, mixed, agreement, sweep, arms, long, load, census or counters"; exit 2 ;;
 esac
 
 ( cd "$WORK" && tar -czf "$OUT/ours-$PART.tar.gz" --exclude='*.tmp' --exclude='*.pgid' . )

@@ -1,5 +1,6 @@
 """One server step's attention with the book's kernels, as the vLLM backend (:mod:`lab.measure.vllm.backend`) runs it:
-a decode step to the paged split-KV kernel, anything else to the paged varlen prefill kernel (:func:`server_step`),
+decode rows (one new token) to the paged split-KV kernel, prefill chunks to the paged varlen prefill kernel
+(:func:`server_step`),
 Triton's or, with a setting ``{"kernel": "gluon", ...}``, the Hopper one of :mod:`hopper_paged`; nothing is read back
 to the host, so a decode step can be captured into a CUDA graph."""
 
@@ -54,26 +55,38 @@ def check_prefill_config(config) -> None:
 
 
 def server_step(query, key_cache, value_cache, out, query_start_loc, seq_lens, block_table, *, max_query_len: int,
-                split_keys: int, scale: float, prefill_config: dict | None = None, decode_config: dict | None = None):
+                split_keys: int, scale: float, num_decodes: int = 0, prefill_config: dict | None = None,
+                decode_config: dict | None = None):
     """Attention of one engine step into ``out`` (the packed queries' shape, (tokens, q_heads, head_dim)).
 
     ``max_query_len`` is the longest sequence's new tokens (1: a decode step); ``split_keys`` bounds the longest
-    sequence's keys and sizes the decode kernel's splits. Sequences with no keys (padding rows of a captured
-    graph) get zeros. Returns ``out``.
+    sequence's keys and sizes the decode kernel's splits. In a mixed step the first ``num_decodes`` sequences have one
+    new token each (vLLM puts them first for a backend that asks, :mod:`lab.measure.vllm.backend`): they go to the
+    decode kernel, which packs a KV head's query heads into one tile, and only the rest to the prefill kernel, whose
+    tiles hold one query head's rows. Sequences with no keys (padding rows of a captured graph) get zeros. Returns
+    ``out``.
     """
     if max_query_len < 1:
         raise LabError(f"a step has at least one new token per sequence; got max_query_len {max_query_len}")
     if max_query_len == 1:
-        batch = seq_lens.shape[0]
+        num_decodes = seq_lens.shape[0]
+    if num_decodes:
         config = decode_config or (INTERPRETER_DECODE if interpreting() else DECODE_CONFIG)
-        paged_decode(query[:batch].unsqueeze(2), key_cache, value_cache, block_table, seq_lens, scale, config=config,
-                     max_seq_len=split_keys, out=out[:batch].unsqueeze(2))
+        paged_decode(query[:num_decodes].unsqueeze(2), key_cache, value_cache, block_table[:num_decodes],
+                     seq_lens[:num_decodes], scale, config=config, max_seq_len=split_keys,
+                     out=out[:num_decodes].unsqueeze(2))
+    if max_query_len == 1:
         return out
+    # the prefill chunks: their own rows, starts counted from their first token
+    query, out = query[num_decodes:], out[num_decodes:]
+    seq_lens, block_table = seq_lens[num_decodes:], block_table[num_decodes:]
+    if num_decodes:
+        query_start_loc = query_start_loc[num_decodes:] - num_decodes
     config = prefill_config or (INTERPRETER_PREFILL if interpreting() else PREFILL_CONFIG)
     if config.get("kernel") == "gluon":
         hopper_paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale,
                              launch=(config["BLOCK_N"], config["STAGES"]), max_seqlen_q=max_query_len, out=out)
-        return out
-    paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, config=config,
-                  max_seqlen_q=max_query_len, out=out)
+    else:
+        paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, config=config,
+                      max_seqlen_q=max_query_len, out=out)
     return out

@@ -9,7 +9,8 @@ What a backend gives vLLM (vllm/v1/attention/backend.py of 0.26):
   (packed query starts, keys per sequence, block table, slot mapping) into what the kernels take. It declares
   which steps may be captured into a CUDA graph: decode steps (one new token per sequence), whose split count
   comes from the longest sequence the server allows rather than from the step (each sequence spreads its keys
-  over those splits);
+  over those splits). It also asks vLLM to put a step's decoding sequences first (``reorder_batch_threshold = 1``,
+  as vLLM's FlashInfer backend does) and counts them, so that a mixed step's decode rows go to the decode kernel;
 * an **implementation** (:class:`LabAttentionImpl`): ``do_kv_cache_update`` writes the step's new keys and values
   into the paged cache with vLLM's own cache op (``reshape_and_cache_flash``, the one its FlashAttention backend
   uses), then ``forward`` runs :func:`lab.measure.attention.serving.server_step`.
@@ -46,6 +47,7 @@ from vllm.v1.attention.backend import (
     AttentionType,
     CommonAttentionMetadata,
 )
+from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 from vllm.v1.kv_cache_interface import AttentionSpec
 
 from lab.measure.attention.paged_prefill import HEAD_DIMS
@@ -69,10 +71,12 @@ class LabAttentionMetadata:
     seq_lens: torch.Tensor
     block_table: torch.Tensor
     max_seq_len: int
+    num_decodes: int = 0         # the step's first sequences with one new token each (vLLM puts them first)
 
 
 class LabMetadataBuilder(AttentionMetadataBuilder[LabAttentionMetadata]):
     _cudagraph_support: ClassVar[AttentionCGSupport] = AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
+    reorder_batch_threshold: ClassVar[int] = 1   # vLLM moves sequences with one new token to the front of a step
 
     def __init__(self, kv_cache_spec: AttentionSpec, layer_names: list[str], vllm_config: VllmConfig,
                  device: torch.device):
@@ -82,12 +86,14 @@ class LabMetadataBuilder(AttentionMetadataBuilder[LabAttentionMetadata]):
     def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
               fast_build: bool = False) -> LabAttentionMetadata:
         m = common_attn_metadata
+        num_decodes = split_decodes_and_prefills(m, decode_threshold=1)[0] if m.max_query_len > 1 else m.num_reqs
         # a decode step's grid is planned for the server's longest sequence, eager or captured alike: a captured
         # step replays at every length, and its warm-up (eager, just before) compiles the very same launch
         return LabAttentionMetadata(num_actual_tokens=m.num_actual_tokens, max_query_len=m.max_query_len,
                                     split_keys=self.max_model_len if m.max_query_len == 1 else m.max_seq_len,
                                     query_start_loc=m.query_start_loc, seq_lens=m.seq_lens,
-                                    block_table=m.block_table_tensor, max_seq_len=m.max_seq_len)
+                                    block_table=m.block_table_tensor, max_seq_len=m.max_seq_len,
+                                    num_decodes=num_decodes)
 
 
 class LabAttentionBackend(AttentionBackend):
@@ -197,7 +203,7 @@ class LabAttentionImpl(AttentionImpl[LabAttentionMetadata]):
         seq_lens = m.seq_lens - 1 if self.planted_bug else m.seq_lens
         server_step(query[:n], key_cache, value_cache, output[:n], m.query_start_loc, seq_lens, m.block_table,
                     max_query_len=m.max_query_len, split_keys=m.split_keys, scale=self.scale,
-                    prefill_config=self.prefill_config)
+                    num_decodes=m.num_decodes, prefill_config=self.prefill_config)
         if self.shadow and not torch.cuda.is_current_stream_capturing():
             self._compare_with_fa3(layer, query[:n], key_cache, value_cache, output[:n], m)
         return output
