@@ -116,3 +116,18 @@ def test_a_chunk_job_is_a_servers_last_prefill_chunk_and_counts_its_queries_only
 def test_a_chunk_job_of_an_unknown_candidate_is_refused_before_it_builds_anything():
     with pytest.raises(LabError, match="no chunk candidate 'fa9'; known: fa3, ours"):
         kc.job_call("chunk:fa9:1:32768")
+
+
+def test_a_mixed_job_is_a_busy_servers_step_and_counts_every_sequence():
+    assert [kc.parse_job(job)[:2] for job in kc.MIXED_JOBS] == [("mixed", "fa3"), ("mixed", "ours-chunks"),
+                                                                 ("mixed", "ours-decode")]
+    job = kc_results.JobCounters("mixed:ours-decode:128:1089", "mixed", "ours-decode", 128, 1089, "paged_split_kernel", 3)
+    # 128 decoding sequences (one query row over 1,089 keys each) and 7 new prompts of 1,024 tokens
+    decodes, prompts = 128 * (28 * 1 + 2 * 4 * 1089), 7 * (28 * 1024 + 2 * 4 * 1024)
+    assert kc_results.compulsory_read_bytes(job) == 2 * 128 * (decodes + prompts)
+    assert kc_results.compulsory_bytes(job) == 2 * 128 * (decodes + prompts + 128 * 28 + 7 * 28 * 1024)
+
+
+def test_a_mixed_job_of_an_unknown_candidate_is_refused_before_it_builds_anything():
+    with pytest.raises(LabError, match="no mixed candidate 'ours'; known: fa3, ours-chunks, ours-decode"):
+        kc.job_call("mixed:ours:128:1089")

@@ -15,7 +15,10 @@ how many warps each multiprocessor kept resident (achieved occupancy), what the 
   before, outside the profiled range (:data:`BACKWARD_JOBS`; not among the default jobs);
 * ``chunk:<candidate>:<batch>:<n>`` -- the last 8,192-token prefill chunk of an n-token prompt over its cached
   prefix, on a paged cache, as a server runs it (:func:`lab.measure.serving_race.chunk_call`: ``fa3``, ``ours``;
-  needs vLLM; :data:`CHUNK_JOBS`).
+  needs vLLM; :data:`CHUNK_JOBS`);
+* ``mixed:<candidate>:<batch>:<n>`` -- a busy server's mixed step: ``batch`` decoding sequences of n keys beside 7
+  new 1,024-token prompts (:func:`lab.measure.serving_race.mixed_call`: ``fa3``, ``ours-chunks`` (the decode rows in
+  the prefill kernel's tiles), ``ours-decode`` (split off to the decode kernel); needs vLLM; :data:`MIXED_JOBS`).
 
 How: the jobs run one after another in one child Python process under ``ncu --nvtx --nvtx-include
 counters`` (a start/end NVTX range, which spans threads): the child warms each job up (compile, autotune) outside any range, then launches a marker
@@ -74,6 +77,8 @@ BACKWARD_JOBS = ("backward:ours:1:16384", "backward:sdpa-flash:1:16384", "backwa
                  "backward:fa4:1:16384")
 #: The last chunk of a 32k prompt, FA3 against ours as a server runs it: where chapter 6c's prefill gap comes from.
 CHUNK_JOBS = ("chunk:fa3:1:32768", "chunk:ours:1:32768")
+#: A busy server's mixed step, FA3 against ours with its decode rows in the prefill kernel and split off.
+MIXED_JOBS = ("mixed:fa3:128:1089", "mixed:ours-chunks:128:1089", "mixed:ours-decode:128:1089")
 COLUMNS = ("job", "phase", "candidate", "batch", "n", "kernel_index", "kernel", "metric", "unit", "value")
 
 
@@ -95,6 +100,8 @@ def job_call(job: str):
     phase, name, batch, n = parse_job(job)
     if phase == "chunk":   # paged inputs of its own
         return serving_race.chunk_call(name, batch, n)
+    if phase == "mixed":
+        return serving_race.mixed_call(name, batch, n)
     n_q = query_rows(phase, n)
     q, k, v = flex_decomposition.random_inputs(batch, 28, 4, n_q, n, 128, seed=n + batch)
     if phase == "backward":
@@ -169,7 +176,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
                         help="comma-separated PHASE:CANDIDATE:BATCH:N jobs, profiled in this order "
                              f"(PHASE: {', '.join(PHASES)}; default: {','.join(DEFAULT_JOBS)}; the backward passes: "
-                             f"{','.join(BACKWARD_JOBS)}; a server's last prefill chunk: {','.join(CHUNK_JOBS)})")
+                             f"{','.join(BACKWARD_JOBS)}; a server's last prefill chunk: {','.join(CHUNK_JOBS)}; a busy "
+                             f"server's mixed step: {','.join(MIXED_JOBS)})")
     parser.add_argument("--deadline-s", type=positive_number, default=480, help="stop starting jobs after this many seconds "
                         "(a job still running then is cut off; earlier jobs' rows are kept)")
     parser.add_argument("--child", metavar="JOB", help=argparse.SUPPRESS)

@@ -17,9 +17,11 @@ import re
 
 from lab import LabError
 
-PHASES = ("prefill", "decode", "flexdecode", "backward", "chunk")
+PHASES = ("prefill", "decode", "flexdecode", "backward", "chunk", "mixed")
 #: A server's prefill chunk (the sweeps' --max-num-batched-tokens): a ``chunk`` job runs the last one of its prompt.
 CHUNK = 8192
+#: The new prompts beside a ``mixed`` job's decoding sequences: (prompts, tokens each), chapter 6b's load's prompts.
+MIXED_PROMPTS = (7, 1024)
 #: The name of the kernel-counters run's marker kernel: each launch of it starts the next call's kernels.
 MARKER = "counters_marker"
 #: ncu prints SI prefixes (Kbyte = 1000 bytes) unless told otherwise; binary ones are accepted too.
@@ -61,8 +63,18 @@ def parse_job(text: str) -> tuple[str, str, int, int]:
 
 
 def query_rows(phase: str, n: int) -> int:
-    """Query tokens per sequence in one call of a job of ``phase`` over ``n`` keys."""
+    """Query tokens per sequence in one call of a job of ``phase`` over ``n`` keys (a mixed job: its decoding ones)."""
     return n if phase in ("prefill", "backward") else min(CHUNK, n) if phase == "chunk" else 1
+
+
+def job_sequences(phase: str, batch: int, n: int) -> list[tuple[int, int]]:
+    """(query tokens, keys) of each sequence of one call: ``batch`` alike, and a mixed job's new prompts after its
+    ``batch`` decoding sequences of ``n`` keys (:data:`MIXED_PROMPTS`, each attending to itself)."""
+    alike = [(query_rows(phase, n), n)] * batch
+    if phase == "mixed":
+        prompts, tokens = MIXED_PROMPTS
+        alike += [(tokens, tokens)] * prompts
+    return alike
 
 
 def parse_raw_csv(text: str) -> list[dict]:

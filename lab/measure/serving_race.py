@@ -32,17 +32,27 @@ from pathlib import Path
 from lab import REPO_ROOT, LabError, env, store
 from lab.cli import path_arg, positive_count
 from lab.folders import writes_folder
-from lab.measure.ncu_output import query_rows
+from lab.measure.ncu_output import MIXED_PROMPTS, query_rows
 from lab.measure.timing import replay_ms, rounds_text, time_in_rounds
 
 DEFAULT_OUT = REPO_ROOT / "data" / "local" / "serving-race"
 #: (name, query tokens per sequence, cached prefix per sequence)
+def mixed_step(decodes: int, keys: int):
+    """A busy server's step: ``decodes`` sequences with one new token over ``keys`` keys, put first as vLLM orders
+    them for the backend, then :data:`~lab.measure.ncu_output.MIXED_PROMPTS` new prompts' first chunks."""
+    prompts, tokens = MIXED_PROMPTS
+    return (f"mixed {decodes} decodes + {prompts} x {tokens}", [1] * decodes + [tokens] * prompts,
+            [keys - 1] * decodes + [0] * prompts)
+
+
 STEPS = (("prefill 8192 over 0", [8192], [0]),
          ("prefill 8192 over 24576", [8192], [24576]),
          ("decode 1 x 32768", [1], [32767]),
          ("decode 16 x 32768", [1] * 16, [32767] * 16),
-         ("mixed 128 decodes + 7 x 1024", [1] * 128 + [1024] * 7, [1088] * 128 + [0] * 7))
+         mixed_step(128, 1089))
 STEP_KINDS = ("prefill", "decode", "mixed")   # a step's kind is its name's first word
+
+
 #: Prefill launch settings raced: the tuned kernel's space, with its register cap (maxnreg) on the two 128x64
 #: settings, which lets two 8-warp programs share a multiprocessor where one uncapped 128x128 program fills it
 #: (data/h100/kernel-counters-chunk: 254 registers per thread, one program per SM); then the Gluon kernel
@@ -61,6 +71,8 @@ PREFILL_SPACE = ({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2
 MIXED_SPACE = ({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}, {"kernel": "gluon", "BLOCK_N": 128, "STAGES": 3})
 COLUMNS = ("step", "candidate", "ms", "ms_rounds", "vs_fa3", "max_abs_diff", "config")
 CHUNK_CANDIDATES = ("fa3", "ours")
+#: A mixed job's candidates: FA3, ours with the decode rows in the prefill kernel's tiles, ours with them split off.
+MIXED_CANDIDATES = ("fa3", "ours-chunks", "ours-decode")
 
 
 def setting_label(config: dict) -> str:
@@ -72,9 +84,10 @@ def setting_label(config: dict) -> str:
     return f"ours {config['BLOCK_M']}x{config['BLOCK_N']} w{config['num_warps']} s{config['num_stages']}{cap}"
 
 
-def step_candidates(step, inputs, split_bound: int, prefill_space=PREFILL_SPACE):
-    """(label, call, config) of FA3 and of ours (each prefill setting of ``prefill_space``, or the decode splits) at
-    one step; FA3 first."""
+def step_candidates(step, inputs, split_bound: int, prefill_space=PREFILL_SPACE, mixed_space=None):
+    """(label, call, config) of FA3 and of ours (each prefill setting of ``prefill_space``, or the decode splits, or
+    at a mixed step each of ``mixed_space`` (default :data:`MIXED_SPACE`) with its decodes in the chunks' kernel and
+    split off) at one step; FA3 first."""
     import torch
 
     from lab.measure.attention.serving import DECODE_CONFIG, server_step
@@ -103,7 +116,7 @@ def step_candidates(step, inputs, split_bound: int, prefill_space=PREFILL_SPACE)
     found = [("fa3", fa3, None)]
     if name.startswith("mixed"):
         decodes = q_lens.index(max(q_lens))  # the leading sequences with one new token
-        for c in MIXED_SPACE:
+        for c in mixed_space or MIXED_SPACE:
             found += [(f"{setting_label(c)}, decodes with the chunks", ours(c), c),
                       (f"{setting_label(c)}, decodes to the decode kernel", ours(c, num_decodes=decodes), c)]
     elif longest_q > 1:
@@ -141,6 +154,25 @@ def chunk_call(candidate: str, batch: int, n: int):
     config = prefill_config_from_env() or PREFILL_CONFIG
     fa3, ours = step_candidates(step, inputs, n, prefill_space=(config,))
     return (fa3 if candidate == "fa3" else ours)[1]
+
+
+def mixed_call(candidate: str, decodes: int, keys: int):
+    """One call of ``candidate`` (:data:`MIXED_CANDIDATES`) on :func:`mixed_step`'s step, the prefill kernel in the
+    server's setting (``LAB_OURS_PREFILL_CONFIG``, else the default). What ``python -m lab kernel-counters --jobs
+    mixed:ours-decode:128:1089`` profiles."""
+    if candidate not in MIXED_CANDIDATES:
+        raise LabError(f"no mixed candidate {candidate!r}; known: {', '.join(MIXED_CANDIDATES)}")
+    import torch
+
+    from lab.measure.attention.paged_prefill import paged_batch
+    from lab.measure.attention.serving import PREFILL_CONFIG, prefill_config_from_env
+
+    step = mixed_step(decodes, keys)
+    inputs = paged_batch(step[1], step[2], 28, 4, 128, 16, torch.bfloat16, "cuda", seed=keys + decodes, spare_pages=64)
+    config = prefill_config_from_env() or PREFILL_CONFIG
+    found = dict(zip(MIXED_CANDIDATES, (call for _, call, _ in step_candidates(step, inputs, keys, mixed_space=(config,))),
+                     strict=True))
+    return found[candidate]
 
 
 def race(rounds: int, rep_ms: int, split_bound: int, progress=print, save=lambda rows: None,

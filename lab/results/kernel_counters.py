@@ -142,8 +142,8 @@ def compulsory_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4, hea
     job: :func:`lab.results.iomodel.backward_hbm_bytes`, P recomputed)."""
     if job.phase == "backward":
         return iomodel.backward_hbm_bytes(job.n, job.n, q_heads, kv_heads, head_dim, True, job.batch)["recompute"]
-    n_q = ncu_output.query_rows(job.phase, job.n)
-    return 2 * head_dim * job.batch * (2 * q_heads * n_q + 2 * kv_heads * job.n)
+    return 2 * head_dim * sum(2 * q_heads * n_q + 2 * kv_heads * keys
+                              for n_q, keys in ncu_output.job_sequences(job.phase, job.batch, job.n))
 
 
 def table(root=None) -> list[dict]:
@@ -163,8 +163,8 @@ def compulsory_read_bytes(job: JobCounters, q_heads: int = 28, kv_heads: int = 4
     a backward job: Q, K, V, O, dO and the log-sum-exp)."""
     if job.phase == "backward":   # Q, K, V, O, dO and the log-sum-exp
         return iomodel.backward_hbm_bytes(job.n, job.n, q_heads, kv_heads, head_dim, True, job.batch)["recompute_reads"]
-    n_q = ncu_output.query_rows(job.phase, job.n)
-    return 2 * head_dim * job.batch * (q_heads * n_q + 2 * kv_heads * job.n)
+    return 2 * head_dim * sum(q_heads * n_q + 2 * kv_heads * keys
+                              for n_q, keys in ncu_output.job_sequences(job.phase, job.batch, job.n))
 
 
 # --- the launch in waves ---------------------------------------------------------------------------

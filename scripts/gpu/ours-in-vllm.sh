@@ -6,7 +6,8 @@
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm kernels     # GPU tests of the serving kernels, then
 #                                                                 # python -m lab serving-race (ours vs FA3 per step)
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm mixed       # GPU tests of the server step and the backend, then
-#                                                                 # serving-race --steps mixed (a busy server's step)
+#                                                                 # serving-race --steps mixed (a busy server's step), and
+#                                                                 # ncu's counters of that step (FA3, ours both ways)
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm agreement   # vllm-agreement, then the same with a planted bug
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm sweep       # vllm-sweep FLASH_ATTN/FA3 and OURS, 256..32768
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm census      # capture vllm --arm OURS: prefill and decode windows
@@ -69,7 +70,9 @@ case "$PART" in
     capped 300 "$PYTHON" -m lab serving-race --out "$WORK/serving-race" --rounds 3 --rep-ms 100 ;;
   mixed)
     capped 200 "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_serving.py tests/test_vllm_backend.py
-    capped 200 "$PYTHON" -m lab serving-race --steps mixed --out "$WORK/serving-race-mixed" --rounds 3 --rep-ms 100 ;;
+    capped 200 "$PYTHON" -m lab serving-race --steps mixed --out "$WORK/serving-race-mixed" --rounds 3 --rep-ms 100
+    capped 240 "$PYTHON" -m lab kernel-counters --jobs mixed:fa3:128:1089,mixed:ours-chunks:128:1089,mixed:ours-decode:128:1089 \
+        --deadline-s 200 --out "$WORK/mixed-counters" ;;
   agreement)
     capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/agreement"
     capped 240 "$PYTHON" -m lab vllm-agreement --model data/models/qwen2.5-7b --out "$WORK/agreement-planted-bug" \
