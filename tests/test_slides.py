@@ -612,7 +612,8 @@ FIGURES = ["img", "svg", "canvas", "figure", "iframe", "video"]
 def walls_of_text(page: str) -> list[str]:
     """Each leaf slide (a <section> holding no section) of a deck with more than MAX_SLIDE_CHARS characters of
     text and no figure, as a rule checker counts them: speaker notes, scripts, styles and templates dropped, the
-    rest read with BeautifulSoup's get_text(" "), whitespace collapsed (a revealed answer's text is counted)."""
+    rest read with BeautifulSoup's get_text(" ") with whitespace collapsed, and with its get_text() as the text
+    stands, the markup's line breaks and indentation included; the larger counts (a revealed answer's text too)."""
     from bs4 import BeautifulSoup
 
     found = []
@@ -621,8 +622,9 @@ def walls_of_text(page: str) -> list[str]:
         for hidden in section.find_all(["aside", "script", "style", "template"]):
             hidden.decompose()
         text = " ".join(section.get_text(" ").split())
-        if len(text) > MAX_SLIDE_CHARS and not section.find(FIGURES):
-            found.append(f"slide {number} has {len(text)} characters and no figure: {text[:60]!r}")
+        chars = max(len(text), len(section.get_text().strip()))
+        if chars > MAX_SLIDE_CHARS and not section.find(FIGURES):
+            found.append(f"slide {number} has {chars} characters and no figure: {text[:60]!r}")
     return found
 
 
@@ -634,11 +636,17 @@ def test_no_slide_without_a_figure_shows_more_than_a_slide_of_text(built_site):
 
 
 def test_a_wall_of_text_is_found_and_notes_and_figures_are_not_counted():
+    from bs4 import BeautifulSoup
+
     wall = "word " * 200
     page = (f"<section><section><p>{wall}</p></section><section><p>{wall}</p><img src='x.png' alt=''></section>"
             f"<section><p>short</p><aside class='notes'>{wall}</aside><script>var s = '{wall}';</script></section>"
             f"<section><p>{'w' * (MAX_SLIDE_CHARS - 2)}</p><p class='fragment'>more</p></section></section>")
     assert [p.split(" has")[0] for p in walls_of_text(page)] == ["slide 1", "slide 4"]
+    # text that fits collapsed but not as it stands, the markup's indentation included
+    indented = "".join(f"\n        <p>\n          {'w' * 40}\n        </p>" for i in range(20))
+    assert len(" ".join(BeautifulSoup(indented, "html.parser").get_text(" ").split())) <= MAX_SLIDE_CHARS
+    assert [p.split(" has")[0] for p in walls_of_text(f"<section>{indented}</section>")] == ["slide 1"]
 
 
 def test_the_exporter_counts_a_slide_as_the_checker_does():
@@ -652,6 +660,10 @@ def test_the_exporter_counts_a_slide_as_the_checker_does():
     for hidden in soup.find_all(["aside", "script", "style", "template"]):
         hidden.decompose()
     assert slide_text.html_text(page) == " ".join(soup.get_text(" ").split())
+    assert slide_text.html_chars(page) == max(len(" ".join(soup.get_text(" ").split())), len(soup.get_text().strip()))
+    indented = "<div>\n" + "".join(f"    <p>\n      line {i}\n    </p>\n" for i in range(5)) + "</div>"   # markup's whitespace
+    assert slide_text.html_chars(indented) == len(BeautifulSoup(indented, "html.parser").get_text().strip()) > len(
+        slide_text.html_text(indented))
 
 
 def test_listings_are_cut_to_a_slide_of_text_as_their_highlighted_html_reads():
