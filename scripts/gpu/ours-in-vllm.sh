@@ -25,7 +25,8 @@
 # time after which nothing new starts, so results are packed before a 10-minute call ends. OURS_STUDY (default
 # <study>-ours) names the folder of the sweep, arms and census, so a lease with other lengths keeps its own. ARMS
 # (default: all of the part's) picks arms by folder, e.g. ARMS="triton_attn flex_attention" for arms, ARMS=ours for
-# load, so one part's arms can be spread over two device calls of the same lease.
+# load, so one part's arms can be spread over two device calls of the same lease. LOAD_STUDY (default
+# <study>-ours-load) names the load part's folder, so a lease with other code keeps its own.
 #
 # What comes back (2 files per call):
 #   $OUT/ours-<part>.tar.gz   serving-race/, agreement{,-planted-bug}/, <study>-ours/{flash_attn-fa3,ours,traces/ours}/
@@ -47,6 +48,7 @@ log="$OUT/ours-$PART.txt"
 source "$(dirname "$0")/env.sh"
 picked() { [ -z "$ARMS" ] || [[ " $ARMS " == *" $1 "* ]]; }   # is the arm in folder $1 one to run
 ours_study=${OURS_STUDY:-$study-ours}
+load_study=${LOAD_STUDY:-$study-ours-load}
 say "part $PART, vLLM $version, $(nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null)"
 
 # capped CAP_S COMMAND...: one step, never past the deadline
@@ -114,7 +116,7 @@ case "$PART" in
       IFS=: read -r label folder <<< "$arm"
       picked "$folder" || continue
       capped $((LOAD_S + 30)) "$PYTHON" -m lab vllm-load --arm "$label" --model "$MODEL" --input-len 1024 \
-          --output-len 128 --span-s "${SPAN_S:-10}" --deadline-s "$LOAD_S" --out "$WORK/$study-ours-load/random-1024-128/$folder"
+          --output-len 128 --span-s "${SPAN_S:-10}" --deadline-s "$LOAD_S" --out "$WORK/$load_study/random-1024-128/$folder"
     done ;;
   counters)
     capped 400 "$PYTHON" -m lab kernel-counters --jobs chunk:fa3:1:32768,chunk:ours:1:32768 --deadline-s 300 \
