@@ -26,7 +26,8 @@
 # <study>-ours) names the folder of the sweep, arms and census, so a lease with other lengths keeps its own. ARMS
 # (default: all of the part's) picks arms by folder, e.g. ARMS="triton_attn flex_attention" for arms, ARMS=ours for
 # load, so one part's arms can be spread over two device calls of the same lease. LOAD_STUDY (default
-# <study>-ours-load) names the load part's folder, so a lease with other code keeps its own.
+# <study>-ours-load) names the load part's folder, so a lease with other code keeps its own; LOAD_FRACTIONS (default
+# vllm-load's) its Poisson rates as fractions of each arm's capacity, fewer of them for a short lease.
 #
 # What comes back (2 files per call):
 #   $OUT/ours-<part>.tar.gz   serving-race/, agreement{,-planted-bug}/, <study>-ours/{flash_attn-fa3,ours,traces/ours}/
@@ -116,7 +117,8 @@ case "$PART" in
       IFS=: read -r label folder <<< "$arm"
       picked "$folder" || continue
       capped $((LOAD_S + 30)) "$PYTHON" -m lab vllm-load --arm "$label" --model "$MODEL" --input-len 1024 \
-          --output-len 128 --span-s "${SPAN_S:-10}" --deadline-s "$LOAD_S" --out "$WORK/$load_study/random-1024-128/$folder"
+          --output-len 128 --span-s "${SPAN_S:-10}" ${LOAD_FRACTIONS:+--load-fractions "$LOAD_FRACTIONS"} \
+          --deadline-s "$LOAD_S" --out "$WORK/$load_study/random-1024-128/$folder"
     done ;;
   counters)
     capped 400 "$PYTHON" -m lab kernel-counters --jobs chunk:fa3:1:32768,chunk:ours:1:32768 --deadline-s 300 \
