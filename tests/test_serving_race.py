@@ -131,3 +131,23 @@ def test_a_setting_is_named_with_its_register_cap_and_the_space_races_capped_set
     assert serving_race.setting_label({"kernel": "gluon", "BLOCK_N": 128, "STAGES": 2}) == "ours gluon 128-key tiles s2"
     labels = [serving_race.setting_label(c) for c in serving_race.PREFILL_SPACE]
     assert len(set(labels)) == len(labels) and any(label.endswith(" r128") for label in labels)
+
+
+def test_without_fa3_the_first_candidate_that_runs_is_the_reference(monkeypatch):
+    # no vLLM: FA3's row is an error, ours are compared with the first of ours, and no speed over FA3 is made up
+    from lab.measure.attention import paged_prefill
+
+    def candidates(step, inputs, split_bound):
+        def fa3():
+            raise ModuleNotFoundError("No module named 'vllm'")
+        return [("fa3", fa3, None), ("ours a", lambda: torch.ones(2), {"k": 1}),
+                ("ours b", lambda: torch.ones(2) * 1.5, {"k": 2})]
+
+    monkeypatch.setattr(paged_prefill, "paged_batch", lambda *a, **k: None)
+    monkeypatch.setattr(serving_race, "step_candidates", candidates)
+    monkeypatch.setattr(serving_race, "replay_ms", lambda calls, rep_ms: 1.0)
+    rows = serving_race.race(1, 1, 1024, progress=lambda line: None, kinds=("mixed",))
+    by = {row["candidate"]: row for row in rows}
+    assert by["fa3"]["error"].startswith("ModuleNotFoundError") and "ms" not in by["fa3"]
+    assert by["ours a"]["max_abs_diff"] == 0.0 and by["ours b"]["max_abs_diff"] == 0.5
+    assert by["ours b"]["ms"] == 1.0 and by["ours b"]["vs_fa3"] is None
