@@ -98,6 +98,7 @@ def test_a_race_of_mixed_steps_alone_picks_no_prefill_setting(tmp_path, monkeypa
     args = argparse.Namespace(out=tmp_path / "race", rounds=1, rep_ms=1, split_bound=1024,
                               steps=serving_race.step_kinds("mixed"))
     assert serving_race.main(args) == 0 and not (tmp_path / "race" / "best_prefill.json").exists()
+    assert list(store.read_json(tmp_path / "race" / "provenance.json")["files"]) == ["race.csv"]
     assert [s[0] for s in store.read_json(tmp_path / "race" / "provenance.json")["flags"]["steps"]] == [
         "mixed 128 decodes + 7 x 1024"]
 

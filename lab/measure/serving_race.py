@@ -265,8 +265,8 @@ def main(args) -> int:
                "prefill_space": list(PREFILL_SPACE), "mixed_space": list(MIXED_SPACE)},
         elapsed_s=round(time.time() - started, 1),
         files={"race.csv": "one row per step and candidate: median ms of graph replays, ratio to FA3",
-               "best_prefill.json": "the fastest prefill setting at the last chunk of a 32k prompt "
-                                    "(what LAB_OURS_PREFILL_CONFIG takes)"}))
+               **({"best_prefill.json": "the fastest prefill setting at the last chunk of a 32k prompt "
+                                        "(what LAB_OURS_PREFILL_CONFIG takes)"} if "prefill" in args.steps else {})}))
     return 0
 
 

@@ -78,15 +78,15 @@ def server_step(query, key_cache, value_cache, out, query_start_loc, seq_lens, b
     if max_query_len == 1:
         return out
     # the prefill chunks: their own rows, starts counted from their first token
-    query, out = query[num_decodes:], out[num_decodes:]
+    query, rows = query[num_decodes:], out[num_decodes:]
     seq_lens, block_table = seq_lens[num_decodes:], block_table[num_decodes:]
     if num_decodes:
         query_start_loc = query_start_loc[num_decodes:] - num_decodes
     config = prefill_config or (INTERPRETER_PREFILL if interpreting() else PREFILL_CONFIG)
     if config.get("kernel") == "gluon":
         hopper_paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale,
-                             launch=(config["BLOCK_N"], config["STAGES"]), max_seqlen_q=max_query_len, out=out)
+                             launch=(config["BLOCK_N"], config["STAGES"]), max_seqlen_q=max_query_len, out=rows)
     else:
         paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, config=config,
-                      max_seqlen_q=max_query_len, out=out)
+                      max_seqlen_q=max_query_len, out=rows)
     return out
