@@ -94,6 +94,9 @@ RUNS = (
         "FA3, OURS and TRITON_ATTN swept to 131,072 tokens, FLEX_ATTENTION to 32,768", names=("every-backend sweep",)),
     Run("h100/vllm0.26-qwen2.5-7b-ours-load", "OURS with the Gluon prefill and FA3 under Poisson load with vllm bench "
         "serve, 1,024-token prompts, in the every-backend sweep's lease", names=("OURS load study",)),
+    Run("h100/serving-race-mixed", "a busy server's mixed step (128 decoding sequences beside 7 new 1,024-token "
+        "prompts) on one paged cache: FA3, and our kernels with the decode rows in the prefill kernel's tiles and "
+        "split off to the decode kernel, a later H100 lease", names=("mixed-step race",)),
     Run("h100/live-check", "every chapter executed live on a fresh H100 with the defaults of 2026-12-06 "
         "(the run that found two faults of those defaults, and four runs after the fixes)"),
     Run("h100/jupyter-check", "JupyterLab from the offline wheels on a fresh H100: chapter 04 opened and its panel run"),
