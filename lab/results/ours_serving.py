@@ -25,6 +25,8 @@ GLUON_SWEEP_RUN, GLUON_RACE_RUN = "h100/vllm0.26-qwen2.5-7b-ours-gluon", "h100/s
 GLUON_AGREEMENT_RUN, GLUON_PLANTED_RUN = "h100/agreement-gluon", "h100/agreement-gluon-planted-bug"
 #: Every backend swept beside OURS (Gluon prefill) to 128k tokens, and OURS and FA3 under Poisson load: one lease.
 ARMS_RUN, LOAD_RUN = "h100/vllm0.26-qwen2.5-7b-ours-arms", "h100/vllm0.26-qwen2.5-7b-ours-load"
+#: A busy server's mixed step raced alone, our decode rows in the prefill kernel and split off, a later lease.
+MIXED_RACE_RUN = "h100/serving-race-mixed"
 #: The serving race's last chunk (prefill 8192 over 24576) under Nsight Compute, FA3 and ours, in a later lease.
 CHUNK_COUNTERS_RUN = "h100/kernel-counters-chunk"
 #: Kernel-name words of FlashAttention's own kernels (lab.measure.census.rules: fa2, fa3, flash helpers).
@@ -77,6 +79,11 @@ def race_table(root: Path = DATA_DIR, run: str = RACE_RUN) -> pd.DataFrame:
     """The serving race's timed rows: step, candidate, ms, speed over FA3 (above 1: faster), config."""
     rows = pd.read_csv(root / run / "race.csv")
     return rows[rows.ms.notna()][["step", "candidate", "ms", "vs_fa3", "max_abs_diff", "config"]]
+
+
+def raced_steps(root: Path = DATA_DIR, run: str = MIXED_RACE_RUN) -> list[tuple[str, int, int, int]]:
+    """The steps a race ran, as its provenance records them: (name, sequences, query tokens, longest keys)."""
+    return [tuple(step) for step in read_json(root / run / "provenance.json")["flags"]["steps"]]
 
 
 def agreement(root: Path = DATA_DIR, run: str = AGREEMENT_RUN) -> dict:

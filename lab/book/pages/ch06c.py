@@ -52,11 +52,17 @@ TTFT = Quantity("h100.ours.ttft", "time to first token of one arm of the OURS le
                 **_SWEEP)
 ITL = Quantity("h100.ours.itl", "decode ITL (median) of one arm of the OURS lease after a prompt of that length",
                unit="ms", **_SWEEP)
+_MIXED = ("a later lease's race of a busy server's mixed step alone, our decode rows in the prefill kernel's tiles "
+          "and split off to the decode kernel")
 RACE_SPEED = Quantity("h100.serving_race.speed", "a candidate's speed over FA3's at one step of a server (FA3's time "
                       "over its own)", run=serving.RACE_RUN, file="race.csv", unit="×",
-                      others={serving.GLUON_RACE_RUN: _GLUON})
+                      others={serving.GLUON_RACE_RUN: _GLUON, serving.MIXED_RACE_RUN: _MIXED})
 RACE_MS = Quantity("h100.serving_race.ms", "a candidate's time at one step of a server (median of graph replays)",
-                   run=serving.RACE_RUN, file="race.csv", unit="ms", others={serving.GLUON_RACE_RUN: _GLUON})
+                   run=serving.RACE_RUN, file="race.csv", unit="ms",
+                   others={serving.GLUON_RACE_RUN: _GLUON, serving.MIXED_RACE_RUN: _MIXED})
+MIXED_SHAPE = Quantity("h100.serving_race.mixed_step", "the mixed step of the mixed-step race: decoding sequences, "
+                       "their keys, new prompts beside them and each prompt's tokens", run=serving.MIXED_RACE_RUN,
+                       file="provenance.json")
 CALLS = Quantity("h100.agreement.calls", "attention calls the agreement check compared, per kind of step",
                  run=serving.AGREEMENT_RUN, file="summary.json", unit="calls",
                  others={serving.GLUON_AGREEMENT_RUN: _GLUON})
@@ -418,6 +424,30 @@ def load_facts() -> dict[str, Fact]:
 
 
 @functools.cache
+def mixed_facts() -> dict[str, Fact]:
+    """The mixed-step race (``mixed_*``): the step's shape from its provenance, FA3's time and ours with the Gluon
+    prefill, the decode rows in its tiles (``chunks``) and split off to the decode kernel (``split``)."""
+    run = serving.MIXED_RACE_RUN
+    [(name, sequences, _, keys)] = serving.raced_steps(run=run)
+    decodes, prompts, tokens = map(int, re.fullmatch(r"mixed (\d+) decodes \+ (\d+) x (\d+)", name).groups())
+    if decodes + prompts != sequences:
+        raise LabError(f"data/{run}/provenance.json: step {name!r} does not hold its {sequences} sequences")
+    race = _race(run=run)
+    gluon = race[race.config.fillna("").str.contains('"gluon"')]
+    chunks = gluon[gluon.candidate.str.endswith("decodes with the chunks")].iloc[0]
+    split = gluon[gluon.candidate.str.endswith("decodes to the decode kernel")].iloc[0]
+    fa3 = _row(name, run=run)
+    return {"mixed_decodes": MIXED_SHAPE.fact(decodes, "decoding sequences", fmt="d"),
+            "mixed_keys": MIXED_SHAPE.fact(keys, "keys", fmt=",d"),
+            "mixed_prompts": MIXED_SHAPE.fact(prompts, "new prompts", fmt="d"),
+            "mixed_prompt_tokens": MIXED_SHAPE.fact(tokens, "tokens each", fmt=",d"),
+            "mixed_fa3_ms": RACE_MS.fact(fa3.ms, name, "fa3", fmt="{:.3f} ms", run=run),
+            "mixed_chunks_ms": RACE_MS.fact(chunks.ms, name, chunks.candidate, fmt="{:.3f} ms", run=run),
+            "mixed_split_ms": RACE_MS.fact(split.ms, name, split.candidate, fmt="{:.3f} ms", run=run),
+            "mixed_chunks_speed": RACE_SPEED.fact(chunks.vs_fa3, name, chunks.candidate, fmt="{:.2f}×", run=run),
+            "mixed_split_speed": RACE_SPEED.fact(split.vs_fa3, name, split.candidate, fmt="{:.2f}×", run=run)}
+
+
 def facts() -> dict[str, Fact]:
     """Every fact chapter 6c and its self-check state, by glue name."""
     model, origin = qwen25_7b(), "lab.results.modelshape: Qwen2.5-7B config.json"
@@ -425,7 +455,7 @@ def facts() -> dict[str, Fact]:
              "kv_heads": Fact(model.kv_heads, origin), "group": Fact(model.q_heads // model.kv_heads, origin),
              "tile_rows": Fact(ROWS, "lab.measure.attention.hopper.ROWS")}
     return (shape | sweep_facts() | race_facts() | chunk_counter_facts() | agreement_facts() | census_facts()
-            | gluon_facts() | arms_facts() | load_facts())
+            | gluon_facts() | arms_facts() | load_facts() | mixed_facts())
 
 
 def sweep_table(run: str = serving.SWEEP_RUN):
