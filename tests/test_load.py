@@ -168,6 +168,13 @@ def test_a_failed_point_is_recorded_with_its_reason_and_measured_again(tmp_path,
     assert _run(_plan(rates=[50.0]), model, out) == 0 and (out / "rate-50.json").exists()
 
 
+def test_a_failed_capacity_point_is_counted_as_no_point_measured(tmp_path, model, monkeypatch, capsys):
+    # two failure lines (the point, and no rates without it) but one point asked for: "0 of 1", never "-1 of 1"
+    monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
+    assert _run(_plan(), model, tmp_path / "arm", mode="crash") == 1
+    assert "FLASH_ATTN/FA3: 0 of 1 points ->" in capsys.readouterr().err
+
+
 def test_a_point_past_its_budget_is_stopped_and_the_points_after_it_are_not_run(tmp_path, monkeypatch):
     from lab.measure.vllm.bench import Point, run_points
 

@@ -174,6 +174,7 @@ class Study:
         self.launcher, self.runner, self.bench, self.env = tuple(launcher), tuple(runner), bench, env
         self.progress = progress or Progress(plan.deadline_s)
         self.failed: list[str] = []
+        self.measured: list[str] = []     # the points kept, by slug (a failure line need not be a point)
         self.capacity: float | None = None
 
     def points(self, points: list[Point]) -> dict[str, dict]:
@@ -209,6 +210,7 @@ class Study:
             _record_attempt(self.out, run, self.plan.run_key)
             if run.status == "ok":
                 results[run.point.slug] = read_point(self.out, run.point)
+                self.measured.append(run.point.slug)
                 self.progress.say(f"{run.point.slug}: ok in {run.elapsed_s:.0f} s: {_summary(results[run.point.slug])}")
             else:
                 self.failed.append(f"{run.point.slug}: {run.reason}")
@@ -430,7 +432,7 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
             study.failed += run_interference(server, plan, progress)
     for line in study.failed:
         progress.say(f"not measured: {line}")
-    progress.say(f"{plan.arm.label}: {len(points) - len(study.failed)} of {len(points)} points -> {out}")
+    progress.say(f"{plan.arm.label}: {len(study.measured)} of {len(points)} points -> {out}")
     return 0 if not study.failed else 1
 
 
