@@ -90,7 +90,8 @@ def _under_load() -> Question:
         "{short} tokens ({sttft}× FA3's), and both servers held the same KV cache. The sweeps never showed it because "
         "each of their steps held one sequence. A later race of one such step alone measured what the decode rows "
         "cost: with them in the Gluon kernel's tiles the step ran at {chunks}× FA3's speed, with them sent to the "
-        "split-KV kernel, which packs a KV head's query heads into one tile, at {split}×.",
+        "split-KV kernel, which packs a KV head's query heads into one tile, at {split}×; the load study has not "
+        "been rerun with that split.",
         cites=cites,
         holds=lambda v: v["ttft"] < 1.02 and v["sttft"] < 1.05 and v["cap"] < 0.9 and v["ours_ttft"] > v["fa3_ttft"]
         and abs(v["ours_itl"] / v["fa3_itl"] - 1) < 0.05 and v["chunks"] < 0.5 and v["split"] > 0.85)

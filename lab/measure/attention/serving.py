@@ -80,8 +80,8 @@ def server_step(query, key_cache, value_cache, out, query_start_loc, seq_lens, b
     # the prefill chunks: their own rows, starts counted from their first token
     query, rows = query[num_decodes:], out[num_decodes:]
     seq_lens, block_table = seq_lens[num_decodes:], block_table[num_decodes:]
-    if num_decodes:
-        query_start_loc = query_start_loc[num_decodes:] - num_decodes
+    if num_decodes:  # less the first chunk's start, read on the device: no row count is taken on trust
+        query_start_loc = query_start_loc[num_decodes:] - query_start_loc[num_decodes]
     config = prefill_config or (INTERPRETER_PREFILL if interpreting() else PREFILL_CONFIG)
     if config.get("kernel") == "gluon":
         hopper_paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale,
