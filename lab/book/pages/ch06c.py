@@ -423,7 +423,6 @@ def load_facts() -> dict[str, Fact]:
     return out
 
 
-@functools.cache
 def mixed_facts() -> dict[str, Fact]:
     """The mixed-step race (``mixed_*``): the step's shape from its provenance, FA3's time and ours with the Gluon
     prefill, the decode rows in its tiles (``chunks``) and split off to the decode kernel (``split``)."""
@@ -448,6 +447,7 @@ def mixed_facts() -> dict[str, Fact]:
             "mixed_split_speed": RACE_SPEED.fact(split.vs_fa3, name, split.candidate, fmt="{:.2f}×", run=run)}
 
 
+@functools.cache
 def facts() -> dict[str, Fact]:
     """Every fact chapter 6c and its self-check state, by glue name."""
     model, origin = qwen25_7b(), "lab.results.modelshape: Qwen2.5-7B config.json"
