@@ -208,10 +208,10 @@ def sweep_facts() -> dict[str, Fact]:
     out = {"ours_long_n": LENGTH.fact(LONG, "longest", fmt=",d"),
            "ours_ttft_ratio_long": TTFT_RATIO.fact(at.ttft_ratio, LONG, fmt="{:.2f}×"),
            "ours_itl_ratio_long": ITL_RATIO.fact(at.itl_ratio, LONG, fmt="{:.2f}×"),
-           "ours_ttft_long_s": TTFT.fact(at.ttft_s_ours, "OURS", LONG, fmt="{:.2f} s"),
-           "ours_fa3_ttft_long_s": TTFT.fact(at.ttft_s_fa3, "FA3", LONG, fmt="{:.2f} s"),
-           "ours_itl_long_ms": ITL.fact(at.itl_ms_ours, "OURS", LONG, fmt="{:.2f} ms"),
-           "ours_fa3_itl_long_ms": ITL.fact(at.itl_ms_fa3, "FA3", LONG, fmt="{:.2f} ms")}
+           "ours_ttft_long_s": TTFT.fact(at.ttft_s_ours, OURS.label, LONG, fmt="{:.2f} s"),
+           "ours_fa3_ttft_long_s": TTFT.fact(at.ttft_s_fa3, FA3.label, LONG, fmt="{:.2f} s"),
+           "ours_itl_long_ms": ITL.fact(at.itl_ms_ours, OURS.label, LONG, fmt="{:.2f} ms"),
+           "ours_fa3_itl_long_ms": ITL.fact(at.itl_ms_fa3, FA3.label, LONG, fmt="{:.2f} ms")}
     short = int(pair.index.min())
     out |= {"ours_short_n": LENGTH.fact(short, "shortest", fmt=",d"),
             "ours_ttft_ratio_short": TTFT_RATIO.fact(pair.loc[short].ttft_ratio, short, fmt="{:.2f}×"),
@@ -291,8 +291,8 @@ def gluon_facts() -> dict[str, Fact]:
         "gluon_ttft_ratio_long": TTFT_RATIO.fact(at.ttft_ratio, LONG, fmt="{:.2f}×", run=sweep_run),
         "gluon_itl_ratio_long": ITL_RATIO.fact(at.itl_ratio, LONG, fmt="{:.2f}×", run=sweep_run),
         "gluon_ttft_ratio_max": TTFT_RATIO.fact(pair.ttft_ratio.max(), "largest", fmt="{:.2f}×", run=sweep_run),
-        "gluon_ttft_long_s": TTFT.fact(at.ttft_s_ours, "OURS", LONG, fmt="{:.2f} s", run=sweep_run),
-        "gluon_fa3_ttft_long_s": TTFT.fact(at.ttft_s_fa3, "FA3", LONG, fmt="{:.2f} s", run=sweep_run),
+        "gluon_ttft_long_s": TTFT.fact(at.ttft_s_ours, OURS.label, LONG, fmt="{:.2f} s", run=sweep_run),
+        "gluon_fa3_ttft_long_s": TTFT.fact(at.ttft_s_fa3, FA3.label, LONG, fmt="{:.2f} s", run=sweep_run),
         "gluon_agree_passed": Fact("passed" if honest["passed"] else "failed",
                                    CALLS.source_in(serving.GLUON_AGREEMENT_RUN)),
         "gluon_agree_calls": CALLS.fact(honest["calls"], "all", fmt=",d", run=serving.GLUON_AGREEMENT_RUN),
