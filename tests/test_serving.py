@@ -131,3 +131,61 @@ def test_the_gluon_prefill_is_refused_without_a_hopper_gpu(monkeypatch):
     else:
         with pytest.raises(LabError, match="needs a Hopper GPU"):
             prefill_config_from_env()
+
+
+# Run with TRITON_INTERPRET=0 (the kernels must be Triton's JIT functions, whose binder computes the key a launch is
+# compiled under); the kernels are not launched: each launch's arguments are recorded and keyed for sm_90.
+_VARIANTS = """
+import json, sys
+import torch
+from triton.backends.compiler import GPUTarget
+from triton.compiler import make_backend
+from triton.runtime.jit import create_function_from_signature
+from lab.measure.attention import hopper_paged, paged_prefill, serving
+from lab.measure.attention.paged_prefill import paged_batch
+
+launches = []
+class Recorder:
+    def __init__(self, kernel):
+        self.kernel = kernel
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: launches.append((self.kernel, args, kwargs))
+hopper_paged.supports = lambda *args, **kwargs: None   # a CPU tensor is no Hopper GPU; the launch is not run
+paged_prefill.interpreting = lambda: True                # CPU tensors pass the device check
+hopper_paged.hopper_paged_kernel = Recorder(hopper_paged.hopper_paged_kernel)
+paged_prefill.paged_prefill_kernel = Recorder(paged_prefill.paged_prefill_kernel)
+serving.paged_decode = lambda *args, **kwargs: None     # the decode rows are another kernel's
+for config in (serving.GLUON_PREFILL_CONFIG, serving.PREFILL_CONFIG):
+    for q_lens, prefixes, decodes in json.loads(sys.argv[1]):
+        q, k_cache, v_cache, cu, seq_lens, table = paged_batch(q_lens, prefixes, 28, 4, 128, 16, torch.bfloat16,
+                                                               "cpu", seed=0)
+        table = torch.nn.functional.pad(table, (0, 96 - table.shape[1]))  # vLLM's: one row width for the server
+        serving.server_step(q, k_cache, v_cache, torch.empty_like(q), cu, seq_lens, table,
+                            max_query_len=max(q_lens), split_keys=1536, scale=0.088, num_decodes=decodes,
+                            prefill_config=config)
+backend = make_backend(GPUTarget("cuda", 90, 32))
+keys = {}
+for recorder_kernel, args, kwargs in launches:
+    binder = create_function_from_signature(recorder_kernel.signature, recorder_kernel.params, backend)
+    keys.setdefault(recorder_kernel.__name__, set()).add(repr(binder(*args, **kwargs)[1:]))
+print(json.dumps({name: len(found) for name, found in keys.items()}))
+"""
+
+
+def test_a_server_compiles_each_prefill_kernel_once_whatever_its_steps():
+    """A step's shape must not pick a new compiled variant: a server that meets one mid-load compiles it while
+    every request waits (vLLM's JIT monitor caught the Gluon kernel doing so). Steps: whole prompts, a short chunk
+    (one 128-row tile), a 2,048-token chunk (16 tiles), and mixed steps whose 3 or 4 leading decodes slice the
+    lengths at an offset of 12 or 16 bytes."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    steps = [([1024, 1024], [0, 0], 0), ([100], [300], 0), ([2048], [0], 0),
+             ([1, 1, 1, 1024], [200, 300, 400, 0], 3), ([1, 1, 1, 1, 700], [200, 300, 400, 500, 324], 4)]
+    found = subprocess.run([sys.executable, "-c", _VARIANTS, json.dumps(steps)], capture_output=True, text=True,
+                           env={**os.environ, "TRITON_INTERPRET": "0"}, cwd=Path(__file__).resolve().parent.parent,
+                           timeout=600)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert json.loads(found.stdout.splitlines()[-1]) == {"hopper_paged_kernel": 1, "paged_prefill_kernel": 1}

@@ -176,7 +176,8 @@ def paged_consumer1(q_desc, k_desc, v_desc, out, q_smem, k_smem, v_smem, bars, q
                    group, n_m, sched, 1)
 
 
-@gluon.jit
+# one compile per server: a step's tile count and its slices of the lengths and block table do not pick a variant
+@gluon.jit(do_not_specialize=["n_m"], do_not_specialize_on_alignment=["cu_seqlens_q", "seq_lens", "block_table"])
 def hopper_paged_kernel(q_desc, k_desc, v_desc, out, qk_scale, cu_seqlens_q, seq_lens, block_table, s_bt, sot, soh,
                         head_stride, q_heads, group, n_m, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                         PAGE_SIZE: gl.constexpr, OVERLAP: gl.constexpr, PINGPONG: gl.constexpr):

@@ -86,7 +86,8 @@ def paged_tiles(acc, l_i, m_i, q, k_head, v_head, pages, skp, skt, svp, svt, sta
     return acc, l_i, m_i
 
 
-@triton.jit
+# one compile per server: a step's tile count and its slices of the lengths and block table do not pick a variant
+@triton.jit(do_not_specialize=["n_m"], do_not_specialize_on_alignment=["CuSeqlensQ", "SeqLens", "BlockTable"])
 def paged_prefill_kernel(Q, K, V, Out, CuSeqlensQ, SeqLens, BlockTable, qk_scale, q_heads, group, n_m,
                          sqt, sqh, skp, skt, skh, svp, svt, svh, sot, soh, s_bt,
                          HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
