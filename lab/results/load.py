@@ -129,6 +129,18 @@ def capacity(rows: list[dict]) -> float | None:
     return found[0]["request_throughput"] if found else None
 
 
+def first_tokens(rows: list[dict]) -> tuple[float, float] | None:
+    """(first, last) first-token time in seconds among the requests of the all-at-once point, each from the start
+    of the burst (its detailed result's ``ttfts``): when the first prompt got its first token, and the last.
+    None when the point was not measured."""
+    found = [r for r in rows if r["rate"] is None and not r["max_concurrency"]]
+    if not found:
+        return None
+    result = read_json(Path(found[0]["source"]))
+    ttfts = [t for t, error in zip(result["ttfts"], result["errors"], strict=True) if not error]
+    return min(ttfts), max(ttfts)
+
+
 def request_latencies(result: dict) -> list[tuple[float, float]]:
     """(TTFT, TPOT) in seconds of every successful request of a detailed result, as vLLM computes them."""
     out = []

@@ -27,6 +27,10 @@ GLUON_AGREEMENT_RUN, GLUON_PLANTED_RUN = "h100/agreement-gluon", "h100/agreement
 ARMS_RUN, LOAD_RUN = "h100/vllm0.26-qwen2.5-7b-ours-arms", "h100/vllm0.26-qwen2.5-7b-ours-load"
 #: A busy server's mixed step raced alone, our decode rows in the prefill kernel and split off, a later lease.
 MIXED_RACE_RUN = "h100/serving-race-mixed"
+#: The load study again with a mixed step's decode rows split off to the decode kernel, and the agreement check of
+#: such a server, a later lease (before the kernels compiled once per server).
+LOAD_SPLIT_RUN = "h100/vllm0.26-qwen2.5-7b-ours-load-split"
+SPLIT_AGREEMENT_RUN, SPLIT_PLANTED_RUN = "h100/agreement-split", "h100/agreement-split-planted-bug"
 #: The serving race's last chunk (prefill 8192 over 24576) under Nsight Compute, FA3 and ours, in a later lease.
 CHUNK_COUNTERS_RUN = "h100/kernel-counters-chunk"
 #: Kernel-name words of FlashAttention's own kernels (lab.measure.census.rules: fa2, fa3, flash helpers).

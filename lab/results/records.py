@@ -97,6 +97,15 @@ RUNS = (
     Run("h100/serving-race-mixed", "a busy server's mixed step (128 decoding sequences beside 7 new 1,024-token "
         "prompts) on one paged cache: FA3, and our kernels with the decode rows in the prefill kernel's tiles and "
         "split off to the decode kernel, a later H100 lease", names=("mixed-step race",)),
+    Run("h100/vllm0.26-qwen2.5-7b-ours-load-split", "the OURS load study again with a mixed step's decode rows sent "
+        "to the decode kernel, FA3 beside it, a later H100 lease", names=("split load study",)),
+    Run("h100/agreement-split", "the agreement check of an OURS server that splits a mixed step's decode rows off "
+        "(the split load study's lease)", names=("split agreement check",)),
+    Run("h100/agreement-split-planted-bug", "the same with every sequence one key short",
+        names=("split planted bug",)),
+    Run("h100/kernel-counters-mixed", "Nsight Compute counters of the mixed-step race's step: FA3, and ours with the "
+        "decode rows in the prefill kernel's tiles and split off (the split load study's lease)",
+        names=("mixed counters",)),
     Run("h100/live-check", "every chapter executed live on a fresh H100 with the defaults of 2026-12-06 "
         "(the run that found two faults of those defaults, and four runs after the fixes)"),
     Run("h100/jupyter-check", "JupyterLab from the offline wheels on a fresh H100: chapter 04 opened and its panel run"),

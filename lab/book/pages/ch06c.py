@@ -63,17 +63,18 @@ RACE_MS = Quantity("h100.serving_race.ms", "a candidate's time at one step of a 
 MIXED_SHAPE = Quantity("h100.serving_race.mixed_step", "the mixed step of the mixed-step race: decoding sequences, "
                        "their keys, new prompts beside them and each prompt's tokens", run=serving.MIXED_RACE_RUN,
                        file="provenance.json")
+_SPLIT_SERVER = "a later lease's server that sends a mixed step's decode rows to the decode kernel"
 CALLS = Quantity("h100.agreement.calls", "attention calls the agreement check compared, per kind of step",
                  run=serving.AGREEMENT_RUN, file="summary.json", unit="calls",
-                 others={serving.GLUON_AGREEMENT_RUN: _GLUON})
+                 others={serving.GLUON_AGREEMENT_RUN: _GLUON, serving.SPLIT_AGREEMENT_RUN: _SPLIT_SERVER})
 WORST = Quantity("h100.agreement.worst", "the largest difference between our output and FA3's on the same inputs, "
                  "over every call, as a share of the largest output", run=serving.AGREEMENT_RUN, file="summary.json",
-                 unit="%", others={serving.GLUON_AGREEMENT_RUN: _GLUON})
+                 unit="%", others={serving.GLUON_AGREEMENT_RUN: _GLUON, serving.SPLIT_AGREEMENT_RUN: _SPLIT_SERVER})
 TOLERANCE = Quantity("h100.agreement.tolerance", "the largest difference the agreement check allows, as a share of "
                      "the largest output", run=serving.AGREEMENT_RUN, file="summary.json", unit="%")
 BROKEN = Quantity("h100.agreement_bug.not_finite", "attention calls whose output was not finite with every sequence "
                   "one key short", run=serving.PLANTED_RUN, file="summary.json", unit="calls",
-                  others={serving.GLUON_PLANTED_RUN: _GLUON})
+                  others={serving.GLUON_PLANTED_RUN: _GLUON, serving.SPLIT_PLANTED_RUN: _SPLIT_SERVER})
 LENGTH = Quantity("h100.ours.length", "a prompt length both arms of the OURS lease ran", unit="tokens", **_SWEEP)
 FLASH_KERNELS = Quantity("h100.ours.flash_kernels", "FlashAttention kernels among the attention kernels of the OURS "
                          "server's profiler windows", run=serving.SWEEP_RUN, file="traces/ours/*.census.json",
@@ -150,7 +151,9 @@ ARMS_MARGIN = Quantity(f"{_GPU}.ours_arms.apart_margin", "how much shorter OURS'
 ARMS_LENGTH = Quantity(f"{_GPU}.ours_arms.length", "a prompt length of the lease that swept every backend beside "
                        "OURS", unit="tokens", **_ARMS)
 WORKLOAD = "random-1024-128"
-_LOAD = dict(run=serving.LOAD_RUN, file=f"{WORKLOAD}/<arm>")
+_SPLIT = ("a later lease: OURS with a mixed step's decode rows sent to the decode kernel (the split load study), FA3 "
+          "beside it")
+_LOAD = dict(run=serving.LOAD_RUN, file=f"{WORKLOAD}/<arm>", others={serving.LOAD_SPLIT_RUN: _SPLIT})
 _LOADED = "1,024-token prompts, 128 tokens out, OURS and FA3 in one lease"
 LOAD_CAPACITY = Quantity(f"{_GPU}.ours_load.capacity", f"requests per second completed with every prompt sent at "
                          f"once, {_LOADED}", unit="req/s", **_LOAD)
@@ -159,32 +162,37 @@ LOAD_RATIO = Quantity(f"{_GPU}.ours_load.ratio", f"OURS's over FA3's: capacity, 
 LOAD_SLO_RATE = Quantity(f"{_GPU}.ours_load.slo_rate", "the highest Poisson rate measured whose p99 TTFT and p99 TPOT "
                          f"are each within chapter 6b's targets, {_LOADED}", unit="req/s", **_LOAD)
 LOAD_SETTING = Quantity(f"{_GPU}.ours_load.workload", "a setting of the load lease's workload (tokens, seconds of "
-                        "arrivals a point, prompts of the capacity point), as both arms' provenance records it", run=serving.LOAD_RUN,
-                        file=f"{WORKLOAD}/<arm>/provenance.json")
+                        "arrivals a point, prompts of the capacity point), as both arms' provenance records it",
+                        run=serving.LOAD_RUN, file=f"{WORKLOAD}/<arm>/provenance.json",
+                        others={serving.LOAD_SPLIT_RUN: _SPLIT})
 LOAD_RATE = Quantity(f"{_GPU}.ours_load.rate", f"a Poisson point's offered request rate, {_LOADED}", unit="req/s",
                      **_LOAD)
 LOAD_THROUGHPUT = Quantity(f"{_GPU}.ours_load.throughput", f"requests per second a Poisson point completed, {_LOADED}",
                            unit="req/s", **_LOAD)
 LOAD_LATENCY = Quantity(f"{_GPU}.ours_load.latency", f"a latency percentile (TTFT, TPOT or ITL) at a load point, "
                         f"{_LOADED}", unit="ms", **_LOAD)
+LOAD_FIRST_TOKENS = Quantity(f"{_GPU}.ours_load.burst_first_token", "seconds from the start of the capacity point "
+                             "(every prompt sent at once) to the first token of its first request, or of its last, "
+                             f"{_LOADED}", unit="s", run=serving.LOAD_RUN, file=f"{WORKLOAD}/<arm>/rate-inf.json",
+                             others={serving.LOAD_SPLIT_RUN: _SPLIT})
 
 _pair, _race = functools.cache(serving.sweep_pair), functools.cache(serving.race_table)
 _chunk, _arms = functools.cache(serving.chunk_counters), functools.cache(serving.arms_sweep)
 
 
 @functools.cache
-def _ours_load() -> dict[str, rl.ArmRun]:
-    """The load lease's arm folders by label, their points and provenance read once."""
-    return {run.label: run for run in rl.arm_runs(DATA_DIR / serving.LOAD_RUN / WORKLOAD)}
+def _ours_load(run: str = serving.LOAD_RUN) -> dict[str, rl.ArmRun]:
+    """A load lease's arm folders by label, their points and provenance read once."""
+    return {arm.label: arm for arm in rl.arm_runs(DATA_DIR / run / WORKLOAD)}
 
 
-def _ours_load_workload() -> tuple[dict, float, int]:
-    """The load lease's workload, seconds of arrivals a point and prompts of the capacity point, as both arms'
+def _ours_load_workload(run: str = serving.LOAD_RUN) -> tuple[dict, float, int]:
+    """A load lease's workload, seconds of arrivals a point and prompts of the capacity point, as both arms'
     provenance records them (one of each, or LabError)."""
-    settings = {json.dumps([run.provenance["flags"][key] for key in ("workload", "span_s", "capacity_prompts")],
-                           sort_keys=True) for run in _ours_load().values()}
+    settings = {json.dumps([arm.provenance["flags"][key] for key in ("workload", "span_s", "capacity_prompts")],
+                           sort_keys=True) for arm in _ours_load(run).values()}
     if len(settings) != 1:
-        raise LabError(f"data/{serving.LOAD_RUN}/{WORKLOAD}: the arms ran different workloads, spans or capacity points")
+        raise LabError(f"data/{run}/{WORKLOAD}: the arms ran different workloads, spans or capacity points")
     workload, span, everyone = json.loads(settings.pop())
     return workload, span, everyone
 
@@ -362,11 +370,13 @@ def arms_facts() -> dict[str, Fact]:
     return out
 
 
-def load_facts() -> dict[str, Fact]:
+def load_facts(run: str = serving.LOAD_RUN, prefix: str = "oload") -> dict[str, Fact]:
     """OURS and FA3 under Poisson load in one lease (``oload_<arm>_*``): each one's capacity and its median TTFT and
     ITL there, the highest rate within chapter 6b's targets with its p99s and throughput, the highest rate run and
-    the p99s of the first rate past the targets; OURS's capacity and in-target throughput over FA3's."""
-    runs, out, in_target = _ours_load(), {}, {}
+    the p99s of the first rate past the targets; OURS's capacity and in-target throughput over FA3's; when the
+    capacity point's first request got its first token, and its last. ``run``: the load lease (``prefix`` names its
+    facts)."""
+    runs, out, in_target = _ours_load(run), {}, {}
     for label in (OURS.label, FA3.label):
         name, rows = names.key(label), runs[label].rows
         poisson, best = rl.poisson_points(rows), rl.highest_rate_meeting(rows, SLO)
@@ -374,53 +384,77 @@ def load_facts() -> dict[str, Fact]:
         everyone = next(r for r in rows if r["rate"] is None and not r["max_concurrency"])
         past = [r for r in poisson if r["rate"] > best]
         in_target[label] = within["request_throughput"]
-        out |= {f"oload_{name}_capacity": LOAD_CAPACITY.fact(rl.capacity(rows), label, fmt="{:.1f} req/s"),
-                f"oload_{name}_cap_ttft": LOAD_LATENCY.fact(everyone["p50_ttft_ms"], label, "capacity", "p50 ttft",
-                                                            fmt="{:,.0f} ms"),
-                f"oload_{name}_cap_itl": LOAD_LATENCY.fact(everyone["p50_itl_ms"], label, "capacity", "p50 itl",
-                                                           fmt="{:.1f} ms"),
-                f"oload_{name}_slo_rate": LOAD_SLO_RATE.fact(best, label, fmt="{:g} req/s"),
-                f"oload_{name}_top_rate": LOAD_RATE.fact(poisson[-1]["rate"], label, "highest", fmt="{:g} req/s"),
-                f"oload_{name}_slo_throughput": LOAD_THROUGHPUT.fact(within["request_throughput"], label, best,
-                                                                     fmt="{:.1f} req/s"),
-                f"oload_{name}_slo_ttft": LOAD_LATENCY.fact(within["p99_ttft_ms"], label, best, "p99 ttft",
-                                                            fmt="{:.0f} ms"),
-                f"oload_{name}_slo_tpot": LOAD_LATENCY.fact(within["p99_tpot_ms"], label, best, "p99 tpot",
-                                                            fmt="{:.0f} ms")}
+        first, last = rl.first_tokens(rows)
+        out |= {f"{prefix}_{name}_burst_first": LOAD_FIRST_TOKENS.fact(first, label, "first", fmt="{:.2f} s", run=run),
+                f"{prefix}_{name}_burst_span": LOAD_FIRST_TOKENS.fact(last - first, label, "last less first",
+                                                                      fmt="{:.1f} s", run=run)}
+        out |= {f"{prefix}_{name}_capacity": LOAD_CAPACITY.fact(rl.capacity(rows), label, fmt="{:.1f} req/s", run=run),
+                f"{prefix}_{name}_cap_ttft": LOAD_LATENCY.fact(everyone["p50_ttft_ms"], label, "capacity", "p50 ttft",
+                                                            fmt="{:,.0f} ms", run=run),
+                f"{prefix}_{name}_cap_itl": LOAD_LATENCY.fact(everyone["p50_itl_ms"], label, "capacity", "p50 itl",
+                                                           fmt="{:.1f} ms", run=run),
+                f"{prefix}_{name}_slo_rate": LOAD_SLO_RATE.fact(best, label, fmt="{:g} req/s", run=run),
+                f"{prefix}_{name}_top_rate": LOAD_RATE.fact(poisson[-1]["rate"], label, "highest", fmt="{:g} req/s",
+                                                            run=run),
+                f"{prefix}_{name}_slo_throughput": LOAD_THROUGHPUT.fact(within["request_throughput"], label, best,
+                                                                     fmt="{:.1f} req/s", run=run),
+                f"{prefix}_{name}_slo_ttft": LOAD_LATENCY.fact(within["p99_ttft_ms"], label, best, "p99 ttft",
+                                                            fmt="{:.0f} ms", run=run),
+                f"{prefix}_{name}_slo_tpot": LOAD_LATENCY.fact(within["p99_tpot_ms"], label, best, "p99 tpot",
+                                                            fmt="{:.0f} ms", run=run)}
         if past:
-            out |= {f"oload_{name}_past_rate": LOAD_RATE.fact(past[0]["rate"], label, "past the targets",
-                                                              fmt="{:g} req/s"),
-                    f"oload_{name}_past_ttft": LOAD_LATENCY.fact(past[0]["p99_ttft_ms"], label, past[0]["rate"],
-                                                                 "p99 ttft", fmt="{:.0f} ms"),
-                    f"oload_{name}_past_tpot": LOAD_LATENCY.fact(past[0]["p99_tpot_ms"], label, past[0]["rate"],
-                                                                 "p99 tpot", fmt="{:.0f} ms")}
+            out |= {f"{prefix}_{name}_past_rate": LOAD_RATE.fact(past[0]["rate"], label, "past the targets",
+                                                              fmt="{:g} req/s", run=run),
+                    f"{prefix}_{name}_past_ttft": LOAD_LATENCY.fact(past[0]["p99_ttft_ms"], label, past[0]["rate"],
+                                                                 "p99 ttft", fmt="{:.0f} ms", run=run),
+                    f"{prefix}_{name}_past_tpot": LOAD_LATENCY.fact(past[0]["p99_tpot_ms"], label, past[0]["rate"],
+                                                                 "p99 tpot", fmt="{:.0f} ms", run=run)}
     ours, fa3 = (runs[label].rows for label in (OURS.label, FA3.label))
     top = rl.poisson_points(ours)[-1]
     near = min(rl.poisson_points(fa3), key=lambda r: abs(r["rate"] - top["rate"]))   # FA3's rate nearest OURS's top
-    out["oload_fa3_near_rate"] = LOAD_RATE.fact(near["rate"], FA3.label, "nearest OURS's highest", fmt="{:g} req/s")
+    out[f"{prefix}_fa3_near_rate"] = LOAD_RATE.fact(near["rate"], FA3.label, "nearest OURS's highest",
+                                                    fmt="{:g} req/s", run=run)
     for name, label, row in (("ours_top", OURS.label, top), ("fa3_near", FA3.label, near)):
-        out |= {f"oload_{name}_p50_ttft": LOAD_LATENCY.fact(row["p50_ttft_ms"], label, row["rate"], "p50 ttft",
-                                                            fmt="{:.0f} ms"),
-                f"oload_{name}_p50_itl": LOAD_LATENCY.fact(row["p50_itl_ms"], label, row["rate"], "p50 itl",
-                                                           fmt="{:.1f} ms"),
-                f"oload_{name}_p99_itl": LOAD_LATENCY.fact(row["p99_itl_ms"], label, row["rate"], "p99 itl",
-                                                           fmt="{:.0f} ms"),
-                f"oload_{name}_p99_tpot": LOAD_LATENCY.fact(row["p99_tpot_ms"], label, row["rate"], "p99 tpot",
-                                                            fmt="{:.0f} ms")}
+        out |= {f"{prefix}_{name}_p50_ttft": LOAD_LATENCY.fact(row["p50_ttft_ms"], label, row["rate"], "p50 ttft",
+                                                            fmt="{:.0f} ms", run=run),
+                f"{prefix}_{name}_p50_itl": LOAD_LATENCY.fact(row["p50_itl_ms"], label, row["rate"], "p50 itl",
+                                                           fmt="{:.1f} ms", run=run),
+                f"{prefix}_{name}_p99_ttft": LOAD_LATENCY.fact(row["p99_ttft_ms"], label, row["rate"], "p99 ttft",
+                                                              fmt="{:.0f} ms", run=run),
+                f"{prefix}_{name}_p99_itl": LOAD_LATENCY.fact(row["p99_itl_ms"], label, row["rate"], "p99 itl",
+                                                           fmt="{:.0f} ms", run=run),
+                f"{prefix}_{name}_p99_tpot": LOAD_LATENCY.fact(row["p99_tpot_ms"], label, row["rate"], "p99 tpot",
+                                                            fmt="{:.0f} ms", run=run)}
     top = top["rate"]
-    workload, span, everyone = _ours_load_workload()
-    out |= {"oload_input_len": LOAD_SETTING.fact(workload["input_len"], "prompt tokens", fmt=",d"),
-            "oload_capacity_prompts": LOAD_SETTING.fact(everyone, "prompts of the capacity point", fmt=",d"),
-            "oload_output_len": LOAD_SETTING.fact(workload["output_len"], "tokens out", fmt=",d"),
-            "oload_span_s": LOAD_SETTING.fact(span, "seconds of arrivals a point", fmt="{:g} s"),
-            "oload_ours_top_rho": LOAD_RATIO.fact(top / rl.capacity(ours), "OURS's highest rate over its capacity",
-                                                  fmt="{:.1f}×"),
-            "oload_slo_ttft_ms": Fact(SLO["ttft"], "lab.book.pages.ch06b.SLO", "{:g} ms"),
-            "oload_slo_tpot_ms": Fact(SLO["tpot"], "lab.book.pages.ch06b.SLO", "{:g} ms")}
-    out |= {"oload_capacity_ratio": LOAD_RATIO.fact(rl.capacity(ours) / rl.capacity(fa3), "capacity", fmt="{:.2f}×"),
-            "oload_slo_throughput_ratio": LOAD_RATIO.fact(in_target[OURS.label] / in_target[FA3.label],
-                                                          "throughput within the targets", fmt="{:.2f}×")}
+    workload, span, everyone = _ours_load_workload(run)
+    out |= {f"{prefix}_input_len": LOAD_SETTING.fact(workload["input_len"], "prompt tokens", fmt=",d", run=run),
+            f"{prefix}_capacity_prompts": LOAD_SETTING.fact(everyone, "prompts of the capacity point", fmt=",d",
+                                                            run=run),
+            f"{prefix}_output_len": LOAD_SETTING.fact(workload["output_len"], "tokens out", fmt=",d", run=run),
+            f"{prefix}_span_s": LOAD_SETTING.fact(span, "seconds of arrivals a point", fmt="{:g} s", run=run),
+            f"{prefix}_ours_top_rho": LOAD_RATIO.fact(top / rl.capacity(ours), "OURS's highest rate over its capacity",
+                                                  fmt="{:.1f}×", run=run),
+            f"{prefix}_slo_ttft_ms": Fact(SLO["ttft"], "lab.book.pages.ch06b.SLO", "{:g} ms"),
+            f"{prefix}_slo_tpot_ms": Fact(SLO["tpot"], "lab.book.pages.ch06b.SLO", "{:g} ms")}
+    out |= {f"{prefix}_capacity_ratio": LOAD_RATIO.fact(rl.capacity(ours) / rl.capacity(fa3), "capacity",
+                                                        fmt="{:.2f}×", run=run),
+            f"{prefix}_slo_throughput_ratio": LOAD_RATIO.fact(in_target[OURS.label] / in_target[FA3.label],
+                                                          "throughput within the targets", fmt="{:.2f}×", run=run)}
     return out
+
+
+def split_facts() -> dict[str, Fact]:
+    """A server that splits a mixed step's decode rows off (``sload_*``: the load study again, as
+    :func:`load_facts`; ``split_*``: its agreement check, honest and with the planted bug)."""
+    honest, planted = (serving.agreement(run=run) for run in (serving.SPLIT_AGREEMENT_RUN, serving.SPLIT_PLANTED_RUN))
+    run = serving.SPLIT_AGREEMENT_RUN
+    return load_facts(serving.LOAD_SPLIT_RUN, "sload") | {
+        "split_agree_passed": Fact("passed" if honest["passed"] else "failed", CALLS.source_in(run)),
+        "split_agree_mixed_calls": CALLS.fact(honest["kinds"]["mixed"]["calls"], "mixed", fmt=",d", run=run),
+        "split_agree_worst": WORST.fact(100 * max(k["worst_relative_error"] for k in honest["kinds"].values()),
+                                        fmt="{:.2f}%", run=run),
+        "split_bug_passed": Fact("passed" if planted["passed"] else "failed",
+                                 BROKEN.source_in(serving.SPLIT_PLANTED_RUN))}
 
 
 def mixed_facts() -> dict[str, Fact]:
@@ -455,7 +489,7 @@ def facts() -> dict[str, Fact]:
              "kv_heads": Fact(model.kv_heads, origin), "group": Fact(model.q_heads // model.kv_heads, origin),
              "tile_rows": Fact(ROWS, "lab.measure.attention.hopper.ROWS")}
     return (shape | sweep_facts() | race_facts() | chunk_counter_facts() | agreement_facts() | census_facts()
-            | gluon_facts() | arms_facts() | load_facts() | mixed_facts())
+            | gluon_facts() | arms_facts() | load_facts() | mixed_facts() | split_facts())
 
 
 def sweep_table(run: str = serving.SWEEP_RUN):
