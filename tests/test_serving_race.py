@@ -152,3 +152,23 @@ def test_without_fa3_the_first_candidate_that_runs_is_the_reference(monkeypatch)
     assert by["fa3"]["error"].startswith("ModuleNotFoundError") and "ms" not in by["fa3"]
     assert by["ours a"]["max_abs_diff"] == 0.0 and by["ours b"]["max_abs_diff"] == 0.5
     assert by["ours b"]["ms"] == 1.0 and by["ours b"]["vs_fa3"] is None
+
+
+def test_the_profiled_calls_are_the_candidates_they_name(monkeypatch):
+    """kernel-counters profiles chunk_call and mixed_call by candidate name: each name must reach its own call of
+    the step (FA3 first, then ours in the server's prefill setting), built on the step the name describes."""
+    built = []
+    monkeypatch.setattr("lab.measure.attention.paged_prefill.paged_batch",
+                        lambda q_lens, prefixes, *args, **kwargs: built.append((q_lens, prefixes)) or "inputs")
+    monkeypatch.setattr(serving_race, "step_candidates", lambda step, inputs, bound, prefill_space, mixed_space: [
+        (label, f"{label} of {step[0]}", None) for label in
+        (("fa3", "chunks", "split") if step[0].startswith("mixed") else ("fa3", "prefill"))])
+    monkeypatch.delenv("LAB_OURS_PREFILL_CONFIG", raising=False)
+    assert serving_race.chunk_call("ours", 1, 32768) == "prefill of prefill 8192 over 24576"
+    assert serving_race.chunk_call("fa3", 1, 32768) == "fa3 of prefill 8192 over 24576"
+    step = serving_race.mixed_step(128, 1089)[0]
+    assert [serving_race.mixed_call(name, 128, 1089) for name in serving_race.MIXED_CANDIDATES] == \
+        [f"fa3 of {step}", f"chunks of {step}", f"split of {step}"]
+    assert built[0] == ([8192], [24576])
+    with pytest.raises(LabError, match="no mixed candidate"):
+        serving_race.mixed_call("ours", 128, 1089)

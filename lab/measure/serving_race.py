@@ -137,43 +137,38 @@ def progress_line(row: dict) -> str:
     return f"{row['step']:26s} {row['candidate']:44s} {timed}{diff}"
 
 
-def chunk_call(candidate: str, batch: int, n: int):
-    """One call of ``candidate`` on the last chunk (at most :data:`lab.measure.ncu_output.CHUNK` tokens) of an ``n``-token prompt in each of
-    ``batch`` sequences, over its cached prefix, on a paged cache: ``fa3``, or ``ours`` with the server's prefill
-    setting (``LAB_OURS_PREFILL_CONFIG``, else :data:`lab.measure.attention.serving.PREFILL_CONFIG`). What
-    ``python -m lab kernel-counters --jobs chunk:ours:1:32768`` profiles."""
-    if candidate not in CHUNK_CANDIDATES:
-        raise LabError(f"no chunk candidate {candidate!r}; known: {', '.join(CHUNK_CANDIDATES)}")
+def _server_calls(step, split_bound: int, seed: int) -> list:
+    """FA3's call and ours (in the server's prefill setting: ``LAB_OURS_PREFILL_CONFIG``, else
+    :data:`lab.measure.attention.serving.PREFILL_CONFIG`) at ``step``, on a fresh paged cache; FA3 first."""
     import torch
 
     from lab.measure.attention.paged_prefill import paged_batch
     from lab.measure.attention.serving import PREFILL_CONFIG, prefill_config_from_env
 
+    inputs = paged_batch(step[1], step[2], 28, 4, 128, 16, torch.bfloat16, "cuda", seed=seed, spare_pages=64)
+    config = prefill_config_from_env() or PREFILL_CONFIG
+    return [call for _, call, _ in step_candidates(step, inputs, split_bound, prefill_space=(config,),
+                                                   mixed_space=(config,))]
+
+
+def chunk_call(candidate: str, batch: int, n: int):
+    """One call of ``candidate`` on the last chunk (at most :data:`lab.measure.ncu_output.CHUNK` tokens) of an
+    ``n``-token prompt in each of ``batch`` sequences, over its cached prefix, on a paged cache: ``fa3``, or ``ours``
+    in the server's prefill setting. What ``python -m lab kernel-counters --jobs chunk:ours:1:32768`` profiles."""
+    if candidate not in CHUNK_CANDIDATES:
+        raise LabError(f"no chunk candidate {candidate!r}; known: {', '.join(CHUNK_CANDIDATES)}")
     chunk = query_rows("chunk", n)
     step = (f"prefill {chunk} over {n - chunk}", [chunk] * batch, [n - chunk] * batch)
-    inputs = paged_batch(step[1], step[2], 28, 4, 128, 16, torch.bfloat16, "cuda", seed=n + batch, spare_pages=64)
-    config = prefill_config_from_env() or PREFILL_CONFIG
-    fa3, ours = step_candidates(step, inputs, n, prefill_space=(config,))
-    return (fa3 if candidate == "fa3" else ours)[1]
+    return dict(zip(CHUNK_CANDIDATES, _server_calls(step, n, seed=n + batch), strict=True))[candidate]
 
 
 def mixed_call(candidate: str, decodes: int, keys: int):
     """One call of ``candidate`` (:data:`MIXED_CANDIDATES`) on :func:`mixed_step`'s step, the prefill kernel in the
-    server's setting (``LAB_OURS_PREFILL_CONFIG``, else the default). What ``python -m lab kernel-counters --jobs
-    mixed:ours-decode:128:1089`` profiles."""
+    server's setting. What ``python -m lab kernel-counters --jobs mixed:ours-decode:128:1089`` profiles."""
     if candidate not in MIXED_CANDIDATES:
         raise LabError(f"no mixed candidate {candidate!r}; known: {', '.join(MIXED_CANDIDATES)}")
-    import torch
-
-    from lab.measure.attention.paged_prefill import paged_batch
-    from lab.measure.attention.serving import PREFILL_CONFIG, prefill_config_from_env
-
-    step = mixed_step(decodes, keys)
-    inputs = paged_batch(step[1], step[2], 28, 4, 128, 16, torch.bfloat16, "cuda", seed=keys + decodes, spare_pages=64)
-    config = prefill_config_from_env() or PREFILL_CONFIG
-    found = dict(zip(MIXED_CANDIDATES, (call for _, call, _ in step_candidates(step, inputs, keys, mixed_space=(config,))),
-                     strict=True))
-    return found[candidate]
+    calls = _server_calls(mixed_step(decodes, keys), keys, seed=keys + decodes)
+    return dict(zip(MIXED_CANDIDATES, calls, strict=True))[candidate]
 
 
 def race(rounds: int, rep_ms: int, split_bound: int, progress=print, save=lambda rows: None,
