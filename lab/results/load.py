@@ -141,6 +141,15 @@ def first_tokens(rows: list[dict]) -> tuple[float, float] | None:
     return min(ttfts), max(ttfts)
 
 
+def longest_first_token(rows: list[dict]) -> float:
+    """The longest TTFT in seconds of any request of an arm's Poisson points (their detailed results' ``ttfts``)."""
+    longest = 0.0
+    for row in poisson_points(rows):
+        result = read_json(Path(row["source"]))
+        longest = max([longest] + [t for t, error in zip(result["ttfts"], result["errors"], strict=True) if not error])
+    return longest
+
+
 def request_latencies(result: dict) -> list[tuple[float, float]]:
     """(TTFT, TPOT) in seconds of every successful request of a detailed result, as vLLM computes them."""
     out = []

@@ -387,7 +387,10 @@ def load_facts(run: str = serving.LOAD_RUN, prefix: str = "oload") -> dict[str, 
         first, last = rl.first_tokens(rows)
         out |= {f"{prefix}_{name}_burst_first": LOAD_FIRST_TOKENS.fact(first, label, "first", fmt="{:.2f} s", run=run),
                 f"{prefix}_{name}_burst_span": LOAD_FIRST_TOKENS.fact(last - first, label, "last less first",
-                                                                      fmt="{:.1f} s", run=run)}
+                                                                      fmt="{:.1f} s", run=run),
+                f"{prefix}_{name}_poisson_ttft_max": LOAD_LATENCY.fact(1000 * rl.longest_first_token(rows), label,
+                                                                       "every Poisson point", "longest ttft",
+                                                                       fmt="{:.0f} ms", run=run)}
         out |= {f"{prefix}_{name}_capacity": LOAD_CAPACITY.fact(rl.capacity(rows), label, fmt="{:.1f} req/s", run=run),
                 f"{prefix}_{name}_cap_ttft": LOAD_LATENCY.fact(everyone["p50_ttft_ms"], label, "capacity", "p50 ttft",
                                                             fmt="{:,.0f} ms", run=run),
