@@ -122,3 +122,16 @@ def test_on_the_h200_the_probe_and_vllm_bench_serve_agree_within_five_percent():
     assert found["measured"] and found["requests"] == 20 and found["bench_requests"] == 20
     assert found["within"], found
     assert abs(found["itl_ratio"] - 1) < 0.01      # the per-token gaps agree far closer than the first token
+
+
+def test_first_tokens_of_the_burst_and_of_the_poisson_points_skip_failed_requests(tmp_path):
+    def point(name, rate, ttfts, errors):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"ttfts": ttfts, "errors": errors}))
+        return {"rate": rate, "max_concurrency": None, "source": str(path)}
+
+    rows = [point("rate-2", 2.0, [0.05, 0.9, 9.0], ["", "", "timeout"]), point("rate-4", 4.0, [0.2, 0.1], ["", ""]),
+            point("rate-inf", None, [4.8, 0.0, 9.1, 6.0], ["", "refused", "", ""])]
+    assert load.first_tokens(rows) == (4.8, 9.1)          # the failed request's 0.0 is no first token
+    assert load.longest_first_token(rows) == 0.9           # Poisson points only, the failed 9.0 left out
+    assert load.first_tokens(rows[:2]) is None and load.longest_first_token(rows[2:]) == 0.0

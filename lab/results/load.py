@@ -129,25 +129,25 @@ def capacity(rows: list[dict]) -> float | None:
     return found[0]["request_throughput"] if found else None
 
 
+def _first_token_times(row: dict) -> list[float]:
+    """The TTFT in seconds of every successful request of a point, from its detailed result's ``ttfts``."""
+    result = read_json(Path(row["source"]))
+    return [t for t, error in zip(result["ttfts"], result["errors"], strict=True) if not error]
+
+
 def first_tokens(rows: list[dict]) -> tuple[float, float] | None:
     """(first, last) first-token time in seconds among the requests of the all-at-once point, each from the start
-    of the burst (its detailed result's ``ttfts``): when the first prompt got its first token, and the last.
-    None when the point was not measured."""
+    of the burst: when the first prompt got its first token, and the last. None when the point was not measured."""
     found = [r for r in rows if r["rate"] is None and not r["max_concurrency"]]
     if not found:
         return None
-    result = read_json(Path(found[0]["source"]))
-    ttfts = [t for t, error in zip(result["ttfts"], result["errors"], strict=True) if not error]
+    ttfts = _first_token_times(found[0])
     return min(ttfts), max(ttfts)
 
 
 def longest_first_token(rows: list[dict]) -> float:
-    """The longest TTFT in seconds of any request of an arm's Poisson points (their detailed results' ``ttfts``)."""
-    longest = 0.0
-    for row in poisson_points(rows):
-        result = read_json(Path(row["source"]))
-        longest = max([longest] + [t for t, error in zip(result["ttfts"], result["errors"], strict=True) if not error])
-    return longest
+    """The longest TTFT in seconds of any request of an arm's Poisson points."""
+    return max((t for row in poisson_points(rows) for t in _first_token_times(row)), default=0.0)
 
 
 def request_latencies(result: dict) -> list[tuple[float, float]]:
