@@ -371,7 +371,7 @@ def arms_facts() -> dict[str, Fact]:
 
 
 def load_facts(run: str = serving.LOAD_RUN, prefix: str = "oload") -> dict[str, Fact]:
-    """OURS and FA3 under Poisson load in one lease (``oload_<arm>_*``): each one's capacity and its median TTFT and
+    """OURS and FA3 under Poisson load in one lease (``<prefix>_<arm>_*``): each one's capacity and its median TTFT and
     ITL there, the highest rate within chapter 6b's targets with its p99s and throughput, the highest rate run and
     the p99s of the first rate past the targets; OURS's capacity and in-target throughput over FA3's; when the
     capacity point's first request got its first token, and its last. ``run``: the load lease (``prefix`` names its
