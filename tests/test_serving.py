@@ -174,7 +174,7 @@ print(json.dumps({name: len(found) for name, found in keys.items()}))
 
 def test_a_server_compiles_each_prefill_kernel_once_whatever_its_steps():
     """A step's shape must not pick a new compiled variant: a server that meets one mid-load compiles it while
-    every request waits (vLLM's JIT monitor caught the Gluon kernel doing so). Steps: whole prompts, a short chunk
+    every request waits (vLLM's JIT monitor logged a JIT event of the Gluon kernel mid-load). Steps: whole prompts, a short chunk
     (one 128-row tile), a 2,048-token chunk (16 tiles), and mixed steps whose 3 or 4 leading decodes slice the
     lengths at an offset of 12 or 16 bytes."""
     import os
