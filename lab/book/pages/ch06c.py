@@ -28,7 +28,7 @@ from lab.book.pages.ch06b import SLO
 from lab.measure.attention.hopper import ROWS
 from lab.measure.attention.hopper_paged import copy_tile, hopper_paged_kernel, paged_unit
 from lab.measure.attention.serving import server_step
-from lab.measure.serving_race import fastest_of_ours
+from lab.measure.serving_race import CHUNK_CANDIDATES, fastest_of_ours
 from lab.measure.vllm.arms import FA3, OURS
 from lab.results import kernel_counters
 from lab.results import load as rl
@@ -562,10 +562,11 @@ def arms_table():
 
 
 def counters_table():
-    """The last chunk's kernel under Nsight Compute, a row per counter, FA3 beside ours."""
+    """The last chunk's kernel under Nsight Compute, a row per counter: the call each backend's server makes (FA3's
+    varlen call, ours), headed by the backend's arm."""
     jobs = _chunk()
     rows = _CHUNK_ROWS.values()
     table = pd.DataFrame({"counter": [row for row, *_ in rows]} |
-                         {label: [number.format(value(jobs[name])) for _, _, value, number, _ in rows]
-                          for name, label in (("fa3", "FA3"), ("ours", "ours"))})
+                         {arm.label: [number.format(value(jobs[name])) for _, _, value, number, _ in rows]
+                          for name, arm in zip(CHUNK_CANDIDATES, (FA3, OURS), strict=True)})
     return table.style.hide(axis="index")
