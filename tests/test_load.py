@@ -3,6 +3,7 @@ runner's lifecycle, resume and deadline against the fake server and a fake `vllm
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import os
@@ -150,6 +151,19 @@ def test_one_server_runs_every_point_and_a_rerun_skips_them(tmp_path, model, mon
     assert first[0].split("@")[1] != first[2].split("@")[1]
     assert _run(_plan(agreement_prompts=2), model, out, calls=calls) == 0   # resume: no client call at all
     assert calls.read_text().split() == first and (out / "server.1.log").exists()   # the first session's log kept
+
+
+def test_the_jit_log_asks_the_server_for_every_jit_event(tmp_path, model, monkeypatch):
+    """--jit-log passes vLLM 0.26's --jit-monitor-verbose (vllm/engine/arg_utils.py) to the server, and only then."""
+    monkeypatch.setenv("FAKE_VLLM_MODE", "ok")
+    for jit_log in (False, True):
+        out = tmp_path / f"arm-{jit_log}"
+        assert _run(_plan(jit_log=jit_log), model, out, calls=tmp_path / "calls.txt") == 0
+        command = json.loads((out / "provenance.json").read_text())["server"]["command"]
+        assert ("--jit-monitor-verbose" in command) == jit_log
+    parser = argparse.ArgumentParser()
+    load.add_arguments(parser)
+    assert load.plan_from_args(parser.parse_args(["--arm", "OURS", "--jit-log"])).jit_log
 
 
 @pytest.mark.parametrize("mode, reason", [("crash", "exited with status 1: ValueError: Initial test run failed"),

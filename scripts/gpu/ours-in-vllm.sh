@@ -18,7 +18,8 @@
 #                                                                 # (a study of its own: <study>-ours-long)
 #     OUT=/some/folder scripts/gpu_run.sh ours-in-vllm load        # vllm-load OURS, then FA3 with the same flags (1024-token
 #                                                                 # prompts, 128 out, SPAN_S s of arrivals a point, default 10;
-#                                                                 # LOAD_S s an arm, default 250)
+#                                                                 # LOAD_S s an arm, default 250; every kernel JIT event in
+#                                                                 # the server's log, Triton's cache counted before each arm)
 #                                                                 # (a study of its own: <study>-ours-load/random-1024-128)
 # The sweep and census run OURS with the prefill setting the race found fastest (LAB_OURS_PREFILL_CONFIG, read
 # from $WORK/serving-race/best_prefill.json when the kernels part ran in this lease). DEADLINE_S (default 560) is the
@@ -116,9 +117,13 @@ case "$PART" in
     for arm in "OURS:ours" "FLASH_ATTN/FA3:flash_attn-fa3"; do
       IFS=: read -r label folder <<< "$arm"
       picked "$folder" || continue
+      # what Triton's on-disk cache already holds: a kernel found there loads, one missing compiles
+      cache=${TRITON_CACHE_DIR:-$HOME/.triton/cache}
+      say "Triton cache $cache: $(find "$cache" -name '*.cubin' 2>/dev/null | wc -l) kernels, of them the book's:" \
+          "$(find "$cache" -name '*.cubin' 2>/dev/null | xargs -r -n1 basename | grep -E 'paged|combine' | sort | uniq -c | tr '\n' ' ')"
       capped $((LOAD_S + 30)) "$PYTHON" -m lab vllm-load --arm "$label" --model "$MODEL" --input-len 1024 \
           --output-len 128 --span-s "${SPAN_S:-10}" ${LOAD_FRACTIONS:+--load-fractions "$LOAD_FRACTIONS"} \
-          --deadline-s "$LOAD_S" --out "$WORK/$load_study/random-1024-128/$folder"
+          --deadline-s "$LOAD_S" --jit-log --out "$WORK/$load_study/random-1024-128/$folder"
     done ;;
   counters)
     capped 400 "$PYTHON" -m lab kernel-counters --jobs chunk:fa3:1:32768,chunk:ours:1:32768 --deadline-s 300 \

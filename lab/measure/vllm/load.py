@@ -65,6 +65,7 @@ DEFAULT_FRACTIONS = "0.25,0.5,0.75,0.9,1.0,1.2"
 DEFAULT_MODEL = "data/models/qwen2.5-7b-128k"
 #: A point whose client has not finished after this many seconds more than its expected length failed.
 POINT_SLACK_S = 120.0
+JIT_LOG_ARGS = ("--jit-monitor-verbose",)   # vLLM 0.26's flag: every JIT event, not the first per kernel
 
 
 @dataclass
@@ -91,6 +92,7 @@ class LoadPlan:
     tensor_parallel_size: int = 1             # GPUs one server is split across
     replicas: int = 1                         # >1: that many one-GPU servers behind lab.measure.vllm.spreader
     policy: str = "least-loaded"              # how the spreader picks a replica
+    jit_log: bool = False                     # the server logs every kernel JIT event (--jit-monitor-verbose)
 
     @property
     def layout(self) -> str:
@@ -300,6 +302,9 @@ def add_arguments(parser) -> None:
                         help="their long prompts' lengths (default 32768)")
     parser.add_argument("--interference-out", type=path_arg,
                         help="the trials' folder, e.g. <study>-interference/<arm slug>/chunk-8192")
+    parser.add_argument("--jit-log", action="store_true",
+                        help="the server logs every kernel JIT event after its warm-up, with the kernel's "
+                             "specialization (vLLM's --jit-monitor-verbose; by default it logs the first per kernel)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and the commands, start nothing")
 
 
@@ -335,7 +340,8 @@ def plan_from_args(args) -> LoadPlan:
                     max_num_batched_tokens=args.max_num_batched_tokens or None,
                     gpu_memory_utilization=args.gpu_memory_utilization, interference=trials,
                     interference_out=args.interference_out.resolve() if trials else None,
-                    tensor_parallel_size=args.tensor_parallel_size, replicas=args.replicas, policy=args.policy)
+                    tensor_parallel_size=args.tensor_parallel_size, replicas=args.replicas, policy=args.policy,
+                    jit_log=args.jit_log)
 
 
 def max_model_len(workload: Workload, vocab_size: int) -> int:
@@ -414,7 +420,8 @@ def _run_arm(plan: LoadPlan, model: str, out: Path, *, ready_timeout: float, ser
                      max_model_len=server_model_len(plan, synthetic.model_vocab_size(Path(model))),
                      max_num_batched_tokens=plan.max_num_batched_tokens,
                      gpu_memory_utilization=plan.gpu_memory_utilization, skip_tokenizer_init=False,
-                     extra_args=("--tokenizer", str(tok_dir)), log_path=log_path, ready_timeout=ready_timeout)
+                     extra_args=("--tokenizer", str(tok_dir)) + (JIT_LOG_ARGS if plan.jit_log else ()),
+                     log_path=log_path, ready_timeout=ready_timeout)
     progress.say(f"starting {plan.arm.label}: {server.command_line()}")
     study = None
     with server:
