@@ -239,18 +239,28 @@ def race_facts() -> dict[str, Fact]:
             "race_decode16_speed": RACE_SPEED.fact(sixteen.vs_fa3, DECODE_16, "ours", fmt="{:.2f}×")}
 
 
-def agreement_facts() -> dict[str, Fact]:
-    honest, planted = serving.agreement(), serving.agreement(run=serving.PLANTED_RUN)
+def _agreement_check(prefix: str, run: str, planted_run: str) -> dict[str, Fact]:
+    """One lease's agreement check (``<prefix>agree_*``: passed, calls in all and per kind of step, the worst
+    difference) and the same check with the planted bug (``<prefix>bug_*``: passed, calls, non-finite outputs)."""
+    honest, planted = serving.agreement(run=run), serving.agreement(run=planted_run)
     kinds = honest["kinds"]
-    out = {f"agree_{kind}_calls": CALLS.fact(kinds[kind]["calls"], kind, fmt=",d") for kind in kinds}
-    out |= {"agree_calls": CALLS.fact(honest["calls"], "all", fmt=",d"),
-            "agree_worst": WORST.fact(100 * max(k["worst_relative_error"] for k in kinds.values()), fmt="{:.2f}%"),
-            "agree_tolerance": TOLERANCE.fact(100 * honest["tolerance"], fmt="{:.0f}%"),
-            "agree_passed": Fact("passed" if honest["passed"] else "failed", CALLS.source),
-            "bug_passed": Fact("passed" if planted["passed"] else "failed", BROKEN.source),
-            "bug_not_finite": BROKEN.fact(sum(k["not_finite"] for k in planted["kinds"].values()), fmt=",d"),
-            "bug_calls": BROKEN.fact(planted["calls"], "all", fmt=",d")}
-    return out
+    out = {f"{prefix}agree_{kind}_calls": CALLS.fact(kinds[kind]["calls"], kind, fmt=",d", run=run) for kind in kinds}
+    return out | {
+        f"{prefix}agree_calls": CALLS.fact(honest["calls"], "all", fmt=",d", run=run),
+        f"{prefix}agree_worst": WORST.fact(100 * max(k["worst_relative_error"] for k in kinds.values()),
+                                           fmt="{:.2f}%", run=run),
+        f"{prefix}agree_passed": Fact("passed" if honest["passed"] else "failed", CALLS.source_in(run)),
+        f"{prefix}bug_passed": Fact("passed" if planted["passed"] else "failed", BROKEN.source_in(planted_run)),
+        f"{prefix}bug_not_finite": BROKEN.fact(sum(k["not_finite"] for k in planted["kinds"].values()), fmt=",d",
+                                               run=planted_run),
+        f"{prefix}bug_calls": BROKEN.fact(planted["calls"], "all", fmt=",d", run=planted_run)}
+
+
+def agreement_facts() -> dict[str, Fact]:
+    """The first lease's agreement check (``agree_*``, ``bug_*``) and its tolerance."""
+    honest = serving.agreement()
+    return _agreement_check("", serving.AGREEMENT_RUN, serving.PLANTED_RUN) | {
+        "agree_tolerance": TOLERANCE.fact(100 * honest["tolerance"], fmt="{:.0f}%")}
 
 
 def census_facts() -> dict[str, Fact]:
@@ -284,10 +294,9 @@ def gluon_facts() -> dict[str, Fact]:
     pair = _pair(run=sweep_run)
     at = pair.loc[LONG]
     honest = serving.agreement(run=serving.GLUON_AGREEMENT_RUN)
-    planted = serving.agreement(run=serving.GLUON_PLANTED_RUN)
     windows = serving.attention_kernels(run=sweep_run)
     flash = sorted({name for w in windows.values() for name in w["flash"]})
-    return {
+    return _agreement_check("gluon_", serving.GLUON_AGREEMENT_RUN, serving.GLUON_PLANTED_RUN) | {
         "gluon_race_last_chunk_speed": RACE_SPEED.fact(last.vs_fa3, LAST_CHUNK, "ours", fmt="{:.2f}×", run=race_run),
         "gluon_race_last_chunk_ms": RACE_MS.fact(last.ms, LAST_CHUNK, "ours", fmt="{:.2f} ms", run=race_run),
         "gluon_race_last_chunk_fa3_ms": RACE_MS.fact(_row(LAST_CHUNK, run=race_run).ms, LAST_CHUNK, "fa3",
@@ -301,18 +310,9 @@ def gluon_facts() -> dict[str, Fact]:
         "gluon_ttft_ratio_max": TTFT_RATIO.fact(pair.ttft_ratio.max(), "largest", fmt="{:.2f}×", run=sweep_run),
         "gluon_ttft_long_s": TTFT.fact(at.ttft_s_ours, OURS.label, LONG, fmt="{:.2f} s", run=sweep_run),
         "gluon_fa3_ttft_long_s": TTFT.fact(at.ttft_s_fa3, FA3.label, LONG, fmt="{:.2f} s", run=sweep_run),
-        "gluon_agree_passed": Fact("passed" if honest["passed"] else "failed",
-                                   CALLS.source_in(serving.GLUON_AGREEMENT_RUN)),
-        "gluon_agree_calls": CALLS.fact(honest["calls"], "all", fmt=",d", run=serving.GLUON_AGREEMENT_RUN),
         "gluon_agree_gluon_calls": CALLS.fact(sum(honest["kinds"][k]["calls"] for k in ("prefill", "mixed")),
                                               "prefill and mixed", fmt=",d", run=serving.GLUON_AGREEMENT_RUN),
         "gluon_setting": Fact(_gluon_setting(last.config), RACE_SPEED.source_in(race_run)),
-        "gluon_agree_worst": WORST.fact(100 * max(k["worst_relative_error"] for k in honest["kinds"].values()),
-                                        fmt="{:.2f}%", run=serving.GLUON_AGREEMENT_RUN),
-        "gluon_bug_passed": Fact("passed" if planted["passed"] else "failed",
-                                 BROKEN.source_in(serving.GLUON_PLANTED_RUN)),
-        "gluon_bug_not_finite": BROKEN.fact(sum(k["not_finite"] for k in planted["kinds"].values()), fmt=",d",
-                                            run=serving.GLUON_PLANTED_RUN),
         "gluon_flash_kernels": FLASH_KERNELS.fact(len(flash), fmt="d", run=sweep_run),
         "gluon_prefill_share": WINDOW_SHARE.fact(100 * windows["prefill-8192"]["attention_share"], "prefill-8192",
                                                  fmt="{:.1f}%", run=sweep_run)}
@@ -449,15 +449,8 @@ def load_facts(run: str = serving.LOAD_RUN, prefix: str = "oload") -> dict[str, 
 def split_facts() -> dict[str, Fact]:
     """A server that splits a mixed step's decode rows off (``sload_*``: the load study again, as
     :func:`load_facts`; ``split_*``: its agreement check, honest and with the planted bug)."""
-    honest, planted = (serving.agreement(run=run) for run in (serving.SPLIT_AGREEMENT_RUN, serving.SPLIT_PLANTED_RUN))
-    run = serving.SPLIT_AGREEMENT_RUN
-    return load_facts(serving.LOAD_SPLIT_RUN, "sload") | {
-        "split_agree_passed": Fact("passed" if honest["passed"] else "failed", CALLS.source_in(run)),
-        "split_agree_mixed_calls": CALLS.fact(honest["kinds"]["mixed"]["calls"], "mixed", fmt=",d", run=run),
-        "split_agree_worst": WORST.fact(100 * max(k["worst_relative_error"] for k in honest["kinds"].values()),
-                                        fmt="{:.2f}%", run=run),
-        "split_bug_passed": Fact("passed" if planted["passed"] else "failed",
-                                 BROKEN.source_in(serving.SPLIT_PLANTED_RUN))}
+    return load_facts(serving.LOAD_SPLIT_RUN, "sload") | _agreement_check(
+        "split_", serving.SPLIT_AGREEMENT_RUN, serving.SPLIT_PLANTED_RUN)
 
 
 def mixed_facts() -> dict[str, Fact]:
