@@ -163,6 +163,8 @@ for config in (serving.GLUON_PREFILL_CONFIG, serving.PREFILL_CONFIG):
         serving.server_step(q, k_cache, v_cache, torch.empty_like(q), cu, seq_lens, table,
                             max_query_len=max(q_lens), split_keys=1536, scale=0.088, num_decodes=decodes,
                             prefill_config=config)
+    if sys.argv[2] == "warm-up":   # the server's warm-up, at the width of vLLM's block table for 1,536 tokens
+        serving.warm_up(28, 4, 128, 16, torch.bfloat16, "cpu", table_width=96, prefill_config=config)
 backend = make_backend(GPUTarget("cuda", 90, 32))
 keys = {}
 for recorder_kernel, args, kwargs in launches:
@@ -184,8 +186,18 @@ def test_a_server_compiles_each_prefill_kernel_once_whatever_its_steps():
 
     steps = [([1024, 1024], [0, 0], 0), ([100], [300], 0), ([2048], [0], 0),
              ([1, 1, 1, 1024], [200, 300, 400, 0], 3), ([1, 1, 1, 1, 700], [200, 300, 400, 500, 324], 4)]
-    found = subprocess.run([sys.executable, "-c", _VARIANTS, json.dumps(steps)], capture_output=True, text=True,
-                           env={**os.environ, "TRITON_INTERPRET": "0"}, cwd=Path(__file__).resolve().parent.parent,
-                           timeout=600)
-    assert found.returncode == 0, found.stderr[-2000:]
-    assert json.loads(found.stdout.splitlines()[-1]) == {"hopper_paged_kernel": 1, "paged_prefill_kernel": 1}
+    # with the server's warm-up (lab.measure.attention.serving.warm_up) beside them: it compiles that one variant
+    for warm_up in ("none", "warm-up"):
+        found = subprocess.run([sys.executable, "-c", _VARIANTS, json.dumps(steps), warm_up], capture_output=True,
+                               text=True, env={**os.environ, "TRITON_INTERPRET": "0"},
+                               cwd=Path(__file__).resolve().parent.parent, timeout=600)
+        assert found.returncode == 0, found.stderr[-2000:]
+        assert json.loads(found.stdout.splitlines()[-1]) == {"hopper_paged_kernel": 1, "paged_prefill_kernel": 1}
+
+
+def test_the_warm_up_builds_vllms_block_table_width():
+    """vLLM 0.26 rounds a row of blocks up to a multiple of 128 / block size (MultiGroupBlockTable)."""
+    from lab.measure.attention.serving import vllm_table_width
+
+    assert vllm_table_width(1536, 16) == 96 and vllm_table_width(1000, 16) == 64
+    assert vllm_table_width(131072, 64) == 2048 and vllm_table_width(4000, 256) == 16

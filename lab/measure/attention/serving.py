@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import os
 
+import torch
+
 from lab import LabError
 from lab.measure.attention.hopper import hopper_refusal
 from lab.measure.attention.hopper_paged import hopper_paged_prefill
 from lab.measure.attention.kernel_inputs import interpreting
-from lab.measure.attention.paged_prefill import paged_prefill
+from lab.measure.attention.paged_prefill import paged_batch, paged_prefill
 from lab.measure.attention.triton_paged_decode import paged_decode
 
 #: Launch settings in a server, one per kernel (a server cannot time settings per step as the benchmarks do):
@@ -90,3 +92,32 @@ def server_step(query, key_cache, value_cache, out, query_start_loc, seq_lens, b
         paged_prefill(query, key_cache, value_cache, query_start_loc, seq_lens, block_table, scale, config=config,
                       max_seqlen_q=max_query_len, out=rows)
     return out
+
+
+def vllm_table_width(max_model_len: int, block_size: int) -> int:
+    """The row width of vLLM 0.26's block table: blocks for the longest sequence, rounded up to a multiple of
+    128 / block_size (``MultiGroupBlockTable`` in vllm/v1/worker/block_table.py)."""
+    blocks = -(-max_model_len // block_size)
+    per = 128 // block_size if block_size <= 128 else 1
+    return -(-blocks // per) * per
+
+
+#: The steps a server warms its kernels on (new tokens and cached prefix per sequence, leading decodes): a prompt's
+#: first chunk beside a later one, then the same behind two decoding sequences.
+WARM_UP_STEPS = (([100, 30], [0, 50], 0), ([1, 1, 100, 30], [40, 60, 0, 50], 2))
+
+
+def warm_up(q_heads: int, kv_heads: int, head_dim: int, block_size: int, dtype, device, *, table_width: int,
+            prefill_config: dict | None = None) -> None:
+    """Run :func:`server_step` on two small steps (:data:`WARM_UP_STEPS`) so that Triton compiles, or loads from
+    its cache, the kernels' variants before the server's first request rather than while a burst of prompts waits.
+    vLLM warms only the kernels it knows (``kernel_warmup`` in vllm/model_executor/warmup/kernel_warmup.py) and
+    captures decode steps into graphs, so a backend's own prefill kernel is otherwise compiled at its first prompt.
+    ``table_width``: the block table's row width in the server, since Triton specializes on that stride."""
+    for q_lens, prefixes, decodes in WARM_UP_STEPS:
+        q, k_cache, v_cache, cu, seq_lens, table = paged_batch(q_lens, prefixes, q_heads, kv_heads, head_dim,
+                                                               block_size, dtype, device)
+        table = torch.nn.functional.pad(table, (0, table_width - table.shape[1]))
+        server_step(q, k_cache, v_cache, torch.empty_like(q), cu, seq_lens, table, max_query_len=max(q_lens),
+                    split_keys=max(p + n for p, n in zip(prefixes, q_lens, strict=True)), scale=head_dim ** -0.5,
+                    num_decodes=decodes, prefill_config=prefill_config)

@@ -25,13 +25,15 @@ prefill kernel's launch setting, as ``python -m lab serving-race`` found fastest
 :data:`lab.measure.attention.serving.PREFILL_CONFIG`. ``LAB_OURS_SHADOW=PATH`` (an eager server only): every attention call also runs vLLM's FlashAttention 3 on the same
 queries, cache and metadata and appends the largest difference, relative to the largest output, to PATH (JSON
 lines) — the agreement check of :mod:`lab.measure.vllm.agreement`. ``LAB_OURS_PLANTED_BUG=1`` hands the kernels
-every sequence one key short, to show that check failing.
+every sequence one key short, to show that check failing. The builder warms the kernels when the server starts
+(:func:`lab.measure.attention.serving.warm_up`); ``LAB_OURS_WARMUP=0`` leaves them to compile at the first step.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -51,7 +53,7 @@ from vllm.v1.attention.backends.utils import split_decodes_and_prefills
 from vllm.v1.kv_cache_interface import AttentionSpec
 
 from lab.measure.attention.paged_prefill import HEAD_DIMS
-from lab.measure.attention.serving import prefill_config_from_env, server_step
+from lab.measure.attention.serving import prefill_config_from_env, server_step, vllm_table_width, warm_up
 
 # a child of vLLM's own logger, so the line lands in the server log (vLLM configures handlers for "vllm" only: this
 # module's own name printed nothing in the run of 2026-12-06)
@@ -82,6 +84,8 @@ class LabMetadataBuilder(AttentionMetadataBuilder[LabAttentionMetadata]):
                  device: torch.device):
         super().__init__(kv_cache_spec, layer_names, vllm_config, device)
         self.max_model_len = vllm_config.model_config.max_model_len
+        if os.environ.get("LAB_OURS_WARMUP", "1") != "0":
+            _warm_up(kv_cache_spec, vllm_config, device)
 
     def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
               fast_build: bool = False) -> LabAttentionMetadata:
@@ -94,6 +98,30 @@ class LabMetadataBuilder(AttentionMetadataBuilder[LabAttentionMetadata]):
                                     query_start_loc=m.query_start_loc, seq_lens=m.seq_lens,
                                     block_table=m.block_table_tensor, max_seq_len=m.max_seq_len,
                                     num_decodes=num_decodes)
+
+
+def _warm_up(spec: AttentionSpec, vllm_config: VllmConfig, device: torch.device) -> None:
+    """Compile the kernels' variants when the server starts (:func:`lab.measure.attention.serving.warm_up`), once per
+    process and shape; a failure is logged and the kernels then compile at the first step instead."""
+    model = vllm_config.model_config
+    shape = (model.get_num_attention_heads(vllm_config.parallel_config), spec.num_kv_heads, spec.head_size,
+             spec.block_size, spec.dtype, str(device), vllm_table_width(model.max_model_len, spec.block_size))
+    if shape in _WARMED:
+        return
+    _WARMED.add(shape)
+    started = time.perf_counter()
+    try:
+        warm_up(*shape[:5], device, table_width=shape[6], prefill_config=prefill_config_from_env())
+        torch.cuda.synchronize(device)
+    except Exception as exc:  # a warm-up is worth a line in the log, never a server that does not start
+        logger.warning("lab attention backend: warm-up failed (%s: %s); the kernels compile at the first step",
+                       type(exc).__name__, exc)
+        return
+    logger.info("lab attention backend: kernels warmed up in %.1f s (LAB_OURS_WARMUP=0 skips this)",
+                time.perf_counter() - started)
+
+
+_WARMED: set[tuple] = set()   # the shapes this process has warmed up
 
 
 class LabAttentionBackend(AttentionBackend):
