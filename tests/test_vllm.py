@@ -140,6 +140,27 @@ def test_log_facts_ignore_lookalikes():
     assert serverlog.read_facts("INFO Using TRITON_ATTN backend.").backend == "TRITON_ATTN"
 
 
+def test_jit_events_are_read_plain_and_verbose():
+    """vLLM 0.26's monitor (vllm/utils/jit_monitor.py): the first event per kernel, or with --jit-monitor-verbose
+    every event with the kernel's specialization."""
+    tail = ". This causes a latency spike; consider extending warmup to cover this shape/config."
+    text = ("(EngineCore pid=7) INFO 12-07 02:15:10 [jit_monitor.py:79] Kernel JIT monitor activated; monitored JIT "
+            "compilations during inference will use mode=warn.\n"
+            "(EngineCore pid=7) WARNING 12-07 02:15:30 [jit_monitor.py:135] Triton kernel JIT compilation during "
+            "inference: hopper_paged_kernel" + tail + "\n"
+            "(EngineCore pid=7) WARNING 12-07 02:15:31 [jit_monitor.py:132] Triton kernel JIT compilation during "
+            "inference: paged_split_kernel (constexprs={BLOCK_N=64, SPLITS=(2, 3)}; signature={q='*bf16'}; "
+            "extra_compile_info={}; key='k')" + tail + "\n"
+            "(EngineCore pid=7) WARNING 12-07 02:15:32 [jit_monitor.py:140] CuTeDSL JIT compilation during inference: "
+            "fwd" + tail + "\n")
+    events = serverlog.jit_events(text)
+    assert [(e.stamp, e.runtime, e.kernel) for e in events] == [
+        ("12-07 02:15:30", "Triton", "hopper_paged_kernel"), ("12-07 02:15:31", "Triton", "paged_split_kernel"),
+        ("12-07 02:15:32", "CuTeDSL", "fwd")]
+    assert events[0].detail == "" and events[1].detail.startswith("constexprs={BLOCK_N=64, SPLITS=(2, 3)}")
+    assert serverlog.jit_events("Triton kernel JIT compilation during inference: x") == []   # no log prefix
+
+
 def test_error_summary_prefers_the_root_cause():
     text = textwrap.dedent("""\
         (EngineCore pid=2) ERROR 11-30 05:01:55 [core.py:700] EngineCore failed to start.

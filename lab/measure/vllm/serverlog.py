@@ -127,6 +127,29 @@ def error_summary(text: str) -> str | None:
     return first if first == last else f"{first} ... {last}"
 
 
+# vllm/utils/jit_monitor.py of 0.26: "<backend> <event> during inference: <kernel>[ (<detail>)]. This causes ..."
+_JIT = re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d) \[jit_monitor\.py:\d+\] (\S+) (?:kernel )?JIT compilation during "
+                  r"inference: (\S+?)(?: \((.*)\))?\. This causes")
+
+
+@dataclass(frozen=True)
+class JitEvent:
+    """A kernel JIT event vLLM's monitor logged after the server's warm-up (a compile, or a load from the runtime's
+    own cache on disk): when (month-day and time, to the second, the server's clock), which runtime, which kernel,
+    and with ``--jit-monitor-verbose`` its specialization."""
+
+    stamp: str
+    runtime: str
+    kernel: str
+    detail: str = ""
+
+
+def jit_events(text: str) -> list[JitEvent]:
+    """Every JIT event in a server log, in order (without ``--jit-monitor-verbose`` vLLM logs the first per kernel)."""
+    return [JitEvent(found.group(1), found.group(2), found.group(3), found.group(4) or "")
+            for line in text.splitlines() if (found := _JIT.search(line))]
+
+
 def tail(path: Path, lines: int = 20, max_bytes: int = 256 * 1024) -> list[str]:
     """The last ``lines`` non-empty lines of a (possibly large, possibly missing) log file."""
     try:
