@@ -19,6 +19,7 @@ from lab import LabError
 from lab.measure.vllm.arms import Arm
 from lab.measure.vllm.bench import Point, check_result
 from lab.measure.vllm.probe import per_token_gaps, percentile, read_records
+from lab.measure.vllm.serverlog import jit_events, read_text, warm_up_seconds
 from lab.store import DATA_DIR, read_json
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -148,6 +149,16 @@ def first_tokens(rows: list[dict]) -> tuple[float, float] | None:
 def longest_first_token(rows: list[dict]) -> float:
     """The longest TTFT in seconds of any request of an arm's Poisson points."""
     return max((t for row in poisson_points(rows) for t in _first_token_times(row)), default=0.0)
+
+
+def server_jit_events(arm: ArmRun) -> int:
+    """How many kernel JIT events vLLM's monitor logged during inference in an arm's server (``server.log``)."""
+    return len(jit_events(read_text(arm.folder / "server.log", max_bytes=1 << 30)))
+
+
+def server_warm_up(arm: ArmRun) -> float | None:
+    """Seconds the lab backend's warm-up took when an arm's server started (None: no warm-up in its log)."""
+    return warm_up_seconds(read_text(arm.folder / "server.log"))
 
 
 def request_latencies(result: dict) -> list[tuple[float, float]]:

@@ -31,6 +31,11 @@ MIXED_RACE_RUN = "h100/serving-race-mixed"
 #: such a server, a later lease (before the kernels compiled once per server).
 LOAD_SPLIT_RUN = "h100/vllm0.26-qwen2.5-7b-ours-load-split"
 SPLIT_AGREEMENT_RUN, SPLIT_PLANTED_RUN = "h100/agreement-split", "h100/agreement-split-planted-bug"
+#: The load study with kernels that compile once per server and warm up when it starts (both arms, then both again),
+#: and OURS with the warm-up off, the first server of that lease.
+LOAD_ONCE_RUN = "h100/vllm0.26-qwen2.5-7b-ours-load-warm"
+LOAD_REPEAT_RUN = "h100/vllm0.26-qwen2.5-7b-ours-load-warm-repeat"
+LOAD_COLD_RUN = "h100/vllm0.26-qwen2.5-7b-ours-load-cold"
 #: The serving race's last chunk (prefill 8192 over 24576) under Nsight Compute, FA3 and ours, in a later lease.
 CHUNK_COUNTERS_RUN = "h100/kernel-counters-chunk"
 #: Kernel-name words of FlashAttention's own kernels (lab.measure.census.rules: fa2, fa3, flash helpers).

@@ -106,6 +106,12 @@ RUNS = (
     Run("h100/kernel-counters-mixed", "Nsight Compute counters of the mixed-step race's step: FA3, and ours with the "
         "decode rows in the prefill kernel's tiles and split off (the split load study's lease)",
         names=("mixed counters",)),
+    Run("h100/vllm0.26-qwen2.5-7b-ours-load-warm", "the OURS load study with kernels that compile once per server "
+        "and warm up when it starts, FA3 beside it, a later H100 lease", names=("compile-once load study",)),
+    Run("h100/vllm0.26-qwen2.5-7b-ours-load-warm-repeat", "both arms of the compile-once load study again, the same "
+        "lease", names=("compile-once repeat",)),
+    Run("h100/vllm0.26-qwen2.5-7b-ours-load-cold", "OURS under the same load with kernels that compile once per "
+        "server and the warm-up off, the first server of the same lease", names=("cold OURS load run",)),
     Run("h100/live-check", "every chapter executed live on a fresh H100 with the defaults of 2026-12-06 "
         "(the run that found two faults of those defaults, and four runs after the fixes)"),
     Run("h100/jupyter-check", "JupyterLab from the offline wheels on a fresh H100: chapter 04 opened and its panel run"),

@@ -27,7 +27,7 @@ from lab.book.load_explorer import ours_load_explorer
 from lab.book.pages.ch06b import SLO
 from lab.measure.attention.hopper import ROWS
 from lab.measure.attention.hopper_paged import copy_tile, hopper_paged_kernel, paged_unit
-from lab.measure.attention.serving import server_step
+from lab.measure.attention.serving import server_step, warm_up
 from lab.measure.serving_race import CHUNK_CANDIDATES, fastest_of_ours
 from lab.measure.vllm.arms import FA3, OURS
 from lab.results import kernel_counters
@@ -38,7 +38,8 @@ from lab.results.quantities import Quantity
 from lab.store import DATA_DIR
 
 __all__ = ["arms_table", "copy_tile", "counters_table", "facts", "gluon_race_table", "gluon_sweep_table",
-           "hopper_paged_kernel", "ours_load_explorer", "paged_unit", "race_table", "server_step", "sweep_table"]
+           "hopper_paged_kernel", "ours_load_explorer", "paged_unit", "race_table", "server_step", "sweep_table",
+           "warm_up"]
 LONG = 32768                              # the longest prompt both arms ran: where the section compares them
 LAST_CHUNK, FIRST_CHUNK = "prefill 8192 over 24576", "prefill 8192 over 0"
 DECODE_ONE, DECODE_16 = "decode 1 x 32768", "decode 16 x 32768"
@@ -153,7 +154,13 @@ ARMS_LENGTH = Quantity(f"{_GPU}.ours_arms.length", "a prompt length of the lease
 WORKLOAD = "random-1024-128"
 _SPLIT = ("a later lease: OURS with a mixed step's decode rows sent to the decode kernel (the split load study), FA3 "
           "beside it")
-_LOAD = dict(run=serving.LOAD_RUN, file=f"{WORKLOAD}/<arm>", others={serving.LOAD_SPLIT_RUN: _SPLIT})
+_ONCE = {serving.LOAD_ONCE_RUN: "a later lease: OURS with kernels that compile once per server and warm up when it "
+                                "starts (the compile-once load study), FA3 beside it",
+         serving.LOAD_REPEAT_RUN: "both arms of the compile-once load study again, same lease",
+         serving.LOAD_COLD_RUN: "OURS alone with the compile-once kernels and no warm-up, the first server of the "
+                                "compile-once load study's lease"}
+_LOAD_OTHERS = {serving.LOAD_SPLIT_RUN: _SPLIT, **_ONCE}
+_LOAD = dict(run=serving.LOAD_RUN, file=f"{WORKLOAD}/<arm>", others=_LOAD_OTHERS)
 _LOADED = "1,024-token prompts, 128 tokens out, OURS and FA3 in one lease"
 LOAD_CAPACITY = Quantity(f"{_GPU}.ours_load.capacity", f"requests per second completed with every prompt sent at "
                          f"once, {_LOADED}", unit="req/s", **_LOAD)
@@ -164,7 +171,7 @@ LOAD_SLO_RATE = Quantity(f"{_GPU}.ours_load.slo_rate", "the highest Poisson rate
 LOAD_SETTING = Quantity(f"{_GPU}.ours_load.workload", "a setting of the load lease's workload (tokens, seconds of "
                         "arrivals a point, prompts of the capacity point), as both arms' provenance records it",
                         run=serving.LOAD_RUN, file=f"{WORKLOAD}/<arm>/provenance.json",
-                        others={serving.LOAD_SPLIT_RUN: _SPLIT})
+                        others=_LOAD_OTHERS)
 LOAD_RATE = Quantity(f"{_GPU}.ours_load.rate", f"a Poisson point's offered request rate, {_LOADED}", unit="req/s",
                      **_LOAD)
 LOAD_THROUGHPUT = Quantity(f"{_GPU}.ours_load.throughput", f"requests per second a Poisson point completed, {_LOADED}",
@@ -174,7 +181,15 @@ LOAD_LATENCY = Quantity(f"{_GPU}.ours_load.latency", f"a latency percentile (TTF
 LOAD_FIRST_TOKENS = Quantity(f"{_GPU}.ours_load.burst_first_token", "seconds from the start of the capacity point "
                              "(every prompt sent at once) to the first token of its first request, or of its last, "
                              f"{_LOADED}", unit="s", run=serving.LOAD_RUN, file=f"{WORKLOAD}/<arm>/rate-inf.json",
-                             others={serving.LOAD_SPLIT_RUN: _SPLIT})
+                             others=_LOAD_OTHERS)
+LOAD_JIT_EVENTS = Quantity(f"{_GPU}.ours_load.jit_events", "kernel JIT events vLLM's monitor logged during inference "
+                           "in a load study's servers (every event with --jit-monitor-verbose; without it, the first "
+                           "per kernel)", unit="events", run=serving.LOAD_ONCE_RUN, file=f"{WORKLOAD}/<arm>/server.log",
+                           others={serving.LOAD_SPLIT_RUN: _SPLIT, serving.LOAD_REPEAT_RUN: _ONCE[serving.LOAD_REPEAT_RUN],
+                                   serving.LOAD_COLD_RUN: _ONCE[serving.LOAD_COLD_RUN]})
+WARM_UP = Quantity(f"{_GPU}.ours_load.warm_up", "seconds the OURS backend's warm-up took when its server started, as "
+                   "its log says", unit="s", run=serving.LOAD_ONCE_RUN, file=f"{WORKLOAD}/ours/server.log",
+                   others={serving.LOAD_REPEAT_RUN: _ONCE[serving.LOAD_REPEAT_RUN]})
 
 _pair, _race = functools.cache(serving.sweep_pair), functools.cache(serving.race_table)
 _chunk, _arms = functools.cache(serving.chunk_counters), functools.cache(serving.arms_sweep)
@@ -453,6 +468,31 @@ def split_facts() -> dict[str, Fact]:
         "split_", serving.SPLIT_AGREEMENT_RUN, serving.SPLIT_PLANTED_RUN)
 
 
+def once_facts() -> dict[str, Fact]:
+    """Kernels that compile once per server (``wload_*``: the compile-once load study, as :func:`load_facts`;
+    ``rload_*``: its repeat; ``cload_*``: OURS with the warm-up off), the JIT events their servers logged during
+    inference against the split load study's, and how long OURS's warm-up took."""
+    out = load_facts(serving.LOAD_ONCE_RUN, "wload") | load_facts(serving.LOAD_REPEAT_RUN, "rload")
+    cold = _ours_load(serving.LOAD_COLD_RUN)[OURS.label].rows
+    first, _ = rl.first_tokens(cold)
+    out |= {"cload_ours_capacity": LOAD_CAPACITY.fact(rl.capacity(cold), OURS.label, fmt="{:.1f} req/s",
+                                                      run=serving.LOAD_COLD_RUN),
+            "cload_ours_burst_first": LOAD_FIRST_TOKENS.fact(first, OURS.label, "first", fmt="{:.2f} s",
+                                                             run=serving.LOAD_COLD_RUN)}
+    once = (serving.LOAD_ONCE_RUN, serving.LOAD_REPEAT_RUN, serving.LOAD_COLD_RUN)
+    events = {run: sum(rl.server_jit_events(arm) for arm in _ours_load(run).values()) for run in once}
+    out |= {f"{prefix}_jit_events": LOAD_JIT_EVENTS.fact(events[run], "every server", fmt="d", run=run)
+            for prefix, run in zip(("wload", "rload", "cload"), once, strict=True)}
+    out["sload_ours_jit_events"] = LOAD_JIT_EVENTS.fact(rl.server_jit_events(_ours_load(serving.LOAD_SPLIT_RUN)[OURS.label]),
+                                                        OURS.label, fmt="d", run=serving.LOAD_SPLIT_RUN)
+    for prefix, run in (("wload", serving.LOAD_ONCE_RUN), ("rload", serving.LOAD_REPEAT_RUN)):
+        seconds = rl.server_warm_up(_ours_load(run)[OURS.label])
+        if seconds is None:
+            raise LabError(f"data/{run}/{WORKLOAD}/ours/server.log: no warm-up line from the lab backend")
+        out[f"{prefix}_warm_up_s"] = WARM_UP.fact(seconds, fmt="{:.1f} s", run=run)
+    return out
+
+
 def mixed_facts() -> dict[str, Fact]:
     """The mixed-step race (``mixed_*``): the step's shape from its provenance, FA3's time and ours with the Gluon
     prefill, the decode rows in its tiles (``chunks``) and split off to the decode kernel (``split``)."""
@@ -485,7 +525,7 @@ def facts() -> dict[str, Fact]:
              "kv_heads": Fact(model.kv_heads, origin), "group": Fact(model.q_heads // model.kv_heads, origin),
              "tile_rows": Fact(ROWS, "lab.measure.attention.hopper.ROWS")}
     return (shape | sweep_facts() | race_facts() | chunk_counter_facts() | agreement_facts() | census_facts()
-            | gluon_facts() | arms_facts() | load_facts() | mixed_facts() | split_facts())
+            | gluon_facts() | arms_facts() | load_facts() | mixed_facts() | split_facts() | once_facts())
 
 
 def sweep_table(run: str = serving.SWEEP_RUN):

@@ -150,6 +150,16 @@ def jit_events(text: str) -> list[JitEvent]:
             for line in text.splitlines() if (found := _JIT.search(line))]
 
 
+# lab.measure.vllm.backend's line when the OURS server has warmed its kernels
+_WARMED_UP = re.compile(r"lab attention backend: kernels warmed up in ([\d.]+) s")
+
+
+def warm_up_seconds(text: str) -> float | None:
+    """How long the lab backend's warm-up took when the server started (None: the log has no such line)."""
+    found = _WARMED_UP.search(text)
+    return float(found.group(1)) if found else None
+
+
 def tail(path: Path, lines: int = 20, max_bytes: int = 256 * 1024) -> list[str]:
     """The last ``lines`` non-empty lines of a (possibly large, possibly missing) log file."""
     try:
