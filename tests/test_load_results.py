@@ -135,3 +135,21 @@ def test_first_tokens_of_the_burst_and_of_the_poisson_points_skip_failed_request
     assert load.first_tokens(rows) == (4.8, 9.1)          # the failed request's 0.0 is no first token
     assert load.longest_first_token(rows) == 0.9           # Poisson points only, the failed 9.0 left out
     assert load.first_tokens(rows[:2]) is None and load.longest_first_token(rows[2:]) == 0.0
+
+
+def test_a_servers_jit_events_and_warm_up_are_read_from_its_log(tmp_path):
+    """Counted from server.log: every JIT event vLLM's monitor logged during inference, and the lab backend's warm-up
+    line (None without one, as in an FA3 server)."""
+    tail = ". This causes a latency spike; consider extending warmup to cover this shape/config.\n"
+    (tmp_path / "server.log").write_text(
+        "(EngineCore pid=7) INFO 12-07 05:43:53 [backend.py:120] lab attention backend: kernels warmed up in 3.5 s "
+        "(LAB_OURS_WARMUP=0 skips this)\n"
+        + "".join(f"(EngineCore pid=7) WARNING 12-07 05:45:0{i} [jit_monitor.py:132] Triton kernel JIT compilation "
+                  f"during inference: k{i} (constexprs={{}}; signature={{}}; extra_compile_info={{}}; key='x')" + tail
+                  for i in range(3)))
+    arm = load.ArmRun(folder=tmp_path, label="OURS", rows=[], provenance={})
+    assert load.server_jit_events(arm) == 3 and load.server_warm_up(arm) == 3.5
+    (tmp_path / "server.log").write_text("(EngineCore pid=7) INFO 12-07 05:47:41 [jit_monitor.py:79] Kernel JIT "
+                                         "monitor activated; monitored JIT compilations during inference will use "
+                                         "mode=warn.\n")
+    assert load.server_jit_events(arm) == 0 and load.server_warm_up(arm) is None

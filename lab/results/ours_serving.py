@@ -38,6 +38,8 @@ LOAD_REPEAT_RUN = "h100/vllm0.26-qwen2.5-7b-ours-load-warm-repeat"
 LOAD_COLD_RUN = "h100/vllm0.26-qwen2.5-7b-ours-load-cold"
 #: The serving race's last chunk (prefill 8192 over 24576) under Nsight Compute, FA3 and ours, in a later lease.
 CHUNK_COUNTERS_RUN = "h100/kernel-counters-chunk"
+#: The mixed-step race's step under Nsight Compute: FA3, ours with the decode rows in the tiles and split off.
+MIXED_COUNTERS_RUN = "h100/kernel-counters-mixed"
 #: Kernel-name words of FlashAttention's own kernels (lab.measure.census.rules: fa2, fa3, flash helpers).
 FLASH_WORDS = ("flash_fwd", "FlashAttn", "flash::", "flash_attn")
 
@@ -125,4 +127,13 @@ def chunk_counters(root: Path = DATA_DIR) -> dict[str, kernel_counters.JobCounte
     """The last 8k chunk of a 32k prompt under Nsight Compute, by candidate (``fa3``, ``ours``): its main kernel's
     counters (lab.results.kernel_counters.JobCounters)."""
     jobs = kernel_counters.run_jobs(CHUNK_COUNTERS_RUN, root)
+    return {job.candidate: job for job in jobs.values()}
+
+
+def mixed_counters(root: Path = DATA_DIR) -> dict[str, kernel_counters.JobCounters]:
+    """The mixed-step race's step under Nsight Compute, by candidate (``fa3``, ``ours-chunks``: the decode rows in the
+    prefill kernel's tiles, ``ours-decode``: split off to the decode kernel)."""
+    jobs = kernel_counters.run_jobs(MIXED_COUNTERS_RUN, root)
+    if not jobs:
+        raise LabError(f"data/{MIXED_COUNTERS_RUN}: no profiled jobs")
     return {job.candidate: job for job in jobs.values()}

@@ -64,6 +64,9 @@ RACE_MS = Quantity("h100.serving_race.ms", "a candidate's time at one step of a 
 MIXED_SHAPE = Quantity("h100.serving_race.mixed_step", "the mixed step of the mixed-step race: decoding sequences, "
                        "their keys, new prompts beside them and each prompt's tokens", run=serving.MIXED_RACE_RUN,
                        file="provenance.json")
+MIXED_PROGRAMS = Quantity("h100.mixed_counters.programs", "programs (thread blocks) the longest kernel of one layer's "
+                          "attention call of the mixed-step race's step launched, as Nsight Compute counted them "
+                          "(launch__grid_size)", run=serving.MIXED_COUNTERS_RUN, file="raw.csv", unit="programs")
 _SPLIT_SERVER = "a later lease's server that sends a mixed step's decode rows to the decode kernel"
 CALLS = Quantity("h100.agreement.calls", "attention calls the agreement check compared, per kind of step",
                  run=serving.AGREEMENT_RUN, file="summary.json", unit="calls",
@@ -185,8 +188,7 @@ LOAD_FIRST_TOKENS = Quantity(f"{_GPU}.ours_load.burst_first_token", "seconds fro
 LOAD_JIT_EVENTS = Quantity(f"{_GPU}.ours_load.jit_events", "kernel JIT events vLLM's monitor logged during inference "
                            "in a load study's servers (every event with --jit-monitor-verbose; without it, the first "
                            "per kernel)", unit="events", run=serving.LOAD_ONCE_RUN, file=f"{WORKLOAD}/<arm>/server.log",
-                           others={serving.LOAD_SPLIT_RUN: _SPLIT, serving.LOAD_REPEAT_RUN: _ONCE[serving.LOAD_REPEAT_RUN],
-                                   serving.LOAD_COLD_RUN: _ONCE[serving.LOAD_COLD_RUN]})
+                           others={run: _ONCE[run] for run in (serving.LOAD_REPEAT_RUN, serving.LOAD_COLD_RUN)})
 WARM_UP = Quantity(f"{_GPU}.ours_load.warm_up", "seconds the OURS backend's warm-up took when its server started, as "
                    "its log says", unit="s", run=serving.LOAD_ONCE_RUN, file=f"{WORKLOAD}/ours/server.log",
                    others={serving.LOAD_REPEAT_RUN: _ONCE[serving.LOAD_REPEAT_RUN]})
@@ -471,7 +473,7 @@ def split_facts() -> dict[str, Fact]:
 def once_facts() -> dict[str, Fact]:
     """Kernels that compile once per server (``wload_*``: the compile-once load study, as :func:`load_facts`;
     ``rload_*``: its repeat; ``cload_*``: OURS with the warm-up off), the JIT events their servers logged during
-    inference against the split load study's, and how long OURS's warm-up took."""
+    inference, and how long OURS's warm-up took."""
     out = load_facts(serving.LOAD_ONCE_RUN, "wload") | load_facts(serving.LOAD_REPEAT_RUN, "rload")
     cold = _ours_load(serving.LOAD_COLD_RUN)[OURS.label].rows
     first, _ = rl.first_tokens(cold)
@@ -483,8 +485,6 @@ def once_facts() -> dict[str, Fact]:
     events = {run: sum(rl.server_jit_events(arm) for arm in _ours_load(run).values()) for run in once}
     out |= {f"{prefix}_jit_events": LOAD_JIT_EVENTS.fact(events[run], "every server", fmt="d", run=run)
             for prefix, run in zip(("wload", "rload", "cload"), once, strict=True)}
-    out["sload_ours_jit_events"] = LOAD_JIT_EVENTS.fact(rl.server_jit_events(_ours_load(serving.LOAD_SPLIT_RUN)[OURS.label]),
-                                                        OURS.label, fmt="d", run=serving.LOAD_SPLIT_RUN)
     for prefix, run in (("wload", serving.LOAD_ONCE_RUN), ("rload", serving.LOAD_REPEAT_RUN)):
         seconds = rl.server_warm_up(_ours_load(run)[OURS.label])
         if seconds is None:
@@ -506,7 +506,11 @@ def mixed_facts() -> dict[str, Fact]:
     chunks = gluon[gluon.candidate.str.endswith("decodes with the chunks")].iloc[0]
     split = gluon[gluon.candidate.str.endswith("decodes to the decode kernel")].iloc[0]
     fa3 = _row(name, run=run)
-    return {"mixed_decodes": MIXED_SHAPE.fact(decodes, "decoding sequences", fmt="d"),
+    counted = serving.mixed_counters()
+    programs = {f"mixed_{key}_programs": MIXED_PROGRAMS.fact(int(counted[candidate].main["programs"]), candidate,
+                                                               fmt=",d")
+                for key, candidate in (("fa3", "fa3"), ("chunks", "ours-chunks"), ("split", "ours-decode"))}
+    return programs | {"mixed_decodes": MIXED_SHAPE.fact(decodes, "decoding sequences", fmt="d"),
             "mixed_keys": MIXED_SHAPE.fact(keys, "keys", fmt=",d"),
             "mixed_prompts": MIXED_SHAPE.fact(prompts, "new prompts", fmt="d"),
             "mixed_prompt_tokens": MIXED_SHAPE.fact(tokens, "tokens each", fmt=",d"),

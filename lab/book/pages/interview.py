@@ -120,7 +120,7 @@ TAKEN = {
         "chunk_fa3_warps", "gluon_race_last_chunk_speed", "gluon_ttft_ratio_long", "arms_long_n",
         "arms_ttft_ratio_131072", "mixed_chunks_speed", "mixed_split_speed", "sload_ours_top_rate",
         "sload_ours_top_p99_itl", "sload_fa3_near_p99_itl", "sload_fa3_near_rate", "sload_capacity_ratio",
-        "sload_ours_burst_first", "sload_fa3_burst_first"),
+        "sload_ours_burst_first", "sload_fa3_burst_first", "wload_capacity_ratio", "rload_capacity_ratio"),
     "book/06b-busy-server": (
         # the load study, the long prompt among decoders, the FP8 cache, and the method's settings the answers quote
         "bm_chunk", "bm_input_len", "bm_inter_ctx_hi", "bm_inter_ctx_lo", "bm_output_len", "curve_1_p99_ttft",
