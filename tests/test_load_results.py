@@ -139,7 +139,7 @@ def test_first_tokens_of_the_burst_and_of_the_poisson_points_skip_failed_request
 
 def test_a_servers_jit_events_and_warm_up_are_read_from_its_log(tmp_path):
     """Counted from server.log: every JIT event vLLM's monitor logged during inference, and the lab backend's warm-up
-    line (None without one, as in an FA3 server)."""
+    line (an error without one, as in an FA3 server)."""
     tail = ". This causes a latency spike; consider extending warmup to cover this shape/config.\n"
     (tmp_path / "server.log").write_text(
         "(EngineCore pid=7) INFO 12-07 05:43:53 [backend.py:120] lab attention backend: kernels warmed up in 3.5 s "
@@ -152,4 +152,6 @@ def test_a_servers_jit_events_and_warm_up_are_read_from_its_log(tmp_path):
     (tmp_path / "server.log").write_text("(EngineCore pid=7) INFO 12-07 05:47:41 [jit_monitor.py:79] Kernel JIT "
                                          "monitor activated; monitored JIT compilations during inference will use "
                                          "mode=warn.\n")
-    assert load.server_jit_events(arm) == 0 and load.server_warm_up(arm) is None
+    assert load.server_jit_events(arm) == 0
+    with pytest.raises(LabError, match="no warm-up line"):
+        load.server_warm_up(arm)

@@ -156,9 +156,12 @@ def server_jit_events(arm: ArmRun) -> int:
     return len(jit_events(read_text(arm.folder / "server.log", max_bytes=1 << 30)))
 
 
-def server_warm_up(arm: ArmRun) -> float | None:
-    """Seconds the lab backend's warm-up took when an arm's server started (None: no warm-up in its log)."""
-    return warm_up_seconds(read_text(arm.folder / "server.log"))
+def server_warm_up(arm: ArmRun) -> float:
+    """Seconds the lab backend's warm-up took when an arm's server started; LabError when its log has no such line."""
+    seconds = warm_up_seconds(read_text(arm.folder / "server.log"))
+    if seconds is None:
+        raise LabError(f"{arm.folder / 'server.log'}: no warm-up line from the lab backend (LAB_OURS_WARMUP=0?)")
+    return seconds
 
 
 def request_latencies(result: dict) -> list[tuple[float, float]]:

@@ -1,16 +1,11 @@
 """Chapter 6c, our kernels in a real server: every fact the chapter and its self-check state, its tables, its load
-explorer and the code it shows.
+explorer and the code it shows (``glue_all(ch06c.facts())`` in the one hidden cell; ``show(ch06c.server_step)``, ...).
 
-    glue_all(ch06c.facts())          # the one hidden cell
-    ch06c.sweep_table(), ch06c.race_table(), ch06c.arms_table(), ch06c.ours_load_explorer(), show(ch06c.server_step), ...
-
-Every number is from H100 leases, each ratio within one lease (lab.results.ours_serving reads their runs): the first
-lease's sweep of both arms, serving race, agreement check with and without its planted bug and the OURS server's
-profiler windows; the ``gluon_*`` facts from a later lease that ran the same studies with the Gluon prefill kernel
-(each quantity declares that run among its others); the ``arms_*`` and ``oload_*`` facts from a fourth, which swept
-every backend beside OURS to 128k and put OURS and FA3 under chapter 6b's load (quantities of their own). The H200's
-runs of chapter 6 are not compared with them. The interview page quotes the ``ours_*``, ``race_*``, ``agree_*``,
-``bug_*`` and a few ``gluon_*``, ``arms_*`` and ``oload_*`` facts from here.
+Every number is from H100 leases, each ratio within one lease (lab.results.ours_serving names the runs): the first
+lease's sweep, race, agreement check and profiler windows; ``gluon_*`` from the lease with the Gluon prefill, ``arms_*``
+and ``oload_*`` from the every-backend lease, ``mixed_*``, ``sload_*`` and ``split_*`` from the split's leases,
+``wload_*``, ``rload_*`` and ``cload_*`` from the compile-once lease (each quantity declares its other runs). The
+interview page quotes some of them.
 """
 
 from __future__ import annotations
@@ -475,21 +470,16 @@ def once_facts() -> dict[str, Fact]:
     ``rload_*``: its repeat; ``cload_*``: OURS with the warm-up off), the JIT events their servers logged during
     inference, and how long OURS's warm-up took."""
     out = load_facts(serving.LOAD_ONCE_RUN, "wload") | load_facts(serving.LOAD_REPEAT_RUN, "rload")
-    cold = _ours_load(serving.LOAD_COLD_RUN)[OURS.label].rows
-    first, _ = rl.first_tokens(cold)
-    out |= {"cload_ours_capacity": LOAD_CAPACITY.fact(rl.capacity(cold), OURS.label, fmt="{:.1f} req/s",
-                                                      run=serving.LOAD_COLD_RUN),
-            "cload_ours_burst_first": LOAD_FIRST_TOKENS.fact(first, OURS.label, "first", fmt="{:.2f} s",
-                                                             run=serving.LOAD_COLD_RUN)}
-    once = (serving.LOAD_ONCE_RUN, serving.LOAD_REPEAT_RUN, serving.LOAD_COLD_RUN)
-    events = {run: sum(rl.server_jit_events(arm) for arm in _ours_load(run).values()) for run in once}
-    out |= {f"{prefix}_jit_events": LOAD_JIT_EVENTS.fact(events[run], "every server", fmt="d", run=run)
-            for prefix, run in zip(("wload", "rload", "cload"), once, strict=True)}
-    for prefix, run in (("wload", serving.LOAD_ONCE_RUN), ("rload", serving.LOAD_REPEAT_RUN)):
-        seconds = rl.server_warm_up(_ours_load(run)[OURS.label])
-        if seconds is None:
-            raise LabError(f"data/{run}/{WORKLOAD}/ours/server.log: no warm-up line from the lab backend")
-        out[f"{prefix}_warm_up_s"] = WARM_UP.fact(seconds, fmt="{:.1f} s", run=run)
+    cold, run = _ours_load(serving.LOAD_COLD_RUN)[OURS.label].rows, serving.LOAD_COLD_RUN
+    out |= {"cload_ours_capacity": LOAD_CAPACITY.fact(rl.capacity(cold), OURS.label, fmt="{:.1f} req/s", run=run),
+            "cload_ours_burst_first": LOAD_FIRST_TOKENS.fact(rl.first_tokens(cold)[0], OURS.label, "first",
+                                                             fmt="{:.2f} s", run=run)}
+    for prefix, run in (("wload", serving.LOAD_ONCE_RUN), ("rload", serving.LOAD_REPEAT_RUN), ("cload", run)):
+        arms = _ours_load(run)
+        out[f"{prefix}_jit_events"] = LOAD_JIT_EVENTS.fact(sum(map(rl.server_jit_events, arms.values())),
+                                                           "every server", fmt="d", run=run)
+        if prefix != "cload":   # the cold run's server had its warm-up off
+            out[f"{prefix}_warm_up_s"] = WARM_UP.fact(rl.server_warm_up(arms[OURS.label]), fmt="{:.1f} s", run=run)
     return out
 
 
