@@ -112,7 +112,8 @@ def warm_up(q_heads: int, kv_heads: int, head_dim: int, block_size: int, dtype, 
     """Run :func:`server_step` on two small steps (:data:`WARM_UP_STEPS`) so that Triton compiles, or loads from
     its cache, the kernels' variants before the server's first request rather than while a burst of prompts waits.
     vLLM warms the kernels it knows (``kernel_warmup`` in vllm/model_executor/warmup/kernel_warmup.py); a backend's
-    own kernels run only in its dummy steps and graph captures, whose shapes may miss a variant the server needs.
+    own kernels run before traffic only in its warm-up steps and graph captures (in 0.26's V2 runner, ``warmup_kernels``:
+    2-token prompts, then a decode step), whose shapes may miss a variant the server needs.
     ``table_width``: the block table's row width in the server, since Triton specializes on that stride."""
     for q_lens, prefixes, decodes in WARM_UP_STEPS:
         q, k_cache, v_cache, cu, seq_lens, table = paged_batch(q_lens, prefixes, q_heads, kv_heads, head_dim,
