@@ -88,8 +88,8 @@ def _under_load() -> Question:
         "no longer than FA3's, and the median gap between tokens was level, so decode did not lose it either. What "
         "was lost came before the first token: a stall, which a capacity taken from one burst counts against the "
         "backend; it did not come back in the Poisson points that followed (no first token later than {later} ms). "
-        "It was Triton compiling the prefill kernel for step shapes the server had not yet run: with kernels that "
-        "compile one variant per server and a warm-up, OURS's capacity was {once}× FA3's. The mixed steps' cost shows elsewhere, in the gaps under Poisson arrivals, "
+        "Everything points to Triton compiling the prefill kernel again, for a specialization vLLM's warm-up had not "
+        "met; with step-dependent arguments unspecialized and a warm-up, OURS's capacity was {once}× FA3's. The mixed steps' cost shows elsewhere, in the gaps under Poisson arrivals, "
         "and the split brought it level with FA3's at a similar rate: at {rate} req/s OURS's p99 gap was {ours_p99} "
         "ms, FA3's {fa3_p99} ms at {near} req/s.",
         cites=cites,
