@@ -89,8 +89,8 @@ def _under_load() -> Question:
         "was lost came before the first token: a stall, which a capacity taken from one burst counts against the "
         "backend; it did not come back in the Poisson points that followed (no first token later than {later} ms). "
         "Everything points to Triton compiling the prefill kernel again, for a specialization vLLM's warm-up had not "
-        "met; with step-dependent arguments unspecialized and a warm-up, OURS's capacity was {once}× FA3's. The mixed steps' cost shows elsewhere, in the gaps under Poisson arrivals, "
-        "and the split brought it level with FA3's at a similar rate: at {rate} req/s OURS's p99 gap was {ours_p99} "
+        "met; with step-dependent arguments unspecialized and a warm-up, OURS's capacity was {once}× FA3's. The "
+        "mixed steps' cost shows elsewhere, in the gaps under Poisson arrivals, and the split brought it level with FA3's at a similar rate: at {rate} req/s OURS's p99 gap was {ours_p99} "
         "ms, FA3's {fa3_p99} ms at {near} req/s.",
         cites=cites,
         holds=lambda v: v["cap"] < 0.9 and v["ours_first"] > 5 * v["fa3_first"] and v["ours_span"] < 1.1 * v["fa3_span"]
