@@ -26,6 +26,7 @@ from lab.book.explorer import MAX_COMBINATIONS, Chart, Control, Explorer, Marker
 from lab.measure.vllm.arms import book_order
 from lab.measure.vllm.bench import DEFAULT_SLO_MS
 from lab.results import load as rl
+from lab.results.ours_serving import LOAD_ONCE_RUN
 from lab.results.ours_serving import LOAD_RUN as OURS_LOAD_RUN
 from lab.store import DATA_DIR, LOCAL_DIR
 
@@ -238,10 +239,16 @@ def mix_load_explorer() -> Explorer | None:
     return load_explorer(MIX_WORKLOAD)
 
 
-def ours_load_explorer() -> Explorer | None:
-    """The same explorer over chapter 6c's lease that put OURS and FA3 under the same load (an H100's run)."""
-    gpu, study = OURS_LOAD_RUN.split("/")
-    return load_explorer(root=DATA_DIR / gpu, study=study, key="ours-load-explorer")
+def ours_load_explorer(run: str = OURS_LOAD_RUN, key: str = "ours-load-explorer") -> Explorer | None:
+    """The same explorer over a chapter 6c lease that put OURS and FA3 under the same load (an H100's run; by
+    default the first load study)."""
+    gpu, study = run.split("/")
+    return load_explorer(root=DATA_DIR / gpu, study=study, key=key)
+
+
+def once_load_explorer() -> Explorer | None:
+    """The compile-once load study's: OURS with kernels that compile once per server and warm up, FA3 beside it."""
+    return ours_load_explorer(LOAD_ONCE_RUN, "ours-load-once-explorer")
 
 
 def missing_note(workload: str = FIXED_WORKLOAD, root: Path = H200_ROOT, study: str = rl.H200_STUDY) -> str:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from lab import LabError, names
 from lab.book.facts import Fact
-from lab.book.load_explorer import ours_load_explorer
+from lab.book.load_explorer import once_load_explorer, ours_load_explorer
 from lab.book.pages.ch06b import SLO
 from lab.measure.attention.hopper import ROWS
 from lab.measure.attention.hopper_paged import copy_tile, hopper_paged_kernel, paged_unit
@@ -33,8 +33,8 @@ from lab.results.quantities import Quantity
 from lab.store import DATA_DIR
 
 __all__ = ["arms_table", "copy_tile", "counters_table", "facts", "gluon_race_table", "gluon_sweep_table",
-           "hopper_paged_kernel", "ours_load_explorer", "paged_unit", "race_table", "server_step", "sweep_table",
-           "warm_up"]
+           "hopper_paged_kernel", "once_load_explorer", "ours_load_explorer", "paged_unit", "race_table", "server_step",
+           "sweep_table", "warm_up"]
 LONG = 32768                              # the longest prompt both arms ran: where the section compares them
 LAST_CHUNK, FIRST_CHUNK = "prefill 8192 over 24576", "prefill 8192 over 0"
 DECODE_ONE, DECODE_16 = "decode 1 x 32768", "decode 16 x 32768"
