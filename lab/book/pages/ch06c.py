@@ -23,7 +23,7 @@ from lab.book.pages.ch06b import SLO
 from lab.measure.attention.hopper import ROWS
 from lab.measure.attention.hopper_paged import copy_tile, hopper_paged_kernel, paged_unit
 from lab.measure.attention.serving import server_step, warm_up
-from lab.measure.serving_race import CHUNK_CANDIDATES, fastest_of_ours
+from lab.measure.serving_race import CHUNK_CANDIDATES, MIXED_CANDIDATES, fastest_of_ours
 from lab.measure.vllm.arms import FA3, OURS
 from lab.results import kernel_counters
 from lab.results import load as rl
@@ -497,9 +497,8 @@ def mixed_facts() -> dict[str, Fact]:
     split = gluon[gluon.candidate.str.endswith("decodes to the decode kernel")].iloc[0]
     fa3 = _row(name, run=run)
     counted = serving.mixed_counters()
-    programs = {f"mixed_{key}_programs": MIXED_PROGRAMS.fact(int(counted[candidate].main["programs"]), candidate,
-                                                               fmt=",d")
-                for key, candidate in (("fa3", "fa3"), ("chunks", "ours-chunks"), ("split", "ours-decode"))}
+    programs = {f"mixed_{candidate.replace('-', '_')}_programs": MIXED_PROGRAMS.fact(
+        int(counted[candidate].main["programs"]), candidate, fmt=",d") for candidate in MIXED_CANDIDATES}
     return programs | {"mixed_decodes": MIXED_SHAPE.fact(decodes, "decoding sequences", fmt="d"),
             "mixed_keys": MIXED_SHAPE.fact(keys, "keys", fmt=",d"),
             "mixed_prompts": MIXED_SHAPE.fact(prompts, "new prompts", fmt="d"),
@@ -589,11 +588,11 @@ def arms_table():
 
 
 def counters_table():
-    """The last chunk's kernel under Nsight Compute, a row per counter: the call each backend's server makes (FA3's
-    varlen call, ours), headed by the backend's arm."""
+    """The last chunk's kernel under Nsight Compute, a row per counter, a column per call of the race's chunk
+    candidates (FA3's varlen call, ours), headed as the race names them."""
     jobs = _chunk()
     rows = _CHUNK_ROWS.values()
     table = pd.DataFrame({"counter": [row for row, *_ in rows]} |
-                         {arm.label: [number.format(value(jobs[name])) for _, _, value, number, _ in rows]
-                          for name, arm in zip(CHUNK_CANDIDATES, (FA3, OURS), strict=True)})
+                         {name: [number.format(value(jobs[name])) for _, _, value, number, _ in rows]
+                          for name in CHUNK_CANDIDATES})
     return table.style.hide(axis="index")
