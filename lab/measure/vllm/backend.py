@@ -54,6 +54,7 @@ from vllm.v1.kv_cache_interface import AttentionSpec
 
 from lab.measure.attention.paged_prefill import HEAD_DIMS
 from lab.measure.attention.serving import prefill_config_from_env, server_step, vllm_table_width, warm_up
+from lab.measure.vllm.serverlog import WARMED_UP_LINE
 
 # a child of vLLM's own logger, so the line lands in the server log (vLLM configures handlers for "vllm" only: this
 # module's own name printed nothing in the run of 2026-12-06)
@@ -104,22 +105,22 @@ def _warm_up(spec: AttentionSpec, vllm_config: VllmConfig, device: torch.device)
     """Compile the kernels' variants when the server starts (:func:`lab.measure.attention.serving.warm_up`), once per
     process and shape; a failure is logged and the kernels then compile at the first step instead."""
     model = vllm_config.model_config
-    shape = (model.get_num_attention_heads(vllm_config.parallel_config), spec.num_kv_heads, spec.head_size,
-             spec.block_size, spec.dtype, str(device), vllm_table_width(model.max_model_len, spec.block_size))
-    if shape in _WARMED:
+    q_heads = model.get_num_attention_heads(vllm_config.parallel_config)
+    width = vllm_table_width(model.max_model_len, spec.block_size)
+    shape = (q_heads, spec.num_kv_heads, spec.head_size, spec.block_size, spec.dtype)
+    key = (*shape, str(device), width)
+    if key in _WARMED:
         return
-    _WARMED.add(shape)
+    _WARMED.add(key)
     started = time.perf_counter()
     try:
-        warm_up(*shape[:5], device, table_width=shape[6], prefill_config=prefill_config_from_env())
+        warm_up(*shape, device, table_width=width, prefill_config=prefill_config_from_env())
         torch.cuda.synchronize(device)
     except Exception as exc:  # a warm-up is worth a line in the log, never a server that does not start
         logger.warning("lab attention backend: warm-up failed (%s: %s); the kernels compile at the first step",
                        type(exc).__name__, exc)
         return
-    logger.info("lab attention backend: kernels warmed up in %.1f s (LAB_OURS_WARMUP=0 skips this)",
-                time.perf_counter() - started)
-
+    logger.info(WARMED_UP_LINE, time.perf_counter() - started)
 
 _WARMED: set[tuple] = set()   # the shapes this process has warmed up
 

@@ -150,8 +150,9 @@ def jit_events(text: str) -> list[JitEvent]:
             for line in text.splitlines() if (found := _JIT.search(line))]
 
 
-# lab.measure.vllm.backend's line when the OURS server has warmed its kernels
-_WARMED_UP = re.compile(r"lab attention backend: kernels warmed up in ([\d.]+) s")
+#: lab.measure.vllm.backend's line (a logging format) when the OURS server has warmed its kernels; read back below
+WARMED_UP_LINE = "lab attention backend: kernels warmed up in %.1f s (LAB_OURS_WARMUP=0 skips this)"
+_WARMED_UP = re.compile(re.escape(WARMED_UP_LINE).replace(re.escape("%.1f"), r"([\d.]+)"))
 
 
 def warm_up_seconds(text: str) -> float | None:
