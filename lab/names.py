@@ -53,6 +53,7 @@ CANDIDATES = {c.id: c for c in (
     Name("fa4", "FA4 (flash-attn-4, CuTeDSL)", "#de5eb7", key="fa4"),
     Name("flex-flash", 'FlexAttention, BACKEND="FLASH"', "#637939", key="flexflash"),
     Name("ours-hopper", "ours, Gluon", "#9467bd", key="gluon"),
+    Name("ours-persistent", "ours, Gluon persistent", "#12858f", key="persistent"),
     Name("fa3-tokens", "FA3, group of 7 × query tokens", "#9467bd", key="tok"),
     Name("ours", "ours (Triton)", "#a06356", key="ours"),  # the tuned kernel's colour: our backward beside it
 )}
@@ -68,6 +69,7 @@ VARIANTS = {v.id: v for v in (
     Name("gluon-pingpong", "ping-pong, no overlap", written="gluon 128x128 s2, no overlap"),
     Name("gluon-s3", "default, 3 stages", written="gluon 128x128 s3"),
     Name("gluon-n64", "default, 64-key tiles, 4 stages", written="gluon 128x64 s4"),
+    Name("gluon-persistent", "default, persistent (a program per SM)", written="gluon 128x128 s2, persistent"),
 )}
 
 #: The Flex recipe's steps that the decomposition (lab.measure.flex_decomposition) and the Nsight Compute jobs

@@ -24,8 +24,9 @@ CANDIDATES = ("naive", "sdpa-flash", "sdpa-cudnn", "flex", "ours-teaching", "our
 OURS = ("ours-teaching", "ours-tuned")
 PEERS = ("fa2", "fa3", "fa4", "flex-flash")
 ALL_CANDIDATES = CANDIDATES + PEERS
-#: Ours on Hopper only: the Gluon kernel (lab.measure.attention.hopper), FA3's schedule written by hand
-HOPPER_ONLY = ("ours-hopper",)
+#: Ours on Hopper only: the Gluon kernel (lab.measure.attention.hopper), FA3's schedule written by hand, launched a
+#: program per query tile or (persistent) a program per multiprocessor
+HOPPER_ONLY = ("ours-hopper", "ours-persistent")
 MAX_ABS_ERR = 2e-2  # bf16 outputs against the fp32 reference
 
 
@@ -179,9 +180,10 @@ def candidate_fn(name: str, phase: str) -> Callable:
         return _vllm_flash_attn(int(name[-1]))
     if name == "fa4":
         return _fa4()
-    if name == "ours-hopper" and phase == "prefill":
+    if name in HOPPER_ONLY and phase == "prefill":
         from lab.measure.attention import hopper  # lazy: the kernels load triton and torch
-        return lambda q, k, v, causal: hopper.hopper_forward(q, k, v, causal)
+        persistent = name == "ours-persistent"
+        return lambda q, k, v, causal: hopper.hopper_forward(q, k, v, causal, persistent=persistent)
     if name not in OURS:
         raise LabError(f"no {phase} candidate {name!r}; choose from {', '.join(ALL_CANDIDATES + HOPPER_ONLY)}")
     if phase == "decode":

@@ -94,12 +94,13 @@ case "$PART" in
     capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$ours_study/traces" --windows prefill:8192,decode:8192 \
         --model "$MODEL" ;;   # the 128k config: capture's server asks for a 33,024-token context, past the 32k one's
   arms)
-    for arm in "FLASH_ATTN --fa-version 2:flash_attn-fa2:420" "TRITON_ATTN:triton_attn:300" \
-               "FLEX_ATTENTION:flex_attention:300"; do
-      IFS=: read -r backend folder ready <<< "$arm"
+    # backend:folder:seconds to ready:seconds of the arm (FA2's server JIT-compiles its kernels while it starts)
+    for arm in "FLASH_ATTN --fa-version 2:flash_attn-fa2:420:540" "TRITON_ATTN:triton_attn:300:400" \
+               "FLEX_ATTENTION:flex_attention:300:400"; do
+      IFS=: read -r backend folder ready cap <<< "$arm"
       picked "$folder" || continue
       # shellcheck disable=SC2086
-      capped 400 "$PYTHON" -m lab vllm-sweep --out "$WORK/$ours_study/$folder" --model "$MODEL" \
+      capped "$cap" "$PYTHON" -m lab vllm-sweep --out "$WORK/$ours_study/$folder" --model "$MODEL" \
           --max-num-batched-tokens 8192 --gpu-memory-utilization 0.85 --reps 3 --max-tokens 64 --warmup-tokens 16 \
           --lengths "$LENGTHS" --ready-timeout "$ready" --backend $backend
     done ;;

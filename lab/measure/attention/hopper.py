@@ -98,10 +98,9 @@ def tile_softmax(s, m_i, rows, cols, qk_scale, diag, MASKED: gl.constexpr):
 
 
 @gluon.jit
-def work_unit(q_heads, group, n_q, n_k):
-    """This program's unit of work in launch order (one KV head's query heads and tiles together, the
-    heaviest causal tiles first): (its first query row, first key row, query tile)."""
-    unit = gl.program_id(0)
+def work_unit(unit, q_heads, group, n_q, n_k):
+    """Unit of work ``unit`` in launch order (one KV head's query heads and tiles together, the heaviest
+    causal tiles first): (its first query row, first key row, query tile)."""
     n_m = n_q // BLOCK_M
     kv = unit // (n_m * group)
     start_m = n_m - 1 - unit % (n_m * group) // group
@@ -126,18 +125,26 @@ def key_tiles(start_m, n_q, n_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
-    """One warp: Q once, then each key tile's K and V into the ring. K and V have barriers of their own:
-    a K slot is free once both consumers have their scores, a V slot once their P V is done."""
+    """One warp: Q once, then each key tile's K and V into the ring (:func:`load_unit`)."""
+    q_row, kv_row0, start_m = work_unit(gl.program_id(0), q_heads, group, n_q, n_k)
+    n_tiles, _ = key_tiles(start_m, n_q, n_k, sched.BLOCK_N, sched.CAUSAL)
+    load_unit(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, q_row, kv_row0, n_tiles, 0, sched)
+
+
+@gluon.jit
+def load_unit(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, q_row, kv_row0, n_tiles, first, sched):
+    """One unit's loads: its Q tile, then its key tiles' K and V into the ring, the first into slot ``first``
+    (the key tiles this program loaded before). K and V have barriers of their own: a K slot is free once both
+    consumers have their scores, a V slot once their P V is done."""
     BLOCK_N: gl.constexpr = sched.BLOCK_N
     STAGES: gl.constexpr = sched.STAGES
     q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
-    q_row, kv_row0, start_m = work_unit(q_heads, group, n_q, n_k)
-    n_tiles, _ = key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
     mbarrier.expect(q_ready, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_ready, q_smem)
     for i in range(n_tiles):
-        stage = i % STAGES
-        free = (i // STAGES & 1) ^ 1                                  # a fresh barrier passes phase 1
+        slot = first + i
+        stage = slot % STAGES
+        free = (slot // STAGES & 1) ^ 1                               # a fresh barrier passes phase 1
         mbarrier.wait(k_empty.index(stage), free)
         mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [kv_row0 + i * BLOCK_N, 0], k_ready.index(stage), k_smem.index(stage))
@@ -165,18 +172,21 @@ def pass_turn(turn, C: gl.constexpr, PINGPONG: gl.constexpr):
 def consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched,
              C: gl.constexpr):
     """One warpgroup, rows C*64 .. C*64+63 of the query tile: its rows of the output (:func:`attend`), stored."""
-    q_row, kv_row0, start_m = work_unit(q_heads, group, n_q, n_k)
+    q_row, kv_row0, start_m = work_unit(gl.program_id(0), q_heads, group, n_q, n_k)
     n_tiles, n_full = key_tiles(start_m, n_q, n_k, sched.BLOCK_N, sched.CAUSAL)
     q = q_smem.slice(C * (BLOCK_M // 2), BLOCK_M // 2)
-    acc, l_i = attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, n_k - n_q, sched, C)
+    acc, l_i = attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, n_k - n_q, sched, C, 0, 0, 0)
     store_rows(acc, l_i, q, o_desc, q_row + C * (BLOCK_M // 2), 0)
 
 
 @gluon.jit
-def attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, diag, sched, C: gl.constexpr):
+def attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, diag, sched, C: gl.constexpr, first, event,
+           q_phase):
     """Online softmax of one warpgroup's 64 query rows ``q`` (shared memory) over the key tiles the producer
     brings, the first ``n_full`` seen whole, the causal diagonal ``diag`` keys right; returns (acc, l_i), the
-    output's rows not yet divided by their sums. Its K and V slots are handed back as it goes.
+    output's rows not yet divided by their sums. Its K and V slots are handed back as it goes. A program that
+    walks several units passes where the ring stands: its first tile in slot ``first``, ping-pong at step
+    ``event``, Q's barrier in phase ``q_phase`` (0, 0, 0 for a program's first unit).
 
     OVERLAP: S_j = Q K_j^T and P_{j-1} V_{j-1} issued together, tile j's softmax computed while the
     second runs (FA3's intra-warpgroup overlap); else each product waited for before the next step."""
@@ -195,13 +205,13 @@ def attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, diag, sc
     zeros = gl.zeros([ROWS, BLOCK_N], gl.float32, s_layout)
 
     # key tile 0: scores and softmax, nothing to overlap with yet
-    mbarrier.wait(q_ready, 0)
-    mbarrier.wait(k_ready.index(0), 0)
-    wait_turn(turn, 0, C, PINGPONG)
-    s = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), zeros, use_acc=False, is_async=True)
+    mbarrier.wait(q_ready, q_phase)
+    mbarrier.wait(k_ready.index(first % STAGES), first // STAGES & 1)
+    wait_turn(turn, event, C, PINGPONG)
+    s = warpgroup_mma(q, k_smem.index(first % STAGES).permute((1, 0)), zeros, use_acc=False, is_async=True)
     pass_turn(turn, C, PINGPONG)
     s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
-    mbarrier.arrive(k_empty.index(0), count=1)
+    mbarrier.arrive(k_empty.index(first % STAGES), count=1)
     m_i = gl.full([ROWS], float("-inf"), gl.float32, gl.SliceLayout(1, s_layout))
     if n_full > 0:
         p0, m_i = tile_softmax(s, m_i, rows, cols0, qk_scale, diag, False)
@@ -212,11 +222,12 @@ def attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, diag, sc
     acc = gl.zeros([ROWS, HEAD_DIM], gl.float32, o_layout)
 
     for j in range(1, n_tiles):
-        stage = j % STAGES
-        prev = (j - 1) % STAGES
-        mbarrier.wait(k_ready.index(stage), j // STAGES & 1)
-        mbarrier.wait(v_ready.index(prev), (j - 1) // STAGES & 1)
-        wait_turn(turn, j, C, PINGPONG)
+        slot = first + j
+        stage = slot % STAGES
+        prev = (slot - 1) % STAGES
+        mbarrier.wait(k_ready.index(stage), slot // STAGES & 1)
+        mbarrier.wait(v_ready.index(prev), (slot - 1) // STAGES & 1)
+        wait_turn(turn, event + j, C, PINGPONG)
         s = warpgroup_mma(q, k_smem.index(stage).permute((1, 0)), zeros, use_acc=False, is_async=True)
         if OVERLAP:
             acc = warpgroup_mma(p, v_smem.index(prev), acc, is_async=True)
@@ -241,12 +252,13 @@ def attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, diag, sc
         m_i = m_new
 
     # the last key tile's P V
-    last = (n_tiles - 1) % STAGES
-    mbarrier.wait(v_ready.index(last), (n_tiles - 1) // STAGES & 1)
-    wait_turn(turn, n_tiles, C, PINGPONG)
-    acc = warpgroup_mma(p, v_smem.index(last), acc, is_async=True)
+    last = first + n_tiles - 1
+    mbarrier.wait(v_ready.index(last % STAGES), last // STAGES & 1)
+    wait_turn(turn, event + n_tiles, C, PINGPONG)
+    acc = warpgroup_mma(p, v_smem.index(last % STAGES), acc, is_async=True)
     pass_turn(turn, C, PINGPONG)
     acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc,))
+    mbarrier.arrive(v_empty.index(last % STAGES), count=1)
     return acc, l_i
 
 
@@ -269,6 +281,56 @@ def consumer0(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_s
 @gluon.jit
 def consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
     consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched, 1)
+
+
+@gluon.jit
+def persistent_producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
+                        group, sched, q_free, n_units):
+    """The producer of a persistent program: every ``num_programs``-th unit from its own, the ring carrying on
+    from one unit to the next, each Q tile loaded once both consumers have stored the last one's output from it."""
+    first = 0
+    it = 0
+    for unit in range(gl.program_id(0), n_units, gl.num_programs(0)):
+        q_row, kv_row0, start_m = work_unit(unit, q_heads, group, n_q, n_k)
+        n_tiles, _ = key_tiles(start_m, n_q, n_k, sched.BLOCK_N, sched.CAUSAL)
+        mbarrier.wait(q_free, (it & 1) ^ 1)                            # a fresh barrier passes phase 1
+        load_unit(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, q_row, kv_row0, n_tiles, first, sched)
+        first += n_tiles
+        it += 1
+
+
+@gluon.jit
+def persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
+                        group, sched, q_free, n_units, C: gl.constexpr):
+    """A consumer of a persistent program: the producer's units in its order, Q handed back after each store."""
+    first = 0
+    event = 0
+    it = 0
+    for unit in range(gl.program_id(0), n_units, gl.num_programs(0)):
+        q_row, kv_row0, start_m = work_unit(unit, q_heads, group, n_q, n_k)
+        n_tiles, n_full = key_tiles(start_m, n_q, n_k, sched.BLOCK_N, sched.CAUSAL)
+        q = q_smem.slice(C * (BLOCK_M // 2), BLOCK_M // 2)
+        acc, l_i = attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, n_k - n_q, sched, C, first,
+                          event, it & 1)
+        store_rows(acc, l_i, q, o_desc, q_row + C * (BLOCK_M // 2), 0)
+        mbarrier.arrive(q_free, count=1)
+        first += n_tiles
+        event += n_tiles + 1          # ping-pong steps: one per key tile's scores, one for the last P V
+        it += 1
+
+
+@gluon.jit
+def persistent_consumer0(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
+                         group, sched, q_free, n_units):
+    persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
+                        group, sched, q_free, n_units, 0)
+
+
+@gluon.jit
+def persistent_consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
+                         group, sched, q_free, n_units):
+    persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
+                        group, sched, q_free, n_units, 1)
 
 
 @gluon.jit
@@ -298,16 +360,24 @@ def allocate(q_desc, kv_desc, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, group,
+def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, group, n_units,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
-                  PINGPONG: gl.constexpr):
+                  PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr):
     # FlashAttention 3's structure: a producer warp fills rings of K and V tiles by TMA; two consumer
-    # warpgroups (64 query rows each) take turns on the tensor cores
+    # warpgroups (64 query rows each) take turns on the tensor cores. A program per unit of work, or
+    # (PERSISTENT) a program per multiprocessor walking every num_programs-th of the n_units
     q_smem, k_smem, v_smem, bars = allocate(q_desc, k_desc, BLOCK_N, STAGES)
     args = (q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k,
             q_heads, group, Schedule(BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG))
-    gl.warp_specialize([(consumer0, args), (consumer1, args), (producer, args)], [CONSUMER_WARPS, PRODUCER_WARPS],
-                       [CONSUMER_REGS, PRODUCER_REGS])
+    if PERSISTENT:
+        q_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_free, count=2)                                # both consumers stored their rows
+        args = args + (q_free, n_units)
+        gl.warp_specialize([(persistent_consumer0, args), (persistent_consumer1, args), (persistent_producer, args)],
+                           [CONSUMER_WARPS, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
+    else:
+        gl.warp_specialize([(consumer0, args), (consumer1, args), (producer, args)], [CONSUMER_WARPS, PRODUCER_WARPS],
+                           [CONSUMER_REGS, PRODUCER_REGS])
 
 
 #: (BLOCK_N, STAGES) per head dim: two stages of 128-key tiles at d=128, FlashAttention 3's choice
@@ -350,11 +420,12 @@ def descriptors(q, k, v, o, block_n: int):
 
 
 def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, launch: tuple[int, int] | None = None,
-                   overlap: bool = True, pingpong: bool = True):
+                   overlap: bool = True, pingpong: bool = True, persistent: bool = False):
     """Attention with the Gluon kernel: q (batch, q_heads, n_q, d), k and v (batch, kv_heads, n_k, d).
 
     ``launch`` = (BLOCK_N, STAGES) overrides :data:`LAUNCH`; ``overlap`` and ``pingpong`` switch off
-    the two schedules (what each buys). Raises LabError for what it cannot run (:func:`supports`)."""
+    the two schedules (what each buys); ``persistent`` launches one program per multiprocessor, each walking
+    units of work, instead of one per unit. Raises LabError for what it cannot run (:func:`supports`)."""
     batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
     why = supports(q, k, v, launch[0] if launch else None)
     if why:
@@ -362,15 +433,16 @@ def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, la
     block_n, stages = launch or LAUNCH[d]
     q, k, v = (t.contiguous() for t in (q, k, v))
     o = q.new_empty(q.shape)
-    grid = (n_q // ROWS * batch * q_heads,)
+    n_units = n_q // ROWS * batch * q_heads
+    grid = (min(n_units, torch.cuda.get_device_properties(q.device).multi_processor_count) if persistent else n_units,)
     hopper_kernel[grid](*descriptors(q, k, v, o, block_n), softmax_scale(d, scale) * LOG2E, n_q, n_k, q_heads,
-                        q_heads // kv_heads, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=overlap,
-                        PINGPONG=pingpong, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
+                        q_heads // kv_heads, n_units, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=overlap,
+                        PINGPONG=pingpong, PERSISTENT=persistent, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
     return o
 
 
 def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[int, int] | None = None,
-                       fp16: bool = False, overlap: bool = True, pingpong: bool = True):
+                       fp16: bool = False, overlap: bool = True, pingpong: bool = True, persistent: bool = False):
     """Compile the kernel for sm_90a without a GPU (Triton ships ptxas); returns Triton's compiled
     kernel, whose ``asm`` holds the IR, PTX and cubin (what a CPU test can check). Needs Triton's compiler,
     not its interpreter: on a machine without a GPU, in a process started with ``TRITON_INTERPRET=0``."""
@@ -379,10 +451,11 @@ def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[i
     sig = {name: mangle_type(desc) for name, desc in
            zip(("q_desc", "k_desc", "v_desc", "o_desc"), descriptors(stand_in, stand_in, stand_in, stand_in, block_n),
                strict=True)}
-    sig.update(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", BLOCK_N="constexpr",
-               CAUSAL="constexpr", STAGES="constexpr", OVERLAP="constexpr", PINGPONG="constexpr")
+    sig.update(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", n_units="i32",
+               BLOCK_N="constexpr", CAUSAL="constexpr", STAGES="constexpr", OVERLAP="constexpr", PINGPONG="constexpr",
+               PERSISTENT="constexpr")
     return compile_sm90(hopper_kernel, sig, {"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages,
-                                             "OVERLAP": overlap, "PINGPONG": pingpong})
+                                             "OVERLAP": overlap, "PINGPONG": pingpong, "PERSISTENT": persistent})
 
 
 def compile_sm90(kernel, signature: dict, constexprs: dict):

@@ -145,7 +145,7 @@ def paged_consumer(q_desc, k_desc, v_desc, out, q_smem, k_smem, v_smem, bars, qk
     if start_m * BLOCK_M < q_len:
         n_tiles, n_full = key_tiles(start_m, q_len, n_k, sched.BLOCK_N, True)
         q = q_smem.slice(C * (BLOCK_M // 2), BLOCK_M // 2)
-        acc, l_i = attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, n_k - q_len, sched, C)
+        acc, l_i = attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, n_k - q_len, sched, C, 0, 0, 0)
         store_masked(acc, l_i, out, q_start, start_m * BLOCK_M + C * (BLOCK_M // 2), q_len, h, strides)
 
 
