@@ -285,24 +285,44 @@ def consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_s
 
 @gluon.jit
 def persistent_producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                        group, sched, q_free, n_units):
+                        group, sched, q_free, o_smem, n_units):
     """The producer of a persistent program: every ``num_programs``-th unit from its own, the ring carrying on
-    from one unit to the next, each Q tile loaded once both consumers have stored the last one's output from it."""
+    from one unit to the next. A unit's first K tile is copied before its Q tile, which waits until both
+    consumers are done with the last one: the copies of the next unit start while the consumers finish this one."""
+    BLOCK_N: gl.constexpr = sched.BLOCK_N
+    STAGES: gl.constexpr = sched.STAGES
+    q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
     first = 0
     it = 0
     for unit in range(gl.program_id(0), n_units, gl.num_programs(0)):
         q_row, kv_row0, start_m = work_unit(unit, q_heads, group, n_q, n_k)
-        n_tiles, _ = key_tiles(start_m, n_q, n_k, sched.BLOCK_N, sched.CAUSAL)
-        mbarrier.wait(q_free, (it & 1) ^ 1)                            # a fresh barrier passes phase 1
-        load_unit(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, q_row, kv_row0, n_tiles, first, sched)
+        n_tiles, _ = key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
+        for i in range(n_tiles):
+            slot = first + i
+            stage = slot % STAGES
+            free = (slot // STAGES & 1) ^ 1                           # a fresh barrier passes phase 1
+            mbarrier.wait(k_empty.index(stage), free)
+            mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(k_desc, [kv_row0 + i * BLOCK_N, 0], k_ready.index(stage),
+                                            k_smem.index(stage))
+            if i == 0:
+                mbarrier.wait(q_free, (it & 1) ^ 1)
+                mbarrier.expect(q_ready, q_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_ready, q_smem)
+            mbarrier.wait(v_empty.index(stage), free)
+            mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(v_desc, [kv_row0 + i * BLOCK_N, 0], v_ready.index(stage),
+                                            v_smem.index(stage))
         first += n_tiles
         it += 1
 
 
 @gluon.jit
 def persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                        group, sched, q_free, n_units, C: gl.constexpr):
-    """A consumer of a persistent program: the producer's units in its order, Q handed back after each store."""
+                        group, sched, q_free, o_smem, n_units, C: gl.constexpr):
+    """A consumer of a persistent program: the producer's units in its order. Its Q rows are handed back as soon
+    as the unit's products are done, and its output leaves through a buffer of its own (``o_smem``), so the next
+    Q tile can arrive while this one's rows are stored."""
     first = 0
     event = 0
     it = 0
@@ -312,8 +332,8 @@ def persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, 
         q = q_smem.slice(C * (BLOCK_M // 2), BLOCK_M // 2)
         acc, l_i = attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, n_k - n_q, sched, C, first,
                           event, it & 1)
-        store_rows(acc, l_i, q, o_desc, q_row + C * (BLOCK_M // 2), 0)
         mbarrier.arrive(q_free, count=1)
+        store_rows(acc, l_i, o_smem.slice(C * (BLOCK_M // 2), BLOCK_M // 2), o_desc, q_row + C * (BLOCK_M // 2), 0)
         first += n_tiles
         event += n_tiles + 1          # ping-pong steps: one per key tile's scores, one for the last P V
         it += 1
@@ -321,16 +341,16 @@ def persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, 
 
 @gluon.jit
 def persistent_consumer0(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                         group, sched, q_free, n_units):
+                         group, sched, q_free, o_smem, n_units):
     persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                        group, sched, q_free, n_units, 0)
+                        group, sched, q_free, o_smem, n_units, 0)
 
 
 @gluon.jit
 def persistent_consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                         group, sched, q_free, n_units):
+                         group, sched, q_free, o_smem, n_units):
     persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                        group, sched, q_free, n_units, 1)
+                        group, sched, q_free, o_smem, n_units, 1)
 
 
 @gluon.jit
@@ -371,8 +391,9 @@ def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, g
             q_heads, group, Schedule(BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG))
     if PERSISTENT:
         q_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_free, count=2)                                # both consumers stored their rows
-        args = args + (q_free, n_units)
+        mbarrier.init(q_free, count=2)                                # both consumers are done with their Q rows
+        o_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, o_desc.layout)
+        args = args + (q_free, o_smem, n_units)
         gl.warp_specialize([(persistent_consumer0, args), (persistent_consumer1, args), (persistent_producer, args)],
                            [CONSUMER_WARPS, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
     else:
