@@ -69,7 +69,8 @@ VARIANTS = {v.id: v for v in (
     Name("gluon-pingpong", "ping-pong, no overlap", written="gluon 128x128 s2, no overlap"),
     Name("gluon-s3", "default, 3 stages", written="gluon 128x128 s3"),
     Name("gluon-n64", "default, 64-key tiles, 4 stages", written="gluon 128x64 s4"),
-    Name("gluon-persistent", "default, persistent (a program per SM)", written="gluon 128x128 s2, persistent"),
+    Name("gluon-persistent", "persistent, strided plan", written="gluon 128x128 s2, persistent"),
+    Name("gluon-balanced", "persistent, balanced plan", written="gluon 128x128 s2, persistent, balanced"),
 )}
 
 #: The Flex recipe's steps that the decomposition (lab.measure.flex_decomposition) and the Nsight Compute jobs

@@ -25,7 +25,7 @@ OURS = ("ours-teaching", "ours-tuned")
 PEERS = ("fa2", "fa3", "fa4", "flex-flash")
 ALL_CANDIDATES = CANDIDATES + PEERS
 #: Ours on Hopper only: the Gluon kernel (lab.measure.attention.hopper), FA3's schedule written by hand, launched a
-#: program per query tile or (persistent) a program per multiprocessor
+#: program per query tile or (persistent, its balanced plan) a program per multiprocessor
 HOPPER_ONLY = ("ours-hopper", "ours-persistent")
 MAX_ABS_ERR = 2e-2  # bf16 outputs against the fp32 reference
 
@@ -180,10 +180,12 @@ def candidate_fn(name: str, phase: str) -> Callable:
         return _vllm_flash_attn(int(name[-1]))
     if name == "fa4":
         return _fa4()
-    if name in HOPPER_ONLY and phase == "prefill":
+    if name == "ours-hopper" and phase == "prefill":
         from lab.measure.attention import hopper  # lazy: the kernels load triton and torch
-        persistent = name == "ours-persistent"
-        return lambda q, k, v, causal: hopper.hopper_forward(q, k, v, causal, persistent=persistent)
+        return lambda q, k, v, causal: hopper.hopper_forward(q, k, v, causal)
+    if name == "ours-persistent" and phase == "prefill":
+        from lab.measure.attention import hopper_persistent
+        return lambda q, k, v, causal: hopper_persistent.persistent_forward(q, k, v, causal)
     if name not in OURS:
         raise LabError(f"no {phase} candidate {name!r}; choose from {', '.join(ALL_CANDIDATES + HOPPER_ONLY)}")
     if phase == "decode":

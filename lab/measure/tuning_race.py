@@ -44,12 +44,13 @@ LAUNCHES = {"128x64w8s2r128": CURRENT, "128x128w8s3": WIDE, "128x128w8s2": (128,
             "128x128w4s2": (128, 128, 4, 2, 0), "128x128w4s3": (128, 128, 4, 3, 0)}
 
 
-#: the Gluon kernel (lab.measure.attention.hopper) as (BLOCK_N, STAGES, overlap, ping-pong, persistent), BLOCK_M
-#: 128, by its variant id in lab.names.VARIANTS (whose ``written`` name the race.csv row carries)
-GLUON = {"gluon-default": (128, 2, True, True, False), "gluon-s3": (128, 3, True, True, False),
-         "gluon-overlap": (128, 2, True, False, False), "gluon-pingpong": (128, 2, False, True, False),
-         "gluon-neither": (128, 2, False, False, False), "gluon-n64": (64, 4, True, True, False),
-         "gluon-persistent": (128, 2, True, True, True)}
+#: the Gluon kernel (lab.measure.attention.hopper) as (BLOCK_N, STAGES, overlap, ping-pong, persistent plan or
+#: None: lab.measure.attention.hopper_persistent), BLOCK_M 128, by its variant id in lab.names.VARIANTS (whose
+#: ``written`` name the race.csv row carries)
+GLUON = {"gluon-default": (128, 2, True, True, None), "gluon-s3": (128, 3, True, True, None),
+         "gluon-overlap": (128, 2, True, False, None), "gluon-pingpong": (128, 2, False, True, None),
+         "gluon-neither": (128, 2, False, False, None), "gluon-n64": (64, 4, True, True, None),
+         "gluon-persistent": (128, 2, True, True, "strided"), "gluon-balanced": (128, 2, True, True, "balanced")}
 
 
 def variants() -> list[tuple[str, dict, object, str]]:
@@ -87,12 +88,15 @@ def variants() -> list[tuple[str, dict, object, str]]:
 def _gluon_entry(launch: tuple):
     """(q, k, v) -> (timed call, identity): the Gluon kernel with one fixed launch."""
     from lab.measure.attention.hopper import hopper_forward  # lazy: the kernels load triton and torch
+    from lab.measure.attention.hopper_persistent import persistent_forward
 
-    block_n, stages, overlap, pingpong, persistent = launch
+    block_n, stages, overlap, pingpong, how = launch
 
     def prepare(q, k, v):
+        if how:
+            return (lambda: persistent_forward(q, k, v, True, launch=(block_n, stages), how=how)), (lambda out: out)
         return (lambda: hopper_forward(q, k, v, True, launch=(block_n, stages), overlap=overlap,
-                                       pingpong=pingpong, persistent=persistent)), (lambda out: out)
+                                       pingpong=pingpong)), (lambda out: out)
     return prepare
 
 

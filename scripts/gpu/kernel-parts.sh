@@ -63,7 +63,7 @@ for part in "$@"; do
     counters2)   run counters2 100 -- "$PYTHON" -m lab kernel-counters --out "$WORK/kernel-counters-batch16" --deadline-s 95 \
                    --jobs flexdecode:flex-pad8:16:32768,flexdecode:flex-paged:16:32768,decode:sdpa-cudnn:1:32768,decode:ours-tuned:16:32768,decode:fa3:16:32768 ;;
     persistent)  run persistent-tests 240 -- "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_hopper.py \
-                   tests/test_hopper_paged.py
+                   tests/test_hopper_paged.py tests/test_hopper_persistent.py
                  run persistent 240 -- "$PYTHON" -m lab tuning-race --out "$WORK/kernels-persistent-race" \
                    --only "gluon 128x128 s2" --lengths 4096,8192,16384,32768 --rounds 5 --rep-ms 100 --deadline-s 220
                  run persistent-counters 120 -- "$PYTHON" -m lab kernel-counters --out "$WORK/kernel-counters-persistent" \

@@ -284,76 +284,6 @@ def consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_s
 
 
 @gluon.jit
-def persistent_producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                        group, sched, q_free, o_smem, n_units):
-    """The producer of a persistent program: every ``num_programs``-th unit from its own, the ring carrying on
-    from one unit to the next. A unit's first K tile is copied before its Q tile, which waits until both
-    consumers are done with the last one: the copies of the next unit start while the consumers finish this one."""
-    BLOCK_N: gl.constexpr = sched.BLOCK_N
-    STAGES: gl.constexpr = sched.STAGES
-    q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
-    first = 0
-    it = 0
-    for unit in range(gl.program_id(0), n_units, gl.num_programs(0)):
-        q_row, kv_row0, start_m = work_unit(unit, q_heads, group, n_q, n_k)
-        n_tiles, _ = key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
-        for i in range(n_tiles):
-            slot = first + i
-            stage = slot % STAGES
-            free = (slot // STAGES & 1) ^ 1                           # a fresh barrier passes phase 1
-            mbarrier.wait(k_empty.index(stage), free)
-            mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [kv_row0 + i * BLOCK_N, 0], k_ready.index(stage),
-                                            k_smem.index(stage))
-            if i == 0:
-                mbarrier.wait(q_free, (it & 1) ^ 1)
-                mbarrier.expect(q_ready, q_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_ready, q_smem)
-            mbarrier.wait(v_empty.index(stage), free)
-            mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v_desc, [kv_row0 + i * BLOCK_N, 0], v_ready.index(stage),
-                                            v_smem.index(stage))
-        first += n_tiles
-        it += 1
-
-
-@gluon.jit
-def persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                        group, sched, q_free, o_smem, n_units, C: gl.constexpr):
-    """A consumer of a persistent program: the producer's units in its order. Its Q rows are handed back as soon
-    as the unit's products are done, and its output leaves through a buffer of its own (``o_smem``), so the next
-    Q tile can arrive while this one's rows are stored."""
-    first = 0
-    event = 0
-    it = 0
-    for unit in range(gl.program_id(0), n_units, gl.num_programs(0)):
-        q_row, kv_row0, start_m = work_unit(unit, q_heads, group, n_q, n_k)
-        n_tiles, n_full = key_tiles(start_m, n_q, n_k, sched.BLOCK_N, sched.CAUSAL)
-        q = q_smem.slice(C * (BLOCK_M // 2), BLOCK_M // 2)
-        acc, l_i = attend(q, k_smem, v_smem, bars, qk_scale, start_m, n_tiles, n_full, n_k - n_q, sched, C, first,
-                          event, it & 1)
-        mbarrier.arrive(q_free, count=1)
-        store_rows(acc, l_i, o_smem.slice(C * (BLOCK_M // 2), BLOCK_M // 2), o_desc, q_row + C * (BLOCK_M // 2), 0)
-        first += n_tiles
-        event += n_tiles + 1          # ping-pong steps: one per key tile's scores, one for the last P V
-        it += 1
-
-
-@gluon.jit
-def persistent_consumer0(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                         group, sched, q_free, o_smem, n_units):
-    persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                        group, sched, q_free, o_smem, n_units, 0)
-
-
-@gluon.jit
-def persistent_consumer1(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                         group, sched, q_free, o_smem, n_units):
-    persistent_consumer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads,
-                        group, sched, q_free, o_smem, n_units, 1)
-
-
-@gluon.jit
 def allocate(q_desc, kv_desc, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
     """Shared memory of one program: a 128-row Q tile, rings of ``STAGES`` K and V tiles, and the barriers
     (q_ready, k_ready, v_ready, k_empty, v_empty, turn)."""
@@ -380,25 +310,16 @@ def allocate(q_desc, kv_desc, BLOCK_N: gl.constexpr, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, group, n_units,
+def hopper_kernel(q_desc, k_desc, v_desc, o_desc, qk_scale, n_q, n_k, q_heads, group,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, STAGES: gl.constexpr, OVERLAP: gl.constexpr,
-                  PINGPONG: gl.constexpr, PERSISTENT: gl.constexpr):
+                  PINGPONG: gl.constexpr):
     # FlashAttention 3's structure: a producer warp fills rings of K and V tiles by TMA; two consumer
-    # warpgroups (64 query rows each) take turns on the tensor cores. A program per unit of work, or
-    # (PERSISTENT) a program per multiprocessor walking every num_programs-th of the n_units
+    # warpgroups (64 query rows each) take turns on the tensor cores
     q_smem, k_smem, v_smem, bars = allocate(q_desc, k_desc, BLOCK_N, STAGES)
     args = (q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k,
             q_heads, group, Schedule(BLOCK_N, STAGES, CAUSAL, OVERLAP, PINGPONG))
-    if PERSISTENT:
-        q_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_free, count=2)                                # both consumers are done with their Q rows
-        o_smem = gl.allocate_shared_memory(q_desc.dtype, q_desc.block_type.shape, o_desc.layout)
-        args = args + (q_free, o_smem, n_units)
-        gl.warp_specialize([(persistent_consumer0, args), (persistent_consumer1, args), (persistent_producer, args)],
-                           [CONSUMER_WARPS, PRODUCER_WARPS], [CONSUMER_REGS, PRODUCER_REGS])
-    else:
-        gl.warp_specialize([(consumer0, args), (consumer1, args), (producer, args)], [CONSUMER_WARPS, PRODUCER_WARPS],
-                           [CONSUMER_REGS, PRODUCER_REGS])
+    gl.warp_specialize([(consumer0, args), (consumer1, args), (producer, args)], [CONSUMER_WARPS, PRODUCER_WARPS],
+                       [CONSUMER_REGS, PRODUCER_REGS])
 
 
 #: (BLOCK_N, STAGES) per head dim: two stages of 128-key tiles at d=128, FlashAttention 3's choice
@@ -441,12 +362,11 @@ def descriptors(q, k, v, o, block_n: int):
 
 
 def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, launch: tuple[int, int] | None = None,
-                   overlap: bool = True, pingpong: bool = True, persistent: bool = False):
+                   overlap: bool = True, pingpong: bool = True):
     """Attention with the Gluon kernel: q (batch, q_heads, n_q, d), k and v (batch, kv_heads, n_k, d).
 
     ``launch`` = (BLOCK_N, STAGES) overrides :data:`LAUNCH`; ``overlap`` and ``pingpong`` switch off
-    the two schedules (what each buys); ``persistent`` launches one program per multiprocessor, each walking
-    units of work, instead of one per unit. Raises LabError for what it cannot run (:func:`supports`)."""
+    the two schedules (what each buys). Raises LabError for what it cannot run (:func:`supports`)."""
     batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
     why = supports(q, k, v, launch[0] if launch else None)
     if why:
@@ -454,16 +374,15 @@ def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, la
     block_n, stages = launch or LAUNCH[d]
     q, k, v = (t.contiguous() for t in (q, k, v))
     o = q.new_empty(q.shape)
-    n_units = n_q // ROWS * batch * q_heads
-    grid = (min(n_units, torch.cuda.get_device_properties(q.device).multi_processor_count) if persistent else n_units,)
+    grid = (n_q // ROWS * batch * q_heads,)
     hopper_kernel[grid](*descriptors(q, k, v, o, block_n), softmax_scale(d, scale) * LOG2E, n_q, n_k, q_heads,
-                        q_heads // kv_heads, n_units, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=overlap,
-                        PINGPONG=pingpong, PERSISTENT=persistent, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
+                        q_heads // kv_heads, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=overlap,
+                        PINGPONG=pingpong, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
     return o
 
 
 def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[int, int] | None = None,
-                       fp16: bool = False, overlap: bool = True, pingpong: bool = True, persistent: bool = False):
+                       fp16: bool = False, overlap: bool = True, pingpong: bool = True):
     """Compile the kernel for sm_90a without a GPU (Triton ships ptxas); returns Triton's compiled
     kernel, whose ``asm`` holds the IR, PTX and cubin (what a CPU test can check). Needs Triton's compiler,
     not its interpreter: on a machine without a GPU, in a process started with ``TRITON_INTERPRET=0``."""
@@ -472,11 +391,10 @@ def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[i
     sig = {name: mangle_type(desc) for name, desc in
            zip(("q_desc", "k_desc", "v_desc", "o_desc"), descriptors(stand_in, stand_in, stand_in, stand_in, block_n),
                strict=True)}
-    sig.update(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", n_units="i32",
-               BLOCK_N="constexpr", CAUSAL="constexpr", STAGES="constexpr", OVERLAP="constexpr", PINGPONG="constexpr",
-               PERSISTENT="constexpr")
+    sig.update(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", BLOCK_N="constexpr",
+               CAUSAL="constexpr", STAGES="constexpr", OVERLAP="constexpr", PINGPONG="constexpr")
     return compile_sm90(hopper_kernel, sig, {"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages,
-                                             "OVERLAP": overlap, "PINGPONG": pingpong, "PERSISTENT": persistent})
+                                             "OVERLAP": overlap, "PINGPONG": pingpong})
 
 
 def compile_sm90(kernel, signature: dict, constexprs: dict):
