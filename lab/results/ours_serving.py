@@ -25,6 +25,8 @@ GLUON_SWEEP_RUN, GLUON_RACE_RUN = "h100/vllm0.26-qwen2.5-7b-ours-gluon", "h100/s
 GLUON_AGREEMENT_RUN, GLUON_PLANTED_RUN = "h100/agreement-gluon", "h100/agreement-gluon-planted-bug"
 #: Every backend swept beside OURS (Gluon prefill) to 128k tokens, and OURS and FA3 under Poisson load: one lease.
 ARMS_RUN, LOAD_RUN = "h100/vllm0.26-qwen2.5-7b-ours-arms", "h100/vllm0.26-qwen2.5-7b-ours-load"
+#: FA2 swept beside FA3 and OURS to 128k tokens, a later lease (FA2's server starts slowly: a call of its own).
+FA2_RUN = "h100/vllm0.26-qwen2.5-7b-ours-arms-fa2"
 #: A busy server's mixed step raced alone, our decode rows in the prefill kernel and split off, a later lease.
 MIXED_RACE_RUN = "h100/serving-race-mixed"
 #: The load study again with a mixed step's decode rows split off to the decode kernel, and the agreement check of

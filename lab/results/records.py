@@ -112,6 +112,16 @@ RUNS = (
         "lease", names=("compile-once repeat",)),
     Run("h100/vllm0.26-qwen2.5-7b-ours-load-cold", "OURS under the same load with kernels that compile once per "
         "server and the warm-up off, the first server of the same lease", names=("cold OURS load run",)),
+    Run("h100/vllm0.26-qwen2.5-7b-ours-arms-fa2", "FA2 swept beside FA3 and OURS (Gluon prefill) to 131,072 "
+        "tokens, one later H100 lease", names=("FA2 lease",)),
+    Run("h100/kernels-persistent-race", "the Gluon kernel launched persistently (strided and balanced plans) raced "
+        "against its one-program-per-tile launch, its schedule's parts and FA3, 4k to 32k, one later H100 lease",
+        names=("persistent race",)),
+    Run("h100/kernels-persistent-race-repeat", "the persistent race again with nine rounds, same lease",
+        names=("persistent race's repeat",)),
+    Run("h100/kernel-counters-persistent", "Nsight Compute counters at 16k of FA3 and the Gluon kernel launched "
+        "both ways (the persistent race's call)", names=("persistent counters",)),
+    Run("h100/kernel-counters-persistent-32k", "the same at 32k, same lease", names=("persistent counters at 32k",)),
     Run("h100/live-check", "every chapter executed live on a fresh H100 with the defaults of 2026-12-06 "
         "(the run that found two faults of those defaults, and four runs after the fixes)"),
     Run("h100/jupyter-check", "JupyterLab from the offline wheels on a fresh H100: chapter 04 opened and its panel run"),

@@ -14,6 +14,8 @@ and what the chapter takes from each:
     h200/kernel-counters         chapter 2's counters of FA3, FA4 and our Triton kernel at 16k
     h200/kernel-counters-hopper  FA3 and the Gluon kernel profiled side by side at 16k
     h200/device-logs             the console of the SDPA FA3/FA4 hook probe
+    h100/kernels-persistent-race the persistent launch against the per-tile one and FA3, a later H100 lease
+                                 (with its repeat and two Nsight Compute runs: ``persistent``)
 
 Every number from data is a named quantity (declared in ``numbers``, or in :mod:`lab.results.kernel_counters`) with one
 run of record; a ratio is always taken within one run, and a value quoted from another run than the record
@@ -23,6 +25,7 @@ are further apart than the drift of an unchanged call (:func:`lab.results.tuning
 
 from lab.book.kernel_explorers import prefill_explorer
 from lab.book.pages.ch04.numbers import facts
+from lab.book.pages.ch04.persistent import persistent_table
 from lab.book.pages.ch04.sources import HOPPER_COUNTERS, HOPPER_RACE, TARGET, drift, runs
 from lab.book.pages.ch04.tables import (
     ablation_figure,
@@ -42,5 +45,5 @@ from lab.book.pages.ch04.tables import (
 
 __all__ = ["HOPPER_COUNTERS", "HOPPER_RACE", "TARGET", "ablation_figure", "ablation_table", "autotune_space",
            "check_table", "drift", "facts", "gluon_counters_table", "gluon_table", "launch_table", "prefill_explorer",
-           "prefill_figure", "race_table", "register_cap_table", "runs", "teaching_launches_table", "tricks_table",
+           "persistent_table", "prefill_figure", "race_table", "register_cap_table", "runs", "teaching_launches_table", "tricks_table",
            "tuning_race_table"]

@@ -8,6 +8,7 @@ import functools
 
 from lab import names
 from lab.book.facts import Fact
+from lab.book.pages.ch04.persistent import persistent_facts
 from lab.book.pages.ch04.sources import (
     ABLATION,
     BENCH,
@@ -127,7 +128,7 @@ LAST_ROUND = Quantity("h200.counters.last_round_full", "how full the last round 
 def facts() -> dict:
     """Every fact chapter 4 states, by glue name (the interview page and the course kit take theirs from here)."""
     return {**race_facts(), **bench_facts(), **ablation_facts(), **tuning_facts(), **tuning_race_facts(),
-            **counter_facts(), **gluon_facts()}
+            **counter_facts(), **gluon_facts(), **persistent_facts()}
 
 
 def race_facts() -> dict:
