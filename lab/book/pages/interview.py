@@ -67,7 +67,11 @@ TAKEN = {
         "hk_vs_16k", "hk_vs_32k", "hk_triton_vs_16k", "hk_triton_vs_32k", "hk_neither_vs_16k",
         "hk_overlap_pct_16k", "hk_pingpong_16k", "hk_producer_regs", "hk_consumer_regs", "hk_rows",
         "hk_producer_warps", "hk_padding_warps", "hk_launch_warps", "hk_ctr_speed", "hk_ctr_cycles",
-        "hk_fa3_clock", "hk_gluon_clock", "hk_tensor_apart_pct", "drift_pct"),
+        "hk_fa3_clock", "hk_gluon_clock", "hk_tensor_apart_pct", "drift_pct",
+        # the persistent launch (data/h100/kernels-persistent-race and its counters)
+        "pers_balanced_4k", "pers_default_4k", "pers_balanced_32k", "pers_default_32k", "pers_strided_excess_4k",
+        "pers_programs_balanced", "pers_programs_default", "pers_cycles_vs_tile_16k",
+        "pers_default_cycles_vs_fa3_16k"),
     "book/04b-backward-pass": (
         # the backward race at 16k (data/h200/backward-race) and its counters (data/h200/backward-counters)
         "bwd_ms_ours_16k", "bwd_ms_flash_16k", "bwd_ms_cudnn_16k", "bwd_vs_flash_16k", "bwd_vs_cudnn_16k",

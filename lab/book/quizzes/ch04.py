@@ -53,7 +53,8 @@ def questions() -> list[Question]:
             "The accumulator holds un-normalised Σ exp(s − m)·v, rescaled as the maximum moves. One division by ℓ at the "
             "end gives the softmax-weighted average and saves a multiply per tile.",
         ),
-        _naive_against_fused(), _compute_bound(), _hand_schedule(), _counters(), _occupancy(), _lineage(),
+        _naive_against_fused(), _compute_bound(), _hand_schedule(), _counters(), _persistent(), _occupancy(),
+        _lineage(),
     ]
 
 
@@ -130,6 +131,26 @@ def _counters() -> Question:
         "extra cycles are spent on everything else: loads, barriers, the softmax, starting and ending programs.",
         cites=cites,
         holds=lambda v: v["cycles"] < v["time"] < 1 and v["apart"] < 1 and v["ours_clock"] > v["fa3_clock"],
+    )
+
+
+def _persistent() -> Question:
+    cites = _cite(programs=("pers_programs_balanced", ",d"), tiles=("pers_programs_default", ",d"),
+                  cycles=("pers_cycles_vs_tile_16k", ".3f"), fa3=("pers_default_cycles_vs_fa3_16k", ".2f"))
+    return Question(
+        "On an H100 at 16k, the Gluon kernel launched persistently ran {programs} programs instead of {tiles}, with "
+        "a balanced plan, and used {cycles}× the SM-cycles of its launch of a program per tile; both used about "
+        "{fa3}× FA3's cycles. What does that say about FA3's lead?",
+        ["It lies inside the key loop: removing the programs' starts and ends did not remove the extra cycles",
+         "It is the persistent launch: FA3's one program per multiprocessor is what makes it faster",
+         "It is the plan: a better assignment of units to programs would close it",
+         "It cannot be told: SM-cycles count idle multiprocessors, so the two launches are not comparable"],
+        0,
+        "A persistent launch removes each program's start and end and overlaps one unit's end with the next one's "
+        "copies. With that gone the kernel still spent {cycles}× the per-tile launch's cycles, both about {fa3}× "
+        "FA3's, so what FA3 does better happens within a unit. SM-cycles count only cycles with work.",
+        cites=cites,
+        holds=lambda v: v["programs"] < v["tiles"] and v["cycles"] > 0.98 and v["fa3"] > 1.02,
     )
 
 
