@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from lab import LabError
+from lab.measure.vllm import serverlog
 from lab.measure.vllm.arms import FA3, OURS, book_order
 from lab.results import kernel_counters
 from lab.results.data import DATA_DIR
@@ -77,6 +78,15 @@ def arms_partial(root: Path = DATA_DIR, run: str = ARMS_RUN) -> dict[tuple[str, 
     """(arm label, prompt length) -> what the sweep says was measured, for the rows a call's time limit cut short."""
     return {(label, int(n)): str(row.error) for label, rows in _arm_sweeps(root, run).items()
             for n, row in rows[rows.status == "partial"].iterrows()}
+
+
+def graph_capture(arm, run: str = FA2_RUN, root: Path = DATA_DIR) -> float:
+    """Seconds an arm's sweep server spent capturing CUDA graphs as it started (its server.log); LabError without it."""
+    path = root / run / arm.slug / "server.log"
+    seconds = serverlog.graph_capture_seconds(serverlog.read_text(path))
+    if seconds is None:
+        raise LabError(f"{path}: no 'Graph capturing finished' line (an eager server, or a log cut short)")
+    return seconds
 
 
 def sweep_pair(root: Path = DATA_DIR, run: str = SWEEP_RUN) -> pd.DataFrame:

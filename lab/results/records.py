@@ -119,6 +119,8 @@ RUNS = (
         names=("persistent race",)),
     Run("h100/kernels-persistent-race-repeat", "the persistent race again with nine rounds, same lease",
         names=("persistent race's repeat",)),
+    Run("h100/kernels-persistent-race-fa4", "the persistent race again on another H100 lease, FA4's wheels carried, "
+        "so FA4 raced beside FA3 and the Gluon kernel's launches", names=("persistent race with FA4",)),
     Run("h100/kernel-counters-persistent", "Nsight Compute counters at 16k of FA3 and the Gluon kernel launched "
         "both ways (the persistent race's call)", names=("persistent counters",)),
     Run("h100/kernel-counters-persistent-32k", "the same at 32k, same lease", names=("persistent counters at 32k",)),

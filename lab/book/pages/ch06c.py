@@ -149,9 +149,12 @@ ARMS_MARGIN = Quantity(f"{_GPU}.ours_arms.apart_margin", "how much shorter OURS'
                        "overlap", unit="%", **_ARMS)
 FA2_OVER_FA3 = Quantity(f"{_GPU}.ours_arms.fa2_over_fa3", "FA2's TTFT, or its decode ITL, over FA3's at a prompt "
                         "length, both served in one lease", unit="×", run=serving.FA2_RUN, file="<arm>/sweep.csv")
-SERVER_READY = Quantity(f"{_GPU}.ours_arms.server_ready", "seconds from a sweep's server start to its first answer "
-                        "(weights, compile, CUDA graphs, and for FA2 its kernels' JIT)", unit="s", run=serving.FA2_RUN,
+SERVER_READY = Quantity(f"{_GPU}.ours_arms.server_ready", "seconds from a sweep's server start until its health "
+                        "check answers (weights, torch.compile, CUDA graphs, warm-up)", unit="s", run=serving.FA2_RUN,
                         file="<arm>/provenance.json")
+GRAPH_CAPTURE = Quantity(f"{_GPU}.ours_arms.graph_capture", "seconds vLLM's model runner took to capture the CUDA "
+                         "graphs while a sweep's server started, as its log says", unit="s", run=serving.FA2_RUN,
+                         file="<arm>/server.log")
 ARMS_LENGTH = Quantity(f"{_GPU}.ours_arms.length", "a prompt length of the lease that swept every backend beside "
                        "OURS", unit="tokens", **_ARMS)
 
@@ -250,7 +253,7 @@ def _gluon_setting(config: str) -> str:
 def fa2_facts() -> dict[str, Fact]:
     """The FA2 lease (``fa2arm_*``): FA2's and FA3's TTFT at the longest prompt, FA2's TTFT over FA3's at each length,
     its ITL over FA3's (smallest and largest), OURS's TTFT over FA3's in the same lease (smallest and largest), and
-    how long each arm's server took to start."""
+    how long each arm's server took to start and to capture its CUDA graphs."""
     run = serving.FA2_RUN
     ttft, itl = serving.arms_sweep(run=run), serving.arms_sweep(run=run, metric="itl_ms")
     fa2, fa3, longest = ttft[FA2.label], ttft[FA3.label], int(ttft.index.max())
@@ -266,6 +269,8 @@ def fa2_facts() -> dict[str, Fact]:
     for arm in (FA2, FA3, OURS):
         ready = read_json(DATA_DIR / run / arm.slug / "provenance.json")["server"]["ready_s"]
         out[f"fa2arm_{names.key(arm.label)}_ready_s"] = SERVER_READY.fact(ready, arm.label, fmt="{:.0f} s")
+        out[f"fa2arm_{names.key(arm.label)}_capture_s"] = GRAPH_CAPTURE.fact(
+            serving.graph_capture(arm, run), arm.label, fmt="{:.0f} s")
     return out
 
 

@@ -141,14 +141,15 @@ def _persistent() -> Question:
         "On an H100 at 16k, the Gluon kernel launched persistently ran {programs} programs instead of {tiles}, with "
         "a balanced plan, and used {cycles}× the SM-cycles of its launch of a program per tile; both used about "
         "{fa3}× FA3's cycles. What does that say about FA3's lead?",
-        ["It lies inside the key loop: removing the programs' starts and ends did not remove the extra cycles",
+        ["Not in the launch: walking units in a program per multiprocessor left the extra cycles in place",
          "It is the persistent launch: FA3's one program per multiprocessor is what makes it faster",
          "It is the plan: a better assignment of units to programs would close it",
          "It cannot be told: SM-cycles count idle multiprocessors, so the two launches are not comparable"],
         0,
-        "A persistent launch removes each program's start and end and overlaps one unit's end with the next one's "
-        "copies. With that gone the kernel still spent {cycles}× the per-tile launch's cycles, both about {fa3}× "
-        "FA3's, so what FA3 does better happens within a unit. SM-cycles count only cycles with work.",
+        "A persistent launch overlaps one unit's end with the next one's copies. With that the kernel still spent "
+        "{cycles}× the per-tile launch's cycles, both about {fa3}× FA3's, so what FA3 does better lies within each "
+        "unit's work. SM-cycles count the cycles with at least one warp resident, busy or stalled, so waiting at a "
+        "program's start is counted too.",
         cites=cites,
         holds=lambda v: v["programs"] < v["tiles"] and v["cycles"] > 0.98 and v["fa3"] > 1.02,
     )

@@ -161,6 +161,16 @@ def warm_up_seconds(text: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
+_GRAPHS = re.compile(r"Graph capturing finished in (\d+(?:\.\d+)?) secs")
+
+
+def graph_capture_seconds(text: str) -> float | None:
+    """How long vLLM's model runner took to capture the CUDA graphs when the server started, as it logs it (None:
+    the log has no such line, e.g. an eager server)."""
+    found = _GRAPHS.search(text)
+    return float(found.group(1)) if found else None
+
+
 def tail(path: Path, lines: int = 20, max_bytes: int = 256 * 1024) -> list[str]:
     """The last ``lines`` non-empty lines of a (possibly large, possibly missing) log file."""
     try:

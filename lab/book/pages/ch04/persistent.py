@@ -6,6 +6,7 @@ within its own run and the page says which GPU:
 
     h100/kernels-persistent-race         the race of record: FA3, the Gluon kernel's launches and parts, 4k-32k
     h100/kernels-persistent-race-repeat  the same race again in the same lease, nine rounds
+    h100/kernels-persistent-race-fa4     the same race in a third lease whose machine had FA4's wheels
     h100/kernel-counters-persistent      Nsight Compute at 16k: FA3, one program per tile, persistent (balanced)
     h100/kernel-counters-persistent-32k  the same at 32k
 """
@@ -23,7 +24,9 @@ from lab.names import in_data, label
 from lab.results import data, kernel_counters, tuning
 from lab.results.quantities import Quantity
 
-RACE, REPEAT = "h100/kernels-persistent-race", "h100/kernels-persistent-race-repeat"
+RACE, REPEAT, WITH_FA4 = ("h100/kernels-persistent-race", "h100/kernels-persistent-race-repeat",
+                          "h100/kernels-persistent-race-fa4")
+RUNS = (RACE, REPEAT, WITH_FA4)
 COUNTERS = {16384: "h100/kernel-counters-persistent", 32768: "h100/kernel-counters-persistent-32k"}
 #: The launches raced, in the order the section takes them: a program per tile, then the two plans.
 LAUNCHES = ("gluon-default", "gluon-persistent", "gluon-balanced")
@@ -34,7 +37,17 @@ PROFILED = {"fa3": "fa3", "gluon-default": "ours-hopper", "gluon-balanced": "our
 _SHAPE = "causal prefill shaped like Qwen2.5-7B's attention (28 query / 4 KV heads, d=128, bf16, batch 1), on an H100"
 SPEED = Quantity("h100.persistent.speed_vs_fa3", f"FA3's time over one launch's of the Gluon kernel, {_SHAPE}, both "
                  "timed in one process in interleaved rounds (median round)", run=RACE, file="race.csv", unit="×",
-                 others={REPEAT: "the same race again in the same lease, with nine rounds"})
+                 others={REPEAT: "the same race again in the same lease, with nine rounds",
+                         WITH_FA4: "the same race in a later lease whose machine had FA4's wheels"})
+FA4_SPEED = Quantity("h100.persistent.fa4_vs_fa3", f"FA3's time over FA4's (flash-attn-4, CuTeDSL), {_SHAPE}, both "
+                     "timed in the persistent race's rounds", run=WITH_FA4, file="race.csv", unit="×")
+ROUNDS = Quantity("h100.persistent.rounds_won", "interleaved rounds in which the balanced plan's time was shorter than "
+                  "the per-tile launch's, of the rounds a race ran at one length", run=RACE, file="race.csv",
+                  others={REPEAT: "the same race again in the same lease, with nine rounds",
+                          WITH_FA4: "the same race in a later lease whose machine had FA4's wheels"})
+TENSOR_APART = Quantity("h100.persistent.tensor_cycles_apart", "how far apart FA3's and the Gluon kernel's two "
+                        "launches' tensor-busy SM-cycles (busy share × active cycles) are, largest over smallest",
+                        run=COUNTERS[16384], file="raw.csv", unit="%")
 CYCLES = Quantity("h100.persistent.sm_cycles", "one kernel's SM-cycles with work over another's, each profiled once "
                   "under Nsight Compute", run=COUNTERS[16384], file="raw.csv", unit="×",
                   others={COUNTERS[32768]: "the same three jobs at 32k, the next call of the same lease"})
@@ -53,12 +66,22 @@ def raced_tiles(n: int) -> list[int]:
 def _races() -> dict[str, pd.DataFrame]:
     variants = [in_data(launch) for launch in LAUNCHES]
     return {run: tuning.race_vs(data.load(run).csv("race.csv", ("n", "variant", "status", "ms", "max_abs_err")),
-                                variants) for run in (RACE, REPEAT)}
+                                variants + (["fa4"] if run == WITH_FA4 else [])) for run in RUNS}
+
+
+def rounds_won(run: str, n: int) -> tuple[int, int]:
+    """(rounds in which the balanced plan beat the per-tile launch, rounds) of one race at ``n`` tokens: the rounds
+    interleave every variant, so round i of one is timed beside round i of the other."""
+    race = data.load(run).csv("race.csv", ("n", "variant", "ms_rounds")).set_index(["n", "variant"])
+    balanced, per_tile = ([float(t) for t in race.loc[(n, in_data(launch)), "ms_rounds"].split()]
+                          for launch in ("gluon-balanced", "gluon-default"))
+    return sum(b < t for b, t in zip(balanced, per_tile, strict=True)), len(balanced)
 
 
 def _speed(run: str, launch: str, n: int) -> float:
     rows = _races()[run]
-    return float(rows[(rows.variant == in_data(launch)) & (rows.n == n)].vs_reference.iloc[0])
+    name = launch if launch == "fa4" else in_data(launch)
+    return float(rows[(rows.variant == name) & (rows.n == n)].vs_reference.iloc[0])
 
 
 def plan_excess(n: int, how: str, programs: int = 132) -> float:
@@ -82,6 +105,13 @@ def persistent_facts() -> dict[str, Fact]:
             out[f"pers_{key}_{length_key(n)}"] = SPEED.fact(_speed(RACE, launch, n), launch, n, fmt="{:.2f}×")
             out[f"pers_rep_{key}_{length_key(n)}"] = SPEED.fact(_speed(REPEAT, launch, n), launch, n, fmt="{:.2f}×",
                                                                 run=REPEAT)
+            out[f"pers_fa4run_{key}_{length_key(n)}"] = SPEED.fact(_speed(WITH_FA4, launch, n), launch, n,
+                                                                   fmt="{:.2f}×", run=WITH_FA4)
+    for n in lengths:
+        out[f"pers_fa4_{length_key(n)}"] = FA4_SPEED.fact(_speed(WITH_FA4, "fa4", n), n, fmt="{:.2f}×")
+        for prefix, run in (("race", RACE), ("rep", REPEAT), ("fa4run", WITH_FA4)):
+            won, rounds = rounds_won(run, n)
+            out[f"pers_won_{prefix}_{length_key(n)}"] = ROUNDS.fact(f"{won} of {rounds}", n, run=run)
     out["pers_most_tiles_4k"] = Fact(max(raced_tiles(4096)), "lab.measure.attention.hopper_persistent.unit_tiles",
                                      "{:d}")
     for n in (4096, 16384):
@@ -91,6 +121,9 @@ def persistent_facts() -> dict[str, Fact]:
         jobs = {launch: kernel_counters.run_jobs(run)[f"prefill:{job}:1:{n}"] for launch, job in PROFILED.items()}
         cycles = {launch: job.main["sm_cycles_sum"] for launch, job in jobs.items()}
         k = length_key(n)
+        if run == TENSOR_APART.run:
+            tensor = [kernel_counters.tensor_cycles(job) for job in jobs.values()]
+            out["pers_tensor_apart_16k"] = TENSOR_APART.fact(100 * (max(tensor) / min(tensor) - 1), fmt="{:.2f}%")
         out[f"pers_cycles_vs_tile_{k}"] = CYCLES.fact(cycles["gluon-balanced"] / cycles["gluon-default"],
                                                       "persistent over per tile", n, fmt="{:.3f}×", run=run)
         for launch in ("gluon-default", "gluon-balanced"):
@@ -103,10 +136,12 @@ def persistent_facts() -> dict[str, Fact]:
 
 
 def persistent_table():
-    """Each launch's speed over FA3 at each length: the race of record, then its repeat."""
-    table = pd.DataFrame({"launch": [label(ROWS[launch]) for launch in LAUNCHES]})
+    """Each launch's speed over FA3 at each length in the three runs (the race of record, its repeat, the run with
+    FA4), and FA4's in the run that had it."""
+    table = pd.DataFrame({"kernel": [label(ROWS[launch]) for launch in LAUNCHES] + [label("fa4")]})
     for n in sorted(int(n) for n in _races()[RACE].n.unique()):
-        table[f"{length_key(n)}: race / repeat"] = [f"{_speed(RACE, launch, n):.2f} / {_speed(REPEAT, launch, n):.2f}"
-                                                    for launch in LAUNCHES]
+        table[f"{length_key(n)}"] = [" / ".join(f"{_speed(run, launch, n):.2f}" for run in RUNS) for launch in LAUNCHES]\
+            + [f"– / – / {_speed(WITH_FA4, 'fa4', n):.2f}"]
     return table.style.hide(axis="index").set_caption(
-        f"Speed over FA3 timed in the same rounds, on an H100 (data/{RACE}, then data/{REPEAT})")
+        "Speed over FA3 timed in the same rounds, on H100s: the persistent race / its repeat / the run with FA4 "
+        f"(data/{RACE}, data/{REPEAT}, data/{WITH_FA4})")
