@@ -361,12 +361,9 @@ def descriptors(q, k, v, o, block_n: int):
     return out
 
 
-def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, launch: tuple[int, int] | None = None,
-                   overlap: bool = True, pingpong: bool = True):
-    """Attention with the Gluon kernel: q (batch, q_heads, n_q, d), k and v (batch, kv_heads, n_k, d).
-
-    ``launch`` = (BLOCK_N, STAGES) overrides :data:`LAUNCH`; ``overlap`` and ``pingpong`` switch off
-    the two schedules (what each buys). Raises LabError for what it cannot run (:func:`supports`)."""
+def launch_args(q, k, v, causal: bool, scale: float | None, launch: tuple[int, int] | None):
+    """What a launch of this kernel's layout needs: (units of work, BLOCK_N, STAGES, output, the arguments up to
+    ``group``). Raises LabError for what it cannot run (:func:`supports`)."""
     batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
     why = supports(q, k, v, launch[0] if launch else None)
     if why:
@@ -374,10 +371,19 @@ def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, la
     block_n, stages = launch or LAUNCH[d]
     q, k, v = (t.contiguous() for t in (q, k, v))
     o = q.new_empty(q.shape)
-    grid = (n_q // ROWS * batch * q_heads,)
-    hopper_kernel[grid](*descriptors(q, k, v, o, block_n), softmax_scale(d, scale) * LOG2E, n_q, n_k, q_heads,
-                        q_heads // kv_heads, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=overlap,
-                        PINGPONG=pingpong, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
+    args = (*descriptors(q, k, v, o, block_n), softmax_scale(d, scale) * LOG2E, n_q, n_k, q_heads, q_heads // kv_heads)
+    return n_q // ROWS * batch * q_heads, block_n, stages, o, args
+
+
+def hopper_forward(q, k, v, causal: bool = False, scale: float | None = None, launch: tuple[int, int] | None = None,
+                   overlap: bool = True, pingpong: bool = True):
+    """Attention with the Gluon kernel: q (batch, q_heads, n_q, d), k and v (batch, kv_heads, n_k, d).
+
+    ``launch`` = (BLOCK_N, STAGES) overrides :data:`LAUNCH`; ``overlap`` and ``pingpong`` switch off
+    the two schedules (what each buys). Raises LabError for what it cannot run (:func:`supports`)."""
+    n_units, block_n, stages, o, args = launch_args(q, k, v, causal, scale, launch)
+    hopper_kernel[(n_units,)](*args, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=overlap,
+                              PINGPONG=pingpong, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
     return o
 
 
@@ -387,14 +393,20 @@ def compile_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[i
     kernel, whose ``asm`` holds the IR, PTX and cubin (what a CPU test can check). Needs Triton's compiler,
     not its interpreter: on a machine without a GPU, in a process started with ``TRITON_INTERPRET=0``."""
     block_n, stages = launch or LAUNCH[head_dim]
+    return compile_sm90(hopper_kernel, signature(head_dim, block_n, fp16),
+                        {"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages, "OVERLAP": overlap,
+                         "PINGPONG": pingpong})
+
+
+def signature(head_dim: int, block_n: int, fp16: bool = False, **more: str) -> dict:
+    """The types of this kernel layout's arguments for compiling without a GPU: the four descriptors, the scalars up to
+    ``group``, then ``more`` (name -> type) and the schedule's constexprs."""
     stand_in = torch.empty(ROWS, head_dim, dtype=torch.float16 if fp16 else torch.bfloat16)  # for the types only
     sig = {name: mangle_type(desc) for name, desc in
            zip(("q_desc", "k_desc", "v_desc", "o_desc"), descriptors(stand_in, stand_in, stand_in, stand_in, block_n),
                strict=True)}
-    sig.update(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", BLOCK_N="constexpr",
-               CAUSAL="constexpr", STAGES="constexpr", OVERLAP="constexpr", PINGPONG="constexpr")
-    return compile_sm90(hopper_kernel, sig, {"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages,
-                                             "OVERLAP": overlap, "PINGPONG": pingpong})
+    return sig | dict(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", **more) | dict.fromkeys(
+        ("BLOCK_N", "CAUSAL", "STAGES", "OVERLAP", "PINGPONG"), "constexpr")
 
 
 def compile_sm90(kernel, signature: dict, constexprs: dict):

@@ -24,12 +24,10 @@ import functools
 import torch
 
 from lab import LabError, env
-from lab.measure.attention.reference import LOG2E, check_shapes, softmax_scale
 
 env.use_triton_interpreter_without_gpu()   # before Triton is imported, as every kernel module of lab does
 
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma  # noqa: E402
-from triton.runtime.jit import mangle_type  # noqa: E402
 
 from lab.measure.attention.hopper import (  # noqa: E402
     BLOCK_M,
@@ -45,12 +43,12 @@ from lab.measure.attention.hopper import (  # noqa: E402
     allocate,
     attend,
     compile_sm90,
-    descriptors,
     gl,
     gluon,
     key_tiles,
+    launch_args,
+    signature,
     store_rows,
-    supports,
     work_unit,
 )
 
@@ -185,31 +183,17 @@ def persistent_forward(q, k, v, causal: bool = False, scale: float | None = None
                        launch: tuple[int, int] | None = None, how: str = "balanced", programs: int | None = None):
     """Attention with the persistent Gluon kernel: as :func:`~lab.measure.attention.hopper.hopper_forward`, on
     ``programs`` programs (default: one per multiprocessor) walking the units of plan ``how`` (:data:`PLANS`)."""
-    batch, q_heads, kv_heads, n_q, n_k, d = check_shapes(q.shape, k.shape, v.shape, causal)
-    why = supports(q, k, v, launch[0] if launch else None)
-    if why:
-        raise LabError(f"the Hopper kernel {why}")
-    block_n, stages = launch or LAUNCH[d]
-    q, k, v = (t.contiguous() for t in (q, k, v))
-    o = q.new_empty(q.shape)
-    n_units = n_q // ROWS * batch * q_heads
+    n_units, block_n, stages, o, args = launch_args(q, k, v, causal, scale, launch)
     programs = min(n_units, programs or torch.cuda.get_device_properties(q.device).multi_processor_count)
-    units = _plan_on(str(q.device), (n_q, n_k, q_heads, q_heads // kv_heads, batch, causal, block_n), programs, how)
-    persistent_kernel[(programs,)](*descriptors(q, k, v, o, block_n), softmax_scale(d, scale) * LOG2E, n_q, n_k,
-                                   q_heads, q_heads // kv_heads, units, BLOCK_N=block_n, CAUSAL=causal,
-                                   STAGES=stages, OVERLAP=True, PINGPONG=True, num_warps=NUM_WARPS,
-                                   maxnreg=KERNEL_REGS)
+    *_, n_q, n_k, q_heads, group = args
+    units = _plan_on(str(q.device), (n_q, n_k, q_heads, group, q.shape[0], causal, block_n), programs, how)
+    persistent_kernel[(programs,)](*args, units, BLOCK_N=block_n, CAUSAL=causal, STAGES=stages, OVERLAP=True,
+                                   PINGPONG=True, num_warps=NUM_WARPS, maxnreg=KERNEL_REGS)
     return o
 
 
 def compile_persistent_for_hopper(head_dim: int = 128, causal: bool = True, launch: tuple[int, int] | None = None):
     """The persistent kernel compiled for sm_90a without a GPU (as ``hopper.compile_for_hopper``)."""
     block_n, stages = launch or LAUNCH[head_dim]
-    stand_in = torch.empty(ROWS, head_dim, dtype=torch.bfloat16)  # for the types only
-    sig = {name: mangle_type(desc) for name, desc in
-           zip(("q_desc", "k_desc", "v_desc", "o_desc"), descriptors(stand_in, stand_in, stand_in, stand_in, block_n),
-               strict=True)}
-    sig.update(qk_scale="fp32", n_q="i32", n_k="i32", q_heads="i32", group="i32", plan="*i32", BLOCK_N="constexpr",
-               CAUSAL="constexpr", STAGES="constexpr", OVERLAP="constexpr", PINGPONG="constexpr")
-    return compile_sm90(persistent_kernel, sig, {"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages,
-                                                 "OVERLAP": True, "PINGPONG": True})
+    return compile_sm90(persistent_kernel, signature(head_dim, block_n, plan="*i32"),
+                        {"BLOCK_N": block_n, "CAUSAL": causal, "STAGES": stages, "OVERLAP": True, "PINGPONG": True})
