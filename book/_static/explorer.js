@@ -401,7 +401,10 @@
     return out;
   }
 
-  function missing(data, chosen) { return data.views[viewIndex(data, chosen)].x || ""; }
+  function missing(data, chosen) {
+    var view = data.views[viewIndex(data, chosen)];
+    return "x" in view ? data.reasons[view.x] : "";   // why this combination has no data, stored once
+  }
 
   /* The same rule as Explorer.resolve in lab/book/explorer.py: a combination without data is never shown.
      A moved slider goes to its nearest value with data; otherwise the moved control keeps its value and
@@ -420,7 +423,7 @@
     }
     var found = null, cost = null;
     for (var k = 0; k < data.views.length; k++) {
-      if (data.views[k].x) continue;
+      if ("x" in data.views[k]) continue;
       var combo = decode(data, k);
       if (c && combo[moved] !== chosen[moved]) continue;
       var changed = 0, steps = 0;

@@ -364,12 +364,15 @@ class Explorer:
 
     # -- static face
     def static_data(self) -> dict:
-        """Everything the browser needs, with identical series stored once and referenced by index."""
+        """Everything the browser needs, with identical series, charts and reasons stored once and referenced by
+        index (a combination without data is ``{"x": i}``, ``reasons[i]`` saying why)."""
         series_table: list[dict] = []
         series_index: dict[str, int] = {}
         charts: list[dict] = []
         chart_index: dict[str, int] = {}
         views = []
+        reasons: list[str] = []
+        reason_index: dict[str, int] = {}
         readout_heads = None
 
         def intern(table, index, item) -> int:
@@ -382,7 +385,7 @@ class Explorer:
         for combo in self.combinations():
             reason = self.missing(**combo)
             if reason:
-                views.append({"x": reason})
+                views.append({"x": intern(reasons, reason_index, reason)})
                 continue
             view = self.compute(**combo)
             if view.readouts and not any(r.has_value for r in view.readouts):
@@ -419,6 +422,7 @@ class Explorer:
             "readouts": readout_heads or [],
             "charts": charts,
             "series": series_table,
+            "reasons": reasons,
             "views": views,
         }
 
