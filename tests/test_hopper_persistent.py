@@ -81,6 +81,22 @@ def test_exact_against_the_reference(how, programs, causal, shape):
     assert (out.float() - expected.float()).abs().max().item() <= 2e-2
 
 
+def test_the_shared_memory_count_matches_the_build_and_refuses_what_does_not_fit(compiled):
+    """The tiles it counts are what the compiler allocated, less the barriers; a ring too deep for one program per
+    multiprocessor is refused before it is launched."""
+    for name, (head_dim, (block_n, stages)) in {"default": (128, hp.LAUNCH[128]), "d=64": (64, hp.LAUNCH[64]),
+                                                "64-key tiles": (128, (64, 4))}.items():
+        assert 0 <= int((compiled[name] / "shared").read_text()) - hp.shared_bytes(head_dim, block_n, stages) < 1024
+    assert hp.shared_bytes(128, 128, 3) > hp.SHARED_BYTES >= hp.shared_bytes(128, 128, 2)
+
+
+@hopper_only
+def test_refuses_a_ring_too_deep_for_one_program_per_multiprocessor():
+    q = torch.zeros(1, 2, 256, 128, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(LabError, match="fewer stages"):
+        hp.persistent_forward(q, q, q, True, launch=(128, 3))
+
+
 def test_refuses_what_it_cannot_run():
     q = torch.zeros(1, 2, 128, 128, dtype=torch.bfloat16)
     with pytest.raises(LabError, match="Hopper"):

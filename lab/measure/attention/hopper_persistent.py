@@ -53,6 +53,12 @@ from lab.measure.attention.hopper import (  # noqa: E402
 )
 
 PLANS = ("strided", "balanced")
+SHARED_BYTES = 227 * 1024   # Hopper's shared memory per program (one program per multiprocessor)
+
+
+def shared_bytes(head_dim: int, block_n: int, stages: int) -> int:
+    """The 16-bit tiles a persistent program keeps in shared memory: Q, its output buffer, and the K and V rings."""
+    return 2 * head_dim * (2 * ROWS + 2 * stages * block_n)
 
 
 @gluon.jit
@@ -184,6 +190,10 @@ def persistent_forward(q, k, v, causal: bool = False, scale: float | None = None
     """Attention with the persistent Gluon kernel: as :func:`~lab.measure.attention.hopper.hopper_forward`, on
     ``programs`` programs (default: one per multiprocessor) walking the units of plan ``how`` (:data:`PLANS`)."""
     n_units, block_n, stages, o, args = launch_args(q, k, v, causal, scale, launch)
+    if shared_bytes(q.shape[-1], block_n, stages) > SHARED_BYTES:
+        raise LabError(f"the persistent Hopper kernel needs {shared_bytes(q.shape[-1], block_n, stages):,} bytes of "
+                       f"shared memory at head dim {q.shape[-1]} with {stages} stages of {block_n} keys, more than "
+                       f"Hopper's {SHARED_BYTES:,}: use fewer stages (launch=({block_n}, 2))")
     programs = min(n_units, programs or torch.cuda.get_device_properties(q.device).multi_processor_count)
     *_, n_q, n_k, q_heads, group = args
     units = _plan_on(str(q.device), (n_q, n_k, q_heads, group, q.shape[0], causal, block_n), programs, how)
