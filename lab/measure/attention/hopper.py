@@ -142,15 +142,18 @@ def load_unit(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, q_row, kv_ro
     mbarrier.expect(q_ready, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_ready, q_smem)
     for i in range(n_tiles):
-        slot = first + i
-        stage = slot % STAGES
-        free = (slot // STAGES & 1) ^ 1                               # a fresh barrier passes phase 1
-        mbarrier.wait(k_empty.index(stage), free)
-        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(k_desc, [kv_row0 + i * BLOCK_N, 0], k_ready.index(stage), k_smem.index(stage))
-        mbarrier.wait(v_empty.index(stage), free)
-        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(v_desc, [kv_row0 + i * BLOCK_N, 0], v_ready.index(stage), v_smem.index(stage))
+        into_ring(k_desc, kv_row0 + i * BLOCK_N, first + i, k_ready, k_empty, k_smem, STAGES)
+        into_ring(v_desc, kv_row0 + i * BLOCK_N, first + i, v_ready, v_empty, v_smem, STAGES)
+
+
+@gluon.jit
+def into_ring(desc, row, slot, ready, empty, smem, STAGES: gl.constexpr):
+    """Copy the tile at ``row`` of ``desc`` into ring slot ``slot`` (modulo STAGES) once that slot is free; its
+    ``ready`` barrier completes when the bytes have arrived."""
+    stage = slot % STAGES
+    mbarrier.wait(empty.index(stage), (slot // STAGES & 1) ^ 1)      # a fresh barrier passes phase 1
+    mbarrier.expect(ready.index(stage), desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(desc, [row, 0], ready.index(stage), smem.index(stage))
 
 
 @gluon.jit

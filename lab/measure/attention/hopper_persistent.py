@@ -45,6 +45,7 @@ from lab.measure.attention.hopper import (  # noqa: E402
     compile_sm90,
     gl,
     gluon,
+    into_ring,
     key_tiles,
     launch_args,
     signature,
@@ -81,21 +82,12 @@ def persistent_producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, 
         q_row, kv_row0, start_m = work_unit(planned_unit(plan, k), q_heads, group, n_q, n_k)
         n_tiles, _ = key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
         for i in range(n_tiles):
-            slot = first + i
-            stage = slot % STAGES
-            free = (slot // STAGES & 1) ^ 1                           # a fresh barrier passes phase 1
-            mbarrier.wait(k_empty.index(stage), free)
-            mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [kv_row0 + i * BLOCK_N, 0], k_ready.index(stage),
-                                            k_smem.index(stage))
+            into_ring(k_desc, kv_row0 + i * BLOCK_N, first + i, k_ready, k_empty, k_smem, STAGES)
             if i == 0:
                 mbarrier.wait(q_free, (k - begin & 1) ^ 1)
                 mbarrier.expect(q_ready, q_desc.block_type.nbytes)
                 tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_ready, q_smem)
-            mbarrier.wait(v_empty.index(stage), free)
-            mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v_desc, [kv_row0 + i * BLOCK_N, 0], v_ready.index(stage),
-                                            v_smem.index(stage))
+            into_ring(v_desc, kv_row0 + i * BLOCK_N, first + i, v_ready, v_empty, v_smem, STAGES)
         first += n_tiles
 
 
