@@ -125,25 +125,18 @@ def key_tiles(start_m, n_q, n_k, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
 
 @gluon.jit
 def producer(q_desc, k_desc, v_desc, o_desc, q_smem, k_smem, v_smem, bars, qk_scale, n_q, n_k, q_heads, group, sched):
-    """One warp: Q once, then each key tile's K and V into the ring (:func:`load_unit`)."""
-    q_row, kv_row0, start_m = work_unit(gl.program_id(0), q_heads, group, n_q, n_k)
-    n_tiles, _ = key_tiles(start_m, n_q, n_k, sched.BLOCK_N, sched.CAUSAL)
-    load_unit(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, q_row, kv_row0, n_tiles, 0, sched)
-
-
-@gluon.jit
-def load_unit(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, q_row, kv_row0, n_tiles, first, sched):
-    """One unit's loads: its Q tile, then its key tiles' K and V into the ring, the first into slot ``first``
-    (the key tiles this program loaded before). K and V have barriers of their own: a K slot is free once both
-    consumers have their scores, a V slot once their P V is done."""
+    """One warp: Q once, then each key tile's K and V into the ring (:func:`into_ring`). K and V have barriers of
+    their own: a K slot is free once both consumers have their scores, a V slot once their P V is done."""
     BLOCK_N: gl.constexpr = sched.BLOCK_N
     STAGES: gl.constexpr = sched.STAGES
     q_ready, k_ready, v_ready, k_empty, v_empty, turn = bars
+    q_row, kv_row0, start_m = work_unit(gl.program_id(0), q_heads, group, n_q, n_k)
+    n_tiles, _ = key_tiles(start_m, n_q, n_k, BLOCK_N, sched.CAUSAL)
     mbarrier.expect(q_ready, q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_ready, q_smem)
     for i in range(n_tiles):
-        into_ring(k_desc, kv_row0 + i * BLOCK_N, first + i, k_ready, k_empty, k_smem, STAGES)
-        into_ring(v_desc, kv_row0 + i * BLOCK_N, first + i, v_ready, v_empty, v_smem, STAGES)
+        into_ring(k_desc, kv_row0 + i * BLOCK_N, i, k_ready, k_empty, k_smem, STAGES)
+        into_ring(v_desc, kv_row0 + i * BLOCK_N, i, v_ready, v_empty, v_smem, STAGES)
 
 
 @gluon.jit
