@@ -29,16 +29,11 @@ def test_compiles_for_hopper_without_spills_in_one_program_per_multiprocessor(na
     assert int((compiled[name] / "shared").read_text()) <= 227 * 1024
 
 
-def _lists(plan: list[int], programs: int) -> list[list[int]]:
-    offsets, units = plan[:programs + 1], plan[programs + 1:]
-    return [units[offsets[p]:offsets[p + 1]] for p in range(programs)]
-
-
 @pytest.mark.parametrize("how", hp.PLANS)
 @pytest.mark.parametrize("n, programs", [(4096, 132), (16384, 132), (1024, 5), (256, 132)])
 def test_every_unit_is_walked_once_in_launch_order(how, n, programs):
     tiles = hp.unit_tiles(n, n, 28, 7, 1, True, 128)
-    lists = _lists(hp.plan(tiles, programs, how), programs)
+    lists = hp.program_units(hp.plan(tiles, programs, how), programs)
     assert sorted(u for units in lists for u in units) == list(range(len(tiles)))
     assert all(units == sorted(units) for units in lists)
 
@@ -55,8 +50,7 @@ def test_unit_costs_follow_the_kernels_order():
 @pytest.mark.parametrize("n", [4096, 16384, 32768])
 def test_the_balanced_plan_is_within_one_unit_of_the_mean(n):
     tiles = hp.unit_tiles(n, n, 28, 7, 1, True, 128)
-    costs = {how: [sum(tiles[u] + 1 for u in units) for units in _lists(hp.plan(tiles, 132, how), 132)]
-             for how in hp.PLANS}
+    costs = {how: hp.program_costs(tiles, hp.plan(tiles, 132, how), 132) for how in hp.PLANS}
     mean = sum(t + 1 for t in tiles) / 132
     assert max(costs["balanced"]) - mean <= max(tiles) + 1
     assert max(costs["balanced"]) < max(costs["strided"])

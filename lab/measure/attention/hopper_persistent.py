@@ -13,7 +13,8 @@ does the same with the scheduled loop of ``hopper`` unchanged (:func:`~lab.measu
 
 Which units a program walks is a plan made on the host (:func:`plan`): ``strided`` gives program p every
 P-th unit; ``balanced`` gives each unit, heaviest first in launch order, to the program whose units so far cost
-least (the block scheduler's rule, with the cost of a causal unit known in advance: its key tiles). FA3 takes its
+least, imitating with costs estimated in advance what the block scheduler appears to do for a launch of a program
+per tile (NVIDIA does not document its order). FA3 takes its
 tiles from a shared counter at run time instead (its ``VarlenDynamicPersistentTileScheduler``).
 
 Scope as ``hopper``'s, plus: the shared memory of a Q, an output and the ring fits one program per multiprocessor.
@@ -150,10 +151,26 @@ def unit_tiles(n_q: int, n_k: int, q_heads: int, group: int, batch: int, causal:
     return tiles
 
 
+def unit_cost(n_tiles: int) -> int:
+    """What a plan counts a unit as: its key tiles and one tile more for its start and end."""
+    return n_tiles + 1
+
+
+def program_units(planned: list[int], programs: int) -> list[list[int]]:
+    """A plan's lists back: the units each program walks, in its order."""
+    offsets, units = planned[:programs + 1], planned[programs + 1:]
+    return [units[offsets[p]:offsets[p + 1]] for p in range(programs)]
+
+
+def program_costs(tiles: list[int], planned: list[int], programs: int) -> list[int]:
+    """Each program's units' cost (:func:`unit_cost`) under a plan: what the costliest leaves the others waiting for."""
+    return [sum(unit_cost(tiles[u]) for u in units) for units in program_units(planned, programs)]
+
+
 def plan(tiles: list[int], programs: int, how: str = "balanced") -> list[int]:
     """The units each of ``programs`` programs walks, as one list: P + 1 offsets, then the units program by program.
     ``strided``: every P-th unit from its own; ``balanced``: each unit in launch order to the program whose units so
-    far cost least (a unit costs its key tiles and one tile more for its start and end)."""
+    far cost least (:func:`unit_cost`)."""
     if how not in PLANS:
         raise LabError(f"no plan {how!r}; choose one of {', '.join(PLANS)}")
     lists = [[] for _ in range(programs)]
@@ -165,7 +182,7 @@ def plan(tiles: list[int], programs: int, how: str = "balanced") -> list[int]:
         for unit, n in enumerate(tiles):
             p = min(range(programs), key=cost.__getitem__)
             lists[p].append(unit)
-            cost[p] += n + 1
+            cost[p] += unit_cost(n)
     offsets = [0]
     for units in lists:
         offsets.append(offsets[-1] + len(units))

@@ -69,10 +69,15 @@ def _races() -> dict[str, pd.DataFrame]:
                                 variants + (["fa4"] if run == WITH_FA4 else [])) for run in RUNS}
 
 
+@functools.cache
+def _rounds(run: str) -> pd.DataFrame:
+    return data.load(run).csv("race.csv", ("n", "variant", "ms_rounds")).set_index(["n", "variant"])
+
+
 def rounds_won(run: str, n: int) -> tuple[int, int]:
     """(rounds in which the balanced plan beat the per-tile launch, rounds) of one race at ``n`` tokens: the rounds
     interleave every variant, so round i of one is timed beside round i of the other."""
-    race = data.load(run).csv("race.csv", ("n", "variant", "ms_rounds")).set_index(["n", "variant"])
+    race = _rounds(run)
     balanced, per_tile = ([float(t) for t in race.loc[(n, in_data(launch)), "ms_rounds"].split()]
                           for launch in ("gluon-balanced", "gluon-default"))
     return sum(b < t for b, t in zip(balanced, per_tile, strict=True)), len(balanced)
@@ -87,9 +92,7 @@ def _speed(run: str, launch: str, n: int) -> float:
 def plan_excess(n: int, how: str, programs: int = 132) -> float:
     """How much more the costliest program of a plan walks than the mean, in percent (tiles and one per unit)."""
     tiles = raced_tiles(n)
-    planned = hopper_persistent.plan(tiles, programs, how)
-    offsets, units = planned[:programs + 1], planned[programs + 1:]
-    costs = [sum(tiles[u] + 1 for u in units[offsets[p]:offsets[p + 1]]) for p in range(programs)]
+    costs = hopper_persistent.program_costs(tiles, hopper_persistent.plan(tiles, programs, how), programs)
     return 100 * (max(costs) / (sum(costs) / programs) - 1)
 
 
@@ -118,7 +121,8 @@ def persistent_facts() -> dict[str, Fact]:
         for how in hopper_persistent.PLANS:
             out[f"pers_{how}_excess_{length_key(n)}"] = Fact(plan_excess(n, how), _PLAN, "{:.1f}%")
     for n, run in COUNTERS.items():
-        jobs = {launch: kernel_counters.run_jobs(run)[f"prefill:{job}:1:{n}"] for launch, job in PROFILED.items()}
+        profiled = kernel_counters.run_jobs(run)
+        jobs = {launch: profiled[f"prefill:{job}:1:{n}"] for launch, job in PROFILED.items()}
         cycles = {launch: job.main["sm_cycles_sum"] for launch, job in jobs.items()}
         k = length_key(n)
         if run == TENSOR_APART.run:
