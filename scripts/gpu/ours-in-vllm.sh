@@ -94,7 +94,7 @@ case "$PART" in
     capped 300 "$PYTHON" -m lab capture vllm --arm OURS --out "$WORK/$ours_study/traces" --windows prefill:8192,decode:8192 \
         --model "$MODEL" ;;   # the 128k config: capture's server asks for a 33,024-token context, past the 32k one's
   arms)
-    # backend:folder:seconds to ready:seconds of the arm (FA2's server JIT-compiles its kernels while it starts)
+    # backend:folder:seconds to ready:seconds of the arm (FA2's server spends minutes capturing CUDA graphs)
     for arm in "FLASH_ATTN --fa-version 2:flash_attn-fa2:420:540" "TRITON_ATTN:triton_attn:300:400" \
                "FLEX_ATTENTION:flex_attention:300:400"; do
       IFS=: read -r backend folder ready cap <<< "$arm"

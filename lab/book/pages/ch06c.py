@@ -24,7 +24,7 @@ from lab.measure.attention.hopper import ROWS
 from lab.measure.attention.hopper_paged import copy_tile, hopper_paged_kernel, paged_unit
 from lab.measure.attention.serving import server_step, warm_up
 from lab.measure.serving_race import CHUNK_CANDIDATES, MIXED_CANDIDATES, fastest_of_ours
-from lab.measure.vllm.arms import FA2, FA3, OURS
+from lab.measure.vllm.arms import FA2, FA3, OURS, known
 from lab.results import kernel_counters
 from lab.results import ours_serving as serving
 from lab.results.modelshape import qwen25_7b
@@ -266,7 +266,7 @@ def fa2_facts() -> dict[str, Fact]:
             "fa2arm_itl_over_fa3_max": FA2_OVER_FA3.fact(itl_ratio.max(), "itl", "largest", fmt="{:.2f}×"),
             "fa2arm_ours_ratio_min": ARMS_RATIO.fact(ours_ratio.min(), "smallest", fmt="{:.2f}×", run=run),
             "fa2arm_ours_ratio_max": ARMS_RATIO.fact(ours_ratio.max(), "largest", fmt="{:.2f}×", run=run)}
-    for arm in (FA2, FA3, OURS):
+    for arm in map(known, ttft.columns):   # the arms the lease swept, from its folders
         ready = read_json(DATA_DIR / run / arm.slug / "provenance.json")["server"]["ready_s"]
         out[f"fa2arm_{names.key(arm.label)}_ready_s"] = SERVER_READY.fact(ready, arm.label, fmt="{:.0f} s")
         out[f"fa2arm_{names.key(arm.label)}_capture_s"] = GRAPH_CAPTURE.fact(
